@@ -1,0 +1,88 @@
+"""Small checks that build one-line errors: parameter, constraint, value."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+from dpdpca.errors import DataError, ParameterError
+
+
+def _fmt(value: Any) -> str:
+    return repr(value) if not isinstance(value, float) else f"{value!r}"
+
+
+def param_error(name: str, constraint: str, value: Any) -> ParameterError:
+    """Return ``ParameterError('<name> must be <constraint>, got <value>')``."""
+    return ParameterError(f"{name} must be {constraint}, got {_fmt(value)}")
+
+
+def check_real(name: str, value: Any) -> float:
+    """Return ``value`` as a finite float or raise."""
+    if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
+        raise param_error(name, "a real number", value)
+    v = float(value)
+    if not math.isfinite(v):
+        raise param_error(name, "finite", value)
+    return v
+
+
+def check_positive(name: str, value: Any) -> float:
+    """A finite real strictly greater than zero (e.g. ``epsilon``)."""
+    v = check_real(name, value)
+    if v <= 0:
+        raise param_error(name, "> 0", value)
+    return v
+
+
+def check_nonnegative(name: str, value: Any) -> float:
+    """A finite real greater than or equal to zero (e.g. a sensitivity)."""
+    v = check_real(name, value)
+    if v < 0:
+        raise param_error(name, ">= 0", value)
+    return v
+
+
+def check_open_unit(name: str, value: Any) -> float:
+    """A real in the open interval (0, 1) (e.g. ``delta``)."""
+    v = check_real(name, value)
+    if not 0.0 < v < 1.0:
+        raise param_error(name, "in (0, 1)", value)
+    return v
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None,
+              maximum: int | None = None) -> int:
+    """An integer (not bool) within optional inclusive bounds."""
+    if isinstance(value, bool) or not isinstance(value, (Integral, np.integer)):
+        raise param_error(name, "an integer", value)
+    v = int(value)
+    if minimum is not None and v < minimum:
+        raise param_error(name, f">= {minimum}", value)
+    if maximum is not None and v > maximum:
+        raise param_error(name, f"<= {maximum}", value)
+    return v
+
+
+def check_data_matrix(name: str, X: Any, *, n_features: int | None = None) -> np.ndarray:
+    """A finite, non-empty 2-D float array; returns a float64 copy.
+
+    Raises :class:`DataError` naming ``name`` when ``X`` is not 2-D, is empty,
+    holds NaN or inf, or has a different number of columns than ``n_features``.
+    """
+    arr = np.array(X, dtype=np.float64, copy=True)
+    if arr.ndim != 2:
+        raise DataError(f"{name} must be a 2-D array (n_samples, n_features), got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise DataError(f"{name} must have at least 1 row, got shape {arr.shape}")
+    if arr.shape[1] == 0:
+        raise DataError(f"{name} must have at least 1 feature, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.argwhere(~np.isfinite(arr))[0][0])
+        raise DataError(f"{name} must be finite (no NaN or inf), got a non-finite value in row {bad}")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise DataError(f"{name} must have {n_features} features like the other partitions, got {arr.shape[1]}")
+    return arr

@@ -1,0 +1,58 @@
+"""Exception hierarchy shared by every layer of dpdpca.
+
+Every error raised on purpose by dpdpca derives from :class:`DpdpcaError`, and
+also from the builtin that describes its kind (``ValueError`` or
+``TypeError``), so callers may catch either.  Messages are one line and name
+the parameter, the constraint and the value received, e.g.
+``epsilon must be > 0, got -1.0``.  The CLI prints that line and exits non-zero.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DpdpcaError",
+    "ParameterError",
+    "DataError",
+    "OverflowRiskError",
+    "KeyMismatchError",
+    "MessageError",
+    "InsecureKeyError",
+    "InfeasibleError",
+    "ProtocolError",
+]
+
+
+class DpdpcaError(Exception):
+    """Root of every error dpdpca raises deliberately."""
+
+
+class ParameterError(DpdpcaError, ValueError):
+    """A parameter is outside its documented range."""
+
+
+class DataError(DpdpcaError, ValueError):
+    """Input data violates the data contract (NaN, wrong shape, norm > 1, empty...)."""
+
+
+class OverflowRiskError(DpdpcaError, ValueError):
+    """A plaintext or a packed slot could leave its range; raised *before* computing."""
+
+
+class KeyMismatchError(DpdpcaError, ValueError):
+    """Ciphertexts or messages made under a different key were combined."""
+
+
+class MessageError(DpdpcaError, ValueError):
+    """A serialized message is truncated, tampered with, or of an unknown version."""
+
+
+class InsecureKeyError(ParameterError):
+    """A key below the secure size was requested without explicit consent."""
+
+
+class InfeasibleError(ParameterError):
+    """Constraints on noise variances (e.g. CAPE's) cannot be met."""
+
+
+class ProtocolError(DpdpcaError, ValueError):
+    """A protocol round was run out of order, replayed, or duplicated."""

@@ -1,0 +1,86 @@
+"""Per-party, per-phase timings and bytes sent, as every result reports them."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+__all__ = ["Timings"]
+
+
+class Timings:
+    """Wall-clock seconds per party and phase, plus the critical path.
+
+    Parties are named ``"role"`` or ``"role:id"`` (``"owner:3"``).  Parties of a
+    role listed in ``parallel_roles`` work at the same time in a real
+    deployment, so the critical path counts only the slowest of them; every
+    other party is counted in full (sequential).
+
+    Examples
+    --------
+    >>> t = Timings(parallel_roles=("owner",))
+    >>> t.add("owner:1", "encrypt", 2.0); t.add("owner:2", "encrypt", 3.0)
+    >>> t.add("proxy", "aggregate", 1.0)
+    >>> t.critical_path_s()
+    4.0
+    """
+
+    def __init__(self, *, parallel_roles: tuple[str, ...] = ("owner",)) -> None:
+        self.parallel_roles = tuple(parallel_roles)
+        self._phases: dict[str, dict[str, float]] = {}
+
+    def add(self, party: str, phase: str, seconds: float) -> None:
+        """Add ``seconds`` to ``party``'s ``phase``."""
+        phases = self._phases.setdefault(party, {})
+        phases[phase] = phases.get(phase, 0.0) + float(seconds)
+
+    @contextmanager
+    def measure(self, party: str, phase: str) -> Iterator[None]:
+        """Context manager that times its body into ``party``/``phase``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(party, phase, time.perf_counter() - start)
+
+    def merge(self, other: "Timings") -> None:
+        """Add every phase of ``other`` into this one."""
+        for party, phases in other._phases.items():
+            for phase, sec in phases.items():
+                self.add(party, phase, sec)
+
+    def party_total(self, party: str) -> float:
+        return sum(self._phases.get(party, {}).values())
+
+    def total_s(self) -> float:
+        """Sum over every party: the CPU-style total if nothing ran in parallel."""
+        return sum(self.party_total(p) for p in self._phases)
+
+    def critical_path_s(self) -> float:
+        """Sequential parties in full plus the slowest party of each parallel role."""
+        slowest: dict[str, float] = {}
+        total = 0.0
+        for party in self._phases:
+            role = party.split(":", 1)[0]
+            if role in self.parallel_roles:
+                slowest[role] = max(slowest.get(role, 0.0), self.party_total(party))
+            else:
+                total += self.party_total(party)
+        return total + sum(slowest.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``parties`` (party -> phase -> s), ``total_s``, ``critical_path_s``."""
+        return {
+            "parties": {p: dict(ph) for p, ph in self._phases.items()},
+            "total_s": self.total_s(),
+            "critical_path_s": self.critical_path_s(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, parallel_roles: tuple[str, ...] = ("owner",)) -> "Timings":
+        t = cls(parallel_roles=parallel_roles)
+        for party, phases in data.get("parties", {}).items():
+            for phase, sec in phases.items():
+                t.add(party, phase, sec)
+        return t
