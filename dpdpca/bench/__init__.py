@@ -1,1 +1,23 @@
-"""dpdpca.bench"""
+"""Benchmarks, run as ``dpdpca bench NAME [--quick] --json``.
+
+Each benchmark prints one JSON object of side-by-side ratios measured in one
+run (absolute times on shared machines are noisy; ratios are not).
+"""
+
+from __future__ import annotations
+
+import click
+
+from dpdpca.cli import LazyGroup
+
+BENCHMARKS: dict[str, str] = {
+    "crypto": "dpdpca.bench.crypto:command",
+    "dp": "dpdpca.bench.dp:command",
+    "protocol": "dpdpca.bench.protocol:command",
+    "baselines": "dpdpca.bench.baselines:command",
+}
+
+
+@click.group(cls=LazyGroup, lazy=BENCHMARKS)
+def bench_group() -> None:
+    """Benchmarks: crypto, dp, protocol, baselines."""
