@@ -1,0 +1,67 @@
+"""Non-private PCA of the pooled data, run as a distributed pipeline.
+
+Each site sends ``N_s`` and its second moment ``A_s``; the aggregator forms
+``A = sum_s N_s A_s / N`` (exactly the pooled ``X^T X / N``) and takes its
+top-K eigenvectors.  This is the ``q_o`` reference: its ``q/q_o`` is 1 up to
+float rounding.  No privacy (``PrivacyReport.non_private()``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, second_moment, symmetric_bytes, top_eigenpairs
+from dpdpca.data.preprocessing import check_partitions
+from dpdpca._validation import check_int
+from dpdpca.dp.report import PrivacyReport
+from dpdpca.result import PCAResult
+from dpdpca.timing import Timings
+
+__all__ = ["NonPrivatePCA", "run_nonprivate"]
+
+
+class NonPrivatePCA(SiteEstimator):
+    """Exact PCA of the pooled second moment (no noise, not DP).
+
+    Parameters
+    ----------
+    n_components : int, 1 <= K <= D
+    epsilon, delta : float
+        Accepted for the common signature and ignored.
+    rng : ignored
+    """
+
+    method_name = "nonprivate"
+
+    def _validate(self, partitions: Any) -> tuple[list[np.ndarray], int]:
+        parts = check_partitions(partitions)  # no norm bound needed: nothing is calibrated
+        return parts, check_int("n_components", self.n_components, minimum=1, maximum=parts[0].shape[1])
+
+    def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
+        d = parts[0].shape[1]
+        timings = Timings(parallel_roles=("site",))
+        n_total = sum(X.shape[0] for X in parts)
+        A = np.zeros((d, d))
+        bytes_sent = {}
+        shares = []
+        for s, X in enumerate(parts, start=1):
+            with timings.measure(f"site:{s}", "second-moment"):
+                shares.append(second_moment(X))
+            bytes_sent[f"site:{s}"] = symmetric_bytes(d) + FLOAT_BYTES
+        with timings.measure("aggregator", "aggregate"):
+            for X, A_s in zip(parts, shares):
+                A += (X.shape[0] / n_total) * A_s
+        with timings.measure("aggregator", "eigh"):
+            w, V = top_eigenpairs(A, k)
+        bytes_sent["aggregator"] = FLOAT_BYTES * d * k
+        return PCAResult(method=self.method_name, components=V, eigenvalues=w,
+                         privacy=PrivacyReport.non_private(), timings=timings, bytes_sent=bytes_sent,
+                         params={"n_components": k, "n_sites": len(parts)}, extra={"n_samples": n_total})
+
+
+def run_nonprivate(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
+                   rng: Any = None) -> PCAResult:
+    """Driver entry for ``"nonprivate"`` (``epsilon``, ``delta``, ``rng`` ignored)."""
+    return NonPrivatePCA(n_components, epsilon, delta, rng=rng).fit(partitions).result_
