@@ -1,1 +1,69 @@
-"""dpdpca.crypto"""
+"""Packed, batched Paillier encryption (Damgård–Jurik–Nielsen short exponents).
+
+Layers, bottom up: :mod:`~dpdpca.crypto._backend` (the only gmpy2 user),
+:mod:`~dpdpca.crypto.keys` (keys, raw encryption and CRT decryption),
+:mod:`~dpdpca.crypto.packing` (signed slots), :mod:`~dpdpca.crypto.codec`
+(reals to integers), :mod:`~dpdpca.crypto.encrypted` and
+:mod:`~dpdpca.crypto.matrix` (encrypted vectors and symmetric matrices with
+bound tracking), :mod:`~dpdpca.crypto.wire` (binary format),
+:mod:`~dpdpca.crypto.compute` (executors) and :mod:`~dpdpca.crypto.interop`
+(python-paillier).  Knows nothing of PCA or differential privacy.
+"""
+
+from dpdpca.crypto.codec import FixedPointCodec, MinMaxDiscretizer
+from dpdpca.crypto.compute import local_process_pool
+from dpdpca.crypto.encrypted import (
+    EncryptedArray,
+    decrypt,
+    encrypt,
+    scalar_times_packed,
+    scalars_times_packed,
+    sum_arrays,
+)
+from dpdpca.crypto.interop import from_phe, to_phe
+from dpdpca.crypto.keys import (
+    PrivateKey,
+    PublicKey,
+    generate_keypair,
+    keypair_from_primes,
+    load_private_key,
+    load_public_key,
+    save_private_key,
+    save_public_key,
+)
+from dpdpca.crypto.matrix import (
+    EncryptedSymmetricMatrix,
+    triangle_size,
+    upper_triangle_chunks,
+    upper_triangle_flatten,
+    upper_triangle_unflatten,
+)
+from dpdpca.crypto.packing import SlotLayout
+
+__all__ = [
+    "PublicKey",
+    "PrivateKey",
+    "generate_keypair",
+    "keypair_from_primes",
+    "save_public_key",
+    "save_private_key",
+    "load_public_key",
+    "load_private_key",
+    "SlotLayout",
+    "FixedPointCodec",
+    "MinMaxDiscretizer",
+    "EncryptedArray",
+    "encrypt",
+    "decrypt",
+    "sum_arrays",
+    "scalar_times_packed",
+    "scalars_times_packed",
+    "upper_triangle_chunks",
+    "upper_triangle_flatten",
+    "upper_triangle_unflatten",
+    "triangle_size",
+    "local_process_pool",
+    "EncryptedSymmetricMatrix",
+    "to_phe",
+    "from_phe",
+]

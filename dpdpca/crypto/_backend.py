@@ -1,0 +1,235 @@
+"""The only module of dpdpca that talks to gmpy2.
+
+Everything here works on plain integers (``gmpy2.mpz`` in memory) and knows
+nothing of keys, slots or bounds: modular exponentiation, inversion, prime
+generation, a fixed-base windowed table, multi-exponentiation and the tight
+modular-product loops that aggregation runs.  Randomness comes from
+:mod:`secrets` (the operating system's CSPRNG) only.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+
+import gmpy2
+from gmpy2 import mpz
+
+__all__ = [
+    "mpz",
+    "powmod",
+    "powmod_base_list",
+    "invert",
+    "gcd",
+    "is_probable_prime",
+    "random_prime_3mod4",
+    "random_below",
+    "random_unit",
+    "FixedBaseTable",
+    "StrausTable",
+    "prod_mod",
+    "columnwise_prod_mod",
+    "ints_to_bytes",
+    "bytes_to_ints",
+    "int_to_bytes",
+]
+
+#: Miller-Rabin rounds for key primes (error < 4**-64 per candidate).
+_MR_ROUNDS = 64
+
+
+def powmod(base: int, exp: int, mod: int) -> mpz:
+    """``base**exp mod mod``; a negative ``exp`` uses the modular inverse."""
+    return gmpy2.powmod(base, exp, mod)
+
+
+def powmod_base_list(bases: Sequence[int], exp: int, mod: int) -> list[mpz]:
+    """``[powmod(b, exp, mod) for b in bases]`` in one C call (releases the GIL)."""
+    return list(gmpy2.powmod_base_list(list(bases), exp, mod))
+
+
+def invert(a: int, mod: int) -> mpz:
+    """Inverse of ``a`` modulo ``mod`` (ZeroDivisionError if not a unit)."""
+    return gmpy2.invert(a, mod)
+
+
+def gcd(a: int, b: int) -> mpz:
+    """Greatest common divisor."""
+    return gmpy2.gcd(a, b)
+
+
+def is_probable_prime(n: int) -> bool:
+    """Miller-Rabin with trial division, 64 rounds."""
+    return bool(gmpy2.is_prime(n, _MR_ROUNDS))
+
+
+def random_prime_3mod4(bits: int) -> mpz:
+    """A uniformly drawn prime p with exactly ``bits`` bits, top two bits set, p = 3 (mod 4).
+
+    Setting the two top bits makes the product of two such primes have exactly
+    ``2*bits`` bits.  Candidates are fresh random draws (no ``next_prime``
+    walk, which would favour primes after long gaps).
+    """
+    top = mpz(3) << (bits - 2)
+    while True:
+        cand = mpz(secrets.randbits(bits)) | top | 3
+        if gmpy2.is_prime(cand, 1) and gmpy2.is_prime(cand, _MR_ROUNDS):
+            return cand
+
+
+def random_below(upper: int) -> mpz:
+    """Uniform integer in ``[0, upper)`` from :mod:`secrets`."""
+    return mpz(secrets.randbelow(int(upper)))
+
+
+def random_unit(n: int) -> mpz:
+    """Uniform element of Z*_n from :mod:`secrets`."""
+    while True:
+        r = mpz(secrets.randbelow(int(n) - 1) + 1)
+        if gmpy2.gcd(r, n) == 1:
+            return r
+
+
+class FixedBaseTable:
+    """Windowed fixed-base table for ``base**e mod mod`` with ``e < 2**exp_bits``.
+
+    Stores ``base**(u * 2**(8k)) mod mod`` for every byte position ``k`` and
+    byte value ``u`` (window w = 8), so one exponentiation costs at most
+    ``ceil(exp_bits / 8)`` modular multiplications and no squarings.  Built
+    once per key (about ``32 * exp_bits`` multiplications) and reused.
+    """
+
+    WINDOW = 8
+
+    def __init__(self, base: int, mod: int, exp_bits: int) -> None:
+        self.mod = mpz(mod)
+        self.exp_bits = int(exp_bits)
+        self.n_bytes = (self.exp_bits + 7) // 8
+        rows: list[list[mpz]] = []
+        g = mpz(base) % self.mod
+        m = self.mod
+        for _ in range(self.n_bytes):
+            row = [mpz(1), g]
+            acc = g
+            for _u in range(2, 256):
+                acc = acc * g % m
+                row.append(acc)
+            rows.append(row)
+            g = acc * g % m  # g**256: the base of the next byte
+        self.rows = rows
+
+    def pow(self, e: int) -> mpz:
+        """``base**e mod mod`` for ``0 <= e < 2**exp_bits``."""
+        m = self.mod
+        acc = mpz(1)
+        for row, u in zip(self.rows, int(e).to_bytes(self.n_bytes, "little")):
+            if u:
+                acc = acc * row[u] % m
+        return acc
+
+    def pow_many(self, exps: Iterable[int]) -> list[mpz]:
+        """:meth:`pow` for each exponent."""
+        rows = self.rows
+        m = self.mod
+        nb = self.n_bytes
+        out = []
+        for e in exps:
+            acc = mpz(1)
+            for row, u in zip(rows, int(e).to_bytes(nb, "little")):
+                if u:
+                    acc = acc * row[u] % m
+            out.append(acc)
+        return out
+
+
+class StrausTable:
+    """Interleaved (Straus) multi-exponentiation ``prod_t bases[t]**e_t mod mod``.
+
+    Precomputes ``bases[t]**u`` for ``u < 2**window``; each product of
+    ``len(bases)`` powers with exponents below ``2**exp_bits`` then shares one
+    chain of ``exp_bits`` squarings and needs ``ceil(exp_bits / window)``
+    multiplications per base.  Exponents must be non-negative.
+    """
+
+    def __init__(self, bases: Sequence[int], mod: int, exp_bits: int, window: int) -> None:
+        self.mod = mpz(mod)
+        self.window = int(window)
+        self.n_windows = max(1, -(-int(exp_bits) // self.window))
+        size = 1 << self.window
+        m = self.mod
+        self.tables: list[list[mpz]] = []
+        for b in bases:
+            b = mpz(b) % m
+            row = [mpz(1), b]
+            acc = b
+            for _u in range(2, size):
+                acc = acc * b % m
+                row.append(acc)
+            self.tables.append(row)
+
+    @staticmethod
+    def best_window(n_bases: int, exp_bits: int, n_products: int) -> int:
+        """Window minimising precomputation plus ``n_products`` evaluations."""
+        def cost(w: int) -> float:
+            windows = -(-exp_bits // w)
+            return n_bases * ((1 << w) - 2) + n_products * (windows * w + windows * n_bases)
+        return min(range(1, 11), key=cost)
+
+    def multi_pow(self, exps: Sequence[int]) -> mpz:
+        """``prod_t bases[t]**exps[t] mod mod`` (``len(exps) <= len(bases)``)."""
+        m = self.mod
+        w = self.window
+        mask = (1 << w) - 1
+        acc = mpz(1)
+        first = True
+        exps = [int(e) for e in exps]
+        for k in range(self.n_windows - 1, -1, -1):
+            if not first:
+                for _s in range(w):
+                    acc = acc * acc % m
+            shift = k * w
+            for row, e in zip(self.tables, exps):
+                u = (e >> shift) & mask
+                if u:
+                    acc = acc * row[u] % m
+                    first = False
+        return acc
+
+
+def prod_mod(values: Iterable[int], mod: int) -> mpz:
+    """Product of ``values`` modulo ``mod``."""
+    acc = mpz(1)
+    m = mpz(mod)
+    for v in values:
+        acc = acc * v % m
+    return acc
+
+
+def columnwise_prod_mod(rows: Sequence[Sequence[mpz]], mod: int) -> list[mpz]:
+    """Element-wise product of equally long lists of ``mpz`` modulo ``mod``.
+
+    The aggregation kernel: one ``a * b % mod`` per multiplication and nothing
+    else in the loop.
+    """
+    m = mpz(mod)
+    acc = list(rows[0])
+    for row in rows[1:]:
+        acc = [a * b % m for a, b in zip(acc, row)]
+    return acc
+
+
+def int_to_bytes(value: int) -> bytes:
+    """Minimal big-endian bytes of a non-negative integer (``b'\\x00'`` for 0)."""
+    value = int(value)
+    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+
+
+def ints_to_bytes(values: Iterable[mpz], width: int) -> bytes:
+    """Concatenate non-negative integers as fixed-width big-endian fields."""
+    return b"".join(mpz(v).to_bytes(width, "big") for v in values)
+
+
+def bytes_to_ints(blob: bytes, width: int) -> list[mpz]:
+    """Inverse of :func:`ints_to_bytes` (``len(blob)`` must be a multiple of ``width``)."""
+    fb = mpz.from_bytes
+    return [fb(blob[i:i + width], "big") for i in range(0, len(blob), width)]

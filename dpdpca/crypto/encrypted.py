@@ -1,0 +1,608 @@
+"""Encrypted packed vectors: encryption, decryption and homomorphic operations.
+
+An :class:`EncryptedArray` is a flat vector of ``length`` signed integers
+packed into ciphertexts (``chunks[k]`` slots in ciphertext ``k``).  It
+carries a public, declared ``bound`` on every ``|slot|``; each operation
+computes the bound of its result first and raises
+:class:`~dpdpca.errors.OverflowRiskError` *before* computing if that bound
+exceeds the layout's ``max_abs``.  Nothing wraps silently.
+
+Homomorphic identities used (g = n + 1, ``E[a] = (1 + a n) r``):
+``E[a] E[b] = E[a + b]``, ``E[a] (1 + b n) = E[a + b]``,
+``E[a]**k = E[k a]``; with packing ``P(s) = sum_j s_j B**j`` these act
+slot-wise (Wang–Chang eqs. 3, 4, 11-13, 18).
+
+References
+----------
+S. Wang, J. M. Chang, "Differentially private principal component analysis
+over horizontally partitioned data", IEEE DSC 2018, §III-B and §IV.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+
+from dpdpca._validation import check_int, param_error
+from dpdpca.crypto import _backend as bk
+from dpdpca.crypto import compute, wire
+from dpdpca.crypto.keys import METHODS, PrivateKey, PublicKey
+from dpdpca.crypto.packing import SlotLayout, centred, pack_slots, unpack_slots
+from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError
+
+__all__ = [
+    "EncryptedArray",
+    "encrypt",
+    "decrypt",
+    "sum_arrays",
+    "scalar_times_packed",
+    "scalars_times_packed",
+]
+
+
+def as_int_list(name: str, values: Any) -> list[int]:
+    """Signed Python ints from a sequence or integer/object array (floats are refused).
+
+    Raises
+    ------
+    ParameterError
+        A non-integer entry (encode reals with ``FixedPointCodec`` first).
+    """
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise param_error(name, "a 1-D sequence", f"shape {values.shape}")
+        if values.dtype.kind in "iu":
+            return [int(v) for v in values.tolist()]
+        if values.dtype.kind != "O":
+            raise param_error(name, "integers (encode reals with FixedPointCodec)", f"dtype {values.dtype}")
+        values = values.tolist()
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (Integral, np.integer)):
+            raise param_error(f"{name}[{i}]", "an integer (encode reals with FixedPointCodec)", v)
+        out.append(int(v))
+    return out
+
+
+def _check_values_within(name: str, values: Sequence[int], bound: int) -> None:
+    for i, v in enumerate(values):
+        if abs(v) > bound:
+            raise OverflowRiskError(f"{name}[{i}] must satisfy |value| <= bound {bound}, got {v}")
+
+
+def _split_chunks(values: Sequence[int], chunks: Sequence[int]) -> list[Sequence[int]]:
+    out, pos = [], 0
+    for c in chunks:
+        out.append(values[pos:pos + c])
+        pos += c
+    return out
+
+
+def _default_chunks(length: int, slots: int) -> tuple[int, ...]:
+    full, rest = divmod(length, slots)
+    return (slots,) * full + ((rest,) if rest else ())
+
+
+class EncryptedArray:
+    """A vector of ``length`` signed integers packed into Paillier ciphertexts.
+
+    Parameters
+    ----------
+    public_key : PublicKey
+    layout : SlotLayout
+        Slot width and maximum slots per ciphertext; must fit the key.
+    chunks : sequence of int
+        ``chunks[k]`` in ``[1, layout.slots]`` slots are used in ciphertext ``k``.
+    bound : int
+        Declared public bound on every ``|slot|``, ``0 <= bound <= layout.max_abs``.
+    ciphertexts : sequence of int
+        One per chunk, each in ``[1, n**2)``.
+
+    Raises
+    ------
+    ParameterError, OverflowRiskError, MessageError
+        Inconsistent chunks, a bound beyond the layout, a ciphertext out of range.
+
+    Notes
+    -----
+    Normally made by :func:`encrypt`, an operation or :meth:`from_bytes`.
+    """
+
+    __slots__ = ("public_key", "layout", "chunks", "bound", "ciphertexts")
+
+    def __init__(self, public_key: PublicKey, layout: SlotLayout, chunks: Sequence[int], bound: int,
+                 ciphertexts: Sequence[int]) -> None:
+        if not isinstance(public_key, PublicKey):
+            raise param_error("public_key", "a PublicKey", type(public_key).__name__)
+        if not isinstance(layout, SlotLayout):
+            raise param_error("layout", "a SlotLayout", type(layout).__name__)
+        layout.check_key(public_key)
+        chunks = tuple(int(c) for c in chunks)
+        if len(chunks) != len(ciphertexts):
+            raise param_error("chunks", f"one entry per ciphertext ({len(ciphertexts)})", len(chunks))
+        for k, c in enumerate(chunks):
+            if not 1 <= c <= layout.slots:
+                raise param_error(f"chunks[{k}]", f"in [1, {layout.slots}]", c)
+        bound = check_int("bound", bound, minimum=0)
+        layout.check_bound(bound, "EncryptedArray")
+        cts = [bk.mpz(c) for c in ciphertexts]
+        n2 = public_key.nsquare
+        for k, c in enumerate(cts):
+            if not 0 < c < n2:
+                raise MessageError(f"ciphertexts[{k}] must be in [1, n**2), got {int(c)}")
+        self.public_key = public_key
+        self.layout = layout
+        self.chunks = chunks
+        self.bound = bound
+        self.ciphertexts = cts
+
+    @classmethod
+    def _trusted(cls, public_key: PublicKey, layout: SlotLayout, chunks: tuple[int, ...], bound: int,
+                 ciphertexts: list[bk.mpz]) -> EncryptedArray:
+        # Results of our own operations: fields are consistent by construction.
+        obj = cls.__new__(cls)
+        obj.public_key, obj.layout, obj.chunks = public_key, layout, chunks
+        obj.bound, obj.ciphertexts = bound, ciphertexts
+        return obj
+
+    def _derive(self, bound: int, ciphertexts: list[bk.mpz], chunks: tuple[int, ...] | None = None
+                ) -> EncryptedArray:
+        return EncryptedArray._trusted(self.public_key, self.layout,
+                                       self.chunks if chunks is None else chunks, bound, ciphertexts)
+
+    # -- basic facts ----------------------------------------------------------------
+    @property
+    def length(self) -> int:
+        """Number of slots (values) held."""
+        return sum(self.chunks)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return (f"EncryptedArray(length={self.length}, ciphertexts={len(self.ciphertexts)}, "
+                f"slot_bits={self.layout.slot_bits}, bound={self.bound})")
+
+    def _check_same_key(self, other: EncryptedArray, operation: str) -> None:
+        if not isinstance(other, EncryptedArray):
+            raise param_error("other", "an EncryptedArray", type(other).__name__)
+        if other.public_key != self.public_key:
+            raise KeyMismatchError(
+                f"{operation}: operands must share the key {self.public_key.fingerprint[:16]}..., "
+                f"got {other.public_key.fingerprint[:16]}...")
+
+    def _check_same_shape(self, other: EncryptedArray, operation: str) -> None:
+        self._check_same_key(other, operation)
+        if other.layout != self.layout:
+            raise param_error(f"{operation}: layout", f"equal to {self.layout}", other.layout)
+        if other.chunks != self.chunks:
+            raise param_error(f"{operation}: chunks", "equal on both operands",
+                              f"{len(other.chunks)} chunks differing from {len(self.chunks)}")
+
+    # -- homomorphic operations -------------------------------------------------------
+    def add(self, other: EncryptedArray, *, executor: Executor | None = None) -> EncryptedArray:
+        """Slot-wise sum ``E[a + b]`` (same key, layout and chunks).
+
+        Raises
+        ------
+        KeyMismatchError
+            ``other`` was encrypted under another key.
+        OverflowRiskError
+            ``bound_a + bound_b`` exceeds the layout's ``max_abs``.
+        """
+        return sum_arrays([self, other], executor=executor)
+
+    __add__ = add
+
+    def add_plain(self, values: Sequence[int], *, plain_bound: int | None = None,
+                  executor: Executor | None = None) -> EncryptedArray:
+        """``E[a + b]`` for plaintext integers ``b`` of the same length (1 mulmod per ciphertext).
+
+        Parameters
+        ----------
+        values : sequence of int, length ``self.length``
+        plain_bound : int or None
+            Declared bound on ``|b|``, which becomes part of the (public) result
+            bound.  ``None`` uses ``max|b|``: convenient, but the bound then
+            reveals ``max|b|`` to whoever sees the result's header -- pass a
+            declared bound whenever the result leaves your hands.
+
+        Raises
+        ------
+        OverflowRiskError
+            Some ``|b| > plain_bound`` or ``bound + plain_bound > max_abs``.
+        """
+        vals = as_int_list("values", values)
+        if len(vals) != self.length:
+            raise param_error("values", f"of length {self.length}", len(vals))
+        if plain_bound is None:
+            plain_bound = max((abs(v) for v in vals), default=0)
+        plain_bound = check_int("plain_bound", plain_bound, minimum=0)
+        _check_values_within("values", vals, plain_bound)
+        new_bound = self.bound + plain_bound
+        self.layout.check_bound(new_bound, "add_plain")
+        n, n2 = self.public_key.n, self.public_key.nsquare
+        sb = self.layout.slot_bits
+        packed = [pack_slots(v, sb) % n for v in _split_chunks(vals, self.chunks)]
+        cts = [(c + n * (p * c % n)) % n2 for c, p in zip(self.ciphertexts, packed)]
+        return self._derive(new_bound, cts)
+
+    def mul_scalar(self, k: int, *, executor: Executor | None = None) -> EncryptedArray:
+        """``E[k a]`` for one plaintext integer ``k`` (negative allowed).
+
+        Raises
+        ------
+        OverflowRiskError
+            ``bound * |k|`` exceeds the layout's ``max_abs``.
+        """
+        k = check_int("k", k)
+        return self.mul_scalars([k] * len(self.ciphertexts), executor=executor)
+
+    def mul_scalars(self, ks: Sequence[int], *, executor: Executor | None = None) -> EncryptedArray:
+        """``E[k_i a_i]``: ciphertext ``i`` (all its slots) times ``ks[i]``.
+
+        Raises
+        ------
+        OverflowRiskError
+            ``bound * max|k|`` exceeds the layout's ``max_abs``.
+        """
+        ks = as_int_list("ks", ks)
+        if len(ks) != len(self.ciphertexts):
+            raise param_error("ks", f"one multiplier per ciphertext ({len(self.ciphertexts)})", len(ks))
+        new_bound = self.bound * max((abs(k) for k in ks), default=0)
+        self.layout.check_bound(new_bound, "mul_scalar")
+        n2 = self.public_key.nsquare
+        if executor is None:
+            cts = compute.powers(self.ciphertexts, ks, n2)
+        else:
+            width = self.public_key.ciphertext_bytes
+            pos = list(range(len(ks)))
+            tasks = [(int(n2), width, bk.ints_to_bytes(self.ciphertexts[p[0]:p[-1] + 1], width),
+                      ks[p[0]:p[-1] + 1]) for p in compute.split(pos)]
+            cts = _join(compute.run_tasks(executor, compute.power_task, tasks), width)
+        return self._derive(new_bound, cts)
+
+    def rerandomize(self, *, method: str = "djn", executor: Executor | None = None) -> EncryptedArray:
+        """Same plaintexts, fresh randomness (multiply by fresh encryptions of 0)."""
+        key = self.public_key
+        count = len(self.ciphertexts)
+        if executor is None:
+            factors = key.random_factors(count, method=method)
+        else:
+            sizes = [len(p) for p in compute.split(range(count))]
+            factors = _join(compute.run_tasks(
+                executor, compute.randomizers_task,
+                [(int(key.n), int(key.hs), method, s) for s in sizes]), key.ciphertext_bytes)
+        n2 = key.nsquare
+        return self._derive(self.bound, [c * f % n2 for c, f in zip(self.ciphertexts, factors)])
+
+    def with_bound(self, bound: int) -> EncryptedArray:
+        """Same ciphertexts under another declared bound (e.g. a public, looser one).
+
+        Raises
+        ------
+        OverflowRiskError
+            ``bound`` beyond the layout's ``max_abs``.
+        """
+        bound = check_int("bound", bound, minimum=0)
+        self.layout.check_bound(bound, "with_bound")
+        return self._derive(bound, list(self.ciphertexts))
+
+    # -- structure ------------------------------------------------------------------------
+    def select(self, indices: Sequence[int]) -> EncryptedArray:
+        """The ciphertexts at ``indices`` (with their chunk sizes), in that order."""
+        m = len(self.ciphertexts)
+        idx = [check_int("indices[]", i, minimum=-m, maximum=m - 1) for i in indices]
+        return self._derive(self.bound, [self.ciphertexts[i] for i in idx],
+                            tuple(self.chunks[i] for i in idx))
+
+    @classmethod
+    def concat(cls, arrays: Sequence[EncryptedArray]) -> EncryptedArray:
+        """Concatenate arrays under one key and layout; the bound is the largest bound.
+
+        Raises
+        ------
+        ParameterError
+            No arrays, or differing layouts.
+        KeyMismatchError
+            Differing keys.
+        """
+        arrays = list(arrays)
+        if not arrays:
+            raise param_error("arrays", "non-empty", "[]")
+        first = arrays[0]
+        for a in arrays[1:]:
+            first._check_same_key(a, "concat")
+            if a.layout != first.layout:
+                raise param_error("concat: layout", f"equal to {first.layout}", a.layout)
+        return cls._trusted(first.public_key, first.layout, tuple(c for a in arrays for c in a.chunks),
+                            max(a.bound for a in arrays), [c for a in arrays for c in a.ciphertexts])
+
+    # -- serialization ----------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """The binary batch format of :mod:`dpdpca.crypto.wire`."""
+        return wire.encode_batch(self.public_key, self.layout, self.chunks, self.bound, self.ciphertexts)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, public_key: PublicKey) -> EncryptedArray:
+        """Parse :meth:`to_bytes` output, validating every field.
+
+        Raises
+        ------
+        MessageError
+            Truncated, corrupted, wrong version, or a ciphertext outside ``[1, n**2)``.
+        KeyMismatchError
+            Made under another key.
+        """
+        kind, _dim, layout, chunks, bound, cts = wire.decode_batch(data, public_key)
+        if kind != wire.KIND_VECTOR:
+            raise MessageError(f"message kind must be {wire.KIND_VECTOR} (vector), got {kind}")
+        return cls._trusted(public_key, layout, chunks, bound, cts)
+
+    @property
+    def nbytes(self) -> int:
+        """Size of :meth:`to_bytes` in bytes."""
+        return (wire._FIXED.size + len(bk.int_to_bytes(self.bound)) + 4 * len(self.chunks)
+                + self.public_key.ciphertext_bytes * len(self.ciphertexts) + 32)
+
+
+def _join(blobs: Sequence[bytes], width: int) -> list[bk.mpz]:
+    return bk.bytes_to_ints(b"".join(blobs), width)
+
+
+def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: int,
+            chunks: Sequence[int] | None = None, method: str = "djn", executor: Executor | None = None,
+            _test_randomness: Callable[[int], int] | None = None) -> EncryptedArray:
+    """Pack and encrypt signed integers.
+
+    Parameters
+    ----------
+    public_key : PublicKey
+    values : sequence of int or integer/object ndarray of shape (length,)
+        Signed integers with ``|value| <= bound``.
+    layout : SlotLayout
+        Must fit the key (``slots * slot_bits <= bits(n) - 2``).
+    bound : int
+        Declared public bound on ``|value|``, ``<= layout.max_abs``; it is
+        written into serialized headers, so it must not be derived from the
+        values.
+    chunks : sequence of int or None
+        Slots per ciphertext (each in ``[1, layout.slots]``, summing to
+        ``len(values)``); default fills every ciphertext.
+    method : {"djn", "standard"}
+        ``"djn"``: ``c = (1 + m n) hs**alpha`` with a random ``alpha`` of
+        ``ceil(bits/2)`` bits through the cached fixed-base table (default);
+        ``"standard"``: ``c = (1 + m n) r**n``.
+    executor : concurrent.futures.Executor or None
+        ``None`` = serial in-process; else tasks get bytes and ints.
+    _test_randomness : callable or None
+        Tests only: ``i -> alpha`` (or ``r``) for ciphertext ``i``.
+
+    Returns
+    -------
+    EncryptedArray
+
+    Raises
+    ------
+    OverflowRiskError
+        ``bound > layout.max_abs``, a value beyond ``bound``, or a layout
+        that does not fit the key.
+    ParameterError
+        Non-integer values or inconsistent chunks.
+
+    Examples
+    --------
+    >>> from dpdpca.crypto import generate_keypair
+    >>> pk, sk = generate_keypair(512, insecure_test_key=True)
+    >>> layout = SlotLayout(slot_bits=32, slots=4)
+    >>> enc = encrypt(pk, [5, -7, 0, 2**31 - 1, -3], layout=layout, bound=2**31 - 1)
+    >>> decrypt(sk, enc)
+    [5, -7, 0, 2147483647, -3]
+    """
+    if not isinstance(public_key, PublicKey):
+        raise param_error("public_key", "a PublicKey", type(public_key).__name__)
+    if method not in METHODS:
+        raise param_error("method", f"one of {METHODS}", method)
+    layout.check_key(public_key)
+    bound = check_int("bound", bound, minimum=0)
+    layout.check_bound(bound, "encrypt")
+    vals = as_int_list("values", values)
+    _check_values_within("values", vals, bound)
+    if chunks is None:
+        chunk_t = _default_chunks(len(vals), layout.slots)
+    else:
+        chunk_t = tuple(check_int(f"chunks[{k}]", c, minimum=1, maximum=layout.slots)
+                        for k, c in enumerate(chunks))
+        if sum(chunk_t) != len(vals):
+            raise param_error("chunks", f"summing to len(values) = {len(vals)}", sum(chunk_t))
+    n = public_key.n
+    sb = layout.slot_bits
+    plaintexts = [bk.mpz(pack_slots(v, sb) % n) for v in _split_chunks(vals, chunk_t)]
+    if executor is None:
+        cts = public_key.raw_encrypt(plaintexts, method=method, _test_randomness=_test_randomness)
+    else:
+        pw = (public_key.bits + 7) // 8
+        rand = None if _test_randomness is None else [int(_test_randomness(i)) for i in range(len(plaintexts))]
+        tasks = []
+        for start in range(0, len(plaintexts), compute.TASK_CIPHERTEXTS):
+            stop = start + compute.TASK_CIPHERTEXTS
+            tasks.append((int(n), int(public_key.hs), method, bk.ints_to_bytes(plaintexts[start:stop], pw),
+                          None if rand is None else rand[start:stop]))
+        cts = _join(compute.run_tasks(executor, compute.encrypt_task, tasks), public_key.ciphertext_bytes)
+    return EncryptedArray._trusted(public_key, layout, chunk_t, bound, cts)
+
+
+def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: Executor | None = None) -> list[int]:
+    """Decrypt (CRT, batched) and unpack to ``enc.length`` signed Python ints.
+
+    Raises
+    ------
+    KeyMismatchError
+        ``enc`` was made under another key.
+    MessageError
+        A plaintext that does not fit the declared layout or bound (tampering,
+        or a false declared bound).
+    """
+    if not isinstance(private_key, PrivateKey):
+        raise param_error("private_key", "a PrivateKey", type(private_key).__name__)
+    if not isinstance(enc, EncryptedArray):
+        raise param_error("enc", "an EncryptedArray", type(enc).__name__)
+    pub = private_key.public_key
+    if enc.public_key != pub:
+        raise KeyMismatchError(f"decrypt: ciphertexts must be under key {pub.fingerprint[:16]}..., "
+                               f"got {enc.public_key.fingerprint[:16]}...")
+    if executor is None:
+        plain = private_key.raw_decrypt(enc.ciphertexts)
+    else:
+        width = pub.ciphertext_bytes
+        tasks = [(int(pub.n), int(pub.hs), int(private_key.p), int(private_key.q),
+                  bk.ints_to_bytes(part, width)) for part in compute.split(enc.ciphertexts)]
+        plain = _join(compute.run_tasks(executor, compute.decrypt_task, tasks), (pub.bits + 7) // 8)
+    n = pub.n
+    sb = enc.layout.slot_bits
+    bound = enc.bound
+    out: list[int] = []
+    for k, (m, c) in enumerate(zip(plain, enc.chunks)):
+        slots = unpack_slots(centred(m, n), c, sb)
+        if slots is None or any(abs(s) > bound for s in slots):
+            raise MessageError(f"ciphertext[{k}] must decrypt to {c} slots with |slot| <= {bound}, "
+                               "got a plaintext that does not fit (tampered, or a false declared bound)")
+        out.extend(slots)
+    return out
+
+
+def sum_arrays(arrays: Sequence[EncryptedArray], *, executor: Executor | None = None) -> EncryptedArray:
+    """Slot-wise sum of arrays with one key, layout and chunking (Wang–Chang eqs. 11-13).
+
+    One ``a * b % n**2`` per ciphertext and array after the first.
+
+    Raises
+    ------
+    KeyMismatchError
+        Arrays under different keys.
+    OverflowRiskError
+        The sum of the bounds exceeds the layout's ``max_abs``.
+    ParameterError
+        No arrays, or differing layouts or chunks.
+    """
+    arrays = list(arrays)
+    if not arrays:
+        raise param_error("arrays", "non-empty", "[]")
+    first = arrays[0]
+    for a in arrays[1:]:
+        first._check_same_shape(a, "sum_arrays")
+    new_bound = sum(a.bound for a in arrays)
+    first.layout.check_bound(new_bound, f"sum_arrays of {len(arrays)} arrays")
+    n2 = first.public_key.nsquare
+    if len(arrays) == 1:
+        cts = list(first.ciphertexts)
+    elif executor is None:
+        cts = bk.columnwise_prod_mod([a.ciphertexts for a in arrays], n2)
+    else:
+        width = first.public_key.ciphertext_bytes
+        m = len(first.ciphertexts)
+        step = max(1, compute.TASK_CIPHERTEXTS * 4 // len(arrays))
+        tasks = [(int(n2), width, [bk.ints_to_bytes(a.ciphertexts[s:s + step], width) for a in arrays])
+                 for s in range(0, m, step)]
+        cts = _join(compute.run_tasks(executor, compute.product_task, tasks), width)
+    return first._derive(new_bound, cts)
+
+
+def _check_packed_operands(enc_scalar: EncryptedArray, vectors: Sequence[Sequence[int]],
+                           vector_bound: int) -> tuple[list[list[int]], int]:
+    if not isinstance(enc_scalar, EncryptedArray):
+        raise param_error("enc_scalar", "an EncryptedArray", type(enc_scalar).__name__)
+    if enc_scalar.chunks != (1,):
+        raise param_error("enc_scalar", "exactly one ciphertext holding one slot",
+                          f"chunks {enc_scalar.chunks[:4]}")
+    vector_bound = check_int("vector_bound", vector_bound, minimum=0)
+    layout = enc_scalar.layout
+    vecs = []
+    for k, v in enumerate(vectors):
+        iv = as_int_list(f"vectors[{k}]", v)
+        if not 1 <= len(iv) <= layout.slots:
+            raise param_error(f"len(vectors[{k}])", f"in [1, {layout.slots}]", len(iv))
+        _check_values_within(f"vectors[{k}]", iv, vector_bound)
+        vecs.append(iv)
+    new_bound = enc_scalar.bound * vector_bound
+    layout.check_bound(new_bound, "scalar_times_packed")
+    return vecs, new_bound
+
+
+def scalar_times_packed(enc_scalar: EncryptedArray, vectors: Sequence[Sequence[int]], *, vector_bound: int,
+                        executor: Executor | None = None) -> EncryptedArray:
+    """``E[x]**pack(w) = E[pack(x * w)]`` for one encrypted scalar and many packed vectors.
+
+    Ciphertext ``k`` of the result holds the slots ``x * vectors[k]``.  The
+    base is preprocessed once (``P_t = c**(B**t)``); each vector then costs one
+    Straus multi-exponentiation with exponents of ``bits(vector_bound) + 1``
+    bits instead of a ``slots * slot_bits``-bit exponentiation.
+
+    Parameters
+    ----------
+    enc_scalar : EncryptedArray
+        Exactly one ciphertext holding one slot ``x``.
+    vectors : sequence of sequences of int
+        Each of length ``1..layout.slots`` with ``|w_j| <= vector_bound``.
+    vector_bound : int
+        Declared public bound on ``|w_j|``; result bound = ``bound(x) * vector_bound``.
+
+    Raises
+    ------
+    OverflowRiskError
+        ``bound(x) * vector_bound > max_abs``, or an entry beyond ``vector_bound``.
+    ParameterError
+        ``enc_scalar`` holds more than one slot, or a vector of bad length.
+
+    References
+    ----------
+    Wang–Chang eqs. (18)-(19): ``E[v_i]**(b_j)``, here for a whole window of ``j``.
+    """
+    vecs, new_bound = _check_packed_operands(enc_scalar, vectors, vector_bound)
+    key = enc_scalar.public_key
+    n2 = key.nsquare
+    sb = enc_scalar.layout.slot_bits
+    c = enc_scalar.ciphertexts[0]
+    offset = max(vector_bound, 1)
+    if executor is None:
+        cts = compute.packed_powers(c, n2, sb, vecs, offset)
+    else:
+        width = key.ciphertext_bytes
+        base = bk.ints_to_bytes([c], width)
+        tasks = [(int(n2), width, base, sb, list(part), offset) for part in compute.split(vecs, 64)]
+        cts = _join(compute.run_tasks(executor, compute.packed_power_task, tasks), width)
+    return enc_scalar._derive(new_bound, cts, tuple(len(v) for v in vecs))
+
+
+def scalars_times_packed(enc_scalars: EncryptedArray, vectors: Sequence[Sequence[Sequence[int]]], *,
+                         vector_bound: int, executor: Executor | None = None) -> EncryptedArray:
+    """:func:`scalar_times_packed` for many single-slot ciphertexts at once.
+
+    ``enc_scalars`` holds one single-slot ciphertext per scalar (``chunks`` all
+    1); ``vectors[i]`` are the vectors for scalar ``i``.  The result is the
+    concatenation, in order, of the per-scalar results; with an executor the
+    scalars run in parallel.
+    """
+    if not isinstance(enc_scalars, EncryptedArray) or any(c != 1 for c in enc_scalars.chunks):
+        raise param_error("enc_scalars", "an EncryptedArray of single-slot ciphertexts", enc_scalars)
+    if len(vectors) != len(enc_scalars.ciphertexts):
+        raise param_error("vectors", f"one list per scalar ({len(enc_scalars.ciphertexts)})", len(vectors))
+    singles = [enc_scalars.select([i]) for i in range(len(vectors))]
+    checked = [_check_packed_operands(s, v, vector_bound) for s, v in zip(singles, vectors)]
+    if executor is None:
+        parts = [scalar_times_packed(s, v, vector_bound=vector_bound) for s, (v, _b) in zip(singles, checked)]
+        return EncryptedArray.concat(parts)
+    key = enc_scalars.public_key
+    width = key.ciphertext_bytes
+    sb = enc_scalars.layout.slot_bits
+    offset = max(vector_bound, 1)
+    tasks = [(int(key.nsquare), width, bk.ints_to_bytes(s.ciphertexts, width), sb, v, offset)
+             for s, (v, _b) in zip(singles, checked)]
+    cts = _join(compute.run_tasks(executor, compute.packed_power_task, tasks), width)
+    chunks = tuple(len(w) for v, _b in checked for w in v)
+    return enc_scalars._derive(max((b for _v, b in checked), default=0), cts, chunks)
+

@@ -1,0 +1,424 @@
+"""Paillier keys with Damgård–Jurik–Nielsen short-exponent encryption.
+
+Raw integer layer: key generation, JSON (python-paillier JWK compatible),
+``raw_encrypt`` of integers already reduced into ``[0, n)`` and batched CRT
+``raw_decrypt``.  Slots, bounds and signed values live in the layers above.
+
+References
+----------
+P. Paillier, "Public-key cryptosystems based on composite degree residuosity
+classes", EUROCRYPT 1999 (g = n + 1, CRT decryption).
+I. Damgård, M. Jurik, J. B. Nielsen, "A generalization of Paillier's public-key
+system with applications to electronic voting", IJIS 2010, §4 (short
+exponents: c = (1 + m n) * hs**alpha with hs = -x**(2n) mod n**2).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dpdpca._io import atomic_write_json
+from dpdpca._validation import check_int, param_error
+from dpdpca.crypto import _backend as bk
+from dpdpca.errors import InsecureKeyError, MessageError, OverflowRiskError
+
+__all__ = [
+    "MIN_SECURE_BITS",
+    "PublicKey",
+    "PrivateKey",
+    "generate_keypair",
+    "keypair_from_primes",
+    "save_public_key",
+    "save_private_key",
+    "load_public_key",
+    "load_private_key",
+]
+
+#: Smallest modulus accepted without ``insecure_test_key=True``.
+MIN_SECURE_BITS = 2048
+#: Smallest modulus accepted at all (toy keys for known-answer tests).
+MIN_TEST_BITS = 16
+#: Encryption methods: DJN short exponent (default) or Paillier's r**n.
+METHODS = ("djn", "standard")
+
+
+def _b64url(value: int) -> str:
+    return base64.urlsafe_b64encode(bk.int_to_bytes(value)).rstrip(b"=").decode("ascii")
+
+
+def _unb64url(name: str, text: Any) -> int:
+    if not isinstance(text, str) or not text:
+        raise MessageError(f"key field {name} must be a base64url string, got {text!r:.40}")
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, TypeError) as exc:
+        raise MessageError(f"key field {name} must be base64url, got {text!r:.40}") from exc
+    return int.from_bytes(raw, "big")
+
+
+def _fingerprint(n: int) -> str:
+    return hashlib.sha256(bk.int_to_bytes(n)).hexdigest()
+
+
+def _check_size(bits: int, insecure_test_key: bool, what: str = "key bits") -> None:
+    if bits < MIN_SECURE_BITS and not insecure_test_key:
+        raise InsecureKeyError(
+            f"{what} must be >= {MIN_SECURE_BITS} (or pass insecure_test_key=True), got {bits}")
+    if bits < MIN_TEST_BITS:
+        raise param_error(what, f">= {MIN_TEST_BITS}", bits)
+
+
+class PublicKey:
+    """A Paillier public key ``n`` (g = n + 1) with the DJN base ``hs``.
+
+    Parameters
+    ----------
+    n : int
+        The modulus, odd, ``n.bit_length() >= 2048`` unless ``insecure_test_key``.
+    hs : int
+        ``-x**(2n) mod n**2`` for a random unit ``x``; a unit of Z*_{n^2}.
+    insecure_test_key : bool
+        Explicit consent to a modulus below 2048 bits (tests only).
+
+    Attributes
+    ----------
+    n, nsquare : int
+        Modulus and its square (ciphertexts live in ``[1, nsquare)``).
+    bits : int
+        ``n.bit_length()``.
+    alpha_bits : int
+        Bit length of the DJN exponent alpha, ``ceil(bits / 2)``.
+    fingerprint : str
+        Hex SHA-256 of the big-endian bytes of ``n``; names the key in messages.
+
+    Raises
+    ------
+    InsecureKeyError
+        ``n`` below 2048 bits without ``insecure_test_key=True``.
+    ParameterError
+        ``n`` even or ``hs`` not a unit modulo ``n**2``.
+    """
+
+    def __init__(self, n: int, hs: int, *, insecure_test_key: bool = False) -> None:
+        n = bk.mpz(check_int("n", n, minimum=3))
+        if n % 2 == 0:
+            raise param_error("n", "odd", int(n))
+        _check_size(n.bit_length(), insecure_test_key, "public key bits")
+        self.n = n
+        self.nsquare = n * n
+        hs = bk.mpz(check_int("hs", hs, minimum=1, maximum=int(self.nsquare) - 1))
+        if bk.gcd(hs, n) != 1:
+            raise param_error("hs", "a unit modulo n**2", int(hs))
+        self.hs = hs
+        self.bits = int(n.bit_length())
+        self.alpha_bits = (self.bits + 1) // 2
+        self.fingerprint = _fingerprint(n)
+        self.ciphertext_bytes = (int(self.nsquare).bit_length() + 7) // 8
+        self.insecure_test_key = bool(insecure_test_key)
+        self._table: bk.FixedBaseTable | None = None
+
+    # -- identity -------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PublicKey) and self.n == other.n
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    def __repr__(self) -> str:
+        return f"PublicKey(bits={self.bits}, fingerprint={self.fingerprint[:16]}...)"
+
+    # -- encryption -------------------------------------------------------------
+    @property
+    def hs_table(self) -> bk.FixedBaseTable:
+        """Fixed-base table of ``hs`` (built lazily on first use, then cached)."""
+        if self._table is None:
+            self._table = bk.FixedBaseTable(self.hs, self.nsquare, self.alpha_bits)
+        return self._table
+
+    def random_factors(self, count: int, *, method: str = "djn",
+                       _test_randomness: Callable[[int], int] | None = None) -> list[bk.mpz]:
+        """``count`` fresh randomizers: ``hs**alpha`` (DJN) or ``r**n`` (standard).
+
+        ``_test_randomness(i)`` (tests only) returns alpha (DJN) or r
+        (standard) for the i-th factor instead of drawing it from
+        :mod:`secrets`.
+        """
+        if method not in METHODS:
+            raise param_error("method", f"one of {METHODS}", method)
+        if method == "djn":
+            if _test_randomness is None:
+                alphas = [secrets.randbits(self.alpha_bits) for _ in range(count)]
+            else:
+                alphas = [int(_test_randomness(i)) for i in range(count)]
+                for a in alphas:
+                    check_int("alpha", a, minimum=0, maximum=(1 << self.alpha_bits) - 1)
+            return self.hs_table.pow_many(alphas)
+        if _test_randomness is None:
+            rs = [bk.random_unit(self.n) for _ in range(count)]
+        else:
+            rs = [bk.mpz(check_int("r", _test_randomness(i), minimum=1, maximum=int(self.n) - 1))
+                  for i in range(count)]
+        return bk.powmod_base_list(rs, self.n, self.nsquare)
+
+    def raw_encrypt(self, plaintexts: Sequence[int], *, method: str = "djn",
+                    _test_randomness: Callable[[int], int] | None = None) -> list[bk.mpz]:
+        """Encrypt integers ``m`` in ``[0, n)``: ``c = (1 + m n) * factor mod n**2``.
+
+        Raises
+        ------
+        OverflowRiskError
+            A plaintext outside ``[0, n)`` (nothing is reduced silently).
+        """
+        n = self.n
+        for i, m in enumerate(plaintexts):
+            if not 0 <= m < n:
+                raise OverflowRiskError(f"plaintext[{i}] must be in [0, n), got {int(m)}")
+        factors = self.random_factors(len(plaintexts), method=method,
+                                      _test_randomness=_test_randomness)
+        return self.raw_encrypt_with(plaintexts, factors)
+
+    def raw_encrypt_with(self, plaintexts: Sequence[int], factors: Sequence[bk.mpz]) -> list[bk.mpz]:
+        """``(1 + m n) * f mod n**2`` computed as ``f + n * (m f mod n)`` (checked ``m`` only)."""
+        n, n2 = self.n, self.nsquare
+        return [(f + n * (m * f % n)) % n2 for m, f in zip(plaintexts, factors)]
+
+    # -- JSON -----------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """python-paillier JWK fields plus ``hs``, ``bits`` and ``fingerprint``."""
+        return {
+            "kty": "DAJ",
+            "alg": "PAI-GN1",
+            "key_ops": ["encrypt"],
+            "n": _b64url(self.n),
+            "kid": f"dpdpca Paillier public key {self.fingerprint[:16]}",
+            "hs": _b64url(self.hs),
+            "bits": self.bits,
+            "fingerprint": self.fingerprint,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], *, insecure_test_key: bool = False) -> PublicKey:
+        """Read :meth:`to_json` output, or a bare python-paillier JWK public key.
+
+        A JWK without ``hs`` (written by python-paillier) gets a fresh ``hs``
+        drawn here: ``hs`` is public and anyone may derive one.
+
+        Raises
+        ------
+        MessageError
+            Not a ``DAJ``/``PAI-GN1`` key, malformed fields, or a ``fingerprint``
+            or ``bits`` that does not match ``n``.
+        InsecureKeyError
+            Below 2048 bits without ``insecure_test_key=True``.
+        """
+        if not isinstance(obj, dict):
+            raise MessageError(f"public key must be a JSON object, got {type(obj).__name__}")
+        if obj.get("kty") != "DAJ" or obj.get("alg", "PAI-GN1") != "PAI-GN1":
+            raise MessageError(
+                f"public key kty/alg must be DAJ/PAI-GN1, got {obj.get('kty')!r}/{obj.get('alg')!r}")
+        n = _unb64url("n", obj.get("n"))
+        if "fingerprint" in obj and not hmac.compare_digest(str(obj["fingerprint"]), _fingerprint(n)):
+            raise MessageError(
+                f"public key fingerprint must be sha256(n) = {_fingerprint(n)}, got {obj['fingerprint']!r}")
+        if "bits" in obj and obj["bits"] != n.bit_length():
+            raise MessageError(f"public key bits must equal bit length of n {n.bit_length()}, got {obj['bits']!r}")
+        if "hs" in obj:
+            hs = _unb64url("hs", obj["hs"])
+        else:
+            _check_size(n.bit_length(), insecure_test_key, "public key bits")
+            hs = derive_hs(n)
+        return cls(n, hs, insecure_test_key=insecure_test_key)
+
+
+def derive_hs(n: int, x: int | None = None) -> bk.mpz:
+    """DJN base ``hs = -x**(2n) mod n**2`` for a random unit ``x`` (or the given one)."""
+    n = bk.mpz(n)
+    if x is None:
+        x = bk.random_unit(n)
+    elif bk.gcd(x, n) != 1:
+        raise param_error("x", "a unit modulo n", int(x))
+    n2 = n * n
+    return (n2 - bk.powmod(x, 2 * n, n2)) % n2
+
+
+class PrivateKey:
+    """Paillier private key ``(p, q)`` with CRT decryption modulo ``p**2`` and ``q**2``.
+
+    Parameters
+    ----------
+    public_key : PublicKey
+        The matching public key (``p * q == public_key.n``).
+    p, q : int
+        Distinct odd primes.
+
+    Raises
+    ------
+    ParameterError
+        ``p * q != n`` or ``p == q``.
+    """
+
+    def __init__(self, public_key: PublicKey, p: int, q: int) -> None:
+        p, q = bk.mpz(p), bk.mpz(q)
+        if p * q != public_key.n or p == q:
+            raise param_error("p, q", "distinct factors with p * q == n", "a mismatching pair")
+        if p > q:
+            p, q = q, p
+        self.public_key = public_key
+        self.p, self.q = p, q
+        self.psquare, self.qsquare = p * p, q * q
+        n = public_key.n
+        # hp = L_p(g**(p-1) mod p**2)**-1 mod p with g = n + 1 (Paillier 1999, §7).
+        self.hp = bk.invert((bk.powmod(n + 1, p - 1, self.psquare) - 1) // p, p)
+        self.hq = bk.invert((bk.powmod(n + 1, q - 1, self.qsquare) - 1) // q, q)
+        self.q_inv_p = bk.invert(q, p)
+
+    def __repr__(self) -> str:
+        return f"PrivateKey(bits={self.public_key.bits}, fingerprint={self.public_key.fingerprint[:16]}...)"
+
+    def raw_decrypt(self, ciphertexts: Sequence[int]) -> list[bk.mpz]:
+        """Plaintexts in ``[0, n)`` of ciphertexts in ``[1, n**2)`` (CRT, batched)."""
+        p, q, p2, q2 = self.p, self.q, self.psquare, self.qsquare
+        cs = list(ciphertexts)
+        xp = bk.powmod_base_list([c % p2 for c in cs], p - 1, p2)
+        xq = bk.powmod_base_list([c % q2 for c in cs], q - 1, q2)
+        hp, hq, qi = self.hp, self.hq, self.q_inv_p
+        out = []
+        for a, b in zip(xp, xq):
+            mp = (a - 1) // p * hp % p
+            mq = (b - 1) // q * hq % q
+            out.append(mq + (mp - mq) * qi % p * q)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """python-paillier JWK private key (``p``, ``q``, ``pub``)."""
+        return {
+            "kty": "DAJ",
+            "key_ops": ["decrypt"],
+            "p": _b64url(self.p),
+            "q": _b64url(self.q),
+            "pub": self.public_key.to_json(),
+            "kid": f"dpdpca Paillier private key {self.public_key.fingerprint[:16]}",
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], *, insecure_test_key: bool = False) -> PrivateKey:
+        """Read :meth:`to_json` output (or a python-paillier JWK private key).
+
+        Raises
+        ------
+        MessageError
+            Malformed fields or ``p * q`` not equal to the public ``n``.
+        """
+        if not isinstance(obj, dict) or obj.get("kty") != "DAJ" or "decrypt" not in obj.get("key_ops", []):
+            raise MessageError("private key must be a DAJ JSON object with key_ops ['decrypt'], got another object")
+        pub = PublicKey.from_json(obj.get("pub"), insecure_test_key=insecure_test_key)
+        p, q = _unb64url("p", obj.get("p")), _unb64url("q", obj.get("q"))
+        if p * q != pub.n:
+            raise MessageError("private key p * q must equal the public n, got a mismatching pair")
+        return cls(pub, p, q)
+
+
+def keypair_from_primes(p: int, q: int, *, insecure_test_key: bool = False,
+                        _test_randomness: Callable[[], int] | None = None
+                        ) -> tuple[PublicKey, PrivateKey]:
+    """Key pair from given primes ``p = q = 3 (mod 4)`` (known-answer tests, imports).
+
+    ``_test_randomness()`` (tests only) returns the unit ``x`` of
+    ``hs = -x**(2n)``; otherwise ``x`` is drawn from :mod:`secrets`.
+
+    Raises
+    ------
+    ParameterError
+        ``p`` or ``q`` not a prime congruent to 3 mod 4, or ``p == q``.
+    InsecureKeyError
+        ``p * q`` below 2048 bits without ``insecure_test_key=True``.
+    """
+    for name, v in (("p", p), ("q", q)):
+        check_int(name, v, minimum=3)
+        if v % 4 != 3 or not bk.is_probable_prime(v):
+            raise param_error(name, "a prime congruent to 3 mod 4", int(v))
+    if p == q:
+        raise param_error("q", "different from p", int(q))
+    n = bk.mpz(p) * q
+    _check_size(n.bit_length(), insecure_test_key)
+    x = None if _test_randomness is None else _test_randomness()
+    pub = PublicKey(n, derive_hs(n, x), insecure_test_key=insecure_test_key)
+    return pub, PrivateKey(pub, p, q)
+
+
+def generate_keypair(bits: int = 2048, *, insecure_test_key: bool = False) -> tuple[PublicKey, PrivateKey]:
+    """Generate a Paillier/DJN key pair with an ``n`` of exactly ``bits`` bits.
+
+    Parameters
+    ----------
+    bits : int
+        Modulus size; 2048 (default) or 3072 for long-term use.  Even, >= 2048
+        unless ``insecure_test_key=True`` (then >= 16, tests only).
+    insecure_test_key : bool
+        Explicit consent to a small, insecure key.
+
+    Returns
+    -------
+    (PublicKey, PrivateKey)
+
+    Raises
+    ------
+    InsecureKeyError
+        ``bits < 2048`` without ``insecure_test_key=True``.
+    ParameterError
+        ``bits`` odd or not an integer.
+
+    Examples
+    --------
+    >>> pk, sk = generate_keypair(512, insecure_test_key=True)
+    >>> pk.bits
+    512
+    """
+    bits = check_int("bits", bits)
+    _check_size(bits, insecure_test_key)
+    if bits % 2:
+        raise param_error("bits", "even", bits)
+    while True:
+        p = bk.random_prime_3mod4(bits // 2)
+        q = bk.random_prime_3mod4(bits // 2)
+        if p != q:
+            break
+    n = p * q
+    pub = PublicKey(n, derive_hs(n), insecure_test_key=insecure_test_key)
+    return pub, PrivateKey(pub, p, q)
+
+
+def save_public_key(path: str | os.PathLike[str], key: PublicKey) -> None:
+    """Write the public key as JSON (mode 0644, atomically)."""
+    atomic_write_json(path, key.to_json(), mode=0o644)
+
+
+def save_private_key(path: str | os.PathLike[str], key: PrivateKey) -> None:
+    """Write the private key as JSON with mode 0600, atomically (never partially)."""
+    atomic_write_json(path, key.to_json(), mode=0o600)
+
+
+def _read_json(path: str | os.PathLike[str], what: str) -> Any:
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise MessageError(f"{what} file {os.fspath(path)} must hold JSON, got invalid JSON ({exc.msg})") from exc
+
+
+def load_public_key(path: str | os.PathLike[str], *, insecure_test_key: bool = False) -> PublicKey:
+    """Read a public key JSON file (ours or python-paillier's JWK)."""
+    return PublicKey.from_json(_read_json(path, "public key"), insecure_test_key=insecure_test_key)
+
+
+def load_private_key(path: str | os.PathLike[str], *, insecure_test_key: bool = False) -> PrivateKey:
+    """Read a private key JSON file written by :func:`save_private_key`."""
+    return PrivateKey.from_json(_read_json(path, "private key"), insecure_test_key=insecure_test_key)

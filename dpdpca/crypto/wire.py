@@ -1,0 +1,117 @@
+"""Compact binary format for a batch of packed ciphertexts.
+
+Layout (all integers big-endian)::
+
+    magic        4 bytes   b"DPCB"
+    version      u16       1
+    fingerprint  32 bytes  SHA-256 of n (the key the ciphertexts belong to)
+    kind         u8        0 = flat vector, 1 = upper triangle of a symmetric matrix
+    dim          u32       d for kind 1, 0 otherwise
+    slot_bits    u32
+    slots        u32       slots per plaintext of the layout
+    count        u32       number of ciphertexts
+    width        u32       bytes per ciphertext = byte length of n**2
+    bound_len    u16       then bound_len bytes: the declared public |slot| bound
+    chunks       count x u32   slots used in each ciphertext
+    body         count x width bytes, each ciphertext in [1, n**2)
+    trailer      32 bytes  SHA-256 of everything above
+
+The SHA-256 trailer detects corruption and truncation in transit.  It is not
+a MAC: a party that alters a message can recompute it.  Authenticity, if
+needed, belongs to the transport.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+from collections.abc import Sequence
+
+from dpdpca.crypto import _backend as bk
+from dpdpca.crypto.keys import PublicKey
+from dpdpca.crypto.packing import SlotLayout
+from dpdpca.errors import KeyMismatchError, MessageError
+
+__all__ = ["MAGIC", "VERSION", "KIND_VECTOR", "KIND_SYMMETRIC", "encode_batch", "decode_batch"]
+
+MAGIC = b"DPCB"
+VERSION = 1
+KIND_VECTOR = 0
+KIND_SYMMETRIC = 1
+_FIXED = struct.Struct(">4sH32sBIIIIIH")
+_TRAILER = 32
+
+
+def encode_batch(public_key: PublicKey, layout: SlotLayout, chunks: Sequence[int], bound: int,
+                 ciphertexts: Sequence[int], *, kind: int = KIND_VECTOR, dim: int = 0) -> bytes:
+    """Serialize a batch (fields already validated by the caller)."""
+    width = public_key.ciphertext_bytes
+    bound_bytes = bk.int_to_bytes(bound)
+    head = _FIXED.pack(MAGIC, VERSION, bytes.fromhex(public_key.fingerprint), kind, dim,
+                       layout.slot_bits, layout.slots, len(ciphertexts), width, len(bound_bytes))
+    parts = [head, bound_bytes, struct.pack(f">{len(chunks)}I", *chunks),
+             bk.ints_to_bytes(ciphertexts, width)]
+    body = b"".join(parts)
+    return body + hashlib.sha256(body).digest()
+
+
+def decode_batch(data: bytes, public_key: PublicKey
+                 ) -> tuple[int, int, SlotLayout, tuple[int, ...], int, list[bk.mpz]]:
+    """Parse and validate; returns ``(kind, dim, layout, chunks, bound, ciphertexts)``.
+
+    Raises
+    ------
+    MessageError
+        Wrong magic or version, truncation, a bad trailer, inconsistent
+        lengths, chunk sizes or layout, or a ciphertext outside ``[1, n**2)``.
+    KeyMismatchError
+        The fingerprint names another key.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise MessageError(f"message must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    minimum = _FIXED.size + _TRAILER
+    if len(data) < minimum:
+        raise MessageError(f"message length must be >= {minimum} bytes, got {len(data)} (truncated)")
+    (magic, version, fingerprint, kind, dim, slot_bits, slots, count, width,
+     bound_len) = _FIXED.unpack_from(data)
+    if magic != MAGIC:
+        raise MessageError(f"message magic must be {MAGIC!r}, got {magic!r}")
+    if version != VERSION:
+        raise MessageError(f"message version must be {VERSION}, got {version}")
+    body, trailer = data[:-_TRAILER], data[-_TRAILER:]
+    if not hmac.compare_digest(hashlib.sha256(body).digest(), trailer):
+        raise MessageError("message SHA-256 trailer must match header and body, "
+                           f"got a mismatch ({len(data)} bytes: corrupted or truncated)")
+    if fingerprint.hex() != public_key.fingerprint:
+        raise KeyMismatchError(f"message key fingerprint must be {public_key.fingerprint[:16]}..., "
+                               f"got {fingerprint.hex()[:16]}... (encrypted under another key)")
+    if kind not in (KIND_VECTOR, KIND_SYMMETRIC):
+        raise MessageError(f"message kind must be 0 or 1, got {kind}")
+    if width != public_key.ciphertext_bytes:
+        raise MessageError(f"message ciphertext width must be {public_key.ciphertext_bytes}, got {width}")
+    expected = _FIXED.size + bound_len + 4 * count + width * count + _TRAILER
+    if len(data) != expected:
+        raise MessageError(f"message length must be {expected} bytes for {count} ciphertexts, got {len(data)}")
+    try:
+        layout = SlotLayout(slot_bits=slot_bits, slots=slots)
+        layout.check_key(public_key)
+    except ValueError as exc:
+        raise MessageError(f"message layout is invalid: {exc}") from exc
+    pos = _FIXED.size
+    bound = int.from_bytes(data[pos:pos + bound_len], "big")
+    pos += bound_len
+    if bound > layout.max_abs:
+        raise MessageError(f"message bound must be <= {layout.max_abs}, got {bound}")
+    chunks = struct.unpack_from(f">{count}I", data, pos)
+    pos += 4 * count
+    for k, c in enumerate(chunks):
+        if not 1 <= c <= slots:
+            raise MessageError(f"message chunk[{k}] must be in [1, {slots}], got {c}")
+    ciphertexts = bk.bytes_to_ints(data[pos:pos + width * count], width)
+    n2 = public_key.nsquare
+    for k, c in enumerate(ciphertexts):
+        if not 0 < c < n2:
+            raise MessageError(f"message ciphertext[{k}] must be in [1, n**2), got {'0' if c == 0 else '>= n**2'}")
+    return kind, dim, layout, tuple(chunks), bound, ciphertexts

@@ -1,0 +1,72 @@
+"""Executors: a local process pool gives the same results as the serial path."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from dpdpca.crypto import (
+    EncryptedSymmetricMatrix,
+    SlotLayout,
+    decrypt,
+    encrypt,
+    local_process_pool,
+    scalar_times_packed,
+    scalars_times_packed,
+    sum_arrays,
+)
+from dpdpca.errors import ParameterError
+
+LAYOUT = SlotLayout(slot_bits=40, slots=12)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with local_process_pool(2) as ex:
+        yield ex
+
+
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_executor_matches_serial(keys512, pool, kind):
+    pk, sk = keys512
+    ex = pool if kind == "process" else ThreadPoolExecutor(2)
+    try:
+        values = list(range(-1500, 1500))  # more than one task of 128 ciphertexts
+        enc = encrypt(pk, values, layout=LAYOUT, bound=1500, executor=ex)
+        assert decrypt(sk, enc, executor=ex) == values
+        assert decrypt(sk, sum_arrays([enc, enc, enc], executor=ex)) == [3 * v for v in values]
+        ks = [(-1) ** i * i for i in range(len(enc.ciphertexts))]
+        out = enc.mul_scalars(ks, executor=ex)
+        assert out.ciphertexts == enc.mul_scalars(ks).ciphertexts
+        assert decrypt(sk, enc.rerandomize(executor=ex)) == values
+        x = encrypt(pk, [-9], layout=LAYOUT, bound=9)
+        vecs = [[i, -i, 2 * i] for i in range(100)]
+        par = scalar_times_packed(x, vecs, vector_bound=200, executor=ex)
+        assert par.ciphertexts == scalar_times_packed(x, vecs, vector_bound=200).ciphertexts
+        xs = encrypt(pk, [2, -3], layout=LAYOUT, bound=3, chunks=[1, 1])
+        many = scalars_times_packed(xs, [[[1, 2]], [[3], [4, 5]]], vector_bound=5, executor=ex)
+        assert decrypt(sk, many) == [2, 4, -9, -12, -15]
+    finally:
+        if kind == "thread":
+            ex.shutdown()
+
+
+def test_fixed_randomness_is_reproducible_through_the_pool(keys512, pool):
+    pk, _ = keys512
+    a = encrypt(pk, list(range(300)), layout=LAYOUT, bound=300, executor=pool, _test_randomness=lambda i: i + 1)
+    b = encrypt(pk, list(range(300)), layout=LAYOUT, bound=300, _test_randomness=lambda i: i + 1)
+    assert a.ciphertexts == b.ciphertexts
+
+
+def test_symmetric_matrix_through_pool(keys512, pool):
+    pk, sk = keys512
+    m = [[(i * j) % 7 - 3 for j in range(9)] for i in range(9)]
+    m = [[m[min(i, j)][max(i, j)] for j in range(9)] for i in range(9)]
+    enc = EncryptedSymmetricMatrix.encrypt_upper_triangle(pk, m, layout=LAYOUT, bound=3, executor=pool)
+    assert enc.decrypt(sk, executor=pool).tolist() == m
+
+
+def test_pool_size_validated():
+    with pytest.raises(ParameterError, match="max_workers must be >= 1, got 0"):
+        local_process_pool(0)

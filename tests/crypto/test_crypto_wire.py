@@ -1,0 +1,118 @@
+"""Binary batch format: round trip, tamper and truncation detection, validation."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpdpca.crypto import EncryptedArray, EncryptedSymmetricMatrix, SlotLayout, decrypt, encrypt
+from dpdpca.crypto import wire
+from dpdpca.errors import KeyMismatchError, MessageError
+
+LAYOUT = SlotLayout(slot_bits=40, slots=12)
+
+
+@pytest.fixture(scope="module")
+def message(keys512):
+    pk, _ = keys512
+    enc = encrypt(pk, list(range(-12, 13)), layout=LAYOUT, bound=100, chunks=[12, 12, 1])
+    return enc, enc.to_bytes()
+
+
+def _rehash(data: bytes) -> bytes:
+    body = data[:-32]
+    return body + hashlib.sha256(body).digest()
+
+
+def test_round_trip(keys512, message):
+    pk, sk = keys512
+    enc, data = message
+    assert len(data) == enc.nbytes
+    back = EncryptedArray.from_bytes(data, pk)
+    assert back.chunks == (12, 12, 1) and back.bound == 100 and back.layout == LAYOUT
+    assert back.ciphertexts == enc.ciphertexts and decrypt(sk, back) == list(range(-12, 13))
+    assert back.to_bytes() == data
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_any_flipped_byte_is_rejected(keys512, message, data):
+    pk, _ = keys512
+    _, raw = message
+    pos = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
+    bit = data.draw(st.integers(min_value=0, max_value=7))
+    bad = bytearray(raw)
+    bad[pos] ^= 1 << bit
+    with pytest.raises((MessageError, KeyMismatchError)):
+        EncryptedArray.from_bytes(bytes(bad), pk)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_any_truncation_is_rejected(keys512, message, data):
+    pk, _ = keys512
+    _, raw = message
+    cut = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
+    with pytest.raises(MessageError):
+        EncryptedArray.from_bytes(raw[:cut], pk)
+
+
+def test_specific_errors(keys512, other_keys512, message):
+    pk, _ = keys512
+    _, raw = message
+    with pytest.raises(MessageError, match="message length must be >= 93 bytes, got 10"):
+        EncryptedArray.from_bytes(raw[:10], pk)
+    with pytest.raises(MessageError, match="SHA-256 trailer must match"):
+        EncryptedArray.from_bytes(raw[:-1], pk)
+    v2 = bytearray(raw)
+    v2[4:6] = struct.pack(">H", 2)
+    with pytest.raises(MessageError, match="message version must be 1, got 2"):
+        EncryptedArray.from_bytes(_rehash(bytes(v2)), pk)
+    with pytest.raises(MessageError, match="message magic must be"):
+        EncryptedArray.from_bytes(b"XXXX" + raw[4:], pk)
+    with pytest.raises(KeyMismatchError, match="message key fingerprint must be"):
+        EncryptedArray.from_bytes(raw, other_keys512[0])
+    with pytest.raises(MessageError, match="message must be bytes"):
+        EncryptedArray.from_bytes("text", pk)
+
+
+def test_ciphertext_out_of_range_rejected(keys512, message):
+    pk, _ = keys512
+    enc, raw = message
+    width = pk.ciphertext_bytes
+    start = len(raw) - 32 - width  # last ciphertext
+    for value in (0, int(pk.nsquare)):
+        bad = raw[:start] + value.to_bytes(width, "big") + raw[start + width:]
+        with pytest.raises(MessageError, match=r"message ciphertext\[2\] must be in \[1, n\*\*2\)"):
+            EncryptedArray.from_bytes(_rehash(bad), pk)
+
+
+def test_chunk_and_bound_validation(keys512, message):
+    pk, _ = keys512
+    _, raw = message
+    head = wire._FIXED.size
+    bound_len = struct.unpack_from(">H", raw, head - 2)[0]
+    pos = head + bound_len
+    bad = raw[:pos] + struct.pack(">I", 13) + raw[pos + 4:]
+    with pytest.raises(MessageError, match=r"message chunk\[0\] must be in \[1, 12\], got 13"):
+        EncryptedArray.from_bytes(_rehash(bad), pk)
+    enc, _ = message
+    forged = wire.encode_batch(pk, LAYOUT, enc.chunks, LAYOUT.max_abs + 1, enc.ciphertexts)
+    with pytest.raises(MessageError, match=f"message bound must be <= {LAYOUT.max_abs}"):
+        EncryptedArray.from_bytes(forged, pk)
+
+
+def test_symmetric_matrix_bytes(keys512):
+    pk, sk = keys512
+    m = [[1, -2, 3], [-2, 4, 5], [3, 5, -6]]
+    enc = EncryptedSymmetricMatrix.encrypt_upper_triangle(pk, m, layout=LAYOUT, bound=6)
+    back = EncryptedSymmetricMatrix.from_bytes(enc.to_bytes(), pk)
+    assert back.d == 3 and back.decrypt(sk).tolist() == m
+    with pytest.raises(MessageError, match="message kind must be 0"):
+        EncryptedArray.from_bytes(enc.to_bytes(), pk)
+    with pytest.raises(MessageError, match="must be a symmetric matrix"):
+        EncryptedSymmetricMatrix.from_bytes(enc.array.to_bytes(), pk)
