@@ -9,9 +9,19 @@ protocol in integers").
 
 from __future__ import annotations
 
-from dpdpca._validation import check_int
+import math
+import secrets
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Mapping
 
-__all__ = ["slot_value_bound"]
+from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca.crypto import PublicKey, SlotLayout
+from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, centred_scatter_sensitivity
+from dpdpca.errors import MessageError, OverflowRiskError
+
+__all__ = ["slot_value_bound", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
+           "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int"]
 
 
 def slot_value_bound(*, d: int, owners: int, rows_per_owner: int, frac_bits: int = 16,
@@ -54,3 +64,237 @@ def slot_value_bound(*, d: int, owners: int, rows_per_owner: int, frac_bits: int
     v_bound = n_max << frac_bits
     b_bound = v_bound << kappa
     return n_max * (n_max << (2 * frac_bits)) + 2 * v_bound * b_bound + b_bound * b_bound + noise_bound
+
+
+# ---------------------------------------------------------------------------
+# The public parameters every party derives the same slot layout from.
+# ---------------------------------------------------------------------------
+
+
+
+#: ``"n-scaled"`` (rigorous default): the proxy adds G'' calibrated to the
+#: integer query N*S_int; ``"integer"`` (paper/ARCHITECTURE form): N*G' with G'
+#: integer on S_int's scale, which leaks v_i v_j mod N to the data user.
+NOISE_LATTICES = ("n-scaled", "integer")
+SENSITIVITY_MODES = ("rigorous", "paper")
+CALIBRATIONS = ("analytic", "classic")
+#: The noise allowance covers up to 2**40 noisy entries ...
+TAIL_LOG2_ENTRIES = 40
+#: ... with total probability of exceeding it below 2**-80.
+TAIL_LOG2_FAILURE = 80
+PARAMS_KEY = "dpdpca_protocol"
+
+
+def noise_tail_factor() -> int:
+    """t with ``P(|Z| >= t*sigma) <= 2**-80 / 2**40`` for one discrete-Gaussian entry.
+
+    A discrete Gaussian of scale sigma is sub-Gaussian with variance proxy
+    sigma**2 (Canonne, Kamath & Steinke 2020, Prop. 1), so
+    ``P(|Z| >= t sigma) <= 2 exp(-t**2 / 2)``; the union over <= 2**40 entries
+    stays below 2**-80.
+    """
+    return math.ceil(math.sqrt(2.0 * math.log(2.0) * (TAIL_LOG2_FAILURE + TAIL_LOG2_ENTRIES + 1)))
+
+
+def integer_noise_sensitivity(n: int, *, frac_bits: int, sensitivity_mode: str = "rigorous",
+                              noise_lattice: str = "n-scaled") -> tuple[float, int]:
+    """Real sensitivity of S-bar and the integer sensitivity the noise is calibrated to.
+
+    Parameters
+    ----------
+    n : int >= 1
+        Number of rows N (public under replace-one).
+    frac_bits : int
+        Fixed-point scale ``2**f``; ``S_int = S_bar * 2**(2f)``.
+    sensitivity_mode : {"rigorous", "paper"}
+        Forwarded to :func:`dpdpca.dp.centred_scatter_sensitivity` (``"paper"``
+        is Wang & Chang's Delta = 1).
+    noise_lattice : {"n-scaled", "integer"}
+        ``"n-scaled"``: the query is ``N * S_int`` (an integer matrix), so
+        ``Delta_int = ceil(N * Delta * 2**(2f))``.  ``"integer"``: the query is
+        ``S_int``, ``Delta_int = ceil(Delta * 2**(2f))``.
+
+    Returns
+    -------
+    (float, int)
+        ``Delta`` in S-bar units (rigorous replace-one: ``4 (N - 1) / N``;
+        paper: 1) and ``Delta_int``, rounded up exactly from the rational
+        ``Delta`` (at least 1).
+    """
+    if sensitivity_mode not in SENSITIVITY_MODES:
+        raise param_error("sensitivity_mode", f"one of {SENSITIVITY_MODES}", sensitivity_mode)
+    if noise_lattice not in NOISE_LATTICES:
+        raise param_error("noise_lattice", f"one of {NOISE_LATTICES}", noise_lattice)
+    exact = Fraction(centred_scatter_sensitivity(n, neighbouring=REPLACE_ONE, mode=sensitivity_mode, exact=True))
+    scale = exact * (1 << (2 * frac_bits))
+    if noise_lattice == "n-scaled":
+        scale *= n
+    # N = 1 has sensitivity 0 (S_bar = 0); calibrating to 1 instead only adds noise.
+    return float(exact), max(1, math.ceil(scale))
+
+
+def noise_sigma_int(n: int, *, epsilon: float, delta: float, frac_bits: int, sensitivity_mode: str = "rigorous",
+                    noise_lattice: str = "n-scaled", calibration: str = "analytic") -> float:
+    """Std. deviation of the noise as it lands in a slot of ``R''`` (integer units)."""
+    _, sens = integer_noise_sensitivity(n, frac_bits=frac_bits, sensitivity_mode=sensitivity_mode,
+                                        noise_lattice=noise_lattice)
+    mech = DiscreteGaussianMechanism(epsilon=epsilon, delta=delta, sensitivity=sens, calibration=calibration,
+                                     neighbouring=REPLACE_ONE, sensitivity_mode=sensitivity_mode)
+    return float(mech.sigma) * (n if noise_lattice == "integer" else 1)
+
+
+def _noise_allowance(n_max: int, *, frac_bits: int, min_epsilon: float, min_delta: float) -> int:
+    """``ceil(t * sigma_max)`` over every lattice, sensitivity mode and valid calibration."""
+    sigmas = []
+    for lattice in NOISE_LATTICES:
+        for mode in SENSITIVITY_MODES:
+            for calibration in CALIBRATIONS:
+                try:
+                    sigmas.append(noise_sigma_int(n_max, epsilon=min_epsilon, delta=min_delta, frac_bits=frac_bits,
+                                                  sensitivity_mode=mode, noise_lattice=lattice,
+                                                  calibration=calibration))
+                except ValueError:  # e.g. classic calibration needs epsilon < 1
+                    continue
+    return math.ceil(noise_tail_factor() * max(sigmas)) + 1
+
+
+@dataclass(frozen=True)
+class ProtocolParams:
+    """Public parameters: written by ``dpdpca keygen`` beside the JWK fields.
+
+    Every party derives the same :class:`~dpdpca.crypto.SlotLayout` from them,
+    and nothing in them depends on the private data.
+
+    Parameters
+    ----------
+    public_key : PublicKey
+    session_id : str
+        32 hex characters from the OS CSPRNG; messages of another session are
+        rejected as replays.
+    max_owners : int >= 1
+        Declared maximum number of owners L_max.
+    max_rows_per_owner : int >= 1
+        Declared maximum rows per owner; ``N <= N_max = L_max * n_max``.
+    frac_bits : int in [0, 26]
+        Fixed-point fraction bits f (default 16).
+    kappa : int >= 40
+        Statistical hiding of the mask b (default 40).
+    min_epsilon : float > 0, min_delta : float in (0, 1)
+        The smallest budget the noise allowance was sized for.
+    noise_allowance : int
+        ``ceil(t * sigma_max) + 1``: the declared bound on |noise| per slot of
+        ``R''`` (see :func:`noise_tail_factor`).
+    layout : SlotLayout
+        ``SlotLayout.for_bound(public_key, slot_value_bound(...))``.
+    """
+
+    public_key: PublicKey
+    session_id: str
+    max_owners: int
+    max_rows_per_owner: int
+    frac_bits: int
+    kappa: int
+    min_epsilon: float
+    min_delta: float
+    noise_allowance: int
+    layout: SlotLayout = field(compare=False)
+
+    @classmethod
+    def create(cls, public_key: PublicKey, *, max_owners: int, max_rows_per_owner: int, frac_bits: int = 16,
+               kappa: int = 40, min_epsilon: float = 0.01, min_delta: float = 1e-12,
+               session_id: str | None = None) -> "ProtocolParams":
+        """Derive the noise allowance and slot layout from declared public bounds.
+
+        Raises
+        ------
+        ParameterError
+            A parameter out of range.
+        OverflowRiskError
+            The slot bound does not fit one plaintext (too many owners or rows
+            for the key size).
+        """
+        check_int("max_owners", max_owners, minimum=1)
+        check_int("max_rows_per_owner", max_rows_per_owner, minimum=1)
+        check_int("frac_bits", frac_bits, minimum=0, maximum=26)
+        check_int("kappa", kappa, minimum=40)
+        min_epsilon = check_positive("min_epsilon", min_epsilon)
+        min_delta = check_open_unit("min_delta", min_delta)
+        if session_id is None:
+            session_id = secrets.token_hex(16)
+        n_max = max_owners * max_rows_per_owner
+        allowance = _noise_allowance(n_max, frac_bits=frac_bits, min_epsilon=min_epsilon, min_delta=min_delta)
+        bound = slot_value_bound(d=1, owners=max_owners, rows_per_owner=max_rows_per_owner, frac_bits=frac_bits,
+                                 kappa=kappa, noise_bound=allowance)
+        layout = SlotLayout.for_bound(public_key, bound)
+        return cls(public_key, session_id, max_owners, max_rows_per_owner, frac_bits, kappa, min_epsilon,
+                   min_delta, allowance, layout)
+
+    @property
+    def n_max(self) -> int:
+        """``max_owners * max_rows_per_owner``."""
+        return self.max_owners * self.max_rows_per_owner
+
+    @property
+    def key_fingerprint(self) -> str:
+        return str(self.public_key.fingerprint)
+
+    def share_bounds(self) -> dict[str, int]:
+        """Public per-owner bounds: |R_ij| <= n*2^(2f), |v_i| <= n*2^f, N^l <= n."""
+        n = self.max_rows_per_owner
+        return {"R": n << (2 * self.frac_bits), "v": n << self.frac_bits, "N": n}
+
+    def to_json(self) -> dict[str, Any]:
+        """``public.json``: the JWK fields plus ``dpdpca_protocol``."""
+        out = dict(self.public_key.to_json())
+        out[PARAMS_KEY] = {
+            "version": 1,
+            "session_id": self.session_id,
+            "max_owners": self.max_owners,
+            "max_rows_per_owner": self.max_rows_per_owner,
+            "frac_bits": self.frac_bits,
+            "kappa": self.kappa,
+            "min_epsilon": self.min_epsilon,
+            "min_delta": self.min_delta,
+            "noise_allowance": str(self.noise_allowance),
+            "slot_bits": self.layout.slot_bits,
+            "slots": self.layout.slots,
+            "insecure_test_key": bool(getattr(self.public_key, "insecure_test_key", False)),
+        }
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "ProtocolParams":
+        """Inverse of :meth:`to_json`; re-derives and checks the layout.
+
+        Raises
+        ------
+        MessageError
+            Missing or inconsistent protocol fields.
+        """
+        if not isinstance(data, Mapping) or PARAMS_KEY not in data:
+            raise MessageError(f"public parameters must contain {PARAMS_KEY!r}, got keys "
+                               f"{sorted(data) if isinstance(data, Mapping) else type(data).__name__}")
+        jwk = {k: v for k, v in data.items() if k != PARAMS_KEY}
+        p = data[PARAMS_KEY]
+        try:
+            if int(p["version"]) != 1:
+                raise MessageError(f"{PARAMS_KEY}.version must be 1, got {p['version']!r}")
+            pk = PublicKey.from_json(jwk, insecure_test_key=bool(p.get("insecure_test_key", False)))
+            params = cls.create(pk, max_owners=int(p["max_owners"]), max_rows_per_owner=int(p["max_rows_per_owner"]),
+                                frac_bits=int(p["frac_bits"]), kappa=int(p["kappa"]),
+                                min_epsilon=float(p["min_epsilon"]), min_delta=float(p["min_delta"]),
+                                session_id=str(p["session_id"]))
+        except (KeyError, TypeError) as exc:
+            raise MessageError(f"{PARAMS_KEY} must have every protocol field, got error {exc!r}") from None
+        if (str(params.noise_allowance) != str(p.get("noise_allowance"))
+                or params.layout.slot_bits != int(p.get("slot_bits", -1)) or params.layout.slots != int(p.get("slots", -1))):
+            raise MessageError(f"{PARAMS_KEY} slot layout must match the declared bounds, got slot_bits="
+                               f"{p.get('slot_bits')!r} slots={p.get('slots')!r}")
+        return params
+
+    def check_noise_fits(self, sigma_int: float, *, epsilon: float) -> None:
+        """Raise OverflowRiskError if ``t * sigma_int`` exceeds the allowance."""
+        if noise_tail_factor() * sigma_int >= self.noise_allowance:
+            raise OverflowRiskError(
+                f"epsilon must be large enough that the noise fits the declared allowance "
+                f"(keygen min_epsilon={self.min_epsilon}, min_delta={self.min_delta}), got {epsilon}")

@@ -1,0 +1,409 @@
+"""``dpdpca run``, ``keygen``, ``owner``, ``proxy`` and ``user``: the Wang-Chang protocol.
+
+``dpdpca run`` runs all three parties on one machine (in one process, or one
+process per party with ``--processes``).  The per-role commands run each
+party on its own, exchanging files:
+
+.. code-block:: sh
+
+    dpdpca keygen --out-dir keys                      # public.json, private.json (0600)
+    dpdpca owner share --public keys/public.json --data a.csv --owner-id 1 --out s1.msg
+    dpdpca proxy aggregate --public keys/public.json --out-dir state s1.msg s2.msg
+    dpdpca user reveal-count --private keys/private.json state/count-request.msg --out count.msg
+    dpdpca proxy finish --state state --count count.msg --epsilon 1 --delta 1e-5 --out result.msg
+    dpdpca user finish --private keys/private.json result.msg --components 2 --out pcs.npz
+
+Every error is a :class:`~dpdpca.errors.DpdpcaError` with a one-line message;
+outputs are written atomically only after the step succeeded.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+import numpy as np
+
+from dpdpca._io import atomic_write_bytes, atomic_write_json
+from dpdpca.errors import MessageError
+
+NOISE_OPTIONS = [
+    click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True,
+                 help="Gaussian calibration: analytic (Balle & Wang) or classic (Dwork & Roth, epsilon < 1)."),
+    click.option("--sensitivity-mode", type=click.Choice(["rigorous", "paper"]), default="rigorous",
+                 show_default=True, help="rigorous: our replace-one bound; paper: Wang & Chang's Delta = 1."),
+    click.option("--noise-lattice", type=click.Choice(["n-scaled", "integer"]), default="n-scaled",
+                 show_default=True,
+                 help="n-scaled (rigorous): noise on N*S; integer: the paper/ARCHITECTURE form N*G' (leaks v v^T mod N)."),
+]
+
+
+def noise_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed(NOISE_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def _read_bytes(path: str, what: str) -> bytes:
+    p = Path(path)
+    if not p.is_file():
+        raise MessageError(f"{what} file {path!r} must exist, got no such file")
+    return p.read_bytes()
+
+
+def _read_json(path: str, what: str) -> Any:
+    try:
+        return json.loads(_read_bytes(path, what).decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MessageError(f"{what} file {path!r} must be JSON, got {type(exc).__name__}") from None
+
+
+def _load_public(path: str) -> Any:
+    from dpdpca.protocol.params import ProtocolParams
+
+    return ProtocolParams.from_json(_read_json(path, "public parameters"))
+
+
+def _load_private(path: str) -> tuple[Any, Any]:
+    from dpdpca.crypto import PrivateKey
+    from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
+
+    data = _read_json(path, "private key")
+    if not isinstance(data, dict) or PARAMS_KEY not in data or "pub" not in data:
+        raise MessageError(f"private key file {path!r} must be written by dpdpca keygen, got other JSON")
+    params = ProtocolParams.from_json({**data["pub"], PARAMS_KEY: data[PARAMS_KEY]})
+    sk = PrivateKey.from_json({k: v for k, v in data.items() if k != PARAMS_KEY},
+                              insecure_test_key=bool(data[PARAMS_KEY].get("insecure_test_key", False)))
+    return sk, params
+
+
+class _Pool:
+    """Context manager: a process pool with ``workers > 1``, else None."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool: Any = None
+
+    def __enter__(self) -> Any:
+        if self.workers > 1:
+            from dpdpca.crypto import local_process_pool
+
+            self.pool = local_process_pool(self.workers)
+        return self.pool
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+
+# ---------------------------------------------------------------------------
+# dpdpca run
+# ---------------------------------------------------------------------------
+
+@click.command("run")
+@click.option("--data", "data_file", type=click.Path(dir_okay=False), default=None,
+              help="Data matrix (.csv or .npy), rows are samples. Default: the bundled digits dataset (1797 x 64).")
+@click.option("--dataset", default="digits", show_default=True, help="Named offline dataset when --data is absent.")
+@click.option("--owners", default=5, show_default=True, type=int, help="Number of data owners L.")
+@click.option("--components", default=5, show_default=True, type=int, help="Number of principal components k.")
+@click.option("--epsilon", default=1.0, show_default=True, type=float)
+@click.option("--delta", default=1e-5, show_default=True, type=float)
+@click.option("--key-bits", default=2048, show_default=True, type=int, help="Paillier modulus bits.")
+@click.option("--insecure-test-key", is_flag=True, help="Allow keys below 2048 bits (tests only).")
+@click.option("--frac-bits", default=16, show_default=True, type=int, help="Fixed-point fraction bits f.")
+@click.option("--kappa", default=40, show_default=True, type=int, help="Statistical hiding bits of the mask (>= 40).")
+@click.option("--quorum", default=None, type=int, help="Shares the proxy needs (default: all owners).")
+@click.option("--max-owners", default=None, type=int, help="Declared maximum owners (slot width); default --owners.")
+@click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
+@noise_options
+@click.option("--workers", default=1, show_default=True, type=int, help="Processes for the crypto batches.")
+@click.option("--processes", is_flag=True, help="Run every party as a separate OS process (messages only).")
+@click.option("--verify", is_flag=True, help="Check S' - G' == S-bar exactly against a plaintext reference.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write components.npz and result.json here.")
+def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, epsilon: float, delta: float,
+            key_bits: int, insecure_test_key: bool, frac_bits: int, kappa: int, quorum: int | None,
+            max_owners: int | None, no_clip: bool, calibration: str, sensitivity_mode: str, noise_lattice: str,
+            workers: int, processes: bool, verify: bool, as_json: bool, out_dir: str | None) -> None:
+    """Run owners, proxy and data user end to end on one machine."""
+    from dpdpca._validation import check_int
+    from dpdpca.data import clip_rows, load_dataset, load_file, partition
+    from dpdpca.metrics import captured_energy_ratio
+    from dpdpca.protocol.runner import check_options, progress_steps, run_protocol
+
+    check_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
+                  noise_lattice=noise_lattice)
+    check_int("owners", owners, minimum=1)
+    check_int("components", components, minimum=1)
+    check_int("workers", workers, minimum=1)
+    if data_file is not None:
+        X, source = load_file(data_file), str(data_file)
+    else:
+        X, source = load_dataset(dataset).X, dataset
+    check_int("components", components, minimum=1, maximum=X.shape[1])
+    parts = partition(X, owners)
+    show_bar = not as_json and sys.stderr.isatty()
+    with _Pool(workers) as pool, _progress(show_bar, progress_steps(owners)) as tick:
+        run = run_protocol(parts, n_components=components, epsilon=epsilon, delta=delta, key_bits=key_bits,
+                           insecure_test_key=insecure_test_key, frac_bits=frac_bits, kappa=kappa, clip=not no_clip,
+                           calibration=calibration, sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice,
+                           quorum=quorum, max_owners=max_owners, executor=pool, verify=verify, processes=processes,
+                           progress=tick)
+    result = run.result
+    X_ref = np.vstack([parts[int(o) - 1] for o in run.owners_present])
+    X_ref = clip_rows(X_ref)[0] if not no_clip else X_ref
+    ratio = captured_energy_ratio(result.components, X_ref, center=True)
+    summary: dict[str, Any] = {
+        "data": source,
+        "n_rows": int(result.extra["n_rows"]),
+        "n_features": int(X.shape[1]),
+        "owners": owners,
+        "owners_present": run.owners_present,
+        "components_shape": list(result.components.shape),
+        "captured_energy_ratio": float(ratio),
+        "eigenvalues": [float(x) for x in result.eigenvalues],
+        "privacy": result.privacy.to_dict(),
+        "timings": result.timings.to_dict(),
+        "bytes_sent": dict(result.bytes_sent),
+        "rows_clipped": run.rows_clipped,
+        "params": {**dict(result.params), "epsilon": epsilon, "delta": delta, "calibration": calibration,
+                   "sensitivity_mode": sensitivity_mode, "clip": not no_clip, "processes": processes},
+    }
+    if run.verify is not None:
+        summary["verify"] = run.verify
+    if out_dir is not None:
+        buf = io.BytesIO()
+        np.savez(buf, components=result.components, eigenvalues=result.eigenvalues)
+        atomic_write_bytes(Path(out_dir) / "components.npz", buf.getvalue())
+        atomic_write_json(Path(out_dir) / "result.json", summary)
+    if as_json:
+        click.echo(json.dumps(summary, sort_keys=True))
+    else:
+        click.echo(_human_summary(summary))
+
+
+class _progress:
+    """click.progressbar on stderr when interactive; a no-op tick otherwise."""
+
+    def __init__(self, show: bool, steps: int) -> None:
+        self.show, self.steps = show, steps
+        self.bar: Any = None
+
+    def __enter__(self) -> Callable[[str], None]:
+        if not self.show:
+            return lambda label: None
+        self.bar = click.progressbar(length=self.steps, label="dpdpca", file=sys.stderr,
+                                     item_show_func=lambda x: x)
+        self.bar.__enter__()
+
+        def tick(label: str) -> None:
+            self.bar.update(1, label)
+        return tick
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+def _human_summary(s: dict[str, Any]) -> str:
+    p = s["privacy"]
+    t = s["timings"]
+    lines = [
+        f"dpdpca run: {s['data']} ({s['n_rows']} rows x {s['n_features']} features), "
+        f"{len(s['owners_present'])}/{s['owners']} owners, k={s['components_shape'][1]}",
+        f"captured energy ratio q/q_o vs non-private PCA: {s['captured_energy_ratio']:.4f}",
+        f"privacy: ({p['epsilon']:g}, {p['delta']:.3g})-DP, {p['mechanism']} ({p['calibration']}), "
+        f"sigma={p['sigma']:.4g}, sensitivity={p['sensitivity']:.4g} ({p['sensitivity_mode']}), "
+        f"{p['neighbouring']}, noise added by {p['noise_added_by']}",
+        f"  notes: {p['notes']}",
+        f"timings: total {t['total_s']:.2f} s, critical path {t['critical_path_s']:.2f} s",
+    ]
+    for party, phases in t["parties"].items():
+        detail = ", ".join(f"{ph} {sec:.2f}" for ph, sec in phases.items())
+        lines.append(f"  {party:<10} {sum(phases.values()):8.2f} s  ({detail})")
+    lines.append("bytes sent: " + ", ".join(f"{k} {v:,}" for k, v in s["bytes_sent"].items()))
+    if s["rows_clipped"]:
+        lines.append("rows clipped: " + ", ".join(f"owner {k}: {v}" for k, v in s["rows_clipped"].items()))
+    if "verify" in s:
+        lines.append(f"verify: max |S' - G' - S-bar| in the integer domain = {s['verify']['max_abs_integer_error']}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# dpdpca keygen
+# ---------------------------------------------------------------------------
+
+@click.command("keygen")
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Writes public.json, private.json.")
+@click.option("--key-bits", default=2048, show_default=True, type=int)
+@click.option("--insecure-test-key", is_flag=True, help="Allow keys below 2048 bits (tests only).")
+@click.option("--max-owners", default=16, show_default=True, type=int, help="Declared maximum number of owners.")
+@click.option("--max-rows-per-owner", default=1 << 20, show_default=True, type=int,
+              help="Declared maximum rows per owner.")
+@click.option("--frac-bits", default=16, show_default=True, type=int)
+@click.option("--kappa", default=40, show_default=True, type=int)
+@click.option("--min-epsilon", default=0.01, show_default=True, type=float,
+              help="Smallest epsilon the noise allowance is sized for.")
+@click.option("--min-delta", default=1e-12, show_default=True, type=float,
+              help="Smallest delta the noise allowance is sized for.")
+def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners: int, max_rows_per_owner: int,
+               frac_bits: int, kappa: int, min_epsilon: float, min_delta: float) -> None:
+    """Data user: generate the key pair and the public protocol parameters."""
+    from dpdpca.crypto import generate_keypair
+    from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
+
+    pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
+    params = ProtocolParams.create(pk, max_owners=max_owners, max_rows_per_owner=max_rows_per_owner,
+                                   frac_bits=frac_bits, kappa=kappa, min_epsilon=min_epsilon, min_delta=min_delta)
+    public = params.to_json()
+    private = {**sk.to_json(), PARAMS_KEY: public[PARAMS_KEY]}
+    atomic_write_json(Path(out_dir) / "private.json", private, mode=0o600)
+    atomic_write_json(Path(out_dir) / "public.json", public)
+    click.echo(f"wrote {Path(out_dir) / 'public.json'} and {Path(out_dir) / 'private.json'} (mode 0600); "
+               f"key {params.key_fingerprint[:16]}, {params.layout.slots} slots of {params.layout.slot_bits} bits")
+
+
+# ---------------------------------------------------------------------------
+# dpdpca owner share
+# ---------------------------------------------------------------------------
+
+@click.group("owner")
+def owner_group() -> None:
+    """Data owner: encrypt a scatter share."""
+
+
+@owner_group.command("share")
+@click.option("--public", "public_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--data", "data_file", required=True, type=click.Path(dir_okay=False))
+@click.option("--owner-id", required=True)
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
+@click.option("--workers", default=1, show_default=True, type=int)
+def owner_share_cmd(public_path: str, data_file: str, owner_id: str, out_path: str, no_clip: bool,
+                    workers: int) -> None:
+    """Encrypt this owner's share E[R^l], E[v^l], E[N^l] into one message file."""
+    from dpdpca.data import load_file
+    from dpdpca.protocol.parties import DataOwner
+
+    params = _load_public(public_path)
+    X = load_file(data_file)
+    with _Pool(workers) as pool:
+        owner = DataOwner(params, owner_id, clip=not no_clip, executor=pool)
+        data = owner.share(X)
+    atomic_write_bytes(out_path, data)
+    click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {owner.rows_clipped_} clipped; wrote {out_path} "
+               f"({len(data):,} bytes)")
+
+
+# ---------------------------------------------------------------------------
+# dpdpca proxy aggregate / finish
+# ---------------------------------------------------------------------------
+
+@click.group("proxy")
+def proxy_group() -> None:
+    """Proxy: aggregate shares, then mask and add DP noise."""
+
+
+@proxy_group.command("aggregate")
+@click.option("--public", "public_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--quorum", default=None, type=int, help="Minimum shares (default: all given).")
+@click.option("--workers", default=1, show_default=True, type=int)
+@click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def proxy_aggregate_cmd(public_path: str, out_dir: str, quorum: int | None, workers: int,
+                        shares: tuple[str, ...]) -> None:
+    """Aggregate owner shares; write the proxy state and count-request.msg (E[N] for the user)."""
+    from dpdpca.protocol.parties import Proxy
+
+    params = _load_public(public_path)
+    with _Pool(workers) as pool:
+        proxy = Proxy(params, quorum=quorum if quorum is not None else len(shares), executor=pool)
+        for path in shares:
+            proxy.receive_share(_read_bytes(path, "share"))
+        request = proxy.close_collection()
+        state = proxy.state_bytes()
+    out = Path(out_dir)
+    atomic_write_json(out / "public.json", params.to_json())
+    atomic_write_bytes(out / "state.msg", state)
+    atomic_write_bytes(out / "count-request.msg", request)
+    click.echo(f"aggregated {len(proxy.owners_)} shares ({', '.join(proxy.owners_)}); "
+               f"wrote {out / 'count-request.msg'}")
+
+
+@proxy_group.command("finish")
+@click.option("--state", "state_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--count", "count_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--epsilon", required=True, type=float)
+@click.option("--delta", required=True, type=float)
+@noise_options
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--workers", default=1, show_default=True, type=int)
+def proxy_finish_cmd(state_dir: str, count_path: str, epsilon: float, delta: float, calibration: str,
+                     sensitivity_mode: str, noise_lattice: str, out_path: str, workers: int) -> None:
+    """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user."""
+    from dpdpca.protocol.parties import Proxy
+    from dpdpca.protocol.runner import check_options
+
+    check_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
+                  noise_lattice=noise_lattice)
+    state = Path(state_dir)
+    params = _load_public(str(state / "public.json"))
+    with _Pool(workers) as pool:
+        proxy = Proxy.from_state(params, _read_bytes(str(state / "state.msg"), "proxy state"), executor=pool)
+        proxy.receive_count(_read_bytes(count_path, "count"))
+        data = proxy.finish(epsilon=epsilon, delta=delta, calibration=calibration,
+                            sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
+    atomic_write_bytes(out_path, data)
+    p = proxy.privacy_
+    click.echo(f"wrote {out_path} ({len(data):,} bytes); ({p.epsilon:g}, {p.delta:.3g})-DP, sigma={p.sigma:.4g}")
+
+
+# ---------------------------------------------------------------------------
+# dpdpca user reveal-count / finish
+# ---------------------------------------------------------------------------
+
+@click.group("user")
+def user_group() -> None:
+    """Data user: reveal N, then decrypt and run PCA."""
+
+
+@user_group.command("reveal-count")
+@click.option("--private", "private_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@click.argument("request", type=click.Path(dir_okay=False))
+def user_reveal_count_cmd(private_path: str, out_path: str, request: str) -> None:
+    """Decrypt E[N] from the proxy's count request; write N for the proxy."""
+    from dpdpca.protocol.parties import DataUser
+
+    sk, params = _load_private(private_path)
+    user = DataUser(sk, params)
+    reply = user.reveal_count(_read_bytes(request, "count request"))
+    atomic_write_bytes(out_path, reply)
+    click.echo(f"N = {user.n_}; wrote {out_path}")
+
+
+@user_group.command("finish")
+@click.option("--private", "private_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--components", required=True, type=int)
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--workers", default=1, show_default=True, type=int)
+@click.argument("result", type=click.Path(dir_okay=False))
+def user_finish_cmd(private_path: str, components: int, out_path: str, workers: int, result: str) -> None:
+    """Decrypt R'' and v', compute S-bar + G' exactly and write the components (.npz)."""
+    from dpdpca.protocol.parties import DataUser
+
+    sk, params = _load_private(private_path)
+    with _Pool(workers) as pool:
+        user = DataUser(sk, params, executor=pool)
+        res = user.finish(_read_bytes(result, "result"), n_components=components)
+    buf = io.BytesIO()
+    np.savez(buf, components=res.components, eigenvalues=res.eigenvalues,
+             privacy=np.array(json.dumps(res.privacy.to_dict())))
+    atomic_write_bytes(out_path, buf.getvalue())
+    click.echo(json.dumps({"components_shape": list(res.components.shape), "n_rows": res.extra["n_rows"],
+                           "privacy": res.privacy.to_dict(), "out": str(out_path)}, sort_keys=True))

@@ -1,0 +1,251 @@
+"""Every party as its own OS process, talking only through message bytes.
+
+``run_in_processes`` (behind ``dpdpca run --processes``) starts, with the
+multiprocessing ``"spawn"`` context, one process for the data user, one for
+the proxy and one per owner, and wires byte pipes between them:
+owner -> proxy, proxy <-> user.  Each process gets only its own inputs over a
+control pipe from the coordinator, as JSON or ``.npy`` bytes (never pickled
+data): an owner gets its rows and the public parameters, the proxy gets the
+public parameters and the privacy options (never the private key), the user
+generates the key pair itself and returns only the public parameters and, at
+the end, its result.  (``spawn`` hands the pipe *handles* to the children with
+its own reduction; no protocol data goes through it.)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import multiprocessing as mp
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+import dpdpca.errors as errors
+from dpdpca.dp import PrivacyReport
+from dpdpca.errors import DpdpcaError, ProtocolError
+from dpdpca.protocol.params import ProtocolParams
+from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
+from dpdpca.protocol.transport import PipeTransport
+from dpdpca.result import PCAResult
+from dpdpca.timing import Timings
+
+__all__ = ["run_in_processes"]
+
+_TIMEOUT_S = 3600.0
+
+
+def _send_json(conn: Connection, obj: Any) -> None:
+    conn.send_bytes(json.dumps(obj).encode())
+
+
+def _recv_json(conn: Connection, timeout: float = _TIMEOUT_S) -> Any:
+    if not conn.poll(timeout):
+        raise ProtocolError(f"a party must answer within {timeout} s, got no answer")
+    try:
+        return json.loads(conn.recv_bytes().decode())
+    except EOFError:
+        raise ProtocolError("a party process must report back, got a closed pipe (it crashed)") from None
+
+
+def _npy_bytes(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def _from_npy(data: bytes) -> np.ndarray:
+    return np.load(io.BytesIO(data), allow_pickle=False)
+
+
+def _guard(ctrl: Connection, body: Callable[[], None]) -> None:
+    """Run a party; report a DpdpcaError (or any crash) as one JSON line to the coordinator."""
+    try:
+        body()
+    except DpdpcaError as exc:
+        _send_json(ctrl, {"error": type(exc).__name__, "message": str(exc)})
+    except Exception as exc:  # pragma: no cover - unexpected crash, surfaced to the coordinator
+        _send_json(ctrl, {"error": "ProtocolError",
+                          "message": f"party crashed: {type(exc).__name__}: {exc} "
+                                     f"{traceback.format_exc(limit=1).splitlines()[-1]}"})
+
+
+def _owner_main(ctrl: Connection, to_proxy: Connection) -> None:
+    def body() -> None:
+        cfg = json.loads(ctrl.recv_bytes().decode())
+        X = _from_npy(ctrl.recv_bytes())
+        params = ProtocolParams.from_json(cfg["params"])
+        owner = DataOwner(params, cfg["owner_id"], clip=cfg["clip"])
+        net = PipeTransport(owner.party, {"proxy": to_proxy})
+        data = owner.share(X)
+        net.send(owner.party, "proxy", data)
+        _send_json(ctrl, {"timings": owner.timings_.to_dict(), "bytes_sent": net.bytes_sent,
+                          "rows_clipped": owner.rows_clipped_})
+    _guard(ctrl, body)
+
+
+def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: Connection) -> None:
+    def body() -> None:
+        from dpdpca.protocol.runner import collect_shares
+
+        cfg = json.loads(ctrl.recv_bytes().decode())
+        params = ProtocolParams.from_json(cfg["params"])
+        proxy = Proxy(params, expected_owners=cfg["expected"], quorum=cfg["quorum"],
+                      record_noise_for_testing=cfg["verify"])
+        from_owners = PipeTransport("proxy", owner_conns)
+        collect_shares(proxy, from_owners, expected=len(cfg["expected"]), deadline_s=cfg["deadline_s"])
+        net = PipeTransport("proxy", {"user": to_user})
+        net.send("proxy", "user", proxy.close_collection())
+        reply = net.receive("proxy", timeout=_TIMEOUT_S)
+        if reply is None:
+            raise ProtocolError("proxy must receive the count reply, got none")
+        proxy.receive_count(reply)
+        net.send("proxy", "user", proxy.finish(**cfg["options"]))
+        out = {"timings": proxy.timings_.to_dict(), "bytes_sent": net.bytes_sent, "owners": proxy.owners_}
+        if cfg["verify"]:
+            out["noise_for_testing"] = [str(g) for g in proxy.noise_for_testing_]
+        _send_json(ctrl, out)
+    _guard(ctrl, body)
+
+
+def _user_main(ctrl: Connection, to_proxy: Connection) -> None:
+    def body() -> None:
+        cfg = json.loads(ctrl.recv_bytes().decode())
+        user = DataUser.generate(key_bits=cfg["key_bits"], insecure_test_key=cfg["insecure_test_key"],
+                                 **cfg["param_kwargs"])
+        _send_json(ctrl, {"params": user.params.to_json()})
+        net = PipeTransport("user", {"proxy": to_proxy})
+        request = net.receive("user", timeout=_TIMEOUT_S)
+        if request is None:
+            raise ProtocolError("user must receive the count request, got none")
+        net.send("user", "proxy", user.reveal_count(request))
+        final = net.receive("user", timeout=_TIMEOUT_S)
+        if final is None:
+            raise ProtocolError("user must receive the masked result, got none")
+        result = user.finish(final, n_components=cfg["n_components"])
+        _send_json(ctrl, {"timings": result.timings.to_dict(), "bytes_sent": net.bytes_sent,
+                          "privacy": result.privacy.to_dict(), "params": dict(result.params),
+                          "extra": dict(result.extra), "scale": str(user.scale_),
+                          "M_upper": [str(user.noisy_scatter_int_[i, j]) for i in range(user.noisy_scatter_int_.shape[0])
+                                      for j in range(i, user.noisy_scatter_int_.shape[0])]})
+        ctrl.send_bytes(_npy_bytes(result.components))
+        ctrl.send_bytes(_npy_bytes(result.eigenvalues))
+    _guard(ctrl, body)
+
+
+def _raise_if_error(reply: Any) -> Any:
+    if isinstance(reply, dict) and "error" in reply:
+        cls = getattr(errors, str(reply["error"]), ProtocolError)
+        if not (isinstance(cls, type) and issubclass(cls, DpdpcaError)):
+            cls = ProtocolError
+        raise cls(str(reply["message"]))
+    return reply
+
+
+def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: list[int], n_components: int,
+                     key_bits: int, insecure_test_key: bool, param_kwargs: dict[str, Any], clip: bool,
+                     quorum: int | None, deadline_s: float | None, verify: bool, options: dict[str, Any],
+                     progress: Callable[[str], None] | None = None) -> Any:
+    """Run the protocol with one OS process per party (see the module docstring)."""
+    from dpdpca.protocol.quantize import full_from_upper
+    from dpdpca.protocol.runner import _finish_run, verify_exact
+
+    tick = progress or (lambda label: None)
+    ctx = mp.get_context("spawn")
+    procs: list[Any] = []
+    ctrls: list[Connection] = []
+    ok = False
+    try:
+        user_ctrl, user_ctrl_child = ctx.Pipe()
+        proxy_ctrl, proxy_ctrl_child = ctx.Pipe()
+        user_end, proxy_user_end = ctx.Pipe()
+        owner_ends: dict[str, Connection] = {}
+        owner_ctrls: dict[str, Connection] = {}
+        owner_children = {}
+        for i in present:
+            a, b = ctx.Pipe()
+            c, c_child = ctx.Pipe()
+            owner_ends[ids[i]] = a
+            owner_ctrls[ids[i]] = c
+            ctrls.append(c)
+            owner_children[ids[i]] = (c_child, b)
+        # Owners that never start still get a pipe, so the proxy can wait for them.
+        for i in range(len(ids)):
+            if i not in present:
+                a, b = ctx.Pipe()
+                owner_ends[ids[i]] = a
+                b.close()
+        user = ctx.Process(target=_user_main, args=(user_ctrl_child, user_end), name="dpdpca-user")
+        proxy = ctx.Process(target=_proxy_main, args=(proxy_ctrl_child, owner_ends, proxy_user_end),
+                            name="dpdpca-proxy")
+        procs += [user, proxy]
+        ctrls += [user_ctrl, proxy_ctrl]
+        user.start()
+        user_ctrl_child.close()
+        user_end.close()
+        _send_json(user_ctrl, {"key_bits": key_bits, "insecure_test_key": insecure_test_key,
+                               "param_kwargs": param_kwargs, "n_components": n_components})
+        public = _raise_if_error(_recv_json(user_ctrl))["params"]
+        tick("keygen")
+        proxy.start()
+        proxy_ctrl_child.close()
+        proxy_user_end.close()
+        for conn in owner_ends.values():
+            conn.close()
+        _send_json(proxy_ctrl, {"params": public, "expected": ids, "deadline_s": deadline_s, "verify": verify,
+                                "quorum": len(present) if quorum is None else quorum, "options": options})
+        for i in present:
+            c_child, b = owner_children[ids[i]]
+            proc = ctx.Process(target=_owner_main, args=(c_child, b), name=f"dpdpca-owner-{ids[i]}")
+            procs.append(proc)
+            proc.start()
+            c_child.close()
+            b.close()
+            _send_json(owner_ctrls[ids[i]], {"params": public, "owner_id": ids[i], "clip": clip})
+            owner_ctrls[ids[i]].send_bytes(_npy_bytes(parts[i]))
+        timings = Timings(parallel_roles=("owner",))
+        bytes_sent: dict[str, int] = {}
+        rows_clipped: dict[str, int] = {}
+        for oid, conn in owner_ctrls.items():
+            rep = _raise_if_error(_recv_json(conn))
+            timings.merge(Timings.from_dict(rep["timings"]))
+            bytes_sent.update(rep["bytes_sent"])
+            rows_clipped[oid] = int(rep["rows_clipped"])
+            tick(f"owner {oid}")
+        prox = _raise_if_error(_recv_json(proxy_ctrl))
+        tick("aggregate")
+        tick("count")
+        tick("mask and noise")
+        usr = _raise_if_error(_recv_json(user_ctrl))
+        components = _from_npy(user_ctrl.recv_bytes())
+        eigenvalues = _from_npy(user_ctrl.recv_bytes())
+        tick("decrypt and eigh")
+        for party in (prox, usr):
+            timings.merge(Timings.from_dict(party["timings"]))
+            for name, nb in party["bytes_sent"].items():
+                bytes_sent[name] = bytes_sent.get(name, 0) + int(nb)
+        d = components.shape[0]
+        M = full_from_upper([int(x) for x in usr["M_upper"]], d)
+        check = None
+        if verify:
+            check = verify_exact(M, [int(g) for g in prox["noise_for_testing"]],
+                                 [parts[ids.index(o)] for o in prox["owners"]],
+                                 frac_bits=int(param_kwargs["frac_bits"]), clip=clip)
+        result = PCAResult(method="dpdpca", components=components, eigenvalues=eigenvalues,
+                           privacy=PrivacyReport.from_dict(usr["privacy"]), params=usr["params"], extra=usr["extra"])
+        params = ProtocolParams.from_json(public)
+        run = _finish_run(result, timings, bytes_sent, prox["owners"], rows_clipped, check, M, int(usr["scale"]),
+                          params, key_bits, len(ids))
+        run.extra["processes"] = len(procs)
+        ok = True
+        return run
+    finally:
+        for conn in ctrls:
+            conn.close()
+        for proc in procs:
+            proc.join(timeout=30 if ok else 1)
+            if proc.is_alive():  # only after an error left a party waiting
+                proc.terminate()
+                proc.join()

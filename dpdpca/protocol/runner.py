@@ -1,0 +1,312 @@
+"""Run the three parties end to end over a transport.
+
+:func:`run_protocol` is the in-process (or, with ``processes=True``,
+multi-process) runner behind ``dpdpca run`` and :class:`DPDPCA`;
+:func:`run_pipeline` is the common-contract entry point used by
+``dpdpca.driver``.
+
+Randomness: the mask b and the DP noise always come from the OS CSPRNG
+(:func:`dpdpca.dp.resolve_source` with ``None``).  An explicit
+``numpy.random.Generator`` passed as ``rng`` only drives experiment-side
+choices (which owners drop out in a simulation); nothing switches the
+protocol's production randomness to a seeded source.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca.data import check_partitions
+from dpdpca.dp import ADD_REMOVE_ONE, REPLACE_ONE
+from dpdpca.errors import ParameterError
+from dpdpca.protocol.params import CALIBRATIONS, NOISE_LATTICES, SENSITIVITY_MODES
+from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
+from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
+from dpdpca.protocol.transport import InProcessTransport, Transport
+from dpdpca.result import PCAResult
+from dpdpca.timing import Timings
+
+__all__ = ["ProtocolRun", "run_protocol", "run_pipeline", "collect_shares", "check_options",
+           "reference_scatter_int", "owner_ids"]
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ProtocolRun:
+    """Everything one run produced (the experimenter's view, not one party's).
+
+    Attributes
+    ----------
+    result : PCAResult
+        What the data user gets, with every party's timings and bytes.
+    owners_present : list of str
+        Owners whose shares made the quorum.
+    rows_clipped : dict
+        Rows each owner clipped (owner-local diagnostics; never sent).
+    verify : dict or None
+        ``{"max_abs_integer_error": int}`` with ``verify=True``.
+    noisy_scatter_int : ndarray of object
+        The user's exact ``M = N*S_int + G''``.
+    scale : int
+        ``N * 2**(2f)``.
+    """
+
+    result: PCAResult
+    owners_present: list[str]
+    rows_clipped: dict[str, int]
+    verify: dict[str, Any] | None
+    noisy_scatter_int: np.ndarray
+    scale: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def owner_ids(n: int) -> list[str]:
+    """Default owner ids ``"1"`` ... ``"n"``."""
+    return [str(i) for i in range(1, n + 1)]
+
+
+def check_options(*, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
+                  noise_lattice: str, neighbouring: str = REPLACE_ONE) -> tuple[float, float]:
+    """Validate the privacy options shared by the runner, estimator and CLI."""
+    eps = check_positive("epsilon", epsilon)
+    dl = check_open_unit("delta", delta)
+    if calibration not in CALIBRATIONS:
+        raise param_error("calibration", f"one of {CALIBRATIONS}", calibration)
+    if sensitivity_mode not in SENSITIVITY_MODES:
+        raise param_error("sensitivity_mode", f"one of {SENSITIVITY_MODES}", sensitivity_mode)
+    if noise_lattice not in NOISE_LATTICES:
+        raise param_error("noise_lattice", f"one of {NOISE_LATTICES}", noise_lattice)
+    if neighbouring != REPLACE_ONE:
+        why = " (the protocol releases N exactly, which is not DP under add/remove-one)" \
+            if neighbouring == ADD_REMOVE_ONE else ""
+        raise param_error("neighbouring", f"{REPLACE_ONE!r}{why}", neighbouring)
+    return eps, dl
+
+
+def collect_shares(proxy: Proxy, transport: Transport, *, expected: int, deadline_s: float | None) -> None:
+    """Feed shares from ``transport`` to ``proxy`` until all ``expected`` arrived or the deadline.
+
+    Shares that arrive later are not read here; the proxy rejects them as late
+    once its collection is closed.
+    """
+    stop = None if deadline_s is None else time.monotonic() + deadline_s
+    while len(proxy.received) < expected:
+        left = None if stop is None else max(0.0, stop - time.monotonic())
+        data = transport.receive("proxy", timeout=left)
+        if data is None:
+            return
+        proxy.receive_share(data)
+
+
+def reference_scatter_int(partitions: Sequence[np.ndarray], *, frac_bits: int, clip: bool) -> np.ndarray:
+    """Plaintext reference ``N*R - v v^T`` (exact ints) over the same quantized rows."""
+    from dpdpca.data import clip_rows
+
+    total_r: Any = 0
+    total_v: Any = 0
+    n = 0
+    for X in partitions:
+        Xc = clip_rows(X)[0] if clip else X
+        R, v, m = exact_scatter_share(quantize_rows(Xc, frac_bits), frac_bits)
+        total_r, total_v, n = total_r + R, total_v + v, n + m
+    return n * total_r - np.outer(total_v, total_v)
+
+
+def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float = 1.0, delta: float = 1e-5,
+                 key_bits: int = 2048, insecure_test_key: bool = False, frac_bits: int = 16, kappa: int = 40,
+                 clip: bool = True, calibration: str = "analytic", sensitivity_mode: str = "rigorous",
+                 noise_lattice: str = "n-scaled", neighbouring: str = REPLACE_ONE, quorum: int | None = None,
+                 absent_owners: Sequence[int] = (), deadline_s: float | None = None,
+                 max_owners: int | None = None, max_rows_per_owner: int | None = None,
+                 executor: Executor | None = None, verify: bool = False, processes: bool = False,
+                 user: DataUser | None = None, progress: Progress | None = None,
+                 transport: Transport | None = None) -> ProtocolRun:
+    """Run owners, proxy and data user end to end.
+
+    Parameters
+    ----------
+    partitions : list of array-like, each of shape (n_l, d)
+        One matrix per owner (owner ids ``"1"``..``"L"``).
+    n_components : int in [1, d]
+    epsilon : float > 0, delta : float in (0, 1)
+    key_bits : int
+        Paillier modulus bits; < 2048 needs ``insecure_test_key=True``.
+    frac_bits, kappa : int
+        Fixed-point bits f (default 16) and mask hiding bits (>= 40).
+    clip : bool
+        Clip rows to norm 1 (public rule) or reject rows of norm > 1.
+    calibration, sensitivity_mode, noise_lattice : str
+        See :meth:`Proxy.finish`.
+    neighbouring : str
+        Only ``"replace-one"`` (N is released exactly).
+    quorum : int or None
+        Shares the proxy needs; default all present owners.
+    absent_owners : sequence of int
+        0-based owner indices that never send (dropout simulation).
+    deadline_s : float or None
+        How long the proxy waits for shares.
+    max_owners, max_rows_per_owner : int or None
+        Declared public bounds (default: L and the largest partition).
+    executor : Executor or None
+        Process pool for the crypto batches.
+    verify : bool
+        Compare with a plaintext reference in the integer domain; the proxy
+        discloses its noise to the runner (not to the user) for this.
+    processes : bool
+        Run every party as a separate OS process (see
+        :mod:`dpdpca.protocol.processes`).
+    user : DataUser or None
+        Reuse an existing key pair (its parameters must fit this run).
+    progress : callable or None
+        Called with a label after each step (:func:`progress_steps` steps).
+
+    Returns
+    -------
+    ProtocolRun
+
+    Raises
+    ------
+    DataError, ParameterError, OverflowRiskError, ProtocolError
+        Bad input; one-line messages.
+    """
+    eps, dl = check_options(epsilon=epsilon, delta=delta, calibration=calibration,
+                            sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice,
+                            neighbouring=neighbouring)
+    parts = check_partitions(list(partitions))
+    L = len(parts)
+    d = parts[0].shape[1]
+    k = check_int("n_components", n_components, minimum=1, maximum=d)
+    ids = owner_ids(L)
+    absent = sorted({check_int("absent_owners[i]", a, minimum=0, maximum=L - 1) for a in absent_owners})
+    present = [i for i in range(L) if i not in absent]
+    if not present:
+        raise param_error("absent_owners", f"fewer than the {L} owners", len(absent))
+    if quorum is not None:
+        check_int("quorum", quorum, minimum=1, maximum=L)
+    declared_owners = L if max_owners is None else check_int("max_owners", max_owners, minimum=1)
+    if L > declared_owners:
+        from dpdpca.errors import OverflowRiskError
+        raise OverflowRiskError(f"owners must be <= max_owners={declared_owners} (the declared slot width), got {L}")
+    declared_rows = max(p.shape[0] for p in parts) if max_rows_per_owner is None else \
+        check_int("max_rows_per_owner", max_rows_per_owner, minimum=1)
+    param_kwargs = dict(max_owners=declared_owners, max_rows_per_owner=declared_rows, frac_bits=frac_bits,
+                        kappa=kappa, min_epsilon=min(eps, 0.01), min_delta=min(dl, 1e-12))
+    options = dict(epsilon=eps, delta=dl, calibration=calibration, sensitivity_mode=sensitivity_mode,
+                   noise_lattice=noise_lattice)
+    if processes:
+        from dpdpca.protocol.processes import run_in_processes
+        return run_in_processes(parts, ids=ids, present=present, n_components=k, key_bits=key_bits,
+                                insecure_test_key=insecure_test_key, param_kwargs=param_kwargs, clip=clip,
+                                quorum=quorum, deadline_s=deadline_s, verify=verify, options=options,
+                                progress=progress)
+
+    tick = progress or (lambda label: None)
+    if user is None:
+        user = DataUser.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, executor=executor,
+                                 **param_kwargs)
+    else:
+        user.executor = executor
+    params = user.params
+    tick("keygen")
+    net = transport if transport is not None else InProcessTransport()
+    timings = Timings(parallel_roles=("owner",))
+    rows_clipped: dict[str, int] = {}
+    for i in present:
+        owner = DataOwner(params, ids[i], clip=clip, executor=executor)
+        net.send(owner.party, "proxy", owner.share(parts[i]))
+        rows_clipped[ids[i]] = owner.rows_clipped_
+        timings.merge(owner.timings_)
+        tick(f"owner {ids[i]}")
+    proxy = Proxy(params, expected_owners=ids, quorum=len(present) if quorum is None else quorum,
+                  executor=executor, record_noise_for_testing=verify)
+    collect_shares(proxy, net, expected=L, deadline_s=deadline_s)
+    net.send("proxy", "user", proxy.close_collection())
+    tick("aggregate")
+    net.send("user", "proxy", user.reveal_count(_recv(net, "user")))
+    proxy.receive_count(_recv(net, "proxy"))
+    tick("count")
+    net.send("proxy", "user", proxy.finish(**options))
+    tick("mask and noise")
+    result = user.finish(_recv(net, "user"), n_components=k)
+    tick("decrypt and eigh")
+    timings.merge(proxy.timings_)
+    timings.merge(user.timings_)
+    check = None
+    if verify:
+        check = verify_exact(user.noisy_scatter_int_, proxy.noise_for_testing_,
+                             [parts[ids.index(o)] for o in proxy.owners_], frac_bits=params.frac_bits, clip=clip)
+    return _finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
+                       user.noisy_scatter_int_, user.scale_, params, key_bits, L)
+
+
+def _recv(net: Transport, party: str) -> bytes:
+    data = net.receive(party, timeout=None)
+    if data is None:  # pragma: no cover - in-process queues are filled before every receive
+        from dpdpca.errors import ProtocolError
+        raise ProtocolError(f"{party} must receive a message at this round, got none")
+    return data
+
+
+def verify_exact(M: np.ndarray, noise_upper: Sequence[int], partitions: Sequence[np.ndarray], *, frac_bits: int,
+                 clip: bool) -> dict[str, Any]:
+    """``max |M - G'' - (N*R - v v^T)|`` over the upper triangle (0 when exact)."""
+    ref = reference_scatter_int(partitions, frac_bits=frac_bits, clip=clip)
+    d = M.shape[0]
+    err = 0
+    k = 0
+    for i in range(d):
+        for j in range(i, d):
+            err = max(err, abs(int(M[i, j]) - int(noise_upper[k]) - int(ref[i, j])))
+            k += 1
+    return {"max_abs_integer_error": err}
+
+
+def _finish_run(result: PCAResult, timings: Timings, bytes_sent: dict[str, int], owners: list[str],
+                rows_clipped: dict[str, int], check: dict[str, Any] | None, M: np.ndarray, scale: int,
+                params: Any, key_bits: int, n_owners: int) -> ProtocolRun:
+    full = PCAResult(
+        method="dpdpca", components=result.components, eigenvalues=result.eigenvalues, privacy=result.privacy,
+        timings=timings, bytes_sent=bytes_sent,
+        params={**dict(result.params), "key_bits": key_bits, "owners": n_owners,
+                "max_owners": params.max_owners, "max_rows_per_owner": params.max_rows_per_owner,
+                "slot_bits": params.layout.slot_bits, "slots": params.layout.slots},
+        extra={**dict(result.extra), "owners_present": list(owners), "rows_clipped": dict(rows_clipped)})
+    return ProtocolRun(full, list(owners), dict(rows_clipped), check, M, scale)
+
+
+def progress_steps(n_owners: int) -> int:
+    """Number of ``progress`` calls a run makes."""
+    return n_owners + 5
+
+
+def run_pipeline(partitions: Sequence[Any], *, n_components: int, epsilon: float, delta: float,
+                 rng: np.random.Generator | None = None, **options: Any) -> PCAResult:
+    """Common-contract entry point (``dpdpca.driver.METHODS["dpdpca"]``).
+
+    Parameters
+    ----------
+    partitions : list of array-like (n_s, d)
+    n_components : int
+    epsilon, delta : float
+    rng : numpy.random.Generator or None
+        Accepted for the common contract; the protocol's masks and noise always
+        come from OS entropy, so it is only validated.
+    **options
+        Forwarded to :func:`run_protocol` (``key_bits``, ``insecure_test_key``,
+        ``frac_bits``, ``kappa``, ``clip``, ``calibration``,
+        ``sensitivity_mode``, ``noise_lattice``, ``executor``...).
+
+    Returns
+    -------
+    PCAResult
+    """
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise ParameterError(f"rng must be None or a numpy.random.Generator, got {type(rng).__name__}")
+    return run_protocol(partitions, n_components=n_components, epsilon=epsilon, delta=delta, **options).result

@@ -1,0 +1,134 @@
+"""Transports: move message bytes between named parties, nothing more.
+
+A transport knows nothing of what the bytes mean (ARCHITECTURE.md).  Three are
+provided:
+
+* :class:`InProcessTransport` - queues in one process (the default runner);
+* :class:`FileTransport` - one file per message in a directory per recipient
+  (what the per-role CLI does by hand);
+* :class:`PipeTransport` - ``multiprocessing`` pipes between OS processes,
+  using ``send_bytes``/``recv_bytes`` only (no pickled objects).
+
+Every transport counts the bytes each party sends.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Mapping
+
+from dpdpca._io import atomic_write_bytes
+
+__all__ = ["Transport", "InProcessTransport", "FileTransport", "PipeTransport"]
+
+
+class Transport:
+    """Base class: ``send`` and ``receive`` bytes; tracks ``bytes_sent``."""
+
+    def __init__(self) -> None:
+        self.bytes_sent: dict[str, int] = {}
+        #: (sender, recipient, n_bytes) of every message, in order.
+        self.log: list[tuple[str, str, int]] = []
+
+    def _count(self, sender: str, recipient: str, payload: bytes) -> None:
+        self.bytes_sent[sender] = self.bytes_sent.get(sender, 0) + len(payload)
+        self.log.append((sender, recipient, len(payload)))
+
+    def send(self, sender: str, recipient: str, payload: bytes) -> None:
+        raise NotImplementedError
+
+    def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
+        """The next message for ``recipient``, or None after ``timeout`` seconds."""
+        raise NotImplementedError
+
+
+class InProcessTransport(Transport):
+    """FIFO queues per recipient in one process; ``receive`` never blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queues: dict[str, collections.deque[bytes]] = collections.defaultdict(collections.deque)
+
+    def send(self, sender: str, recipient: str, payload: bytes) -> None:
+        self._count(sender, recipient, payload)
+        self._queues[recipient].append(bytes(payload))
+
+    def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
+        queue = self._queues[recipient]
+        return queue.popleft() if queue else None
+
+
+class FileTransport(Transport):
+    """One file per message under ``root/<recipient>/``, written atomically."""
+
+    def __init__(self, root: str | os.PathLike[str], *, poll_s: float = 0.05) -> None:
+        super().__init__()
+        self.root = Path(root)
+        self.poll_s = poll_s
+        self._seq = 0
+
+    @staticmethod
+    def _safe(name: str) -> str:
+        return name.replace(":", "_").replace("/", "_")
+
+    def send(self, sender: str, recipient: str, payload: bytes) -> None:
+        self._count(sender, recipient, payload)
+        self._seq += 1
+        name = f"{time.time_ns():020d}-{self._seq:06d}-{self._safe(sender)}.msg"
+        atomic_write_bytes(self.root / self._safe(recipient) / name, payload)
+
+    def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
+        box = self.root / self._safe(recipient)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            files = sorted(p for p in box.glob("*.msg")) if box.is_dir() else []
+            if files:
+                data = files[0].read_bytes()
+                files[0].unlink()
+                return data
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(self.poll_s)
+
+
+class PipeTransport(Transport):
+    """Byte pipes to peers, as seen from one process.
+
+    Parameters
+    ----------
+    me : str
+        This process's party name.
+    peers : mapping of party name to Connection
+        One duplex connection per peer this party talks to.
+    """
+
+    def __init__(self, me: str, peers: Mapping[str, Connection]) -> None:
+        super().__init__()
+        self.me = me
+        self.peers = dict(peers)
+        self._closed: set[str] = set()
+
+    def send(self, sender: str, recipient: str, payload: bytes) -> None:
+        self._count(sender, recipient, payload)
+        self.peers[recipient].send_bytes(bytes(payload))
+
+    def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
+        open_conns = [c for name, c in self.peers.items() if name not in self._closed]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while open_conns:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait(open_conns, timeout=left)
+            if not ready:
+                return None
+            conn = ready[0]
+            try:
+                return conn.recv_bytes()
+            except EOFError:  # a peer that exits without sending is simply absent
+                name = next(n for n, c in self.peers.items() if c is conn)
+                self._closed.add(name)
+                open_conns.remove(conn)  # type: ignore[arg-type]
+        return None

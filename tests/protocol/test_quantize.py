@@ -1,0 +1,75 @@
+"""Quantization toward zero and the owner's exact integer scatter share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from dpdpca.errors import DataError
+from dpdpca.protocol.quantize import exact_scatter_share, full_from_upper, quantize_rows, upper_triangle_values
+
+rows_strategy = st.integers(1, 6).flatmap(
+    lambda d: arrays(np.float64, st.tuples(st.integers(1, 12), st.just(d)),
+                     elements=st.floats(-1.0, 1.0, allow_nan=False, allow_subnormal=False)))
+
+
+def _unit(X: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.maximum(norms, 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows_strategy, st.integers(0, 26))
+def test_truncation_toward_zero_keeps_the_integer_norm_bound(X, f):
+    X = _unit(X)
+    Xq = quantize_rows(X, f)
+    assert np.all(np.abs(Xq) <= np.abs(X) * 2.0 ** f)
+    assert np.all(np.sign(Xq) * np.sign(X) >= 0)
+    limit = 1 << (2 * f)
+    assert all(sum(int(x) ** 2 for x in row) <= limit for row in Xq)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows_strategy, st.sampled_from([0, 8, 16, 26]))
+def test_scatter_share_is_exact_in_python_integers(X, f):
+    Xq = quantize_rows(_unit(X), f)
+    R, v, n = exact_scatter_share(Xq, f)
+    rows = [[int(x) for x in r] for r in Xq]
+    d = Xq.shape[1]
+    for i in range(d):
+        assert v[i] == sum(r[i] for r in rows)
+        for j in range(d):
+            assert R[i, j] == sum(r[i] * r[j] for r in rows)
+    assert n == len(rows)
+
+
+def test_blocks_cover_many_rows_exactly_at_high_precision():
+    # f = 26: every product is up to 2**52, so blocks are single rows and sums exceed 2**53.
+    X = np.full((40, 2), 0.7071)
+    Xq = quantize_rows(X, 26)
+    R, v, n = exact_scatter_share(Xq, 26)
+    x = int(Xq[0, 0])
+    assert R[0, 1] == 40 * x * x and R[0, 1] > 2 ** 53
+    assert v[1] == 40 * x and n == 40
+
+
+def test_rounding_just_above_norm_one_is_pulled_inside():
+    x = np.array([[0.6, 0.8 + 2e-16]])
+    Xq = quantize_rows(x, 26)
+    assert sum(int(a) ** 2 for a in Xq[0]) <= 1 << 52
+
+
+def test_a_row_clearly_outside_the_ball_raises():
+    with pytest.raises(DataError, match="norm <= 1"):
+        quantize_rows(np.array([[1.0, 1.0]]), 16)
+
+
+def test_upper_triangle_round_trip():
+    M = np.arange(16, dtype=np.int64).reshape(4, 4)
+    M = M + M.T
+    vals = upper_triangle_values(M.astype(object))
+    assert vals[:4] == [int(x) for x in M[0]]
+    assert (full_from_upper(vals, 4) == M).all()
