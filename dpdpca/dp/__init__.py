@@ -1,1 +1,59 @@
-"""dpdpca.dp"""
+"""dpdpca.dp: exact DP mechanisms, calibration, sensitivities, CAPE and privacy reports.
+
+Everything that adds noise in dpdpca takes it from here.  This layer knows
+nothing of encryption.  See ``docs/dp.md``.
+"""
+
+from dpdpca.dp.calibration import (
+    calibrate_discrete_gaussian,
+    calibrate_gaussian,
+    discrete_gaussian_delta,
+    discrete_gaussian_delta_1d,
+    gaussian_delta,
+    zcdp_delta,
+)
+from dpdpca.dp.cape import CapeNoisePlan, cape_gain, cape_gain_max, exact_zero_sum
+from dpdpca.dp.discrete import bernoulli_exp_neg, sample_discrete_gaussian, sample_discrete_laplace
+from dpdpca.dp.mechanisms import (
+    DiscreteGaussianMechanism,
+    GaussianMechanism,
+    GeometricMechanism,
+    LaplaceMechanism,
+)
+from dpdpca.dp.modsulq import modsulq_min_batch, modsulq_omega, streaming_modsulq_omega
+from dpdpca.dp.noise import (
+    discrete_gaussian_block,
+    gaussian_block,
+    symmetric_discrete_gaussian_matrix,
+    symmetric_discrete_gaussian_tensor,
+    symmetric_from_upper,
+    symmetric_gaussian_matrix,
+    symmetric_gaussian_tensor,
+    symmetric_tensor_from_entries,
+    upper_from_symmetric,
+)
+from dpdpca.dp.randomness import GeneratorNoiseSource, NoiseSource, OsNoiseSource, resolve_source
+from dpdpca.dp.report import ADD_REMOVE_ONE, REPLACE_ONE, PrivacyReport, compose_basic
+from dpdpca.dp.sensitivity import (
+    centred_scatter_sensitivity,
+    quadratic_sketch_sensitivity,
+    scatter_sensitivity,
+    second_moment_sensitivity,
+    tensor_moment_sensitivity,
+)
+
+__all__ = [
+    "PrivacyReport", "REPLACE_ONE", "ADD_REMOVE_ONE", "compose_basic",
+    "resolve_source", "NoiseSource", "OsNoiseSource", "GeneratorNoiseSource",
+    "calibrate_gaussian", "gaussian_delta", "zcdp_delta", "calibrate_discrete_gaussian",
+    "discrete_gaussian_delta", "discrete_gaussian_delta_1d",
+    "GaussianMechanism", "DiscreteGaussianMechanism", "LaplaceMechanism", "GeometricMechanism",
+    "sample_discrete_gaussian", "sample_discrete_laplace", "bernoulli_exp_neg",
+    "symmetric_gaussian_matrix", "symmetric_discrete_gaussian_matrix", "gaussian_block",
+    "discrete_gaussian_block", "symmetric_gaussian_tensor", "symmetric_discrete_gaussian_tensor",
+    "symmetric_from_upper", "upper_from_symmetric", "symmetric_tensor_from_entries",
+    "second_moment_sensitivity", "scatter_sensitivity", "centred_scatter_sensitivity",
+    "quadratic_sketch_sensitivity", "tensor_moment_sensitivity",
+    "CapeNoisePlan", "cape_gain", "cape_gain_max", "exact_zero_sum",
+    "modsulq_omega", "streaming_modsulq_omega", "modsulq_min_batch",
+]
