@@ -1,0 +1,207 @@
+"""``dpdpca bench crypto``: our packed DJN layer against python-paillier, in one run.
+
+Both libraries encrypt and decrypt the same fixed-point integers under the
+same modulus in the same process; the figures that matter are the in-run
+ratios.  Values are packed with the slot parameters the protocol needs for
+d = 784, L = 100 owners and 10**5 rows per owner
+(:func:`dpdpca.protocol.params.slot_value_bound`).
+
+JSON keys: ``key_bits``, ``values`` (slots encrypted by our layer),
+``phe_values``, ``phe_encrypt_values_per_s``, ``encrypt_values_per_s``,
+``encrypt_ratio``, ``phe_decrypt_values_per_s``, ``decrypt_values_per_s``,
+``decrypt_ratio``, ``aggregate_efficiency`` (time to add L packed arrays /
+(modular multiplications x measured cost of one gmpy2 mulmod)),
+``aggregate_arrays``, ``aggregate_ciphertexts``, ``mulmod_us``,
+``peak_rss_mb`` (peak RSS of a fresh process encrypting the upper triangle of
+a d x d matrix), ``triangle_d``, ``triangle_ciphertexts``,
+``triangle_encrypt_s``, ``triangle_bytes``, ``slots_per_ciphertext``,
+``slot_bits``, ``slot_bound_bits``, ``table_build_s``, ``keygen_s``,
+``packed_power_speedup`` (scalar_times_packed against a plain powmod by the
+packed exponent), ``quick``.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+import timeit
+from typing import Any
+
+import click
+import numpy as np
+import phe
+
+from dpdpca.crypto import (
+    EncryptedArray,
+    FixedPointCodec,
+    PublicKey,
+    SlotLayout,
+    decrypt,
+    encrypt,
+    generate_keypair,
+    scalar_times_packed,
+    sum_arrays,
+    upper_triangle_chunks,
+    upper_triangle_flatten,
+)
+from dpdpca.crypto import _backend as bk
+from dpdpca.crypto.matrix import EncryptedSymmetricMatrix
+from dpdpca.protocol.params import slot_value_bound
+
+#: Protocol sizes the slots are derived for.
+D, OWNERS, ROWS_PER_OWNER = 784, 100, 10**5
+
+
+def _timed(fn: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def _fixed_point_values(count: int, codec: FixedPointCodec, rng: np.random.Generator) -> list[int]:
+    # Benchmark data only (not key, mask or noise material): a seeded generator is fine here.
+    return [int(v) for v in codec.encode(rng.uniform(-1.0, 1.0, size=count))]
+
+
+def _triangle_child(pub_json: str, d: int, bound: int) -> dict[str, Any]:
+    """Encrypt the upper triangle of a d x d integer matrix in this (fresh) process."""
+    pk = PublicKey.from_json(json.loads(pub_json), insecure_test_key=True)
+    layout = SlotLayout.for_bound(pk, bound)
+    rng = np.random.default_rng(1)
+    half = rng.integers(-(2**48), 2**48, size=(d, d))
+    mat = np.triu(half) + np.triu(half, 1).T
+    enc, secs = _timed(lambda: EncryptedSymmetricMatrix.encrypt_upper_triangle(pk, mat, layout=layout, bound=bound))
+    return {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+            "triangle_encrypt_s": secs, "triangle_ciphertexts": len(enc.array.ciphertexts),
+            "triangle_bytes": enc.nbytes}
+
+
+def _measure_triangle(pk: PublicKey, d: int, bound: int) -> dict[str, Any]:
+    code = ("import json, sys; from dpdpca.bench.crypto import _triangle_child; "
+            "a = json.loads(sys.stdin.read()); print(json.dumps(_triangle_child(a['pub'], a['d'], a['bound'])))")
+    payload = json.dumps({"pub": json.dumps(pk.to_json()), "d": d, "bound": bound})
+    out = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, insecure_test_key: bool = False,
+                  triangle: bool = True) -> dict[str, Any]:
+    """Run every measurement and return the JSON object (see the module docstring)."""
+    rng = np.random.default_rng(0)
+    codec = FixedPointCodec(frac_bits=16)
+    (pk, sk), keygen_s = _timed(lambda: generate_keypair(key_bits, insecure_test_key=insecure_test_key))
+    bound = slot_value_bound(d=D, owners=OWNERS, rows_per_owner=ROWS_PER_OWNER)
+    layout = SlotLayout.for_bound(pk, bound)
+    _, table_s = _timed(lambda: pk.hs_table)
+
+    # -- encryption and decryption throughput, same values for both libraries --
+    n_phe = 24 if quick else 120
+    n_ours_ct = 100 if quick else 600
+    values = _fixed_point_values(n_ours_ct * layout.slots, codec, rng)
+    ppk = phe.PaillierPublicKey(int(pk.n))
+    psk = phe.PaillierPrivateKey(ppk, int(sk.p), int(sk.q))
+    phe_cts, phe_enc_s = _timed(lambda: [ppk.encrypt(v) for v in values[:n_phe]])
+    phe_plain, phe_dec_s = _timed(lambda: [psk.decrypt(c) for c in phe_cts])
+    assert phe_plain == values[:n_phe]
+    enc, enc_s = _timed(lambda: encrypt(pk, values, layout=layout, bound=bound))
+    plain, dec_s = _timed(lambda: decrypt(sk, enc))
+    assert plain == values
+
+    # -- aggregation: L arrays, one mulmod per ciphertext and array after the first --
+    n_arrays = 100
+    n_agg_ct = 300 if quick else 2000
+    n2 = pk.nsquare
+    per_array_bound = layout.max_abs // n_arrays
+    arrays = [EncryptedArray(pk, layout, (layout.slots,) * n_agg_ct, per_array_bound,
+                             [bk.random_unit(n2) for _ in range(n_agg_ct)]) for _ in range(n_arrays)]
+    _, agg_s = _timed(lambda: sum_arrays(arrays))
+    a, b = bk.random_unit(n2), bk.random_unit(n2)
+    timer = timeit.Timer("a * b % m", globals={"a": a, "b": b, "m": n2})
+    reps = 20000
+    mulmod_s = min(timer.repeat(repeat=5, number=reps)) / reps
+    n_mulmods = (n_arrays - 1) * n_agg_ct
+    del arrays
+
+    # -- E[x]**pack(w): preprocessed multi-exponentiation against a plain powmod --
+    kappa_bound = (OWNERS * ROWS_PER_OWNER << 16) << 40  # mask bound B = 2**kappa * V
+    x = encrypt(pk, [123], layout=layout, bound=OWNERS * ROWS_PER_OWNER << 16, chunks=[1])
+    n_vec = 16 if quick else 66  # ~d / 12 vectors per row of the triangle
+    scale = kappa_bound >> 62
+    vectors = [[int(v) * scale for v in rng.integers(-(2**62), 2**62, size=layout.slots)] for _ in range(n_vec)]
+    _, fast_s = _timed(lambda: scalar_times_packed(x, vectors, vector_bound=kappa_bound))
+    c = x.ciphertexts[0]
+    naive_n = 4 if quick else 10
+    _, naive_s = _timed(lambda: [bk.powmod(c, sum(v << (layout.slot_bits * t) for t, v in enumerate(w)), n2)
+                                 for w in vectors[:naive_n]])
+
+    out: dict[str, Any] = {
+        "key_bits": pk.bits,
+        "values": len(values),
+        "phe_values": n_phe,
+        "phe_encrypt_values_per_s": n_phe / phe_enc_s,
+        "encrypt_values_per_s": len(values) / enc_s,
+        "encrypt_ratio": (len(values) / enc_s) / (n_phe / phe_enc_s),
+        "phe_decrypt_values_per_s": n_phe / phe_dec_s,
+        "decrypt_values_per_s": len(values) / dec_s,
+        "decrypt_ratio": (len(values) / dec_s) / (n_phe / phe_dec_s),
+        "aggregate_efficiency": agg_s / (n_mulmods * mulmod_s),
+        "aggregate_arrays": n_arrays,
+        "aggregate_ciphertexts": n_agg_ct,
+        "mulmod_us": mulmod_s * 1e6,
+        "slots_per_ciphertext": layout.slots,
+        "slot_bits": layout.slot_bits,
+        "slot_bound_bits": bound.bit_length(),
+        "table_build_s": table_s,
+        "keygen_s": keygen_s,
+        "packed_power_speedup": (naive_s / naive_n) / (fast_s / n_vec),
+        "quick": quick,
+    }
+    if triangle:
+        out.update(_measure_triangle(pk, d, bound))
+        out["triangle_d"] = d
+        out["triangle_chunks_check"] = len(upper_triangle_chunks(d, layout.slots)) == out["triangle_ciphertexts"]
+    return out
+
+
+_TABLE = [
+    ("key bits", "key_bits", "{}"),
+    ("slot bits x slots", None, None),
+    ("phe encrypt (values/s)", "phe_encrypt_values_per_s", "{:.1f}"),
+    ("ours encrypt (values/s)", "encrypt_values_per_s", "{:.1f}"),
+    ("encrypt ratio", "encrypt_ratio", "{:.1f}x"),
+    ("phe decrypt (values/s)", "phe_decrypt_values_per_s", "{:.1f}"),
+    ("ours decrypt (values/s)", "decrypt_values_per_s", "{:.1f}"),
+    ("decrypt ratio", "decrypt_ratio", "{:.1f}x"),
+    ("aggregate efficiency", "aggregate_efficiency", "{:.3f}"),
+    ("one mulmod (us)", "mulmod_us", "{:.2f}"),
+    ("E[x]^pack(w) speedup", "packed_power_speedup", "{:.1f}x"),
+    ("fixed-base table build (s)", "table_build_s", "{:.2f}"),
+    ("triangle d", "triangle_d", "{}"),
+    ("triangle ciphertexts", "triangle_ciphertexts", "{}"),
+    ("triangle encrypt (s)", "triangle_encrypt_s", "{:.1f}"),
+    ("triangle bytes", "triangle_bytes", "{}"),
+    ("peak RSS (MB)", "peak_rss_mb", "{:.0f}"),
+]
+
+
+@click.command("crypto")
+@click.option("--quick", is_flag=True, help="Fewer samples; finishes in under a minute.")
+@click.option("--key-bits", default=2048, show_default=True, type=int, help="Paillier modulus size.")
+@click.option("--d", "d", default=D, show_default=True, type=int, help="Matrix size for the peak-RSS run.")
+@click.option("--insecure-test-key", is_flag=True, help="Allow --key-bits below 2048 (testing only).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def command(quick: bool, key_bits: int, d: int, insecure_test_key: bool, as_json: bool) -> None:
+    """Packed DJN encryption vs python-paillier: throughput ratios, aggregation, memory."""
+    result = run_benchmark(key_bits=key_bits, quick=quick, d=d, insecure_test_key=insecure_test_key)
+    if as_json:
+        click.echo(json.dumps(result, sort_keys=True))
+        return
+    for label, key, fmt in _TABLE:
+        if key is None:
+            value = f"{result['slot_bits']} x {result['slots_per_ciphertext']}"
+        else:
+            value = fmt.format(result[key])
+        click.echo(f"{label:<28} {value}")
