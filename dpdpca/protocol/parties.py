@@ -77,18 +77,17 @@ def mask_tv_bound(d: int, n: int, *, frac_bits: int, kappa: int) -> float:
 def draw_mask(d: int, n: int, *, frac_bits: int, kappa: int, source: Any = None) -> list[int]:
     """The proxy's mask b: d integers uniform in ``[-B, B]`` from OS entropy.
 
-    b is *free*: drawn over all integers of the range, not as ``N * b~``
-    (which would leave ``v' = v (mod N)`` and leak ``v mod N``; ARCHITECTURE.md).
+    b is *free*: drawn uniformly over all integers of the range, not as
+    ``N * b~`` (which would leave ``v' = v (mod N)`` and leak ``v mod N``;
+    ARCHITECTURE.md), so ``v' mod N`` is uniform whatever v is.
     ``source`` is for tests only; production always uses
     ``dpdpca.dp.resolve_source(None)`` (the OS CSPRNG).
     """
     bound = mask_bound(n, frac_bits=frac_bits, kappa=kappa)
     src = resolve_source(None) if source is None else source
-    while True:
-        b = [int(x) for x in src.uniform_ints(-bound, bound, d)]
-        # Probability N**-d; redrawn so b is never a multiple of N.
-        if n == 1 or any(x % n for x in b):
-            return b
+    # No rejection of "unlucky" draws: conditioning b on anything (even on not
+    # being all multiples of N) would bias v' mod N and leak v mod N.
+    return [int(x) for x in src.uniform_ints(-bound, bound, d)]
 
 
 class DataOwner:

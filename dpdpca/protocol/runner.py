@@ -56,6 +56,9 @@ class ProtocolRun:
         The user's exact ``M = N*S_int + G''``.
     scale : int
         ``N * 2**(2f)``.
+    noise_for_testing : list of int or None
+        With ``verify=True``: the proxy's noise (upper triangle of G'' as added
+        to R'').  A test/verification hook; never part of what the user gets.
     """
 
     result: PCAResult
@@ -64,6 +67,7 @@ class ProtocolRun:
     verify: dict[str, Any] | None
     noisy_scatter_int: np.ndarray
     scale: int
+    noise_for_testing: list[int] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -242,8 +246,10 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     if verify:
         check = verify_exact(user.noisy_scatter_int_, proxy.noise_for_testing_,
                              [parts[ids.index(o)] for o in proxy.owners_], frac_bits=params.frac_bits, clip=clip)
-    return _finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
-                       user.noisy_scatter_int_, user.scale_, params, key_bits, L)
+    run = _finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
+                      user.noisy_scatter_int_, user.scale_, params, key_bits, L)
+    run.noise_for_testing = list(proxy.noise_for_testing_) if verify else None
+    return run
 
 
 def _recv(net: Transport, party: str) -> bytes:

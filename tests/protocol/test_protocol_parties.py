@@ -1,0 +1,252 @@
+"""Who holds what, rejected messages and data, dropout, and the mask's hiding."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpdpca.crypto import PrivateKey
+from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ProtocolError
+from dpdpca.protocol import DataOwner, DataUser, InProcessTransport, Proxy, ProtocolParams, run_protocol
+from dpdpca.protocol.messages import Message, MessageType
+from dpdpca.protocol.parties import draw_mask, mask_bound
+from dpdpca.protocol.runner import reference_scatter_int
+
+
+def _shares(params, parts, ids=None):
+    ids = ids or [str(i + 1) for i in range(len(parts))]
+    return [DataOwner(params, oid).share(X) for oid, X in zip(ids, parts)]
+
+
+def _reachable(root, depth=6):
+    """Every object reachable from ``root`` through attributes and containers."""
+    seen, frontier, out = {id(root)}, [root], []
+    for _ in range(depth):
+        nxt = []
+        for obj in frontier:
+            for ref in gc.get_referents(obj):
+                if id(ref) not in seen and not isinstance(ref, type) and type(ref).__name__ != "module":
+                    seen.add(id(ref))
+                    out.append(ref)
+                    nxt.append(ref)
+        frontier = nxt
+    return out
+
+
+def test_proxy_never_holds_the_secret_key(make_user, unit_rows):
+    rng = np.random.default_rng(0)
+    user = make_user()
+    sk = user.private_key
+    parts = [unit_rows(rng, 6, 3) for _ in range(3)]
+    proxy = Proxy(user.params, expected_owners=["1", "2", "3"])
+    for share in _shares(user.params, parts):
+        proxy.receive_share(share)
+    proxy.receive_count(user.reveal_count(proxy.close_collection()))
+    proxy.finish(epsilon=1.0, delta=1e-5)
+    secrets = {int(sk.p), int(sk.q)}
+    for obj in _reachable(proxy):
+        assert not isinstance(obj, (PrivateKey, DataUser))
+        if isinstance(obj, int) or type(obj).__name__ == "mpz":
+            assert int(obj) not in secrets
+    # and the parameters it is built from are public: they serialize without p or q
+    text = str(user.params.to_json())
+    assert all(str(s) not in text for s in secrets)
+
+
+def test_user_never_receives_an_individual_share(make_user, unit_rows):
+    rng = np.random.default_rng(1)
+    parts = [unit_rows(rng, n, 4) for n in (5, 9, 2)]
+    net = InProcessTransport()
+    run = run_protocol(parts, n_components=1, user=make_user(), transport=net, key_bits=768, insecure_test_key=True)
+    to_user = [(s, r) for s, r, _ in net.log if r == "user"]
+    assert to_user == [("proxy", "user"), ("proxy", "user")]
+    assert all(s.startswith("owner:") for s, r, _ in net.log if r == "proxy" and s != "user")
+    assert run.result.extra["n_rows"] == 16  # the user learns only the total N
+    # and a user handed an owner's share refuses it
+    user = make_user()
+    share = _shares(user.params, parts[:1])[0]
+    with pytest.raises(ProtocolError, match="type must be COUNT_REQUEST"):
+        user.reveal_count(share)
+    with pytest.raises(ProtocolError, match="type must be MASKED_RESULT"):
+        user.finish(share, n_components=1)
+
+
+def test_count_request_holds_only_the_aggregate(make_user, unit_rows):
+    rng = np.random.default_rng(2)
+    user = make_user()
+    parts = [unit_rows(rng, n, 2) for n in (3, 4)]
+    proxy = Proxy(user.params)
+    for s in _shares(user.params, parts):
+        proxy.receive_share(s)
+    request = Message.from_bytes(proxy.close_collection())
+    assert set(request.sections) == {"N"}
+    user.reveal_count(request.to_bytes())
+    assert user.n_ == 7
+
+
+def test_dropout_two_of_ten_owners_missing(make_user, unit_rows):
+    rng = np.random.default_rng(3)
+    parts = [unit_rows(rng, 4 + i, 3) for i in range(10)]
+    run = run_protocol(parts, n_components=2, absent_owners=[2, 7], quorum=8, deadline_s=0.05, verify=True,
+                       user=make_user(), key_bits=768, insecure_test_key=True)
+    present = [p for i, p in enumerate(parts) if i not in (2, 7)]
+    assert run.owners_present == ["1", "2", "4", "5", "6", "7", "9", "10"]
+    assert run.result.extra["n_rows"] == sum(p.shape[0] for p in present)
+    assert run.verify["max_abs_integer_error"] == 0  # S-bar covers exactly the 8 present
+    ref8 = reference_scatter_int(present, frac_bits=16, clip=True)
+    noise = run.noise_for_testing
+    assert int(run.noisy_scatter_int[0, 1]) - noise[1] == int(ref8[0, 1])
+
+
+def test_quorum_not_reached_and_late_shares(make_user, unit_rows):
+    rng = np.random.default_rng(4)
+    user = make_user()
+    shares = _shares(user.params, [unit_rows(rng, 3, 2) for _ in range(3)])
+    proxy = Proxy(user.params, expected_owners=["1", "2", "3"], quorum=3)
+    proxy.receive_share(shares[0])
+    with pytest.raises(ProtocolError, match="quorum of 3, got 1"):
+        proxy.close_collection()
+    proxy = Proxy(user.params, expected_owners=["1", "2", "3"], quorum=2)
+    proxy.receive_share(shares[0])
+    proxy.receive_share(shares[1])
+    proxy.close_collection()
+    with pytest.raises(ProtocolError, match="late"):
+        proxy.receive_share(shares[2])
+
+
+def test_duplicate_and_replayed_shares_are_rejected(make_user, unit_rows):
+    rng = np.random.default_rng(5)
+    user = make_user()
+    X = unit_rows(rng, 3, 2)
+    proxy = Proxy(user.params)
+    share = _shares(user.params, [X])[0]
+    proxy.receive_share(share)
+    with pytest.raises(ProtocolError, match="duplicate or replayed"):
+        proxy.receive_share(share)  # replay of the same bytes
+    with pytest.raises(ProtocolError, match="duplicate or replayed"):
+        proxy.receive_share(DataOwner(user.params, "1").share(X * 0.5))  # same id, new data
+    other_session = ProtocolParams.create(user.params.public_key, max_owners=10, max_rows_per_owner=64)
+    with pytest.raises(ProtocolError, match="another session"):
+        Proxy(user.params).receive_share(DataOwner(other_session, "9").share(X))
+
+
+def test_wrong_key_tampered_and_foreign_messages(make_user, unit_rows, other_keypair):
+    rng = np.random.default_rng(6)
+    user = make_user()
+    X = unit_rows(rng, 3, 2)
+    foreign = ProtocolParams.create(other_keypair[0], max_owners=10, max_rows_per_owner=64,
+                                    session_id=user.params.session_id)
+    with pytest.raises(KeyMismatchError):
+        Proxy(user.params).receive_share(DataOwner(foreign, "1").share(X))
+    share = bytearray(_shares(user.params, [X])[0])
+    share[len(share) // 2] ^= 0x40
+    with pytest.raises(MessageError, match="digest"):
+        Proxy(user.params).receive_share(bytes(share))
+    with pytest.raises(MessageError, match="truncated"):
+        Proxy(user.params).receive_share(bytes(share[:20]))
+    with pytest.raises(KeyMismatchError, match="private key must match"):
+        DataUser(other_keypair[1], user.params)
+
+
+def test_owner_data_errors(make_user):
+    user = make_user(max_rows_per_owner=4)
+    owner = DataOwner(user.params, "1", clip=False)
+    with pytest.raises(DataError, match="finite"):
+        owner.share(np.array([[0.1, np.nan]]))
+    with pytest.raises(DataError, match="finite"):
+        owner.share(np.array([[0.1, np.inf]]))
+    with pytest.raises(DataError, match="at least 1 row"):
+        owner.share(np.zeros((0, 3)))
+    with pytest.raises(DataError, match="norm <= 1 with clipping off"):
+        owner.share(np.array([[0.6, 0.81]]))
+    with pytest.raises(OverflowRiskError, match="max_rows_per_owner=4"):
+        owner.share(np.zeros((5, 2)))
+    clipped = DataOwner(user.params, "2", clip=True)
+    clipped.share(np.array([[3.0, 4.0], [0.1, 0.1]]))
+    assert clipped.rows_clipped_ == 1
+
+
+def test_owners_with_different_d_and_too_many_owners(make_user, unit_rows):
+    rng = np.random.default_rng(7)
+    user = make_user(max_owners=2)
+    proxy = Proxy(user.params)
+    proxy.receive_share(DataOwner(user.params, "a").share(unit_rows(rng, 2, 3)))
+    with pytest.raises(DataError, match="d=3 features, got d=4"):
+        proxy.receive_share(DataOwner(user.params, "b").share(unit_rows(rng, 2, 4)))
+    proxy.receive_share(DataOwner(user.params, "c").share(unit_rows(rng, 2, 3)))
+    with pytest.raises(OverflowRiskError, match="max_owners=2"):
+        proxy.receive_share(DataOwner(user.params, "d").share(unit_rows(rng, 2, 3)))
+    with pytest.raises(OverflowRiskError, match="max_owners=2"):
+        run_protocol([unit_rows(rng, 2, 3)] * 3, n_components=1, max_owners=2, key_bits=768,
+                     insecure_test_key=True)
+
+
+def test_key_too_small_for_the_declared_bounds(keypair):
+    with pytest.raises(OverflowRiskError, match="max_abs must fit one slot"):
+        ProtocolParams.create(keypair[0], max_owners=2 ** 200, max_rows_per_owner=2 ** 200)
+
+
+def test_budget_and_component_errors(make_user, unit_rows):
+    rng = np.random.default_rng(8)
+    parts = [unit_rows(rng, 4, 3)]
+    common = dict(user=make_user(), key_bits=768, insecure_test_key=True)
+    for kwargs, match in [(dict(epsilon=0.0), "epsilon must be > 0"), (dict(epsilon=-1.0), "epsilon must be > 0"),
+                          (dict(delta=0.0), "delta must be in"), (dict(delta=1.0), "delta must be in"),
+                          (dict(n_components=0), "n_components must be >= 1"),
+                          (dict(n_components=4), "n_components must be <= 3"),
+                          (dict(neighbouring="add/remove-one"), "releases N exactly"),
+                          (dict(noise_lattice="real"), "noise_lattice")]:
+        args = dict(n_components=1, **common)
+        args.update(kwargs)
+        with pytest.raises(ParameterError, match=match):
+            run_protocol(parts, **args)
+
+
+def test_epsilon_below_the_declared_allowance_raises_overflow_risk(make_user, unit_rows):
+    rng = np.random.default_rng(9)
+    user = make_user(min_epsilon=0.5, min_delta=1e-6)
+    with pytest.raises(OverflowRiskError, match="epsilon must be large enough .* got 0.001"):
+        run_protocol([unit_rows(rng, 4, 2)], n_components=1, epsilon=0.001, delta=1e-6, user=user,
+                     key_bits=768, insecure_test_key=True)
+
+
+def test_rounds_out_of_order(make_user, unit_rows):
+    user = make_user()
+    proxy = Proxy(user.params)
+    with pytest.raises(ProtocolError, match="follow close_collection"):
+        proxy.receive_count(b"")
+    with pytest.raises(ProtocolError, match="follow receive_count"):
+        proxy.finish(epsilon=1.0, delta=1e-5)
+    with pytest.raises(ProtocolError, match="quorum"):
+        proxy.close_collection()
+
+
+def test_mask_hides_v_statistically():
+    """v' = v + b for two very different v: indistinguishable, also modulo N (KS, p > 1e-4)."""
+    from dpdpca.dp import resolve_source
+
+    n, f, kappa, samples = 7, 16, 40, 4000
+    src = resolve_source(None)
+    b = np.array([draw_mask(1, n, frac_bits=f, kappa=kappa, source=src)[0] for _ in range(2 * samples)],
+                 dtype=object)
+    bound = mask_bound(n, frac_bits=f, kappa=kappa)
+    v_a, v_b = -(n << f), (n << f) - 3  # extreme sums, different residues mod N
+    va = [float(x + v_a) / bound for x in b[:samples]]
+    vb = [float(x + v_b) / bound for x in b[samples:]]
+    assert stats.ks_2samp(va, vb).pvalue > 1e-4
+    # modulo N: a mask drawn as N*b~ would make v' mod N constant; ours is uniform for both.
+    ra = [int(x + v_a) % n for x in b[:samples]]
+    rb = [int(x + v_b) % n for x in b[samples:]]
+    for r in (ra, rb):
+        counts = np.bincount(r, minlength=n)
+        assert stats.chisquare(counts).pvalue > 1e-4
+
+
+def test_mask_is_drawn_from_the_full_range():
+    b = draw_mask(64, 5, frac_bits=16, kappa=40)
+    bound = mask_bound(5, frac_bits=16, kappa=40)
+    assert all(-bound <= x <= bound for x in b)
+    assert max(abs(x) for x in b) > bound // 4  # 64 uniform draws: all below B/4 has prob 2**-64
