@@ -1,0 +1,162 @@
+"""Gaussian calibrations (analytic vs classic), zCDP conversion, discrete-Gaussian delta bounds."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from dpdpca.dp import (
+    calibrate_discrete_gaussian,
+    calibrate_gaussian,
+    discrete_gaussian_delta,
+    discrete_gaussian_delta_1d,
+    gaussian_delta,
+    zcdp_delta,
+)
+from dpdpca.errors import ParameterError
+
+EPSILONS = [0.01, 0.1, 0.5, 1.0, 4.0, 10.0]
+DELTAS = [1e-10, 1e-5, 1e-2]
+
+
+def _delta_by_integration(eps: float, sigma: float, sens: float) -> float:
+    """delta = integral of (p(y) - e^eps q(y))_+ for p = N(0, s^2), q = N(sens, s^2); independent of our formula."""
+    cut = sens / 2 - eps * sigma ** 2 / sens  # p > e^eps q iff y < cut
+    f = lambda y: stats.norm.pdf(y, 0, sigma) - math.exp(eps) * stats.norm.pdf(y, sens, sigma)  # noqa: E731
+    val, _ = integrate.quad(f, -np.inf, cut, epsabs=1e-16, epsrel=1e-12, limit=200)
+    return val
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+@pytest.mark.parametrize("delta", DELTAS)
+def test_analytic_below_classic_and_satisfies_balle_wang_identity(eps, delta):
+    a = calibrate_gaussian(epsilon=eps, delta=delta, sensitivity=1.0)
+    c = calibrate_gaussian(epsilon=eps, delta=delta, sensitivity=1.0, calibration="classic")
+    if eps <= 4.0:
+        assert a < c
+    else:  # far outside eps < 1 the classic sigma is too small: it does not even meet delta
+        assert gaussian_delta(eps, c) > delta
+    assert c == pytest.approx(math.sqrt(2 * math.log(1.25 / delta)) / eps, rel=1e-15)
+    achieved = gaussian_delta(eps, a)
+    assert achieved <= delta
+    assert abs(achieved - delta) <= 1e-9 * delta
+    # a smaller sigma would violate the budget: a is the smallest such sigma (to 1e-9)
+    assert gaussian_delta(eps, a * (1 - 1e-6)) > delta
+
+
+@pytest.mark.parametrize("eps,delta", [(0.1, 1e-5), (1.0, 1e-5), (4.0, 1e-5), (2.0, 1e-3)])
+def test_balle_wang_delta_agrees_with_direct_integration(eps, delta):
+    sigma = calibrate_gaussian(epsilon=eps, delta=delta, sensitivity=3.0)
+    assert _delta_by_integration(eps, sigma, 3.0) == pytest.approx(delta, rel=1e-6)
+
+
+def test_calibration_is_scale_free_for_huge_sensitivities():
+    base = calibrate_gaussian(epsilon=1.0, delta=1e-5, sensitivity=1.0)
+    big = 2**60 + 7
+    assert calibrate_gaussian(epsilon=1.0, delta=1e-5, sensitivity=big) == pytest.approx(base * big, rel=1e-15)
+    assert calibrate_gaussian(epsilon=1.0, delta=1e-5, sensitivity=0.0) == 0.0
+
+
+def test_classic_is_invalid_above_epsilon_one_and_we_can_see_it():
+    """At eps >= 1 the classic sigma can give a delta above the requested one (Dwork-Roth needs eps < 1)."""
+    sigma = calibrate_gaussian(epsilon=8.0, delta=0.05, sensitivity=1.0, calibration="classic")
+    assert gaussian_delta(8.0, sigma) > 0.05
+    sigma = calibrate_gaussian(epsilon=0.5, delta=1e-5, sensitivity=1.0, calibration="classic")
+    assert gaussian_delta(0.5, sigma) < 1e-5
+
+
+def test_zcdp_delta_is_a_valid_and_reasonable_bound():
+    # Gaussian with sigma=1, sensitivity 1 is rho=1/2-zCDP; zCDP conversion must upper-bound the exact delta
+    for eps in (0.5, 1.0, 3.0):
+        exact = gaussian_delta(eps, 1.0)
+        bound = zcdp_delta(0.5, eps)
+        assert exact <= bound <= 10 * exact
+    # never above the Bun-Steinke bound
+    assert zcdp_delta(0.01, 1.0) <= math.exp(-(1.0 - 0.01) ** 2 / 0.04)
+
+
+@pytest.mark.parametrize("sens", [1, 2, 5])
+@pytest.mark.parametrize("sigma2", [Fraction(1, 2), 2, 9, Fraction(121, 4)])
+@pytest.mark.parametrize("eps", [0.5, 1.0, 2.0])
+def test_reported_discrete_delta_is_never_below_the_exact_scalar_delta(sens, sigma2, eps):
+    exact = discrete_gaussian_delta_1d(eps, sigma2, sens)
+    assert discrete_gaussian_delta(eps, sigma2, sens) >= exact
+
+
+def _exact_delta_2d(eps: float, sigma2: float, shift: tuple[int, int], width: int = 20) -> float:
+    r = int(width * math.sqrt(sigma2)) + 6
+    ys = np.arange(-r, r + 1)
+    y1, y2 = np.meshgrid(ys, ys, indexing="ij")
+    w = np.exp(-(y1 ** 2 + y2 ** 2) / (2 * sigma2))
+    w_shift = np.exp(-((y1 - shift[0]) ** 2 + (y2 - shift[1]) ** 2) / (2 * sigma2))
+    z = w.sum()
+    return float(np.maximum(w - math.exp(eps) * w_shift, 0).sum() / z)
+
+
+@pytest.mark.parametrize("shift", [(1, 1), (2, 1), (3, 4)])
+def test_reported_discrete_delta_bounds_two_dimensional_shifts(shift):
+    sens = math.isqrt(shift[0] ** 2 + shift[1] ** 2 - 1) + 1  # smallest integer >= the L2 norm
+    for sigma2 in (Fraction(9, 4), 4, 16):
+        for eps in (0.5, 1.5):
+            assert discrete_gaussian_delta(eps, sigma2, sens) >= _exact_delta_2d(eps, float(sigma2), shift)
+
+
+@pytest.mark.parametrize("eps,delta", [(0.1, 1e-5), (1.0, 1e-5), (4.0, 1e-9)])
+def test_discrete_calibration_meets_delta_and_costs_little_over_analytic(eps, delta):
+    for sens in (1, 3, 2**60 + 1):
+        s2 = calibrate_discrete_gaussian(epsilon=eps, delta=delta, sensitivity=sens)
+        assert isinstance(s2, Fraction)
+        assert discrete_gaussian_delta(eps, s2, sens) <= delta
+        ratio = math.sqrt(s2 / Fraction(sens) ** 2) / calibrate_gaussian(epsilon=eps, delta=delta, sensitivity=1.0)
+        assert 1.0 < ratio < 1.15
+
+
+def test_discrete_classic_calibration():
+    s2 = calibrate_discrete_gaussian(epsilon=0.5, delta=1e-5, sensitivity=4, calibration="classic")
+    assert math.sqrt(s2) == pytest.approx(4 * math.sqrt(2 * math.log(1.25e5)) / 0.5, rel=1e-9)
+    assert math.sqrt(s2) >= 4 * math.sqrt(2 * math.log(1.25e5)) / 0.5
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(epsilon=0.0), r"^epsilon must be > 0, got 0.0$"),
+    (dict(epsilon=-1.0), r"^epsilon must be > 0, got -1.0$"),
+    (dict(epsilon=float("nan")), r"^epsilon must be finite, got nan$"),
+    (dict(delta=0.0), r"^delta must be in \(0, 1\), got 0.0$"),
+    (dict(delta=1.0), r"^delta must be in \(0, 1\), got 1.0$"),
+    (dict(sensitivity=-0.5), r"^sensitivity must be >= 0, got -0.5$"),
+    (dict(sensitivity=float("inf")), r"^sensitivity must be finite, got inf$"),
+    (dict(sensitivity="1"), r"^sensitivity must be a real number, got '1'$"),
+    (dict(calibration="optimal"), r"^calibration must be one of 'analytic', 'classic', got 'optimal'$"),
+])
+def test_gaussian_calibration_validation(kw, match):
+    args = dict(epsilon=1.0, delta=1e-5, sensitivity=1.0) | kw
+    with pytest.raises(ParameterError, match=match):
+        calibrate_gaussian(**args)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(sensitivity=2.0), r"^sensitivity must be an integer, got 2.0$"),
+    (dict(sensitivity=-3), r"^sensitivity must be >= 0, got -3$"),
+    (dict(sensitivity=Fraction(1, 2)), r"^sensitivity must be an integer, got Fraction\(1, 2\)$"),
+    (dict(calibration="analytic"), r"^calibration must be one of 'zcdp', 'classic', got 'analytic'$"),
+    (dict(epsilon=0), r"^epsilon must be > 0, got 0$"),
+    (dict(delta=2), r"^delta must be in \(0, 1\), got 2$"),
+])
+def test_discrete_calibration_validation(kw, match):
+    args = dict(epsilon=1.0, delta=1e-5, sensitivity=3) | kw
+    with pytest.raises(ParameterError, match=match):
+        calibrate_discrete_gaussian(**args)
+
+
+def test_delta_helpers_validation():
+    with pytest.raises(ParameterError, match=r"^sigma must be > 0, got 0.0$"):
+        gaussian_delta(1.0, 0.0)
+    with pytest.raises(ParameterError, match=r"^rho must be > 0, got 0$"):
+        zcdp_delta(0, 1.0)
+    with pytest.raises(ParameterError, match=r"^sigma_squared must be > 0, got 0$"):
+        discrete_gaussian_delta(1.0, 0, 1)
+    assert discrete_gaussian_delta(1.0, 4, 0) == 0.0
