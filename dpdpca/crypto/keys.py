@@ -318,7 +318,7 @@ class PrivateKey:
         """
         if not isinstance(obj, dict) or obj.get("kty") != "DAJ" or "decrypt" not in obj.get("key_ops", []):
             raise MessageError("private key must be a DAJ JSON object with key_ops ['decrypt'], got another object")
-        pub = PublicKey.from_json(obj.get("pub"), insecure_test_key=insecure_test_key)
+        pub = PublicKey.from_json(obj.get("pub", {}), insecure_test_key=insecure_test_key)
         p, q = _unb64url("p", obj.get("p")), _unb64url("q", obj.get("q"))
         if p * q != pub.n:
             raise MessageError("private key p * q must equal the public n, got a mismatching pair")
@@ -411,7 +411,7 @@ def _read_json(path: str | os.PathLike[str], what: str) -> Any:
     try:
         return json.loads(data)
     except ValueError as exc:
-        raise MessageError(f"{what} file {os.fspath(path)} must hold JSON, got invalid JSON ({exc.msg})") from exc
+        raise MessageError(f"{what} file {os.fspath(path)} must hold JSON, got invalid JSON ({exc})") from exc
 
 
 def load_public_key(path: str | os.PathLike[str], *, insecure_test_key: bool = False) -> PublicKey:
