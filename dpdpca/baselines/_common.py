@@ -22,10 +22,11 @@ import numpy as np
 
 from dpdpca._validation import check_data_matrix, check_int, check_open_unit, check_positive
 from dpdpca.data.preprocessing import check_partitions
+from dpdpca.dp import REPLACE_ONE, GaussianMechanism, PrivacyReport, resolve_source, second_moment_sensitivity
 from dpdpca.errors import DataError
 from dpdpca.result import PCAResult
 
-__all__ = ["FLOAT_BYTES", "SiteEstimator", "second_moment", "top_eigenpairs", "partial_square_root",
+__all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "second_moment", "top_eigenpairs", "partial_square_root",
            "symmetric_bytes", "check_budget", "check_unit_rows"]
 
 FLOAT_BYTES = 8
@@ -130,3 +131,70 @@ class SiteEstimator:
             raise DataError(f"{type(self).__name__} must be fitted before transform")
         arr = check_data_matrix("X", X, n_features=self.n_features_in_)
         return arr @ self.components_
+
+
+class NoisySiteEstimator(SiteEstimator):
+    """Base of the DP pipelines: per-site Gaussian noise on ``A_s`` via :mod:`dpdpca.dp`.
+
+    Parameters
+    ----------
+    n_components : int, 1 <= K <= D
+    epsilon : float > 0
+    delta : float in (0, 1)
+    calibration : {"classic", "analytic"}
+        ``"classic"`` (default, paper-faithful): ``tau = Delta sqrt(2 ln(1.25/delta))/epsilon``,
+        proven only for epsilon < 1 (for epsilon >= 1 the report carries the
+        larger delta it really achieves).  ``"analytic"``: Balle & Wang (2018).
+    sensitivity_mode : {"paper", "rigorous"}
+        ``"paper"`` (default): ``Delta = 1/N_s`` as the papers state.
+        ``"rigorous"``: ``sqrt(2)/N_s``, the correct replace-one bound (see
+        :func:`dpdpca.dp.second_moment_sensitivity`).
+    rng : None or numpy.random.Generator
+        ``None``: OS entropy.  A Generator only for experiments.
+    """
+
+    def __init__(self, n_components: int, epsilon: float, delta: float, *, calibration: str = "classic",
+                 sensitivity_mode: str = "paper", rng: Any = None) -> None:
+        super().__init__(n_components, epsilon, delta, rng=rng)
+        self.calibration = calibration
+        self.sensitivity_mode = sensitivity_mode
+
+    def _validate(self, partitions: Any) -> tuple[list[np.ndarray], int]:
+        parts, k = super()._validate(partitions)
+        self._mechanism(1)  # validates calibration and sensitivity_mode before any work
+        resolve_source(self.rng)  # refuses an int seed before any work
+        return parts, k
+
+    def _mechanism(self, n_rows: int, epsilon: float | None = None, delta: float | None = None) -> GaussianMechanism:
+        """The Gaussian mechanism for a second moment over ``n_rows`` records (replace-one)."""
+        sens = second_moment_sensitivity(n_rows, neighbouring=REPLACE_ONE, mode=self.sensitivity_mode)
+        return GaussianMechanism(epsilon=self.epsilon if epsilon is None else epsilon,
+                                 delta=self.delta if delta is None else delta, sensitivity=sens,
+                                 calibration=self.calibration, neighbouring=REPLACE_ONE,
+                                 sensitivity_mode=self.sensitivity_mode)
+
+    def _base_params(self, k: int, parts: Sequence[np.ndarray]) -> dict[str, Any]:
+        return {"n_components": k, "epsilon": float(self.epsilon), "delta": float(self.delta),
+                "calibration": self.calibration, "sensitivity_mode": self.sensitivity_mode,
+                "n_sites": len(parts), "site_sizes": [int(X.shape[0]) for X in parts]}
+
+
+def parallel_report(reports: Sequence[PrivacyReport], *, mechanism: str, noise_added_by: str,
+                    notes: str = "") -> PrivacyReport:
+    """Report of a release built from per-site releases on **disjoint** data.
+
+    A person's record is in one site only, so the whole release is
+    (max epsilon_s, max delta_s)-DP (parallel composition, replace-one within a
+    site; the site sizes are public).  ``sigma`` is the common per-site sigma,
+    or None when sites differ (see ``parts``).
+    """
+    first = reports[0]
+    sigmas = {r.sigma for r in reports}
+    extra = "; ".join(sorted({r.notes for r in reports if r.notes}))
+    text = "; ".join(t for t in ("parallel composition over disjoint sites", notes, extra) if t)
+    return PrivacyReport(epsilon=max(r.epsilon for r in reports), delta=max(r.delta for r in reports),
+                         mechanism=mechanism, calibration=first.calibration,
+                         sensitivity=max(r.sensitivity for r in reports), neighbouring=first.neighbouring,
+                         noise_added_by=noise_added_by, sigma=sigmas.pop() if len(sigmas) == 1 else None,
+                         sensitivity_mode=first.sensitivity_mode, notes=text,
+                         parts=tuple(reports) if len(reports) > 1 else ())

@@ -1,0 +1,301 @@
+"""capePCA (Imtiaz & Sarwate 2018 JSTSP, Alg. 2) with real correlated noise, and ``conv``.
+
+Three kinds of party draw noise, each with its own randomness, through
+:class:`dpdpca.dp.CapeNoisePlan`:
+
+* the **noise generator** draws ``E_1..E_S`` with ``sum_s mu_s E_s = 0`` (exactly 0
+  for equal weights) and sends ``E_s`` to site ``s``;
+* the **aggregator** draws ``F_1..F_S`` and sends ``F_s`` to site ``s``;
+* **site s** draws ``G_s`` and sends ``A_hat_s = A_s + E_s + F_s + G_s``.
+
+The aggregator computes ``A_hat = sum_s mu_s (A_hat_s - F_s) = sum_s mu_s A_s +
+sum_s mu_s G_s`` (step 8; with equal sites ``mu_s = 1/S``) and releases the top-K
+eigenvectors.  All noise matrices are symmetric (i.i.d. upper triangle).  The
+authors' code simulates this with one pooled draw; here every term is drawn by
+its party and the cancellation is real.
+
+Variances (public, in the plan): equal sites use eq. (2),
+``tau_e^2 = tau_f^2 = (1 - 1/S) tau_s^2`` and ``tau_g^2 = tau_s^2/S``, so the
+aggregate carries noise of variance ``tau_s^2/S^2 = tau_c^2``, the pooled level.
+Unequal ``N_s`` / ``epsilon_s`` use weights ``mu_s`` (default ``N_s/N``) and one of
+
+* ``scheme="paper"``: the §III-A closed form (infeasible for S >= 4 with
+  ``mu_s = N_s/N``: it makes ``tau_gS^2 < 0``);
+* ``scheme="balanced"`` (ours): ``tau_gs^2 = tau_c^2 / (S mu_s^2)`` and
+  ``tau_es^2 = tau_fs^2 = max(tau_s^2 - tau_gs^2, 0)``; it meets the same constraints
+  (``sum mu_s^2 tau_gs^2 = tau_c^2``, ``tau_es^2 + tau_gs^2 >= tau_s^2``,
+  ``tau_fs^2 + tau_gs^2 >= tau_s^2``) and reduces to eq. (2) for equal sites;
+* ``scheme="auto"`` (default): ``"paper"`` when feasible, else ``"balanced"``;
+  the scheme used is in ``params`` and in the privacy notes.
+
+**Site dropout.**  Sites listed in ``dropped_sites`` receive ``E_s``/``F_s`` but
+never send ``A_hat_s``.  The remaining ``E_s`` no longer cancel, so the aggregate
+(renormalised over the active weights) falls back to the conventional noise
+level; every release is still (epsilon_s, delta_s)-DP, so the guarantee is the
+conventional one (§III: "would fall back to that of the conventional scheme").
+
+**conv** (``correlated=False``): each site adds only its own ``G_s`` of variance
+``tau_s^2`` and the aggregator averages ``sum_s mu_s A_hat_s``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, second_moment,
+                                      symmetric_bytes, top_eigenpairs)
+from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, calibrate_gaussian, resolve_source,
+                       second_moment_sensitivity, symmetric_gaussian_matrix)
+from dpdpca.errors import InfeasibleError, ParameterError
+from dpdpca.result import PCAResult
+from dpdpca.timing import Timings
+
+__all__ = ["CapePCA", "SCHEMES", "run_capepca", "run_conv"]
+
+SCHEMES = ("auto", "paper", "balanced")
+_CAPE_PARTIES = "noise-generator,aggregator,site"
+
+
+class CapePCA(NoisySiteEstimator):
+    """Distributed DP PCA with CAPE correlated noise (capePCA) or conventional averaging.
+
+    Parameters
+    ----------
+    n_components : int, 1 <= K <= D
+    epsilon : float > 0
+        Every site's epsilon unless ``site_epsilons`` is given.
+    delta : float in (0, 1)
+        Every site's delta unless ``site_deltas`` is given.
+    correlated : bool
+        ``True``: capePCA.  ``False``: ``conv`` (no correlated noise).
+    weights : sequence of float or None
+        ``mu_s`` (>= 0, sum 1); ``None`` means ``N_s / N``.
+    site_epsilons, site_deltas : sequence of float or None
+        Per-site budgets (§III-A).  The report's epsilon/delta are their maxima.
+    dropped_sites : sequence of int
+        0-based sites that drop out after the noise is distributed.
+    scheme : {"auto", "paper", "balanced"}
+        Variance assignment for unequal sites (see the module docstring).
+    keep_noise : bool
+        Keep every party's noise in ``noise_`` (``{"E": [...], "F": [...],
+        "G": [...]}``) and the aggregate in ``aggregate_``, for tests and
+        diagnostics only: they are the parties' secrets.
+    calibration : {"classic", "analytic"}
+    sensitivity_mode : {"paper", "rigorous"}
+    rng : None or numpy.random.Generator
+
+    Raises
+    ------
+    ParameterError
+        Fewer than 2 sites for capePCA, bad weights or per-site budgets, all
+        sites dropped, a bad scheme.
+    InfeasibleError
+        ``scheme="paper"`` when the closed form has a negative variance.
+
+    References
+    ----------
+    H. Imtiaz and A. D. Sarwate, "Distributed differentially private algorithms
+    for matrix and tensor factorization", IEEE JSTSP 12(6), 2018: §III eq. (2),
+    Algorithm 1 (CAPE), §III-A (unequal budgets), §IV Algorithm 2 (capePCA).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpdpca.data import partition, clip_rows
+    >>> X = clip_rows(np.random.default_rng(0).normal(size=(400, 6)) / 3)[0]
+    >>> est = CapePCA(2, 1.0, 1e-5, rng=np.random.default_rng(1)).fit(partition(X, 4))
+    >>> est.privacy_.mechanism, est.components_.shape
+    ('cape', (6, 2))
+    """
+
+    def __init__(self, n_components: int, epsilon: float, delta: float, *, correlated: bool = True,
+                 weights: Sequence[float] | None = None, site_epsilons: Sequence[float] | None = None,
+                 site_deltas: Sequence[float] | None = None, dropped_sites: Sequence[int] = (),
+                 scheme: str = "auto", keep_noise: bool = False, calibration: str = "classic",
+                 sensitivity_mode: str = "paper", rng: Any = None) -> None:
+        super().__init__(n_components, epsilon, delta, calibration=calibration,
+                         sensitivity_mode=sensitivity_mode, rng=rng)
+        self.correlated = correlated
+        self.weights = weights
+        self.site_epsilons = site_epsilons
+        self.site_deltas = site_deltas
+        self.dropped_sites = dropped_sites
+        self.scheme = scheme
+        self.keep_noise = keep_noise
+
+    @property
+    def method_name(self) -> str:  # type: ignore[override]
+        return "capepca" if self.correlated else "conv"
+
+    # -- validation -------------------------------------------------------------
+    def _site_budgets(self, n_sites: int) -> tuple[list[float], list[float]]:
+        eps = [float(self.epsilon)] * n_sites if self.site_epsilons is None else \
+            [check_positive(f"site_epsilons[{i}]", v) for i, v in enumerate(self.site_epsilons)]
+        dels = [float(self.delta)] * n_sites if self.site_deltas is None else \
+            [check_open_unit(f"site_deltas[{i}]", v) for i, v in enumerate(self.site_deltas)]
+        if len(eps) != n_sites:
+            raise param_error("site_epsilons", f"a sequence of n_sites={n_sites} values", len(eps))
+        if len(dels) != n_sites:
+            raise param_error("site_deltas", f"a sequence of n_sites={n_sites} values", len(dels))
+        return eps, dels
+
+    def _weights(self, sizes: list[int]) -> list[float]:
+        if self.weights is None:
+            total = sum(sizes)
+            return [n / total for n in sizes]
+        mus = [float(w) for w in self.weights]
+        if len(mus) != len(sizes):
+            raise param_error("weights", f"a sequence of n_sites={len(sizes)} values", len(mus))
+        if any(not math.isfinite(m) or m < 0 for m in mus) or abs(math.fsum(mus) - 1.0) > 1e-9:
+            raise param_error("weights", "finite, >= 0 and summing to 1", mus)
+        return mus
+
+    def _dropped(self, n_sites: int) -> list[int]:
+        dropped = sorted({check_int("dropped_sites[i]", i, minimum=0, maximum=n_sites - 1)
+                          for i in self.dropped_sites})
+        if len(dropped) == n_sites:
+            raise param_error("dropped_sites", f"fewer than all {n_sites} sites", dropped)
+        return dropped
+
+    # -- the CAPE plan ----------------------------------------------------------
+    def _plan(self, sizes: list[int], eps: list[float], dels: list[float], mus: list[float]) -> CapeNoisePlan:
+        if self.scheme not in SCHEMES:
+            raise param_error("scheme", f"one of {', '.join(SCHEMES)}", self.scheme)
+        num = second_moment_sensitivity(1, neighbouring=REPLACE_ONE, mode=self.sensitivity_mode)
+        if self.scheme in ("auto", "paper"):
+            try:
+                return CapeNoisePlan.from_budgets(epsilons=eps, deltas=dels, sizes=sizes, sensitivity_numerator=num,
+                                                  weights=mus, calibration=self.calibration,
+                                                  neighbouring=REPLACE_ONE)
+            except InfeasibleError:
+                if self.scheme == "paper":
+                    raise
+        return _balanced_plan(sizes, eps, dels, mus, num, self.calibration)
+
+    # -- the pipeline -----------------------------------------------------------
+    def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
+        S, d = len(parts), parts[0].shape[1]
+        if self.correlated and S < 2:
+            raise param_error("n_sites", ">= 2 for capePCA (use conv or local for one site)", S)
+        sizes = [int(X.shape[0]) for X in parts]
+        eps, dels = self._site_budgets(S)
+        mus = self._weights(sizes)
+        dropped = self._dropped(S)
+        active = [i for i in range(S) if i not in dropped]
+        src = resolve_source(self.rng)
+        mechs = [self._mechanism(sizes[i], eps[i], dels[i]) for i in range(S)]
+        timings = Timings(parallel_roles=("site",))
+        bytes_sent: dict[str, int] = {}
+        params = self._base_params(k, parts)
+        params.update({"correlated": bool(self.correlated), "weights": mus, "dropped_sites": dropped,
+                       "site_epsilons": eps, "site_deltas": dels})
+        plan = None
+        if self.correlated:
+            plan = self._plan(sizes, eps, dels, mus)
+            params["scheme"] = plan.scheme
+            with timings.measure("noise-generator", "noise"):
+                E = plan.noise_generator_terms((d, d), symmetric=True, rng=src)
+            bytes_sent["noise-generator"] = S * symmetric_bytes(d)
+            with timings.measure("aggregator", "noise"):
+                F = plan.aggregator_terms((d, d), symmetric=True, rng=src)
+            bytes_sent["aggregator"] = S * symmetric_bytes(d)
+        G: list[np.ndarray] = []
+        releases: dict[int, np.ndarray] = {}
+        for i in active:
+            party = f"site:{i + 1}"
+            with timings.measure(party, "second-moment"):
+                A_hat = second_moment(parts[i])
+            with timings.measure(party, "noise"):
+                if plan is not None:
+                    G_i = plan.site_term(i, (d, d), symmetric=True, rng=src)
+                    A_hat += E[i]
+                    A_hat += F[i]
+                else:
+                    G_i = symmetric_gaussian_matrix(d, mechs[i].sigma, src)
+                A_hat += G_i
+            if self.keep_noise:
+                G.append(G_i)
+            releases[i] = A_hat
+            bytes_sent[party] = symmetric_bytes(d)
+        with timings.measure("aggregator", "aggregate"):
+            weight = math.fsum(mus[i] for i in active)
+            aggregate = np.zeros((d, d))
+            for i in active:
+                aggregate += (mus[i] / weight) * (releases[i] - F[i] if plan is not None else releases[i])
+        with timings.measure("aggregator", "eigh"):
+            w, V = top_eigenpairs(aggregate, k)
+        bytes_sent["aggregator"] = bytes_sent.get("aggregator", 0) + FLOAT_BYTES * d * k
+        if self.keep_noise:
+            self.noise_ = {"E": E if plan is not None else [], "F": F if plan is not None else [], "G": G}
+            self.aggregate_ = aggregate
+        privacy = self._report(mechs, plan, dropped)
+        extra: dict[str, Any] = {}
+        if plan is not None:
+            extra = {"aggregator_noise_variance": plan.aggregator_noise_variance,
+                     "conventional_noise_variance": plan.conventional_variance, "cape_gain": plan.gain}
+        return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
+                         bytes_sent=bytes_sent, params=params, extra=extra)
+
+    def _report(self, mechs: list[Any], plan: CapeNoisePlan | None, dropped: list[int]) -> Any:
+        if plan is None:
+            reports = [m.privacy(noise_added_by=f"site:{i + 1}") for i, m in enumerate(mechs)]
+            return parallel_report(reports, mechanism="gaussian", noise_added_by="site",
+                                   notes="conventional averaging: each site adds its own full noise")
+        reports = [dataclasses.replace(m.privacy(noise_added_by=_CAPE_PARTIES), mechanism="cape")
+                   for m in mechs]
+        notes = (f"CAPE scheme {plan.scheme}: each release is protected by E_s+G_s against the aggregator and "
+                 f"F_s+G_s against others; assumes a trusted noise generator that does not collude with the "
+                 f"aggregator and secure channels")
+        if dropped:
+            notes += (f"; sites {[i + 1 for i in dropped]} dropped out: E_s no longer cancel, the noise level falls "
+                      f"back to conventional averaging (guarantee unchanged per site)")
+        return parallel_report(reports, mechanism="cape", noise_added_by=_CAPE_PARTIES, notes=notes)
+
+
+def _balanced_plan(sizes: list[int], eps: list[float], dels: list[float], mus: list[float], num: float,
+                   calibration: str) -> CapeNoisePlan:
+    """Our feasible CAPE variances for unequal sites (see the module docstring).
+
+    The noise generator closes ``sum mu_s E_s = 0`` with the last site's term, whose
+    variance is then ``sum_{s<S} mu_s^2 tau_es^2 / mu_S^2``; we require it to be at
+    least the ``tau_eS^2`` the privacy constraint needs.
+    """
+    S = len(sizes)
+    taus = [calibrate_gaussian(epsilon=eps[i], delta=dels[i], sensitivity=num / sizes[i], calibration=calibration)
+            for i in range(S)]
+    tau_c = calibrate_gaussian(epsilon=min(eps), delta=min(dels), sensitivity=num / sum(sizes),
+                               calibration=calibration)
+    if any(m <= 0 for m in mus):
+        raise param_error("weights", "> 0 for every site under the balanced CAPE scheme", mus)
+    g = [tau_c ** 2 / (S * m * m) for m in mus]
+    e = [max(t * t - gi, 0.0) for t, gi in zip(taus, g)]
+    closing = math.fsum(mus[i] ** 2 * e[i] for i in range(S - 1)) / mus[-1] ** 2
+    if closing < e[-1] * (1 - 1e-12):
+        raise InfeasibleError(f"balanced CAPE scheme: the last site's generator term would have variance "
+                              f"{closing:.6g}, below the {e[-1]:.6g} its privacy needs; reorder the sites")
+    e[-1] = closing
+    return CapeNoisePlan(tau_s2=tuple(t * t for t in taus), weights=tuple(mus), tau_e2=tuple(e), tau_f2=tuple(e),
+                         tau_g2=tuple(g), tau_c2=tau_c ** 2, scheme="balanced", epsilons=tuple(eps),
+                         deltas=tuple(dels), sensitivities=tuple(num / n for n in sizes), neighbouring=REPLACE_ONE,
+                         calibration=calibration)
+
+
+def run_capepca(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
+                rng: Any = None, **options: Any) -> PCAResult:
+    """Driver entry for ``"capepca"`` (options as :class:`CapePCA`)."""
+    if "correlated" in options:
+        raise ParameterError("correlated is fixed by the method name (capepca: True, conv: False)")
+    return CapePCA(n_components, epsilon, delta, rng=rng, **options).fit(partitions).result_
+
+
+def run_conv(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
+             rng: Any = None, **options: Any) -> PCAResult:
+    """Driver entry for ``"conv"``: conventional averaging without correlated noise."""
+    if "correlated" in options:
+        raise ParameterError("correlated is fixed by the method name (capepca: True, conv: False)")
+    return CapePCA(n_components, epsilon, delta, correlated=False, rng=rng, **options).fit(partitions).result_

@@ -1,0 +1,216 @@
+"""DPdisPCA (Imtiaz & Sarwate 2018, Alg. 1) and its pooled, local and full variants.
+
+Algorithm 1, for each site ``s`` (in parallel):
+
+1. ``A_s = X_s^T X_s / N_s``;
+2. ``E_s`` symmetric, upper triangle i.i.d. ``N(0, tau_s^2)`` with
+   ``tau_s = Delta_s sqrt(2 ln(1.25/delta)) / epsilon`` (``Delta_s = 1/N_s`` in the
+   paper; see ``sensitivity_mode``);
+3. ``A_hat_s = A_s + E_s``; ``eigh``; ``P_s = U_R Sigma_R^{1/2}`` (top R);
+4. send ``P_s`` (D x R) to the aggregator,
+
+and at the aggregator ``A_c = (1/S) sum_s P_s P_s^T`` and release the top-K
+eigenvectors of ``A_c``.
+
+Variants (the comparison points of the paper's Table 1):
+
+* ``"partial-root"`` (DPdisPCA itself, ``q_DPdisPCA``);
+* ``"full"``: sites send ``A_hat_s`` and ``A_c = (1/S) sum_s A_hat_s`` (``q_full``);
+* ``"pooled"``: a trusted curator holds all the data, ``A = X^T X / N`` plus one
+  ``E`` at the pooled sensitivity ``Delta = 1/N`` (``q_pooled``);
+* ``"local"``: one site alone, ``A_s + E_s`` (``q_local``).
+
+The paper writes "SVD" of the noisy symmetric matrix; we use ``eigh`` and the
+algebraically largest eigenvalues (the noisy matrix may be indefinite; the
+partial square root uses ``sqrt(max(lambda, 0))``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpdpca._validation import check_int, param_error
+from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, partial_square_root,
+                                      second_moment, symmetric_bytes, top_eigenpairs)
+from dpdpca.dp import resolve_source, symmetric_gaussian_matrix
+from dpdpca.result import PCAResult
+from dpdpca.timing import Timings
+
+__all__ = ["DPDisPCA", "VARIANTS", "run_dpdispca", "run_dpdispca_full", "run_pooled", "run_local"]
+
+VARIANTS = {"partial-root": "dpdispca", "full": "dpdispca-full", "pooled": "pooled", "local": "local"}
+
+
+class DPDisPCA(NoisySiteEstimator):
+    """Differentially private distributed PCA (DPdisPCA) and its comparison variants.
+
+    Parameters
+    ----------
+    n_components : int, 1 <= K <= D
+    epsilon : float > 0
+    delta : float in (0, 1)
+    variant : {"partial-root", "full", "pooled", "local"}
+        See the module docstring.
+    n_intermediate : int or None
+        R, the rank of ``P_s`` (``"partial-root"`` only); ``None`` means
+        ``min(D, 2K)``.  Must satisfy ``K <= R <= D``.
+    site : int
+        Which site (0-based) runs alone in ``"local"``.
+    calibration : {"classic", "analytic"}
+    sensitivity_mode : {"paper", "rigorous"}
+        See :class:`~dpdpca.baselines._common.NoisySiteEstimator`.
+    rng : None or numpy.random.Generator
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (D, K)
+    explained_variance_ : ndarray of shape (K,)
+        Top eigenvalues of the matrix the aggregator decomposed.
+    privacy_ : PrivacyReport
+    timings_ : Timings
+    bytes_sent_ : dict
+    result_ : PCAResult
+
+    References
+    ----------
+    H. Imtiaz and A. D. Sarwate, "Differentially private distributed principal
+    component analysis", ICASSP 2018, Algorithm 1 and Table 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpdpca.data import partition, clip_rows
+    >>> X = clip_rows(np.random.default_rng(0).normal(size=(400, 6)) / 3)[0]
+    >>> est = DPDisPCA(2, 1.0, 1e-5, rng=np.random.default_rng(1)).fit(partition(X, 4))
+    >>> est.components_.shape
+    (6, 2)
+    """
+
+    def __init__(self, n_components: int, epsilon: float, delta: float, *, variant: str = "partial-root",
+                 n_intermediate: int | None = None, site: int = 0, calibration: str = "classic",
+                 sensitivity_mode: str = "paper", rng: Any = None) -> None:
+        super().__init__(n_components, epsilon, delta, calibration=calibration,
+                         sensitivity_mode=sensitivity_mode, rng=rng)
+        self.variant = variant
+        self.n_intermediate = n_intermediate
+        self.site = site
+
+    @property
+    def method_name(self) -> str:  # type: ignore[override]
+        return VARIANTS.get(self.variant, "dpdispca")
+
+    def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
+        if self.variant not in VARIANTS:
+            raise param_error("variant", f"one of {', '.join(VARIANTS)}", self.variant)
+        d = parts[0].shape[1]
+        src = resolve_source(self.rng)
+        params = self._base_params(k, parts)
+        params["variant"] = self.variant
+        if self.variant == "pooled":
+            return self._pooled(parts, k, src, params)
+        if self.variant == "local":
+            return self._local(parts, k, src, params)
+        r = d if self.variant == "full" else (min(d, 2 * k) if self.n_intermediate is None else
+                                              check_int("n_intermediate", self.n_intermediate, minimum=k, maximum=d))
+        timings = Timings(parallel_roles=("site",))
+        bytes_sent: dict[str, int] = {}
+        reports = []
+        A_c = np.zeros((d, d))
+        for s, X in enumerate(parts, start=1):
+            party = f"site:{s}"
+            mech = self._mechanism(X.shape[0])
+            with timings.measure(party, "second-moment"):
+                A_s = second_moment(X)
+            with timings.measure(party, "noise"):
+                A_s += symmetric_gaussian_matrix(d, mech.sigma, src)
+            if self.variant == "full":
+                message = A_s
+                bytes_sent[party] = symmetric_bytes(d)
+            else:
+                with timings.measure(party, "partial-root"):
+                    P_s = partial_square_root(A_s, r)
+                bytes_sent[party] = FLOAT_BYTES * d * r
+            reports.append(mech.privacy(noise_added_by=party))
+            with timings.measure("aggregator", "aggregate"):
+                if self.variant == "full":
+                    A_c += message
+                else:
+                    A_c += P_s @ P_s.T
+        with timings.measure("aggregator", "aggregate"):
+            A_c /= len(parts)
+        with timings.measure("aggregator", "eigh"):
+            w, V = top_eigenpairs(A_c, k)
+        bytes_sent["aggregator"] = FLOAT_BYTES * d * k
+        if self.variant != "full":
+            params["n_intermediate"] = r
+        privacy = parallel_report(reports, mechanism="gaussian", noise_added_by="site",
+                                  notes="symmetric Gaussian (AG) noise on each A_s")
+        return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
+                         bytes_sent=bytes_sent, params=params)
+
+    def _pooled(self, parts: list[np.ndarray], k: int, src: Any, params: dict[str, Any]) -> PCAResult:
+        d = parts[0].shape[1]
+        timings = Timings(parallel_roles=("site",))
+        bytes_sent = {f"site:{s}": FLOAT_BYTES * X.size for s, X in enumerate(parts, start=1)}
+        with timings.measure("aggregator", "second-moment"):
+            X = np.vstack(parts)
+            A = second_moment(X)
+        mech = self._mechanism(X.shape[0])
+        with timings.measure("aggregator", "noise"):
+            A += symmetric_gaussian_matrix(d, mech.sigma, src)
+        with timings.measure("aggregator", "eigh"):
+            w, V = top_eigenpairs(A, k)
+        bytes_sent["aggregator"] = FLOAT_BYTES * d * k
+        privacy = mech.privacy(noise_added_by="aggregator",
+                               notes="pooled data at a trusted curator (sites send raw rows)")
+        return PCAResult(method="pooled", components=V, eigenvalues=w, privacy=privacy, timings=timings,
+                         bytes_sent=bytes_sent, params=params)
+
+    def _local(self, parts: list[np.ndarray], k: int, src: Any, params: dict[str, Any]) -> PCAResult:
+        i = check_int("site", self.site, minimum=0, maximum=len(parts) - 1)
+        X = parts[i]
+        d = X.shape[1]
+        party = f"site:{i + 1}"
+        timings = Timings(parallel_roles=("site",))
+        mech = self._mechanism(X.shape[0])
+        with timings.measure(party, "second-moment"):
+            A = second_moment(X)
+        with timings.measure(party, "noise"):
+            A += symmetric_gaussian_matrix(d, mech.sigma, src)
+        with timings.measure(party, "eigh"):
+            w, V = top_eigenpairs(A, k)
+        params["site"] = i
+        privacy = mech.privacy(noise_added_by=party, notes="one site's data only")
+        return PCAResult(method="local", components=V, eigenvalues=w, privacy=privacy, timings=timings,
+                         bytes_sent={party: FLOAT_BYTES * d * k}, params=params)
+
+
+def _run(variant: str, partitions: list[np.ndarray], n_components: int, epsilon: float, delta: float,
+         rng: Any, options: dict[str, Any]) -> PCAResult:
+    return DPDisPCA(n_components, epsilon, delta, variant=variant, rng=rng, **options).fit(partitions).result_
+
+
+def run_dpdispca(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
+                 rng: Any = None, **options: Any) -> PCAResult:
+    """Driver entry for ``"dpdispca"`` (options: ``n_intermediate``, ``calibration``, ``sensitivity_mode``)."""
+    return _run("partial-root", partitions, n_components, epsilon, delta, rng, options)
+
+
+def run_dpdispca_full(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
+                      rng: Any = None, **options: Any) -> PCAResult:
+    """Driver entry for ``"dpdispca-full"`` (sites send the full noisy ``A_hat_s``)."""
+    return _run("full", partitions, n_components, epsilon, delta, rng, options)
+
+
+def run_pooled(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
+               rng: Any = None, **options: Any) -> PCAResult:
+    """Driver entry for ``"pooled"`` (AG on the pooled data, sensitivity at N)."""
+    return _run("pooled", partitions, n_components, epsilon, delta, rng, options)
+
+
+def run_local(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
+              rng: Any = None, **options: Any) -> PCAResult:
+    """Driver entry for ``"local"`` (option ``site``, default 0: the first site alone)."""
+    return _run("local", partitions, n_components, epsilon, delta, rng, options)

@@ -1,0 +1,112 @@
+"""The common driver: registry, dispatch, validation, compare."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dpdpca import driver
+from dpdpca.data import clip_rows, make_covariance_data, partition
+from dpdpca.errors import DataError, ParameterError, ProtocolError
+from dpdpca.result import PCAResult
+
+PLAINTEXT = ["dpdispca", "dpdispca-full", "capepca", "conv", "local", "pooled", "private-local-pca", "nonprivate"]
+
+
+@pytest.fixture(scope="module")
+def parts():
+    X = make_covariance_data(600, 10, decay=2.0, rng=np.random.default_rng(11))
+    X = clip_rows(X / np.linalg.norm(X, axis=1).max())[0]
+    return partition(X, 3)
+
+
+def test_registry_names():
+    assert set(PLAINTEXT) | {"dpdpca"} == set(driver.METHODS)
+    assert driver.METHODS["dpdpca"] == "dpdpca.protocol.runner:run_pipeline"
+    assert set(PLAINTEXT) <= set(driver.available_methods())
+
+
+@pytest.mark.parametrize("method", PLAINTEXT)
+def test_every_plaintext_method_runs_through_the_driver(parts, method):
+    res = driver.run(method, parts, n_components=3, epsilon=2.0, delta=1e-5, rng=np.random.default_rng(0))
+    assert isinstance(res, PCAResult) and res.method == method
+    assert res.components.shape == (10, 3) and res.eigenvalues.shape == (3,)
+    np.testing.assert_allclose(res.components.T @ res.components, np.eye(3), atol=1e-10)
+    assert np.all(np.diff(res.eigenvalues) <= 0)
+    assert res.timings.total_s() > 0 and res.bytes_sent
+    json.dumps(res.to_dict(), allow_nan=True)
+
+
+def test_unknown_and_unavailable_methods(parts, monkeypatch):
+    with pytest.raises(ParameterError, match="method must be one of .* got 'pca'"):
+        driver.run("pca", parts, n_components=2, epsilon=1.0, delta=1e-5)
+    monkeypatch.setitem(driver.METHODS, "later", "dpdpca.no_such_module:fn")
+    with pytest.raises(ParameterError, match="method 'later' is not available: dpdpca.no_such_module:fn"):
+        driver.run("later", parts, n_components=2, epsilon=1.0, delta=1e-5)
+    assert "later" not in driver.available_methods()
+
+
+def test_pipeline_must_return_a_result(parts, monkeypatch):
+    import sys
+    import types
+
+    mod = types.ModuleType("dpdpca_fake_pipeline")
+    mod.fn = lambda partitions, **kw: "not a result"
+    monkeypatch.setitem(sys.modules, "dpdpca_fake_pipeline", mod)
+    monkeypatch.setitem(driver.METHODS, "fake", "dpdpca_fake_pipeline:fn")
+    with pytest.raises(ProtocolError, match="must return a PCAResult, got str"):
+        driver.run("fake", parts, n_components=2, epsilon=1.0, delta=1e-5)
+
+
+@pytest.mark.parametrize("method", ["dpdispca", "capepca", "private-local-pca", "nonprivate"])
+def test_validation_errors(parts, method):
+    kw = dict(n_components=2, epsilon=1.0, delta=1e-5)
+    with pytest.raises(ParameterError, match="n_components must be <= 10, got 11"):
+        driver.run(method, parts, **{**kw, "n_components": 11})
+    with pytest.raises(DataError, match=r"partitions\[1\] must have at least 1 row"):
+        driver.run(method, [parts[0], np.empty((0, 10))], **kw)
+    bad = parts[0].copy()
+    bad[3, 4] = np.nan
+    with pytest.raises(DataError, match="non-finite value in row 3"):
+        driver.run(method, [bad, parts[1]], **kw)
+    with pytest.raises(DataError, match="non-empty list"):
+        driver.run(method, [], **kw)
+
+
+@pytest.mark.parametrize("method", ["dpdispca", "capepca", "conv", "pooled", "local", "private-local-pca"])
+def test_budget_and_norm_errors(parts, method):
+    with pytest.raises(ParameterError, match="epsilon must be > 0, got -1.0"):
+        driver.run(method, parts, n_components=2, epsilon=-1.0, delta=1e-5)
+    with pytest.raises(ParameterError, match="delta must be in \\(0, 1\\), got 1.5"):
+        driver.run(method, parts, n_components=2, epsilon=1.0, delta=1.5)
+    with pytest.raises(DataError, match="L2 norm <= 1"):
+        driver.run(method, [p * 3 for p in parts], n_components=2, epsilon=1.0, delta=1e-5)
+    with pytest.raises(ParameterError, match="rng must be"):
+        driver.run(method, parts, n_components=2, epsilon=1.0, delta=1e-5, rng=42)
+
+
+def test_compare_summary(parts):
+    out = driver.compare(["nonprivate", "capepca", "local"], parts, n_components=3, epsilon=1.0, delta=1e-5,
+                         runs=3, rng=np.random.default_rng(5))
+    m = out["methods"]
+    assert m["nonprivate"]["captured_energy_ratio"] == pytest.approx(1.0, abs=1e-12)
+    assert m["nonprivate"]["std"] == pytest.approx(0.0, abs=1e-12)
+    assert m["nonprivate"]["privacy"]["epsilon"] == "inf"
+    for name in ("capepca", "local"):
+        assert 0 < m[name]["captured_energy_ratio"] <= 1.0 + 1e-12
+        assert len(m[name]["ratios"]) == 3 and m[name]["std"] >= 0
+        assert m[name]["privacy"]["epsilon"] == pytest.approx(1.0)
+        assert m[name]["time_s"] > 0
+    json.dumps(out, allow_nan=False)
+    with pytest.raises(ParameterError, match="runs must be >= 1, got 0"):
+        driver.compare(["nonprivate"], parts, n_components=2, epsilon=1.0, delta=1e-5, runs=0)
+    with pytest.raises(ParameterError, match="method must be one of"):
+        driver.compare(["nonprivate", "bogus"], parts, n_components=2, epsilon=1.0, delta=1e-5)
+
+
+def test_seeded_runs_are_reproducible(parts):
+    a = driver.run("capepca", parts, n_components=2, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(9))
+    b = driver.run("capepca", parts, n_components=2, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(9))
+    np.testing.assert_array_equal(a.components, b.components)
