@@ -92,7 +92,7 @@ def clip_rows(X: Any, max_norm: float = 1.0) -> tuple[np.ndarray, int]:
     Examples
     --------
     >>> Xc, n = clip_rows([[3.0, 4.0], [0.3, 0.4]])
-    >>> Xc.tolist(), n
+    >>> np.round(Xc, 12).tolist(), n
     ([[0.6, 0.8], [0.3, 0.4]], 1)
     """
     bound = check_positive("max_norm", max_norm)
