@@ -164,10 +164,9 @@ def _discrete_laplace_ints(t: int, s: int, size: int, src: NoiseSource) -> list[
             xs = _laplace_proposals_vec(t, need, src)
         else:
             xs = [_laplace_proposal_scalar(t, src) for _ in range(need)]
-        signs = src.random_bits(len(xs))
-        for i, x in enumerate(xs):
+        signs = (src.words((len(xs) + 63) // 64)[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
+        for x, neg in zip(xs, signs.ravel().tolist()):
             y = x // s
-            neg = (signs >> i) & 1
             if neg and y == 0:
                 continue  # reject so that 0 is not counted twice
             out.append(-y if neg else y)
