@@ -322,7 +322,9 @@ def proxy_aggregate_cmd(public_path: str, out_dir: str, quorum: int | None, work
 
     params = _load_public(public_path)
     with _Pool(workers) as pool:
-        proxy = Proxy(params, quorum=quorum if quorum is not None else len(shares), executor=pool)
+        # Default quorum: every share given (more than max_owners fail on receipt, naming the slot width).
+        proxy = Proxy(params, quorum=quorum if quorum is not None else min(len(shares), params.max_owners),
+                      executor=pool)
         for path in shares:
             proxy.receive_share(_read_bytes(path, "share"))
         request = proxy.close_collection()

@@ -1,0 +1,237 @@
+"""The protocol commands: the per-role file sequence as separate processes, ``dpdpca run``, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpdpca.cli import main
+
+KEY = ["--key-bits", "1024", "--insecure-test-key"]
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dpdpca.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def _rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    X = rng.normal(size=(n, d)) * np.array([3.0, 1.0, 0.5, 0.2][:d])
+    return 0.9 * X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("keys")
+    assert main(["keygen", "--out-dir", str(out), *KEY, "--max-owners", "3", "--max-rows-per-owner", "50"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def other_keys(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("other")
+    assert main(["keygen", "--out-dir", str(out), *KEY]) == 0
+    return out
+
+
+def _expect_error(capsys, argv: list[str], match: str, *, no_file: Path | None = None) -> None:
+    capsys.readouterr()
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.startswith("dpdpca: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert match in err, err
+    if no_file is not None:
+        assert not no_file.exists()
+        assert not any(p.name.startswith(f".{no_file.name}.") for p in no_file.parent.glob(".*"))
+
+
+def test_per_role_sequence_as_separate_processes(tmp_path):
+    """keygen -> owner share x3 -> proxy aggregate -> user reveal-count -> proxy finish -> user finish."""
+    rng = np.random.default_rng(0)
+    parts = [_rows(rng, n, 4) for n in (300, 120, 210)]
+    np.savetxt(tmp_path / "a.csv", parts[0], delimiter=",")
+    np.save(tmp_path / "b.npy", parts[1])
+    np.savetxt(tmp_path / "c.csv", parts[2], delimiter=",", header="w,x,y,z", comments="")
+    steps = [
+        ["keygen", "--out-dir", "keys", *KEY, "--max-owners", "3", "--max-rows-per-owner", "400"],
+        ["owner", "share", "--public", "keys/public.json", "--data", "a.csv", "--owner-id", "alice", "--out", "s1.msg"],
+        ["owner", "share", "--public", "keys/public.json", "--data", "b.npy", "--owner-id", "bob", "--out", "s2.msg"],
+        ["owner", "share", "--public", "keys/public.json", "--data", "c.csv", "--owner-id", "carol", "--out", "s3.msg"],
+        ["proxy", "aggregate", "--public", "keys/public.json", "--out-dir", "state", "s1.msg", "s2.msg", "s3.msg"],
+        ["user", "reveal-count", "--private", "keys/private.json", "state/count-request.msg", "--out", "count.msg"],
+        ["proxy", "finish", "--state", "state", "--count", "count.msg", "--epsilon", "100", "--delta", "1e-5",
+         "--out", "result.msg"],
+        ["user", "finish", "--private", "keys/private.json", "result.msg", "--components", "2", "--out", "pcs.npz"],
+    ]
+    for argv in steps:
+        proc = _cli(*argv, cwd=tmp_path)
+        assert proc.returncode == 0, (argv, proc.stderr)
+    assert stat.S_IMODE(os.stat(tmp_path / "keys" / "private.json").st_mode) == 0o600
+    assert "p" not in json.loads((tmp_path / "keys" / "public.json").read_text())
+    summary = json.loads(proc.stdout)
+    assert summary["n_rows"] == 630 and summary["components_shape"] == [4, 2]
+    with np.load(tmp_path / "pcs.npz", allow_pickle=False) as npz:
+        V = npz["components"]
+        privacy = json.loads(str(npz["privacy"]))
+    assert privacy["epsilon"] == 100 and privacy["neighbouring"] == "replace-one"
+    # epsilon = 100: the subspace is the non-private one of the centred pooled data
+    X = np.vstack(parts)
+    Xc = X - X.mean(axis=0)
+    U = np.linalg.eigh(Xc.T @ Xc)[1][:, ::-1][:, :2]
+    assert np.linalg.norm(U @ U.T - V @ V.T, 2) < 0.05
+    assert np.allclose(V.T @ V, np.eye(2), atol=1e-10)
+
+
+def test_run_json_out_and_verify(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", *KEY, "--json", "--verify", "--owners", "3", "--components", "3", "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    for key in ("components_shape", "captured_energy_ratio", "privacy", "timings", "bytes_sent"):
+        assert key in summary
+    assert summary["components_shape"] == [64, 3] and summary["n_rows"] == 1797
+    assert summary["verify"]["max_abs_integer_error"] == 0
+    assert 0.0 < summary["captured_energy_ratio"] <= 1.0
+    assert {"epsilon", "delta", "mechanism", "sigma", "sensitivity", "neighbouring"} <= set(summary["privacy"])
+    assert set(summary["bytes_sent"]) == {"owner:1", "owner:2", "owner:3", "proxy", "user"}
+    assert summary["timings"]["critical_path_s"] <= summary["timings"]["total_s"]
+    with np.load(out / "components.npz", allow_pickle=False) as npz:
+        assert npz["components"].shape == (64, 3)
+    assert json.loads((out / "result.json").read_text())["n_rows"] == 1797
+
+
+def test_run_human_summary_with_processes(tmp_path, capsys):
+    data = tmp_path / "x.npy"
+    np.save(data, _rows(np.random.default_rng(1), 40, 4))
+    assert main(["run", *KEY, "--data", str(data), "--owners", "2", "--components", "2", "--processes",
+                 "--verify", "--epsilon", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "captured energy ratio" in text and "owner:2" in text and "proxy" in text
+    assert "integer domain = 0" in text
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--epsilon", "0"], "epsilon must be > 0"),
+    (["--epsilon", "nan"], "epsilon must be finite"),
+    (["--delta", "1"], "delta must be in (0, 1)"),
+    (["--delta", "0"], "delta must be in (0, 1)"),
+    (["--components", "0"], "components must be >= 1"),
+    (["--components", "65"], "components must be <= 64"),
+    (["--owners", "0"], "owners must be >= 1"),
+    (["--kappa", "20"], "kappa must be >= 40"),
+    (["--key-bits", "1024"], "2048"),
+])
+def test_run_rejects_out_of_range_parameters(tmp_path, capsys, argv, match):
+    extra = [] if "--key-bits" in argv else KEY
+    _expect_error(capsys, ["run", *extra, *argv, "--out", str(tmp_path / "o")], match,
+                  no_file=tmp_path / "o" / "result.json")
+
+
+def test_run_rejects_bad_data_files(tmp_path, capsys):
+    nan = tmp_path / "nan.csv"
+    nan.write_text("0.1,0.2\n0.3,nan\n")
+    _expect_error(capsys, ["run", *KEY, "--data", str(nan), "--owners", "1", "--components", "1",
+                           "--out", str(tmp_path / "o")], "finite", no_file=tmp_path / "o" / "result.json")
+    inf = tmp_path / "inf.npy"
+    np.save(inf, np.array([[0.1, np.inf]]))
+    _expect_error(capsys, ["run", *KEY, "--data", str(inf), "--owners", "1", "--components", "1"], "finite")
+    big = tmp_path / "big.npy"
+    np.save(big, np.array([[0.1, 0.2], [1.0, 1.0]]))
+    _expect_error(capsys, ["run", *KEY, "--data", str(big), "--owners", "1", "--components", "1", "--no-clip",
+                           "--out", str(tmp_path / "o")], "norm <= 1", no_file=tmp_path / "o" / "components.npz")
+    _expect_error(capsys, ["run", *KEY, "--data", str(big), "--owners", "3", "--components", "1"], "n_sites")
+    _expect_error(capsys, ["run", *KEY, "--owners", "3", "--max-owners", "2", "--components", "1"], "max_owners=2")
+
+
+def _share(keys: Path, tmp: Path, X: np.ndarray, oid: str, *extra: str) -> Path:
+    data = tmp / f"{oid}.npy"
+    np.save(data, X)
+    out = tmp / f"{oid}.msg"
+    assert main(["owner", "share", "--public", str(keys / "public.json"), "--data", str(data), "--owner-id", oid,
+                 "--out", str(out), *extra]) == 0
+    return out
+
+
+def test_owner_share_bad_input(keys, tmp_path, capsys):
+    pub = str(keys / "public.json")
+    out = tmp_path / "share.msg"
+    cases = [("nan.csv", "0.1,0.2\nnan,0.1\n", "finite"), ("inf.csv", "0.1,inf\n", "finite"),
+             ("empty.csv", "", "at least one row")]
+    for name, text, match in cases:
+        (tmp_path / name).write_text(text)
+        _expect_error(capsys, ["owner", "share", "--public", pub, "--data", str(tmp_path / name), "--owner-id", "1",
+                               "--out", str(out)], match, no_file=out)
+    np.save(tmp_path / "big.npy", np.array([[0.8, 0.7]]))
+    _expect_error(capsys, ["owner", "share", "--public", pub, "--data", str(tmp_path / "big.npy"), "--owner-id", "1",
+                           "--out", str(out), "--no-clip"], "norm <= 1", no_file=out)
+    np.save(tmp_path / "many.npy", np.zeros((51, 2)))
+    _expect_error(capsys, ["owner", "share", "--public", pub, "--data", str(tmp_path / "many.npy"), "--owner-id",
+                           "1", "--out", str(out)], "max_rows_per_owner=50", no_file=out)
+    np.save(tmp_path / "ok.npy", np.zeros((2, 2)))
+    _expect_error(capsys, ["owner", "share", "--public", pub, "--data", str(tmp_path / "ok.npy"), "--owner-id",
+                           "not ok", "--out", str(out)], "owner_id", no_file=out)
+
+
+def test_proxy_aggregate_bad_shares(keys, other_keys, tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    pub = str(keys / "public.json")
+    s1 = _share(keys, tmp_path, _rows(rng, 5, 3), "1")
+    s2 = _share(keys, tmp_path, _rows(rng, 5, 3), "2")
+    s3 = _share(keys, tmp_path, _rows(rng, 5, 3), "3")
+    s4 = _share(keys, tmp_path, _rows(rng, 5, 3), "4")
+    s4d = _share(keys, tmp_path, _rows(rng, 5, 4), "d4")
+    foreign = _share(other_keys, tmp_path, _rows(rng, 5, 3), "f")
+    truncated = tmp_path / "trunc.msg"
+    truncated.write_bytes(s1.read_bytes()[:-100])
+    tampered = tmp_path / "tamper.msg"
+    raw = bytearray(s1.read_bytes())
+    raw[200] ^= 1
+    tampered.write_bytes(bytes(raw))
+    state = tmp_path / "state"
+    for shares, match in [([s1, s1], "duplicate or replayed"), ([s1, s4d], "d=3 features, got d=4"),
+                          ([s1, foreign], "key_fingerprint"), ([s1, truncated], "digest"),
+                          ([s1, tampered], "digest"), ([s1, s2, s3, s4], "max_owners=3")]:
+        _expect_error(capsys, ["proxy", "aggregate", "--public", pub, "--out-dir", str(state),
+                               *map(str, shares)], match, no_file=state / "count-request.msg")
+    assert not (state / "state.msg").exists()
+
+
+def test_user_and_proxy_finish_bad_input(keys, other_keys, tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    shares = [_share(keys, tmp_path, _rows(rng, 6, 3), oid) for oid in ("1", "2")]
+    state = tmp_path / "state"
+    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), "--out-dir", str(state),
+                 *map(str, shares)]) == 0
+    request = state / "count-request.msg"
+    count = tmp_path / "count.msg"
+    _expect_error(capsys, ["user", "reveal-count", "--private", str(other_keys / "private.json"), str(request),
+                           "--out", str(count)], "key_fingerprint", no_file=count)
+    _expect_error(capsys, ["user", "reveal-count", "--private", str(keys / "public.json"), str(request),
+                           "--out", str(count)], "private key", no_file=count)
+    assert main(["user", "reveal-count", "--private", str(keys / "private.json"), str(request),
+                 "--out", str(count)]) == 0
+    result = tmp_path / "result.msg"
+    base = ["proxy", "finish", "--state", str(state), "--count", str(count), "--out", str(result)]
+    _expect_error(capsys, base + ["--epsilon", "-1", "--delta", "1e-5"], "epsilon must be > 0", no_file=result)
+    _expect_error(capsys, base + ["--epsilon", "1", "--delta", "2"], "delta must be in (0, 1)", no_file=result)
+    _expect_error(capsys, base + ["--epsilon", "1e-4", "--delta", "1e-5"], "noise fits the declared allowance",
+                  no_file=result)
+    assert main(base + ["--epsilon", "1", "--delta", "1e-5"]) == 0
+    pcs = tmp_path / "pcs.npz"
+    fin = ["user", "finish", "--private", str(keys / "private.json"), str(result), "--out", str(pcs)]
+    _expect_error(capsys, fin + ["--components", "0"], "n_components must be >= 1", no_file=pcs)
+    _expect_error(capsys, fin + ["--components", "4"], "n_components must be <= 3", no_file=pcs)
+    bad = tmp_path / "bad.msg"
+    bad.write_bytes(result.read_bytes()[:-1])
+    _expect_error(capsys, ["user", "finish", "--private", str(keys / "private.json"), str(bad), "--out", str(pcs),
+                           "--components", "1"], "digest", no_file=pcs)
+    _expect_error(capsys, ["user", "finish", "--private", str(keys / "private.json"), str(request), "--out",
+                           str(pcs), "--components", "1"], "MASKED_RESULT", no_file=pcs)

@@ -1,0 +1,108 @@
+"""The DPDPCA estimator, the common-driver entry point, transports and a 2048-bit run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpdpca.errors import DataError, ProtocolError
+from dpdpca.protocol import DPDPCA, FileTransport, run_protocol
+
+SMALL = dict(key_bits=768, insecure_test_key=True)
+
+
+def _data(seed: int, sizes=(40, 25, 35), d: int = 6) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    scales = np.linspace(2.0, 0.2, d)
+    parts = []
+    for n in sizes:
+        X = rng.normal(size=(n, d)) * scales + 0.3
+        parts.append(0.95 * X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0))
+    return parts
+
+
+def _top_subspace(parts, k):
+    X = np.vstack(parts)
+    Xc = X - X.mean(axis=0)
+    return np.linalg.eigh(Xc.T @ Xc)[1][:, ::-1][:, :k]
+
+
+def test_fit_returns_self_with_sklearn_attributes_and_copies_input():
+    parts = _data(0)
+    before = [p.copy() for p in parts]
+    est = DPDPCA(n_components=3, epsilon=2.0, delta=1e-6, **SMALL)
+    assert est.fit(parts) is est
+    assert all(np.array_equal(a, b) for a, b in zip(parts, before))
+    assert est.components_.shape == (6, 3) and est.n_features_in_ == 6
+    assert np.allclose(est.components_.T @ est.components_, np.eye(3), atol=1e-10)
+    assert np.all(np.diff(est.explained_variance_) <= 0)
+    assert np.allclose(est.explained_variance_, est.result_.eigenvalues / 99)
+    assert est.privacy_.epsilon == 2.0 and est.privacy_.mechanism == "discrete-gaussian"
+    assert {"owner:1", "owner:2", "owner:3", "proxy", "user"} == set(est.bytes_sent_)
+    parties = est.timings_.to_dict()["parties"]
+    assert {"quantize", "encrypt"} <= set(parties["owner:2"]) and "mask" in parties["proxy"]
+    assert est.timings_.critical_path_s() < est.timings_.total_s()
+    assert est.transform(parts[0]).shape == (40, 3)
+    assert est.get_params()["n_components"] == 3
+
+
+def test_high_epsilon_recovers_the_non_private_subspace():
+    from dpdpca.metrics import captured_energy_ratio
+
+    parts = _data(1, sizes=(300, 200, 250))
+    est = DPDPCA(n_components=2, epsilon=100.0, **SMALL).fit(parts)
+    U = _top_subspace(parts, 2)
+    V = est.components_
+    assert np.linalg.norm(U @ U.T - V @ V.T, 2) < 0.05
+    assert captured_energy_ratio(V, np.vstack(parts), center=True) > 0.999
+
+
+def test_transform_errors():
+    with pytest.raises(ProtocolError, match="follow fit"):
+        DPDPCA(n_components=1).transform(np.zeros((2, 2)))
+    est = DPDPCA(n_components=1, **SMALL).fit(_data(2, sizes=(5,), d=3))
+    with pytest.raises(DataError, match="3 features"):
+        est.transform(np.zeros((2, 4)))
+
+
+def test_driver_runs_the_protocol_by_name():
+    from dpdpca.driver import run
+
+    result = run("dpdpca", _data(3), n_components=2, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(0), **SMALL)
+    assert result.method == "dpdpca" and result.components.shape == (6, 2)
+    assert result.privacy.neighbouring == "replace-one"
+
+
+def test_file_transport_carries_the_same_protocol(tmp_path, make_user):
+    parts = _data(4, sizes=(6, 7))
+    net = FileTransport(tmp_path / "mail")
+    run = run_protocol(parts, n_components=1, user=make_user(), transport=net, verify=True, **SMALL)
+    assert run.verify["max_abs_integer_error"] == 0
+    assert list((tmp_path / "mail").glob("*/*.msg")) == []  # every message was consumed
+    assert net.bytes_sent["owner:1"] > 0 and net.bytes_sent["user"] > 0
+
+
+def test_processes_dropout_and_verify():
+    parts = _data(5, sizes=(8, 9, 10, 11))
+    run = run_protocol(parts, n_components=2, processes=True, verify=True, absent_owners=[1], quorum=3,
+                       deadline_s=30.0, **SMALL)
+    assert run.verify["max_abs_integer_error"] == 0
+    assert sorted(run.owners_present) == ["1", "3", "4"] and run.result.extra["n_rows"] == 29
+    assert set(run.result.bytes_sent) == {"owner:1", "owner:3", "owner:4", "proxy", "user"}
+
+
+def test_processes_report_a_party_error_as_one_line():
+    parts = _data(6, sizes=(4, 4))
+    parts[1] = parts[1] * 10  # rows of norm > 1 with clipping off
+    with pytest.raises(DataError, match="norm <= 1 with clipping off"):
+        run_protocol(parts, n_components=1, processes=True, clip=False, **SMALL)
+
+
+@pytest.mark.slow
+def test_end_to_end_with_a_2048_bit_key():
+    parts = _data(7, sizes=(300, 300), d=8)
+    est = DPDPCA(n_components=2, epsilon=100.0, key_bits=2048).fit(parts)
+    assert est.result_.params["key_bits"] == 2048
+    assert est.result_.params["slots"] >= 10  # many slots per 2048-bit plaintext
+    U = _top_subspace(parts, 2)
+    assert np.linalg.norm(U @ U.T - est.components_ @ est.components_.T, 2) < 0.05
