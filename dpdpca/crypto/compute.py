@@ -119,10 +119,16 @@ def power_task(modulus: int, width: int, ciphertexts: bytes, exponents: list[int
 
 
 def powers(cs: Sequence[bk.mpz], exponents: Sequence[int], modulus: int) -> list[bk.mpz]:
-    """``c_i ** e_i mod modulus``; one shared exponent goes through one C call."""
-    if len(set(exponents)) == 1 and exponents[0] >= 0:
-        return bk.powmod_base_list(cs, exponents[0], modulus)
-    return [bk.powmod(c, e, modulus) for c, e in zip(cs, exponents)]
+    """``c_i ** e_i mod modulus``; each run of equal exponents goes through one C call."""
+    out: list[bk.mpz] = []
+    start = 0
+    while start < len(cs):
+        stop = start + 1
+        while stop < len(cs) and exponents[stop] == exponents[start]:
+            stop += 1
+        out.extend(bk.powmod_base_list(cs[start:stop], exponents[start], modulus))
+        start = stop
+    return out
 
 
 def packed_power_task(modulus: int, width: int, base: bytes, slot_bits: int,

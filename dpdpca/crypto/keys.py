@@ -180,9 +180,14 @@ class PublicKey:
         for i, m in enumerate(plaintexts):
             if not 0 <= m < n:
                 raise OverflowRiskError(f"plaintext[{i}] must be in [0, n), got {int(m)}")
-        factors = self.random_factors(len(plaintexts), method=method,
-                                      _test_randomness=_test_randomness)
-        return self.raw_encrypt_with(plaintexts, factors)
+        out: list[bk.mpz] = []
+        block = 256  # bounded memory for the randomizers of a large batch
+        for start in range(0, len(plaintexts), block):
+            part = plaintexts[start:start + block]
+            rand = None if _test_randomness is None else (lambda i, s=start: _test_randomness(s + i))
+            out.extend(self.raw_encrypt_with(part, self.random_factors(len(part), method=method,
+                                                                       _test_randomness=rand)))
+        return out
 
     def raw_encrypt_with(self, plaintexts: Sequence[int], factors: Sequence[bk.mpz]) -> list[bk.mpz]:
         """``(1 + m n) * f mod n**2`` computed as ``f + n * (m f mod n)`` (checked ``m`` only)."""

@@ -62,11 +62,9 @@ def upper_triangle_flatten(matrix: Any) -> np.ndarray:
     arr = np.asarray(matrix)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
         raise param_error("matrix", "square (d, d)", f"shape {arr.shape}")
-    d = arr.shape[0]
-    rows = arr.tolist()
-    flat = [v for i in range(d) for v in rows[i][i:]]
-    out = np.empty(len(flat), dtype=object)
-    out[:] = as_int_list("matrix", flat)
+    upper = arr[np.triu_indices(arr.shape[0])]  # row-major i <= j
+    out = np.empty(upper.shape[0], dtype=object)
+    out[:] = as_int_list("matrix", upper)
     return out
 
 
