@@ -27,7 +27,7 @@ from typing import Any
 from dpdpca._io import atomic_write_json
 from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import _backend as bk
-from dpdpca.errors import InsecureKeyError, MessageError, OverflowRiskError
+from dpdpca.errors import InsecureKeyError, MessageError, OverflowRiskError, ParameterError
 
 __all__ = [
     "MIN_SECURE_BITS",
@@ -248,7 +248,7 @@ def derive_hs(n: int, x: int | None = None) -> bk.mpz:
     if x is None:
         x = bk.random_unit(n)
     elif bk.gcd(x, n) != 1:
-        raise param_error("x", "a unit modulo n", int(x))
+        raise ParameterError("x must be a unit modulo n, got a non-unit")
     n2 = n * n
     return (n2 - bk.powmod(x, 2 * n, n2)) % n2
 
@@ -348,9 +348,11 @@ def keypair_from_primes(p: int, q: int, *, insecure_test_key: bool = False,
     for name, v in (("p", p), ("q", q)):
         check_int(name, v, minimum=3)
         if v % 4 != 3 or not bk.is_probable_prime(v):
-            raise param_error(name, "a prime congruent to 3 mod 4", int(v))
+            # Never echo a (possibly secret) prime candidate into an error message.
+            raise ParameterError(f"{name} must be a prime congruent to 3 mod 4, "
+                                 f"got a {int(v).bit_length()}-bit integer that is not")
     if p == q:
-        raise param_error("q", "different from p", int(q))
+        raise ParameterError("q must be different from p, got p == q")
     n = bk.mpz(p) * q
     _check_size(n.bit_length(), insecure_test_key)
     x = None if _test_randomness is None else _test_randomness()
