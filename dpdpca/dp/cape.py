@@ -23,11 +23,16 @@ generator draws i.i.d. ``e_hat_s ~ N(0, tau_e^2 S/(S-1))`` and centres them
 (``e_s = e_hat_s - mean``, variance ``(1 - 1/S) tau_e^2 S/(S-1) = tau_e^2``).  It then
 rounds the first ``S - 1`` terms to a common power-of-two grid ``q`` (about
 ``2^-50`` times the largest term, so the change is far below the noise scale) and
-sets the last term to minus their sum.  All terms and all partial sums are
+sets the last term to minus their sum (:func:`exact_zero_sum`).  All terms and all partial sums are
 multiples of ``q`` below ``2^53 q``, so float64 addition is exact and
 ``sum_s E_s == 0`` holds **exactly, in any summation order**.  With unequal
 weights (§III-A) ``e_S = -(1/mu_S) sum_{s<S} mu_s e_s``; ``sum mu_s e_s`` is then zero
 up to float64 rounding of the products (documented, not exact).
+
+**Unequal sites.**  The printed §III-A closed form (``method="paper"``) is
+often infeasible (with ``mu_s = N_s/N`` and equal budgets it needs ``S <= 3``);
+the default ``method="projection"`` is our generalisation of eq. (2) that is
+feasible whenever CAPE can help, see :meth:`CapeNoisePlan.unequal`.
 
 References
 ----------
@@ -111,7 +116,11 @@ class CapeNoisePlan:
     tau_c2 : float
         Target variance of the aggregator's estimate (pooled-data level).
     scheme : str
-        ``"equal"`` (eq. (2)) or ``"unequal"`` (§III-A closed form).
+        ``"equal"`` (eq. (2)), ``"projection"`` (our generalisation, the default for
+        unequal sites) or ``"paper"`` (the §III-A closed form).
+    e_proposal, e_coupling : tuple of float
+        For ``"projection"``: the generator draws ``e_hat_s ~ N(0, e_proposal[s])``
+        and sets ``e_s = e_hat_s - e_coupling[s] * sum_j mu_j e_hat_j``.
     """
 
     tau_s2: tuple[float, ...]
@@ -121,6 +130,8 @@ class CapeNoisePlan:
     tau_g2: tuple[float, ...]
     tau_c2: float
     scheme: str
+    e_proposal: tuple[float, ...] = field(default=())
+    e_coupling: tuple[float, ...] = field(default=())
     epsilons: tuple[float, ...] = field(default=())
     deltas: tuple[float, ...] = field(default=())
     sensitivities: tuple[float, ...] = field(default=())
@@ -162,21 +173,42 @@ class CapeNoisePlan:
 
     @classmethod
     def unequal(cls, *, site_taus: Sequence[float], weights: Sequence[float], tau_c: float,
-                **meta: Any) -> "CapeNoisePlan":
-        r"""Unequal privacy / sample sizes (§III-A closed form).
+                method: str = "projection", **meta: Any) -> "CapeNoisePlan":
+        r"""Unequal privacy / sample sizes (§III-A): per-site ``tau_s``, weights ``mu_s``, target ``tau_c``.
 
-        With ``D = tau_c^2 - sum_{s<S} mu_s^2 tau_s^2``:
+        ``method="projection"`` (default, ours; always feasible when CAPE can help)
+            With ``C = sum_s mu_s^2 tau_s^2`` (the conventional scheme's variance),
+            ``lambda = tau_c^2 / C`` (needs ``lambda <= 1``) and shares
+            ``p_s = mu_s^2 tau_s^2 / C``:
 
-        * ``tau_gS^2 = tau_S^2/2 + D/(2 mu_S^2)``, ``tau_eS^2 = tau_fS^2 = tau_S^2/2 - D/(2 mu_S^2)``;
-        * for ``s < S``: ``tau_es^2 = tau_fs^2 = mu_S^2 tau_eS^2 / ((S-1) mu_s^2)`` and
-          ``tau_gs^2 = tau_s^2 - tau_es^2``.
+            * ``tau_gs^2 = lambda tau_s^2`` so ``sum mu_s^2 tau_gs^2 = tau_c^2``;
+            * ``tau_fs^2 = (1 - lambda) tau_s^2``;
+            * the generator draws ``e_hat_s ~ N(0, kappa tau_s^2)`` with
+              ``kappa = (1 - lambda)/(1 - max_s p_s)`` and sets
+              ``e_s = e_hat_s - c_s sum_j mu_j e_hat_j``, ``c_s = mu_s tau_s^2 / C``.
+              Then ``sum_s mu_s e_s = 0`` and
+              ``tau_es^2 = kappa tau_s^2 (1 - p_s) >= (1 - lambda) tau_s^2``.
 
-        (The printed paper has ``mu_S^2 (S-1)`` in the ``s < S`` denominator; the
-        relation ``sum_{s<S} mu_s^2 tau_es^2 = mu_S^2 tau_eS^2`` it is derived from
-        requires ``mu_s^2 (S-1)``, which we use.)  Then
-        ``sum_s mu_s^2 tau_gs^2 = tau_c^2`` exactly, and both privacy constraints hold
-        with equality.  The closed form is not always feasible (e.g. equal sites
-        with S >= 4 make ``tau_gS^2 < 0``): :class:`InfeasibleError` then.
+            For equal sites (``mu_s = 1/S``, equal ``tau_s``) this is exactly eq. (2):
+            ``lambda = 1/S``, ``kappa = 1``, ``e_s = e_hat_s - mean(e_hat)``.
+
+        ``method="paper"`` (the printed closed form; site S closes the sum)
+            With ``D = tau_c^2 - sum_{s<S} mu_s^2 tau_s^2``:
+            ``tau_gS^2 = tau_S^2/2 + D/(2 mu_S^2)``, ``tau_eS^2 = tau_fS^2 = tau_S^2/2 - D/(2 mu_S^2)``;
+            for ``s < S``: ``tau_es^2 = tau_fs^2 = mu_S^2 tau_eS^2 / ((S-1) mu_s^2)``,
+            ``tau_gs^2 = tau_s^2 - tau_es^2``; ``e_S = -(1/mu_S) sum_{s<S} mu_s e_s``.
+            (The printed ``s < S`` denominator reads ``mu_S^2 (S-1)``; the relation
+            ``sum_{s<S} mu_s^2 tau_es^2 = mu_S^2 tau_eS^2`` it comes from requires
+            ``mu_s^2 (S-1)``, used here.)  This form is often infeasible: with
+            ``mu_s = N_s/N`` and equal epsilon it gives ``tau_gS^2 = (3 - S) tau_S^2 / 2``,
+            negative for ``S >= 4`` even though eq. (2) works; :class:`InfeasibleError`.
+
+        Raises
+        ------
+        InfeasibleError
+            If a variance would be negative or a privacy constraint fails.
+        ParameterError
+            Bad lengths, weights not summing to 1, non-positive taus.
         """
         taus = [check_positive("site_taus[i]", v) for v in site_taus]
         mus = [check_nonnegative("weights[i]", v) for v in weights]
@@ -187,10 +219,28 @@ class CapeNoisePlan:
             raise param_error("weights", f"of length {s} like site_taus", len(mus))
         if abs(math.fsum(mus) - 1.0) > 1e-9:
             raise param_error("weights", "summing to 1", math.fsum(mus))
-        if mus[-1] == 0:
-            raise param_error("weights[-1]", "> 0 (the last site closes sum mu_s e_s = 0)", mus[-1])
+        if method not in ("projection", "paper"):
+            raise param_error("method", "'projection' or 'paper'", method)
         tc2 = check_positive("tau_c", tau_c) ** 2
         t2 = [v * v for v in taus]
+        if method == "projection":
+            conv = math.fsum(mus[i] ** 2 * t2[i] for i in range(s))
+            lam = tc2 / conv
+            if lam > 1.0:
+                raise InfeasibleError(f"tau_c^2 must be <= sum mu_s^2 tau_s^2 = {conv!r} (CAPE cannot add "
+                                      f"noise beyond the conventional scheme), got {tc2!r}")
+            shares = [mus[i] ** 2 * t2[i] / conv for i in range(s)]
+            if max(shares) >= 1.0:
+                raise InfeasibleError(f"weights must give at least two sites a share of the noise, got shares {shares}")
+            kappa = (1.0 - lam) / (1.0 - max(shares))
+            e = [kappa * t2[i] * (1.0 - shares[i]) for i in range(s)]
+            f = [(1.0 - lam) * t2[i] for i in range(s)]
+            g = [lam * t2[i] for i in range(s)]
+            return cls(tau_s2=tuple(t2), weights=tuple(mus), tau_e2=tuple(e), tau_f2=tuple(f), tau_g2=tuple(g),
+                       tau_c2=tc2, scheme="projection", e_proposal=tuple(kappa * v for v in t2),
+                       e_coupling=tuple(mus[i] * t2[i] / conv for i in range(s)), **meta)
+        if mus[-1] == 0:
+            raise param_error("weights[-1]", "> 0 (the last site closes sum mu_s e_s = 0)", mus[-1])
         d = tc2 - math.fsum(mus[i] ** 2 * t2[i] for i in range(s - 1))
         e_last = t2[-1] / 2 - d / (2 * mus[-1] ** 2)
         g_last = t2[-1] / 2 + d / (2 * mus[-1] ** 2)
@@ -201,20 +251,25 @@ class CapeNoisePlan:
             e.append(mus[-1] ** 2 * e_last / ((s - 1) * mus[i] ** 2))
         e.append(e_last)
         g = [t2[i] - e[i] for i in range(s - 1)] + [g_last]
+        # a value that is zero in exact arithmetic may come out as -1e-21: clamp at the rounding level
+        e = [0.0 if -_REL_TOL * t2[i] < e[i] < 0 else e[i] for i in range(s)]
+        g = [0.0 if -_REL_TOL * t2[i] < g[i] < 0 else g[i] for i in range(s)]
         return cls(tau_s2=tuple(t2), weights=tuple(mus), tau_e2=tuple(e), tau_f2=tuple(e), tau_g2=tuple(g),
-                   tau_c2=tc2, scheme="unequal", **meta)
+                   tau_c2=tc2, scheme="paper", **meta)
 
     @classmethod
     def from_budgets(cls, *, epsilons: Sequence[float], deltas: Sequence[float], sizes: Sequence[int],
                      sensitivity_numerator: float = 1.0, weights: Sequence[float] | None = None,
-                     calibration: str = "analytic", neighbouring: str = REPLACE_ONE) -> "CapeNoisePlan":
+                     calibration: str = "analytic", neighbouring: str = REPLACE_ONE,
+                     method: str = "projection") -> "CapeNoisePlan":
         """Plan from per-site budgets: ``tau_s = calibrate(eps_s, delta_s, Delta/N_s)``.
 
         ``sensitivity_numerator`` is ``Delta`` in a per-site sensitivity ``Delta/N_s``
         (e.g. ``sqrt(2)`` for a second-moment matrix under replace-one, see
         :func:`dpdpca.dp.sensitivity.second_moment_sensitivity`).  Weights default to
         ``N_s/N``; the target is the pooled level ``tau_c = calibrate(min eps, min delta,
-        Delta/N)``.  Equal budgets, sizes and weights give the equal-sites scheme.
+        Delta/N)``.  Equal budgets, sizes and weights give the equal-sites scheme;
+        otherwise :meth:`unequal` with ``method``.
         """
         eps = [check_positive("epsilons[i]", v) for v in epsilons]
         dels = [check_open_unit("deltas[i]", v) for v in deltas]
@@ -233,7 +288,7 @@ class CapeNoisePlan:
             return cls.equal(n_sites=len(ns), tau_s=taus[0], **meta)
         tau_c = calibrate_gaussian(epsilon=min(eps), delta=min(dels), sensitivity=num / total,
                                    calibration=calibration)
-        return cls.unequal(site_taus=taus, weights=mus, tau_c=tau_c, **meta)
+        return cls.unequal(site_taus=taus, weights=mus, tau_c=tau_c, method=method, **meta)
 
     # -- public numbers -------------------------------------------------------
     @property
@@ -253,8 +308,17 @@ class CapeNoisePlan:
 
     @property
     def gain(self) -> float:
-        """``conventional_variance / aggregator_noise_variance`` (Proposition 1's G(n))."""
+        """``conventional_variance / aggregator_noise_variance``: CAPE's gain at the same weights."""
         return self.conventional_variance / self.aggregator_noise_variance
+
+    @property
+    def gain_over_unweighted_average(self) -> float:
+        """Proposition 1's ``G(n) = tau_ag^2 / tau_c^2`` with ``tau_ag^2 = sum_s tau_s^2 / S^2``.
+
+        For ``tau_s = c/N_s`` and ``mu_s = N_s/N`` this is ``N^2/S^2 sum_s 1/N_s^2``
+        (:func:`cape_gain`).
+        """
+        return math.fsum(self.tau_s2) / self.n_sites ** 2 / self.aggregator_noise_variance
 
     # -- draws, one method per party -------------------------------------------
     def _draw(self, variances: Sequence[float], shape: Any, symmetric: bool, rng: Any) -> list[np.ndarray]:
@@ -278,23 +342,30 @@ class CapeNoisePlan:
         return symmetric_from_upper(row, d) if d is not None else row.reshape(shape)
 
     def noise_generator_terms(self, shape: Any = 1, *, symmetric: bool = False, rng: Any = None) -> list[np.ndarray]:
-        """The noise generator's ``E_1..E_S``, with ``sum_s mu_s E_s = 0`` (exactly 0 for equal weights).
+        """The noise generator's ``E_1..E_S``, with ``sum_s mu_s E_s = 0``.
+
+        Exactly 0 in float64 (any summation order) when all weights are equal;
+        otherwise zero up to float64 rounding.
 
         ``symmetric=True`` (shape (d, d)): i.i.d. upper triangles, mirrored.
         """
         count, out_shape, d = self._geometry(shape, symmetric)
         src = resolve_source(rng)
         s = self.n_sites
-        if len(set(self.weights)) == 1 and len(set(self.tau_e2)) == 1:
-            scale = math.sqrt(self.tau_e2[0] * s / (s - 1))
-            raw = src.standard_normal((s, count)) * scale
-            rows = exact_zero_sum(raw - raw.mean(axis=0, keepdims=True))
-        else:
+        mus = np.asarray(self.weights)
+        if self.scheme == "equal":
+            raw = src.standard_normal((s, count)) * math.sqrt(self.tau_e2[0] * s / (s - 1))
+            rows = raw - raw.mean(axis=0, keepdims=True)
+        elif self.scheme == "projection":
+            raw = src.standard_normal((s, count)) * np.sqrt(np.asarray(self.e_proposal))[:, None]
+            rows = raw - np.asarray(self.e_coupling)[:, None] * (mus[:, None] * raw).sum(axis=0, keepdims=True)
+        else:  # paper: the last site closes the weighted sum
             rows = np.empty((s, count))
             for i in range(s - 1):
                 rows[i] = src.standard_normal(count) * math.sqrt(self.tau_e2[i])
-            mus = np.asarray(self.weights)
             rows[-1] = -(mus[:-1, None] * rows[:-1]).sum(axis=0) / mus[-1]
+        if np.all(mus == mus[0]):
+            rows = exact_zero_sum(rows)  # equal weights: sum_s E_s == 0 exactly in float64
         return [self._shape(rows[i], out_shape, d) for i in range(s)]
 
     def aggregator_terms(self, shape: Any = 1, *, symmetric: bool = False, rng: Any = None) -> list[np.ndarray]:
