@@ -477,7 +477,8 @@ class Proxy:
                                                                               executor=self.executor)
             plain = [b[i] * b[j] + g for (i, j), g in zip(_upper_pairs(d), noise)]
             r2 = sum_arrays([enc_nr, term1, term2], executor=self.executor).add_plain(plain, plain_bound=bound_b * bound_b + p.noise_allowance)
-            v2 = agg["v"].add_plain(b, plain_bound=bound_b)
+            # v' travels packed: the windows starting at 0, slots, 2*slots, ... tile v.
+            v2 = agg["vwin"].select(list(range(0, d, slots))).add_plain(b, plain_bound=bound_b)
 
         tv = mask_tv_bound(d, n, frac_bits=f, kappa=p.kappa)
         base = mech.privacy(noise_added_by="proxy")
