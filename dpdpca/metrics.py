@@ -167,14 +167,17 @@ def subspace_distance(U: Any, V: Any, *, norm: str = "spectral") -> float:
     """
     A = _components(U, name="U")
     B = _components(V, A.shape[0], name="V")
-    s = np.linalg.svd(A.T @ B, compute_uv=False)
+    C = A.T @ B
     if norm == "frobenius":
-        return float(np.sqrt(max(0.0, A.shape[1] + B.shape[1] - 2.0 * float(np.sum(s ** 2)))))
+        # ||AA^T - BB^T||_F^2 = ||(I - AA^T) B||_F^2 + ||(I - BB^T) A||_F^2, computed without cancellation
+        return float(np.sqrt(np.linalg.norm(B - A @ C) ** 2 + np.linalg.norm(A - B @ C.T) ** 2))
     if norm != "spectral":
         raise param_error("norm", "'spectral' or 'frobenius'", norm)
     if A.shape[1] != B.shape[1]:
         return 1.0
-    return float(np.sqrt(max(0.0, 1.0 - float(np.min(s)) ** 2)))
+    # sin of the largest principal angle as ||(I - A A^T) B||_2: accurate for tiny angles,
+    # unlike sqrt(1 - cos^2), which cannot go below ~1e-8
+    return float(min(1.0, np.linalg.norm(B - A @ C, 2)))
 
 
 def svm_f1(components: Any, X_train: Any, y_train: Any, X_test: Any, y_test: Any, *,

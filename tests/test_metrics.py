@@ -126,3 +126,12 @@ def test_svm_f1_on_digits_prefers_informative_directions():
     assert f_bad < f_good - 0.3
     with pytest.raises(DataError, match="one label per row"):
         svm_f1(good, Xtr, ytr[:-1], Xte, yte)
+
+
+def test_subspace_distance_resolves_tiny_angles():
+    e = np.eye(5)
+    theta = 1e-10
+    U = e[:, [0, 1]]
+    V = np.column_stack([e[:, 0], np.cos(theta) * e[:, 1] + np.sin(theta) * e[:, 3]])
+    assert subspace_distance(U, V) == pytest.approx(theta, rel=1e-6)
+    assert subspace_distance(U, V, norm="frobenius") == pytest.approx(np.sqrt(2) * theta, rel=1e-6)

@@ -23,6 +23,7 @@ import numpy as np
 from dpdpca._validation import check_data_matrix, check_int, check_open_unit, check_positive
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp import REPLACE_ONE, GaussianMechanism, PrivacyReport, resolve_source, second_moment_sensitivity
+from dpdpca.dp.mechanisms import check_sensitivity_mode
 from dpdpca.errors import DataError
 from dpdpca.result import PCAResult
 
@@ -161,7 +162,8 @@ class NoisySiteEstimator(SiteEstimator):
 
     def _validate(self, partitions: Any) -> tuple[list[np.ndarray], int]:
         parts, k = super()._validate(partitions)
-        self._mechanism(1)  # validates calibration and sensitivity_mode before any work
+        check_sensitivity_mode(self.sensitivity_mode)
+        self._mechanism(1)  # validates the calibration before any work
         resolve_source(self.rng)  # refuses an int seed before any work
         return parts, k
 

@@ -17,22 +17,24 @@ its party and the cancellation is real.
 Variances (public, in the plan): equal sites use eq. (2),
 ``tau_e^2 = tau_f^2 = (1 - 1/S) tau_s^2`` and ``tau_g^2 = tau_s^2/S``, so the
 aggregate carries noise of variance ``tau_s^2/S^2 = tau_c^2``, the pooled level.
-Unequal ``N_s`` / ``epsilon_s`` use weights ``mu_s`` (default ``N_s/N``) and one of
+Unequal ``N_s`` / ``epsilon_s`` use weights ``mu_s`` (default ``N_s/N``) and the
+plan's variance assignment ``scheme`` (:meth:`dpdpca.dp.CapeNoisePlan.unequal`):
 
-* ``scheme="paper"``: the §III-A closed form (infeasible for S >= 4 with
-  ``mu_s = N_s/N``: it makes ``tau_gS^2 < 0``);
-* ``scheme="balanced"`` (ours): ``tau_gs^2 = tau_c^2 / (S mu_s^2)`` and
-  ``tau_es^2 = tau_fs^2 = max(tau_s^2 - tau_gs^2, 0)``; it meets the same constraints
-  (``sum mu_s^2 tau_gs^2 = tau_c^2``, ``tau_es^2 + tau_gs^2 >= tau_s^2``,
-  ``tau_fs^2 + tau_gs^2 >= tau_s^2``) and reduces to eq. (2) for equal sites;
-* ``scheme="auto"`` (default): ``"paper"`` when feasible, else ``"balanced"``;
-  the scheme used is in ``params`` and in the privacy notes.
+* ``"projection"`` (default): the dp layer's generalisation of eq. (2),
+  feasible whenever CAPE can help, exactly eq. (2) for equal sites;
+* ``"paper"``: the printed §III-A closed form, infeasible for S >= 4 with
+  ``mu_s = N_s/N`` (:class:`~dpdpca.errors.InfeasibleError`).
+
+Equal sizes, budgets and weights always use eq. (2) (scheme ``"equal"``).  The
+scheme used is in ``params["scheme"]``.
 
 **Site dropout.**  Sites listed in ``dropped_sites`` receive ``E_s``/``F_s`` but
-never send ``A_hat_s``.  The remaining ``E_s`` no longer cancel, so the aggregate
-(renormalised over the active weights) falls back to the conventional noise
-level; every release is still (epsilon_s, delta_s)-DP, so the guarantee is the
-conventional one (§III: "would fall back to that of the conventional scheme").
+never send ``A_hat_s``.  The aggregator renormalises the weights over the
+active sites; the remaining ``E_s`` no longer cancel (their sum is minus the
+dropped sites' terms), so the aggregate is noisier than the pooled level, and
+tends to the conventional level as more sites drop.  Every release is still
+(epsilon_s, delta_s)-DP on its own, so the guarantee is the conventional one
+(§III: "would fall back to that of the conventional scheme").
 
 **conv** (``correlated=False``): each site adds only its own ``G_s`` of variance
 ``tau_s^2`` and the aggregator averages ``sum_s mu_s A_hat_s``.
@@ -49,15 +51,15 @@ import numpy as np
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
 from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, second_moment,
                                       symmetric_bytes, top_eigenpairs)
-from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, calibrate_gaussian, resolve_source,
-                       second_moment_sensitivity, symmetric_gaussian_matrix)
-from dpdpca.errors import InfeasibleError, ParameterError
+from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, resolve_source, second_moment_sensitivity,
+                       symmetric_gaussian_matrix)
+from dpdpca.errors import ParameterError
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
 __all__ = ["CapePCA", "SCHEMES", "run_capepca", "run_conv"]
 
-SCHEMES = ("auto", "paper", "balanced")
+SCHEMES = ("projection", "paper")
 _CAPE_PARTIES = "noise-generator,aggregator,site"
 
 
@@ -79,7 +81,7 @@ class CapePCA(NoisySiteEstimator):
         Per-site budgets (§III-A).  The report's epsilon/delta are their maxima.
     dropped_sites : sequence of int
         0-based sites that drop out after the noise is distributed.
-    scheme : {"auto", "paper", "balanced"}
+    scheme : {"projection", "paper"}
         Variance assignment for unequal sites (see the module docstring).
     keep_noise : bool
         Keep every party's noise in ``noise_`` (``{"E": [...], "F": [...],
@@ -116,7 +118,7 @@ class CapePCA(NoisySiteEstimator):
     def __init__(self, n_components: int, epsilon: float, delta: float, *, correlated: bool = True,
                  weights: Sequence[float] | None = None, site_epsilons: Sequence[float] | None = None,
                  site_deltas: Sequence[float] | None = None, dropped_sites: Sequence[int] = (),
-                 scheme: str = "auto", keep_noise: bool = False, calibration: str = "classic",
+                 scheme: str = "projection", keep_noise: bool = False, calibration: str = "classic",
                  sensitivity_mode: str = "paper", rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
                          sensitivity_mode=sensitivity_mode, rng=rng)
@@ -167,15 +169,9 @@ class CapePCA(NoisySiteEstimator):
         if self.scheme not in SCHEMES:
             raise param_error("scheme", f"one of {', '.join(SCHEMES)}", self.scheme)
         num = second_moment_sensitivity(1, neighbouring=REPLACE_ONE, mode=self.sensitivity_mode)
-        if self.scheme in ("auto", "paper"):
-            try:
-                return CapeNoisePlan.from_budgets(epsilons=eps, deltas=dels, sizes=sizes, sensitivity_numerator=num,
-                                                  weights=mus, calibration=self.calibration,
-                                                  neighbouring=REPLACE_ONE)
-            except InfeasibleError:
-                if self.scheme == "paper":
-                    raise
-        return _balanced_plan(sizes, eps, dels, mus, num, self.calibration)
+        return CapeNoisePlan.from_budgets(epsilons=eps, deltas=dels, sizes=sizes, sensitivity_numerator=num,
+                                          weights=mus, calibration=self.calibration, neighbouring=REPLACE_ONE,
+                                          method=self.scheme)
 
     # -- the pipeline -----------------------------------------------------------
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
@@ -252,37 +248,10 @@ class CapePCA(NoisySiteEstimator):
                  f"F_s+G_s against others; assumes a trusted noise generator that does not collude with the "
                  f"aggregator and secure channels")
         if dropped:
-            notes += (f"; sites {[i + 1 for i in dropped]} dropped out: E_s no longer cancel, the noise level falls "
-                      f"back to conventional averaging (guarantee unchanged per site)")
+            notes += (f"; sites {[i + 1 for i in dropped]} dropped out: the remaining E_s no longer cancel, so the "
+                      f"noise exceeds the pooled level; each release keeps its own (epsilon_s, delta_s) guarantee "
+                      f"(the conventional one)")
         return parallel_report(reports, mechanism="cape", noise_added_by=_CAPE_PARTIES, notes=notes)
-
-
-def _balanced_plan(sizes: list[int], eps: list[float], dels: list[float], mus: list[float], num: float,
-                   calibration: str) -> CapeNoisePlan:
-    """Our feasible CAPE variances for unequal sites (see the module docstring).
-
-    The noise generator closes ``sum mu_s E_s = 0`` with the last site's term, whose
-    variance is then ``sum_{s<S} mu_s^2 tau_es^2 / mu_S^2``; we require it to be at
-    least the ``tau_eS^2`` the privacy constraint needs.
-    """
-    S = len(sizes)
-    taus = [calibrate_gaussian(epsilon=eps[i], delta=dels[i], sensitivity=num / sizes[i], calibration=calibration)
-            for i in range(S)]
-    tau_c = calibrate_gaussian(epsilon=min(eps), delta=min(dels), sensitivity=num / sum(sizes),
-                               calibration=calibration)
-    if any(m <= 0 for m in mus):
-        raise param_error("weights", "> 0 for every site under the balanced CAPE scheme", mus)
-    g = [tau_c ** 2 / (S * m * m) for m in mus]
-    e = [max(t * t - gi, 0.0) for t, gi in zip(taus, g)]
-    closing = math.fsum(mus[i] ** 2 * e[i] for i in range(S - 1)) / mus[-1] ** 2
-    if closing < e[-1] * (1 - 1e-12):
-        raise InfeasibleError(f"balanced CAPE scheme: the last site's generator term would have variance "
-                              f"{closing:.6g}, below the {e[-1]:.6g} its privacy needs; reorder the sites")
-    e[-1] = closing
-    return CapeNoisePlan(tau_s2=tuple(t * t for t in taus), weights=tuple(mus), tau_e2=tuple(e), tau_f2=tuple(e),
-                         tau_g2=tuple(g), tau_c2=tau_c ** 2, scheme="balanced", epsilons=tuple(eps),
-                         deltas=tuple(dels), sensitivities=tuple(num / n for n in sizes), neighbouring=REPLACE_ONE,
-                         calibration=calibration)
 
 
 def run_capepca(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
