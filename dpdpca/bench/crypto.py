@@ -17,7 +17,9 @@ a d x d matrix), ``triangle_d``, ``triangle_ciphertexts``,
 ``triangle_encrypt_s``, ``triangle_bytes``, ``slots_per_ciphertext``,
 ``slot_bits``, ``slot_bound_bits``, ``table_build_s``, ``keygen_s``,
 ``packed_power_speedup`` (scalar_times_packed against a plain powmod by the
-packed exponent), ``quick``.
+packed exponent), ``quick``; with ``--workers N > 1`` also
+``parallel_workers`` and ``parallel_encrypt_speedup`` (serial time / time on a
+local process pool of N workers).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from dpdpca.crypto import (
     decrypt,
     encrypt,
     generate_keypair,
+    local_process_pool,
     scalar_times_packed,
     sum_arrays,
     upper_triangle_chunks,
@@ -88,7 +91,7 @@ def _measure_triangle(pk: PublicKey, d: int, bound: int) -> dict[str, Any]:
 
 
 def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, insecure_test_key: bool = False,
-                  triangle: bool = True) -> dict[str, Any]:
+                  triangle: bool = True, workers: int = 1) -> dict[str, Any]:
     """Run every measurement and return the JSON object (see the module docstring)."""
     rng = np.random.default_rng(0)
     codec = FixedPointCodec(frac_bits=16)
@@ -161,6 +164,12 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
         "packed_power_speedup": (naive_s / naive_n) / (fast_s / n_vec),
         "quick": quick,
     }
+    if workers > 1:
+        with local_process_pool(workers) as pool:
+            encrypt(pk, values[:layout.slots * 8 * 4 * workers], layout=layout, bound=bound, executor=pool)  # warm up
+            _, par_s = _timed(lambda: encrypt(pk, values, layout=layout, bound=bound, executor=pool))
+        out["parallel_workers"] = workers
+        out["parallel_encrypt_speedup"] = enc_s / par_s
     if triangle:
         out.update(_measure_triangle(pk, d, bound))
         out["triangle_d"] = d
@@ -181,6 +190,7 @@ _TABLE: list[tuple[str, str | None, str | None]] = [
     ("one mulmod (us)", "mulmod_us", "{:.2f}"),
     ("E[x]^pack(w) speedup", "packed_power_speedup", "{:.1f}x"),
     ("fixed-base table build (s)", "table_build_s", "{:.2f}"),
+    ("process-pool encrypt speedup", "parallel_encrypt_speedup", "{:.2f}x"),
     ("triangle d", "triangle_d", "{}"),
     ("triangle ciphertexts", "triangle_ciphertexts", "{}"),
     ("triangle encrypt (s)", "triangle_encrypt_s", "{:.1f}"),
@@ -194,10 +204,13 @@ _TABLE: list[tuple[str, str | None, str | None]] = [
 @click.option("--key-bits", default=2048, show_default=True, type=int, help="Paillier modulus size.")
 @click.option("--d", "d", default=D, show_default=True, type=int, help="Matrix size for the peak-RSS run.")
 @click.option("--insecure-test-key", is_flag=True, help="Allow --key-bits below 2048 (testing only).")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Also time encryption on a local process pool of this size.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(quick: bool, key_bits: int, d: int, insecure_test_key: bool, as_json: bool) -> None:
+def command(quick: bool, key_bits: int, d: int, insecure_test_key: bool, workers: int, as_json: bool) -> None:
     """Packed DJN encryption vs python-paillier: throughput ratios, aggregation, memory."""
-    result = run_benchmark(key_bits=key_bits, quick=quick, d=d, insecure_test_key=insecure_test_key)
+    result = run_benchmark(key_bits=key_bits, quick=quick, d=d, insecure_test_key=insecure_test_key,
+                           workers=workers)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
         return

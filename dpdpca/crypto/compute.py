@@ -24,10 +24,12 @@ from dpdpca._validation import check_int
 from dpdpca.crypto import _backend as bk
 from dpdpca.crypto.keys import PrivateKey, PublicKey
 
-__all__ = ["local_process_pool", "run_tasks", "split", "TASK_CIPHERTEXTS"]
+__all__ = ["local_process_pool", "run_tasks", "split", "task_size", "TASK_CIPHERTEXTS"]
 
-#: Ciphertexts per task shipped to an executor (about 64 KiB at 2048 bits).
+#: Most ciphertexts per task shipped to an executor (64 KiB at 2048 bits).
 TASK_CIPHERTEXTS = 128
+#: Fewest items per task (keeps per-task overhead small against the work).
+MIN_TASK = 8
 
 T = TypeVar("T")
 
@@ -48,8 +50,14 @@ def local_process_pool(max_workers: int | None = None) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"))
 
 
-def split(items: Sequence[T], size: int = TASK_CIPHERTEXTS) -> list[Sequence[T]]:
-    """Consecutive pieces of at most ``size`` items."""
+def task_size(count: int) -> int:
+    """Items per task: about 32 tasks for a batch, clamped to ``[MIN_TASK, TASK_CIPHERTEXTS]``."""
+    return max(MIN_TASK, min(TASK_CIPHERTEXTS, -(-count // 32)))
+
+
+def split(items: Sequence[T], size: int | None = None) -> list[Sequence[T]]:
+    """Consecutive pieces of at most ``size`` items (default :func:`task_size`)."""
+    size = task_size(len(items)) if size is None else size
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 

@@ -428,8 +428,9 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
         pw = (public_key.bits + 7) // 8
         rand = None if _test_randomness is None else [int(_test_randomness(i)) for i in range(len(plaintexts))]
         tasks = []
-        for start in range(0, len(plaintexts), compute.TASK_CIPHERTEXTS):
-            stop = start + compute.TASK_CIPHERTEXTS
+        step = compute.task_size(len(plaintexts))
+        for start in range(0, len(plaintexts), step):
+            stop = start + step
             tasks.append((int(n), int(public_key.hs), method, bk.ints_to_bytes(plaintexts[start:stop], pw),
                           None if rand is None else rand[start:stop]))
         cts = _join(compute.run_tasks(executor, compute.encrypt_task, tasks), public_key.ciphertext_bytes)
@@ -505,7 +506,7 @@ def sum_arrays(arrays: Sequence[EncryptedArray], *, executor: Executor | None = 
     else:
         width = first.public_key.ciphertext_bytes
         m = len(first.ciphertexts)
-        step = max(1, compute.TASK_CIPHERTEXTS * 4 // len(arrays))
+        step = max(1, compute.task_size(m) * 4 // len(arrays))
         tasks = [(int(n2), width, [bk.ints_to_bytes(a.ciphertexts[s:s + step], width) for a in arrays])
                  for s in range(0, m, step)]
         cts = _join(compute.run_tasks(executor, compute.product_task, tasks), width)
@@ -593,16 +594,17 @@ def scalars_times_packed(enc_scalars: EncryptedArray, vectors: Sequence[Sequence
         raise param_error("vectors", f"one list per scalar ({len(enc_scalars.ciphertexts)})", len(vectors))
     singles = [enc_scalars.select([i]) for i in range(len(vectors))]
     checked = [_check_packed_operands(s, v, vector_bound) for s, v in zip(singles, vectors)]
-    if executor is None:
-        parts = [scalar_times_packed(s, v, vector_bound=vector_bound) for s, (v, _b) in zip(singles, checked)]
-        return EncryptedArray.concat(parts)
     key = enc_scalars.public_key
-    width = key.ciphertext_bytes
     sb = enc_scalars.layout.slot_bits
     offset = max(vector_bound, 1)
-    tasks = [(int(key.nsquare), width, bk.ints_to_bytes(s.ciphertexts, width), sb, v, offset)
-             for s, (v, _b) in zip(singles, checked)]
-    cts = _join(compute.run_tasks(executor, compute.packed_power_task, tasks), width)
+    if executor is None:
+        cts = [c for s, (v, _b) in zip(singles, checked)
+               for c in compute.packed_powers(s.ciphertexts[0], key.nsquare, sb, v, offset)]
+    else:
+        width = key.ciphertext_bytes
+        tasks = [(int(key.nsquare), width, bk.ints_to_bytes(s.ciphertexts, width), sb, v, offset)
+                 for s, (v, _b) in zip(singles, checked)]
+        cts = _join(compute.run_tasks(executor, compute.packed_power_task, tasks), width)
     chunks = tuple(len(w) for v, _b in checked for w in v)
     return enc_scalars._derive(max((b for _v, b in checked), default=0), cts, chunks)
 

@@ -14,12 +14,13 @@ KEYS = {"key_bits", "values", "phe_encrypt_values_per_s", "encrypt_values_per_s"
 
 
 def test_bench_crypto_json_small_key():
-    res = CliRunner().invoke(command, ["--quick", "--key-bits", "1024", "--insecure-test-key", "--d", "30", "--json"])
+    res = CliRunner().invoke(command, ["--quick", "--key-bits", "1024", "--insecure-test-key", "--d", "30", "--workers", "2", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert KEYS <= set(out)
     assert out["key_bits"] == 1024 and out["slot_bits"] == 160 and out["slots_per_ciphertext"] == 6
     assert out["triangle_d"] == 30 and out["triangle_chunks_check"] is True
+    assert out["parallel_workers"] == 2 and out["parallel_encrypt_speedup"] > 0
     assert out["peak_rss_mb"] > 0 and out["encrypt_ratio"] > 0 and out["aggregate_efficiency"] > 0
 
 
