@@ -59,7 +59,52 @@ def check_sensitivity_mode(mode: str, name: str = "sensitivity_mode") -> str:
     return mode
 
 
-class GaussianMechanism:
+class _Mechanism:
+    """Shared report and randomise logic; subclasses set the attributes used here."""
+
+    mechanism = ""
+    calibration = "pure"
+    epsilon: float
+    sensitivity: float | int
+    neighbouring: str
+    sensitivity_mode: str
+    achieved_delta: float = 0.0
+    sigma: float | None = None
+    scale: float | None = None
+    _note = ""
+
+    def _set_relation(self, neighbouring: str, sensitivity_mode: str) -> None:
+        self.neighbouring = check_neighbouring(neighbouring)
+        self.sensitivity_mode = check_sensitivity_mode(sensitivity_mode)
+
+    def sample(self, size: Any, rng: Any = None) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _randomise_ints(self, values: Any, rng: Any) -> list[int]:
+        vals = [check_int("values[i]", v) for v in values]
+        return [v + z for v, z in zip(vals, self.sample(len(vals), rng))]
+
+    def _randomise_floats(self, value: Any, rng: Any) -> np.ndarray:
+        arr = np.array(value, dtype=np.float64, copy=True)
+        return arr + self.sample(arr.shape, rng)
+
+    def privacy(self, noise_added_by: str, notes: str = "") -> PrivacyReport:
+        """The :class:`PrivacyReport` of one release with this mechanism (sensitivity in release units)."""
+        text = "; ".join(t for t in (self._note, notes) if t)
+        return PrivacyReport(epsilon=self.epsilon, delta=self.achieved_delta, mechanism=self.mechanism,
+                             calibration=self.calibration, sensitivity=float(self.sensitivity),
+                             neighbouring=self.neighbouring, noise_added_by=noise_added_by,
+                             sigma=None if self.sigma is None else float(self.sigma),
+                             scale=None if self.scale is None else float(self.scale),
+                             sensitivity_mode=self.sensitivity_mode, notes=text)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(epsilon={self.epsilon}, delta={self.achieved_delta}, "
+                f"sensitivity={self.sensitivity}, calibration={self.calibration!r}, "
+                f"sigma={self.sigma}, scale={self.scale})")
+
+
+class GaussianMechanism(_Mechanism):
     """Float Gaussian noise N(0, sigma^2) calibrated to (epsilon, delta) and an L2 sensitivity.
 
     Parameters
@@ -103,6 +148,7 @@ class GaussianMechanism:
     """
 
     mechanism = "gaussian"
+    sigma: float
 
     def __init__(self, *, epsilon: float, delta: float, sensitivity: float, calibration: str = "analytic",
                  neighbouring: str = REPLACE_ONE, sensitivity_mode: str = "rigorous") -> None:
@@ -110,8 +156,7 @@ class GaussianMechanism:
         self.delta = check_open_unit("delta", delta)
         self.sensitivity = check_sensitivity(sensitivity)
         self.calibration = _check_calibration(calibration, GAUSSIAN_CALIBRATIONS)
-        self.neighbouring = check_neighbouring(neighbouring)
-        self.sensitivity_mode = check_sensitivity_mode(sensitivity_mode)
+        self._set_relation(neighbouring, sensitivity_mode)
         self.sigma = calibrate_gaussian(epsilon=self.epsilon, delta=self.delta, sensitivity=self.sensitivity,
                                         calibration=calibration)
         self.achieved_delta = self.delta
@@ -134,23 +179,11 @@ class GaussianMechanism:
 
     def randomise(self, value: Any, rng: Any = None) -> np.ndarray:
         """``value + noise`` as a new float64 array (the input is not modified)."""
-        arr = np.array(value, dtype=np.float64, copy=True)
-        return arr + self.sample(arr.shape, rng)
-
-    def privacy(self, noise_added_by: str, notes: str = "") -> PrivacyReport:
-        """The :class:`PrivacyReport` of one release with this mechanism."""
-        text = "; ".join(t for t in (self._note, notes) if t)
-        return PrivacyReport(epsilon=self.epsilon, delta=self.achieved_delta, mechanism=self.mechanism,
-                             calibration=self.calibration, sensitivity=float(self.sensitivity),
-                             neighbouring=self.neighbouring, noise_added_by=noise_added_by,
-                             sigma=float(self.sigma), sensitivity_mode=self.sensitivity_mode, notes=text)
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__name__}(epsilon={self.epsilon}, delta={self.delta}, "
-                f"sensitivity={self.sensitivity}, calibration={self.calibration!r}, sigma={self.sigma:.6g})")
+        return self._randomise_floats(value, rng)
 
 
-class DiscreteGaussianMechanism:
+
+class DiscreteGaussianMechanism(_Mechanism):
     """Exact integer noise N_Z(0, sigma^2) for integer statistics (the proxy's noise in Paillier).
 
     Parameters
@@ -195,6 +228,7 @@ class DiscreteGaussianMechanism:
     """
 
     mechanism = "discrete-gaussian"
+    sigma: float
 
     def __init__(self, *, epsilon: float, delta: float, sensitivity: int, calibration: str = "zcdp",
                  neighbouring: str = REPLACE_ONE, sensitivity_mode: str = "rigorous") -> None:
@@ -204,8 +238,7 @@ class DiscreteGaussianMechanism:
         if calibration == "analytic":
             calibration = "zcdp"
         self.calibration = _check_calibration(calibration, DISCRETE_GAUSSIAN_CALIBRATIONS)
-        self.neighbouring = check_neighbouring(neighbouring)
-        self.sensitivity_mode = check_sensitivity_mode(sensitivity_mode)
+        self._set_relation(neighbouring, sensitivity_mode)
         if self.sensitivity == 0:
             raise param_error("sensitivity", "> 0 for the discrete Gaussian (add no noise instead)", sensitivity)
         self.sigma_squared = calibrate_discrete_gaussian(epsilon=self.epsilon, delta=self.delta,
@@ -240,24 +273,11 @@ class DiscreteGaussianMechanism:
 
     def randomise(self, values: Any, rng: Any = None) -> list[int]:
         """``values + noise`` for a sequence of Python ints (new list)."""
-        vals = [check_int("values[i]", v) for v in values]
-        noise = self.sample(len(vals), rng)
-        return [v + z for v, z in zip(vals, noise)]
-
-    def privacy(self, noise_added_by: str, notes: str = "") -> PrivacyReport:
-        """The :class:`PrivacyReport` of one release (sensitivity and sigma in integer units)."""
-        text = "; ".join(t for t in (self._note, notes) if t)
-        return PrivacyReport(epsilon=self.epsilon, delta=self.achieved_delta, mechanism=self.mechanism,
-                             calibration=self.calibration, sensitivity=float(self.sensitivity),
-                             neighbouring=self.neighbouring, noise_added_by=noise_added_by,
-                             sigma=float(self.sigma), sensitivity_mode=self.sensitivity_mode, notes=text)
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__name__}(epsilon={self.epsilon}, delta={self.delta}, "
-                f"sensitivity={self.sensitivity}, sigma={self.sigma:.6g})")
+        return self._randomise_ints(values, rng)
 
 
-class LaplaceMechanism:
+
+class LaplaceMechanism(_Mechanism):
     """Float Laplace noise with scale ``b = sensitivity / epsilon`` (pure epsilon-DP, L1 sensitivity).
 
     Parameters
@@ -273,13 +293,13 @@ class LaplaceMechanism:
     """
 
     mechanism = "laplace"
+    scale: float
 
     def __init__(self, *, epsilon: float, sensitivity: float, neighbouring: str = REPLACE_ONE,
                  sensitivity_mode: str = "rigorous") -> None:
         self.epsilon = check_positive("epsilon", epsilon)
         self.sensitivity = check_sensitivity(sensitivity)
-        self.neighbouring = check_neighbouring(neighbouring)
-        self.sensitivity_mode = check_sensitivity_mode(sensitivity_mode)
+        self._set_relation(neighbouring, sensitivity_mode)
         self.scale = self.sensitivity / self.epsilon
 
     @property
@@ -293,18 +313,11 @@ class LaplaceMechanism:
 
     def randomise(self, value: Any, rng: Any = None) -> np.ndarray:
         """``value + noise`` as a new float64 array."""
-        arr = np.array(value, dtype=np.float64, copy=True)
-        return arr + self.sample(arr.shape, rng)
-
-    def privacy(self, noise_added_by: str, notes: str = "") -> PrivacyReport:
-        """The :class:`PrivacyReport` (delta = 0)."""
-        return PrivacyReport(epsilon=self.epsilon, delta=0.0, mechanism=self.mechanism, calibration="pure",
-                             sensitivity=float(self.sensitivity), neighbouring=self.neighbouring,
-                             noise_added_by=noise_added_by, scale=float(self.scale),
-                             sensitivity_mode=self.sensitivity_mode, notes=notes)
+        return self._randomise_floats(value, rng)
 
 
-class GeometricMechanism:
+
+class GeometricMechanism(_Mechanism):
     """Exact integer Laplace (two-sided geometric) noise for integer statistics, pure epsilon-DP.
 
     ``P[z] proportional to exp(-epsilon |z| / sensitivity)``.  epsilon is a float,
@@ -324,6 +337,7 @@ class GeometricMechanism:
     """
 
     mechanism = "geometric"
+    scale: float
 
     def __init__(self, *, epsilon: float, sensitivity: int, neighbouring: str = REPLACE_ONE,
                  sensitivity_mode: str = "rigorous") -> None:
@@ -331,8 +345,7 @@ class GeometricMechanism:
         self.sensitivity = check_integer_sensitivity(sensitivity)
         if self.sensitivity == 0:
             raise param_error("sensitivity", "> 0 for the geometric mechanism (add no noise instead)", sensitivity)
-        self.neighbouring = check_neighbouring(neighbouring)
-        self.sensitivity_mode = check_sensitivity_mode(sensitivity_mode)
+        self._set_relation(neighbouring, sensitivity_mode)
         self.scale_fraction = Fraction(self.sensitivity) / Fraction(self.epsilon)
         self.scale = float(self.scale_fraction)
 
@@ -348,12 +361,5 @@ class GeometricMechanism:
 
     def randomise(self, values: Any, rng: Any = None) -> list[int]:
         """``values + noise`` for a sequence of Python ints."""
-        vals = [check_int("values[i]", v) for v in values]
-        return [v + z for v, z in zip(vals, self.sample(len(vals), rng))]
+        return self._randomise_ints(values, rng)
 
-    def privacy(self, noise_added_by: str, notes: str = "") -> PrivacyReport:
-        """The :class:`PrivacyReport` (delta = 0)."""
-        return PrivacyReport(epsilon=self.epsilon, delta=0.0, mechanism=self.mechanism, calibration="pure",
-                             sensitivity=float(self.sensitivity), neighbouring=self.neighbouring,
-                             noise_added_by=noise_added_by, scale=self.scale,
-                             sensitivity_mode=self.sensitivity_mode, notes=notes)
