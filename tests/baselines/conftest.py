@@ -16,6 +16,23 @@ def synthetic_sites(n_per_site: int, seed: int = 0, n_sites: int = S, d: int = D
     return X, partition(X, n_sites)
 
 
+@pytest.fixture(autouse=True)
+def single_threaded_blas():
+    """Run BLAS single-threaded in these tests.
+
+    They decompose many small matrices; on a shared 2-core machine, threaded
+    BLAS on 40 x 40 problems spins against the other processes and runs 10x
+    slower.  Restored after each test, so other test directories are untouched.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 @pytest.fixture(scope="session")
 def make_sites():
     """The :func:`synthetic_sites` factory, as a fixture (test modules do not import conftest)."""
