@@ -327,6 +327,8 @@ class PrivateKey:
         p, q = _unb64url("p", obj.get("p")), _unb64url("q", obj.get("q"))
         if p * q != pub.n:
             raise MessageError("private key p * q must equal the public n, got a mismatching pair")
+        if p == q or not (bk.is_probable_prime(p) and bk.is_probable_prime(q)):
+            raise MessageError("private key p and q must be distinct primes, got a composite or repeated factor")
         return cls(pub, p, q)
 
 

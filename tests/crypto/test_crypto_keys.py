@@ -23,6 +23,10 @@ from dpdpca.crypto import (
 from dpdpca.errors import InsecureKeyError, MessageError, ParameterError
 
 
+def _b64(value: int) -> str:
+    return phe.util.int_to_base64(int(value))
+
+
 def test_small_keys_refused_without_explicit_consent():
     with pytest.raises(InsecureKeyError, match=r"key bits must be >= 2048 .*insecure_test_key=True.*got 1024"):
         generate_keypair(1024)
@@ -102,6 +106,10 @@ def test_bad_key_files_rejected(tmp_path, keys512, other_keys512):
     bad["q"] = other_keys512[1].to_json()["q"]
     with pytest.raises(MessageError, match=r"p \* q must equal the public n"):
         PrivateKey.from_json(bad, insecure_test_key=True)
+    composite = sk.to_json()
+    composite["p"], composite["q"] = _b64(1), _b64(pk.n)  # 1 * n == n, but 1 is no prime
+    with pytest.raises(MessageError, match="p and q must be distinct primes"):
+        PrivateKey.from_json(composite, insecure_test_key=True)
     (tmp_path / "x.json").write_text("{not json")
     with pytest.raises(MessageError, match="must hold JSON"):
         load_public_key(tmp_path / "x.json")
