@@ -1,0 +1,121 @@
+"""``dpdpca compare``: every registered method on the same partitions and budget.
+
+Example::
+
+    dpdpca compare --dataset digits --sites 10 --components 10 --epsilon 1 \\
+        --delta 1e-5 --methods capepca,conv,local --runs 5 --json
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+import numpy as np
+
+from dpdpca._io import atomic_write_json
+from dpdpca._validation import param_error
+from dpdpca.data import SCALINGS, dataset_names, load_dataset, load_file, partition, preprocess
+from dpdpca.driver import METHODS, available_methods, compare
+from dpdpca.errors import ParameterError
+
+__all__ = ["compare_cmd", "run_compare"]
+
+#: Methods that take ``calibration`` and ``sensitivity_mode`` options.
+_NOISY = {"dpdpca", "dpdispca", "dpdispca-full", "capepca", "conv", "local", "pooled", "private-local-pca"}
+
+
+def run_compare(*, dataset: str | None, data: str | None, sites: int, components: int, epsilon: float,
+                delta: float, methods: str | None = None, runs: int = 1, seed: int | None = None,
+                site_size: int | None = None, center: bool = True, scaling: str = "max-norm",
+                calibration: str | None = None, sensitivity_mode: str | None = None) -> dict[str, Any]:
+    """What ``dpdpca compare`` computes, as a JSON-ready dict (see :func:`dpdpca.driver.compare`).
+
+    Raises
+    ------
+    ParameterError, DataError
+        Bad options or data.
+    """
+    if dataset is None and data is None:
+        raise ParameterError("--dataset or --data must be given (exactly one), got neither")
+    if dataset is not None and data is not None:
+        raise ParameterError(f"--dataset and --data are exclusive, got both ({dataset!r} and {data!r})")
+    if dataset is not None:
+        ds = load_dataset(dataset)
+        X_raw, name, source = ds.X, ds.name, ds.source
+    else:
+        assert data is not None
+        X_raw, name, source = load_file(data), "file", str(data)
+    names = available_methods() if methods is None else [m.strip() for m in methods.split(",") if m.strip()]
+    if not names:
+        raise param_error("--methods", "a comma-separated list of methods", methods)
+    X = preprocess(X_raw, centre=center, scaling=scaling)
+    rng = None if seed is None else np.random.default_rng(seed)
+    parts = partition(X, sites, sizes=site_size, rng=rng)
+    noise_opts = {k: v for k, v in (("calibration", calibration), ("sensitivity_mode", sensitivity_mode))
+                  if v is not None}
+    method_options = {m: dict(noise_opts) for m in names if m in _NOISY}
+    summary = compare(names, parts, n_components=components, epsilon=epsilon, delta=delta, runs=runs, rng=rng,
+                      X_eval=np.vstack(parts), method_options=method_options)
+    summary["dataset"] = {"name": name, "source": source, "shape": list(X_raw.shape),
+                          "rows_used": int(sum(p.shape[0] for p in parts)), "sites": len(parts),
+                          "site_sizes": [int(p.shape[0]) for p in parts]}
+    summary["preprocessing"] = {"center": center, "scaling": scaling,
+                                "note": "centring and max-norm scaling read the data and are not DP; "
+                                        "clip is a public rule"}
+    summary["seed"] = seed
+    return summary
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    """The human-readable table ``dpdpca compare`` prints without ``--json``."""
+    ds = summary["dataset"]
+    lines = [f"dataset {ds['name']} ({ds['rows_used']} x {ds['shape'][1]}), {ds['sites']} sites, "
+             f"K={summary['n_components']}, epsilon={summary['epsilon']:g}, delta={summary['delta']:g}, "
+             f"{summary['runs']} run(s); preprocessing: center={summary['preprocessing']['center']}, "
+             f"scaling={summary['preprocessing']['scaling']}",
+             f"{'method':<19}{'q/q_o':>8}{'std':>9}{'epsilon':>9}{'delta':>10}  {'mechanism':<18}{'time_s':>9}"]
+    for name, row in summary["methods"].items():
+        p = row["privacy"]
+        eps = p["epsilon"] if isinstance(p["epsilon"], str) else f"{p['epsilon']:g}"
+        lines.append(f"{name:<19}{row['captured_energy_ratio']:>8.4f}{row['std']:>9.4f}{eps:>9}"
+                     f"{p['delta']:>10.2g}  {p['mechanism']:<18}{row['time_s']:>9.4f}")
+    return "\n".join(lines)
+
+
+@click.command("compare")
+@click.option("--dataset", type=click.Choice(dataset_names()), default=None, help="A named offline dataset.")
+@click.option("--data", type=click.Path(dir_okay=False), default=None, help="A .csv or .npy data file.")
+@click.option("--sites", type=int, required=True, help="Number of sites S.")
+@click.option("--components", type=int, required=True, help="Number of components K.")
+@click.option("--epsilon", type=float, required=True)
+@click.option("--delta", type=float, required=True)
+@click.option("--methods", default=None,
+              help=f"Comma-separated subset of: {', '.join(METHODS)} (default: every available method).")
+@click.option("--runs", type=int, default=1, show_default=True, help="Runs per method (fresh noise each).")
+@click.option("--seed", type=int, default=None,
+              help="Seed an explicit numpy Generator for shuffling and noise (experiments only; "
+                   "default: OS entropy, rows kept in order).")
+@click.option("--site-size", type=int, default=None, help="Rows per site N_s (default: all rows, equal split).")
+@click.option("--center/--no-center", default=True, show_default=True, help="Subtract the mean (not DP).")
+@click.option("--scaling", type=click.Choice(SCALINGS), default="max-norm", show_default=True,
+              help="max-norm: divide by the largest row norm (the papers, not DP); clip: public clip to 1.")
+@click.option("--calibration", type=click.Choice(["classic", "analytic"]), default=None,
+              help="Gaussian calibration for every DP method (default: each method's own).")
+@click.option("--sensitivity-mode", type=click.Choice(["paper", "rigorous"]), default=None,
+              help="Sensitivity derivation for every DP method (default: each method's own).")
+@click.option("--output", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JSON summary to this file (atomically).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def compare_cmd(dataset: str | None, data: str | None, sites: int, components: int, epsilon: float, delta: float,
+                methods: str | None, runs: int, seed: int | None, site_size: int | None, center: bool,
+                scaling: str, calibration: str | None, sensitivity_mode: str | None, output: str | None,
+                as_json: bool) -> None:
+    """Run several pipelines on the same partitions and budget; report q/q_o, privacy and time."""
+    summary = run_compare(dataset=dataset, data=data, sites=sites, components=components, epsilon=epsilon,
+                          delta=delta, methods=methods, runs=runs, seed=seed, site_size=site_size, center=center,
+                          scaling=scaling, calibration=calibration, sensitivity_mode=sensitivity_mode)
+    if output is not None:
+        atomic_write_json(output, summary)
+    click.echo(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_table(summary))

@@ -1,0 +1,101 @@
+"""``dpdpca compare``: JSON shape, table, files, one-line errors, no partial output."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dpdpca.cli import main
+
+
+def run_cli(capsys, *args):
+    code = main(["compare", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+BASE = ["--sites", "4", "--components", "5", "--epsilon", "1", "--delta", "1e-5"]
+
+
+def test_compare_json_on_digits(capsys, tmp_path):
+    out_file = tmp_path / "summary.json"
+    code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "nonprivate,capepca,conv,local",
+                             "--runs", "3", "--seed", "0", "--json", "--output", str(out_file))
+    assert code == 0, err
+    summary = json.loads(out)
+    assert json.loads(out_file.read_text()) == summary
+    methods = summary["methods"]
+    assert set(methods) == {"nonprivate", "capepca", "conv", "local"}
+    assert methods["nonprivate"]["captured_energy_ratio"] == pytest.approx(1.0, abs=1e-12)
+    for name in ("capepca", "conv", "local"):
+        row = methods[name]
+        assert set(row) >= {"captured_energy_ratio", "std", "privacy", "time_s"}
+        assert 0 < row["captured_energy_ratio"] < 1 and row["std"] > 0 and row["time_s"] > 0
+        assert row["privacy"]["epsilon"] == 1.0 and row["privacy"]["delta"] == 1e-5
+    assert methods["capepca"]["privacy"]["mechanism"] == "cape"
+    assert summary["dataset"]["shape"] == [1797, 64] and summary["dataset"]["sites"] == 4
+    assert summary["preprocessing"] == {"center": True, "scaling": "max-norm",
+                                        "note": summary["preprocessing"]["note"]}
+    # the same seed gives the same numbers
+    code, out2, _ = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "nonprivate,capepca,conv,local",
+                            "--runs", "3", "--seed", "0", "--json")
+    assert json.loads(out2)["methods"]["capepca"]["ratios"] == methods["capepca"]["ratios"]
+
+
+def test_compare_table_and_options(capsys):
+    code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "dpdispca,pooled,private-local-pca",
+                             "--calibration", "analytic", "--sensitivity-mode", "rigorous", "--scaling", "clip")
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("dataset digits (1797 x 64), 4 sites, K=5")
+    assert "scaling=clip" in lines[0]
+    assert [ln.split()[0] for ln in lines[2:]] == ["dpdispca", "pooled", "private-local-pca"]
+    code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "pooled", "--json",
+                             "--calibration", "analytic", "--sensitivity-mode", "rigorous")
+    privacy = json.loads(out)["methods"]["pooled"]["privacy"]
+    assert privacy["calibration"] == "analytic" and privacy["sensitivity_mode"] == "rigorous"
+    assert privacy["sensitivity"] == pytest.approx(np.sqrt(2) / 1797)
+
+
+def test_compare_data_file_and_site_size(capsys, tmp_path):
+    X = np.random.default_rng(0).normal(size=(120, 6))
+    path = tmp_path / "x.csv"
+    np.savetxt(path, X, delimiter=",", header="a,b,c,d,e,f", comments="")
+    code, out, err = run_cli(capsys, "--data", str(path), "--sites", "3", "--site-size", "30", "--components", "2",
+                             "--epsilon", "2", "--delta", "1e-5", "--methods", "capepca,nonprivate", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["dataset"]["site_sizes"] == [30, 30, 30] and summary["dataset"]["name"] == "file"
+
+
+@pytest.mark.parametrize("args, match", [
+    (BASE, "--dataset or --data must be given"),
+    (["--dataset", "digits", "--data", "x.csv", *BASE], "exclusive"),
+    (["--dataset", "digits", *BASE, "--methods", "capepca,pca"], "method must be one of"),
+    (["--dataset", "digits", "--sites", "4", "--components", "65", "--epsilon", "1", "--delta", "1e-5"],
+     "n_components must be <= 64, got 65"),
+    (["--dataset", "digits", "--sites", "5000", "--components", "5", "--epsilon", "1", "--delta", "1e-5"],
+     r"n_sites must be <= the number of rows \(1797\), got 5000"),
+    (["--dataset", "digits", *BASE[:-2], "--delta", "2", "--methods", "capepca"], r"delta must be in \(0, 1\)"),
+    (["--dataset", "digits", *BASE, "--methods", "capepca", "--runs", "0"], "runs must be >= 1, got 0"),
+    (["--dataset", "digits", *BASE, "--methods", "capepca", "--scaling", "none"], "L2 norm <= 1"),
+])
+def test_compare_errors_are_one_line(capsys, tmp_path, args, match):
+    out_file = tmp_path / "never.json"
+    code, out, err = run_cli(capsys, *args, "--output", str(out_file))
+    assert code == 2
+    assert err.startswith("dpdpca: error: ") and err.count("\n") == 1
+    import re
+
+    assert re.search(match, err), err
+    assert not out_file.exists() and list(tmp_path.iterdir()) == []  # no partial output
+
+
+def test_compare_rejects_nan_file(capsys, tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("1,2\n3,nan\n5,6\n")
+    code, _, err = run_cli(capsys, "--data", str(path), "--sites", "2", "--components", "1", "--epsilon", "1",
+                           "--delta", "1e-5", "--methods", "capepca")
+    assert code == 2 and "non-finite value in row 1" in err and "bad.csv" in err
