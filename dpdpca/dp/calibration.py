@@ -296,9 +296,8 @@ def discrete_gaussian_delta_1d(epsilon: float, sigma_squared: Fraction | int, se
     best = 0.0
     for k in range(1, sensitivity + 1):
         def p_greater(x: float) -> float:
-            idx = int(math.floor(x)) + bound  # P[Y > x] = P[Y > floor(x)]
-            if idx < 0:
-                return 1.0
+            # P[Y > x] = P[Y > floor(x)]; x >= -k/2 > -bound, so idx >= 0
+            idx = int(math.floor(x)) + bound
             if idx >= ys.size:
                 return 0.0
             return float(tail[idx])

@@ -160,3 +160,18 @@ def test_delta_helpers_validation():
     with pytest.raises(ParameterError, match=r"^sigma_squared must be > 0, got 0$"):
         discrete_gaussian_delta(1.0, 0, 1)
     assert discrete_gaussian_delta(1.0, 4, 0) == 0.0
+
+
+def test_zcdp_rho_search_covers_large_and_small_budgets():
+    from dpdpca.dp.calibration import zcdp_rho_for
+    for eps, delta in ((50.0, 1e-3), (1e-3, 1e-12)):
+        rho = zcdp_rho_for(eps, delta)
+        assert zcdp_delta(rho, eps) <= delta < zcdp_delta(rho * (1 + 1e-9), eps)
+
+
+def test_exact_scalar_delta_extremes():
+    # eps -> 0, sigma^2 = 1, shift 1: delta = P[Y >= 0] - e^eps P[Y >= 1] -> P[Y = 0]
+    from dp_stats import discrete_gaussian_pmf
+    assert discrete_gaussian_delta_1d(1e-9, 1, 1) == pytest.approx(discrete_gaussian_pmf(1.0)(0), rel=1e-6)
+    # a huge epsilon leaves both tails beyond the summed range: delta = 0
+    assert discrete_gaussian_delta_1d(500.0, 1, 1) == 0.0

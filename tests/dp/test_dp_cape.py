@@ -176,3 +176,18 @@ def test_site_privacy_report():
     assert (r.epsilon, r.delta, r.mechanism, r.neighbouring) == (1.0, 1e-5, "cape", "replace-one")
     assert r.sensitivity == pytest.approx(second_moment_sensitivity(n))
     assert r.sigma == pytest.approx(math.sqrt(plan.tau_s2[1]))
+
+
+def test_direct_construction_and_aggregate_validation():
+    with pytest.raises(ParameterError, match=r"^n_sites must be >= 2, got 1$"):
+        CapeNoisePlan(tau_s2=(1.0,), weights=(1.0,), tau_e2=(0.0,), tau_f2=(0.0,), tau_g2=(1.0,), tau_c2=1.0,
+                      scheme="equal")
+    with pytest.raises(ParameterError, match=r"^tau_g2 must be of length 2, got 1$"):
+        CapeNoisePlan(tau_s2=(1.0, 1.0), weights=(0.5, 0.5), tau_e2=(0.5, 0.5), tau_f2=(0.5, 0.5), tau_g2=(0.5,),
+                      tau_c2=0.125, scheme="equal")
+    with pytest.raises(ParameterError, match=r"^weights\[0\] must be > 0, got 0.0$"):
+        CapeNoisePlan.unequal(site_taus=[1.0, 1.0, 1.0], weights=[0.0, 0.5, 0.5], tau_c=0.3, method="paper")
+    plan = CapeNoisePlan.equal(n_sites=3, tau_s=1.0)
+    with pytest.raises(ParameterError, match=r"^releases must be 3 releases and terms, got \(2, 3\)$"):
+        plan.aggregate([np.zeros(2)] * 2, [np.zeros(2)] * 3)
+    assert np.all(exact_zero_sum(np.ones((1, 4))) == 0)

@@ -95,3 +95,8 @@ def test_size_and_scale_validation():
     with pytest.raises(ParameterError, match=r"^den must be >= 1, got 0$"):
         bernoulli_exp_neg(1, 0)
     assert sample_discrete_gaussian(5, 0) == []
+
+
+def test_float_sigma_squared_is_converted_exactly():
+    x = sample_discrete_gaussian(2.25, 30_000, rng=np.random.default_rng(12))
+    assert chi_square_p(x, discrete_gaussian_pmf(2.25), range(-12, 13)) > P_MIN

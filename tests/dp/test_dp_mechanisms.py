@@ -169,3 +169,20 @@ def test_default_relation_is_replace_one():
     assert GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0).neighbouring == REPLACE_ONE
     counts = Counter(DiscreteGaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1).sample(1000))
     assert len(counts) > 3
+
+
+def test_report_helpers_from_the_foundation():
+    with pytest.raises(ValueError, match=r"^reports must be non-empty, got 0 reports$"):
+        compose_basic([])
+    a = GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0).privacy("a")
+    b = GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0, neighbouring=ADD_REMOVE_ONE).privacy("b")
+    with pytest.raises(ValueError, match=r"^reports must share one neighbouring relation"):
+        compose_basic([a, b])
+    assert PrivacyReport.non_private().epsilon == math.inf
+
+
+def test_variances_and_reprs():
+    g = GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=1.0)
+    assert g.variance == g.sigma ** 2 and "GaussianMechanism(epsilon=1.0" in repr(g)
+    dg = DiscreteGaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=2)
+    assert dg.variance == dg.sigma_squared and "sigma=" in repr(dg)
