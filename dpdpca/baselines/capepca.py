@@ -10,7 +10,9 @@ Three kinds of party draw noise, each with its own randomness, through
 
 The aggregator computes ``A_hat = sum_s mu_s (A_hat_s - F_s) = sum_s mu_s A_s +
 sum_s mu_s G_s`` (step 8; with equal sites ``mu_s = 1/S``) and releases the top-K
-eigenvectors.  All noise matrices are symmetric (i.i.d. upper triangle).  The
+eigenvectors.  All noise matrices are symmetric (i.i.d. upper triangle); every
+symmetric matrix is handled and sent as its upper triangle, and the aggregator
+mirrors the sum once.  The
 authors' code simulates this with one pooled draw; here every term is drawn by
 its party and the cancellation is real.
 
@@ -52,7 +54,7 @@ from dpdpca._validation import check_int, check_open_unit, check_positive, param
 from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, second_moment,
                                       symmetric_bytes, top_eigenpairs)
 from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, resolve_source, second_moment_sensitivity,
-                       symmetric_gaussian_matrix)
+                       symmetric_from_upper)
 from dpdpca.errors import ParameterError
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -191,43 +193,50 @@ class CapePCA(NoisySiteEstimator):
         params.update({"correlated": bool(self.correlated), "weights": mus, "dropped_sites": dropped,
                        "site_epsilons": eps, "site_deltas": dels})
         plan = None
+        # Every symmetric matrix travels as its upper triangle (d(d+1)/2 values); the
+        # noise terms are i.i.d. per upper-triangle entry, exactly the symmetric
+        # noise of Alg. 2, and the aggregator mirrors once at the end.
+        iu = np.triu_indices(d)
+        n_upper = len(iu[0])
         if self.correlated:
             plan = self._plan(sizes, eps, dels, mus)
             params["scheme"] = plan.scheme
             with timings.measure("noise-generator", "noise"):
-                E = plan.noise_generator_terms((d, d), symmetric=True, rng=src)
+                E = plan.noise_generator_terms(n_upper, rng=src)
             bytes_sent["noise-generator"] = S * symmetric_bytes(d)
             with timings.measure("aggregator", "noise"):
-                F = plan.aggregator_terms((d, d), symmetric=True, rng=src)
+                F = plan.aggregator_terms(n_upper, rng=src)
             bytes_sent["aggregator"] = S * symmetric_bytes(d)
         G: list[np.ndarray] = []
         releases: dict[int, np.ndarray] = {}
         for i in active:
             party = f"site:{i + 1}"
             with timings.measure(party, "second-moment"):
-                A_hat = second_moment(parts[i])
+                a_hat = second_moment(parts[i])[iu]
             with timings.measure(party, "noise"):
                 if plan is not None:
-                    G_i = plan.site_term(i, (d, d), symmetric=True, rng=src)
-                    A_hat += E[i]
-                    A_hat += F[i]
+                    g_i = plan.site_term(i, n_upper, rng=src)
+                    a_hat += E[i]
+                    a_hat += F[i]
                 else:
-                    G_i = symmetric_gaussian_matrix(d, mechs[i].sigma, src)
-                A_hat += G_i
+                    g_i = mechs[i].sample(n_upper, src)
+                a_hat += g_i
             if self.keep_noise:
-                G.append(G_i)
-            releases[i] = A_hat
+                G.append(g_i)
+            releases[i] = a_hat
             bytes_sent[party] = symmetric_bytes(d)
         with timings.measure("aggregator", "aggregate"):
             weight = math.fsum(mus[i] for i in active)
-            aggregate = np.zeros((d, d))
+            upper = np.zeros(n_upper)
             for i in active:
-                aggregate += (mus[i] / weight) * (releases[i] - F[i] if plan is not None else releases[i])
+                upper += (mus[i] / weight) * (releases[i] - F[i] if plan is not None else releases[i])
+            aggregate = symmetric_from_upper(upper, d)
         with timings.measure("aggregator", "eigh"):
             w, V = top_eigenpairs(aggregate, k)
         bytes_sent["aggregator"] = bytes_sent.get("aggregator", 0) + FLOAT_BYTES * d * k
         if self.keep_noise:
-            self.noise_ = {"E": E if plan is not None else [], "F": F if plan is not None else [], "G": G}
+            self.noise_ = {name: [symmetric_from_upper(v, d) for v in terms] for name, terms in
+                           (("E", E if plan is not None else []), ("F", F if plan is not None else []), ("G", G))}
             self.aggregate_ = aggregate
         privacy = self._report(mechs, plan, dropped)
         extra: dict[str, Any] = {}
