@@ -146,7 +146,9 @@ class OsNoiseSource(NoiseSource):
 
     Small requests are served from a private 64 KiB buffer refilled from
     ``os.urandom`` (one system call per refill instead of one per draw); every
-    byte is used once.
+    byte is used once.  The buffer is dropped when the process id changes, so a
+    source inherited through ``fork`` never hands the same bytes to parent and
+    child.
     """
 
     is_secure = True
@@ -155,13 +157,16 @@ class OsNoiseSource(NoiseSource):
     def __init__(self) -> None:
         self._buf = b""
         self._pos = 0
+        self._pid = os.getpid()
 
     def _bytes(self, n: int) -> bytes:
         if n >= self._BUFFER // 4:
             return os.urandom(n)
-        if self._pos + n > len(self._buf):
+        pid = os.getpid()
+        if self._pos + n > len(self._buf) or pid != self._pid:
             self._buf = os.urandom(self._BUFFER)
             self._pos = 0
+            self._pid = pid
         out = self._buf[self._pos:self._pos + n]
         self._pos += n
         return out

@@ -86,3 +86,24 @@ def test_standard_normal_and_laplace_distributions(rng):
     lap = src.laplace(100_001)
     assert lap.shape == (100_001,)
     assert stats.kstest(lap, "laplace").pvalue > P_MIN
+
+
+def test_os_source_never_repeats_bytes_across_fork():
+    import os
+    import warnings
+
+    src = OsNoiseSource()
+    src.random_bits(8)  # fill the buffer in the parent
+    read_fd, write_fd = os.pipe()
+    with warnings.catch_warnings():  # Python >= 3.12 warns about fork in threaded processes
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # child: report its next draw, then leave without running pytest teardown
+        os.close(read_fd)
+        os.write(write_fd, src.random_bits(256).to_bytes(32, "little"))
+        os._exit(0)
+    os.close(write_fd)
+    child = int.from_bytes(os.read(read_fd, 32), "little")
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    assert src.random_bits(256) != child
