@@ -134,9 +134,10 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     from dpdpca._validation import check_int
     from dpdpca.data import clip_rows, load_dataset, load_file, partition
     from dpdpca.metrics import captured_energy_ratio
-    from dpdpca.protocol.runner import check_options, progress_steps, run_protocol
+    from dpdpca.protocol.params import check_noise_options
+    from dpdpca.protocol.runner import progress_steps, run_protocol
 
-    check_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
+    check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
                   noise_lattice=noise_lattice)
     check_int("owners", owners, minimum=1)
     check_int("components", components, minimum=1)
@@ -349,9 +350,9 @@ def proxy_finish_cmd(state_dir: str, count_path: str, epsilon: float, delta: flo
                      sensitivity_mode: str, noise_lattice: str, out_path: str, workers: int) -> None:
     """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user."""
     from dpdpca.protocol.parties import Proxy
-    from dpdpca.protocol.runner import check_options
+    from dpdpca.protocol.params import check_noise_options
 
-    check_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
+    check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
                   noise_lattice=noise_lattice)
     state = Path(state_dir)
     params = _load_public(str(state / "public.json"))

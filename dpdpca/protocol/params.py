@@ -21,7 +21,7 @@ from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, centred_scatter_se
 from dpdpca.errors import MessageError, OverflowRiskError
 
 __all__ = ["slot_value_bound", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
-           "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int"]
+           "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int", "check_noise_options"]
 
 
 def slot_value_bound(*, d: int, owners: int, rows_per_owner: int, frac_bits: int = 16,
@@ -83,6 +83,30 @@ TAIL_LOG2_ENTRIES = 40
 #: ... with total probability of exceeding it below 2**-80.
 TAIL_LOG2_FAILURE = 80
 PARAMS_KEY = "dpdpca_protocol"
+
+
+def check_noise_options(*, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
+                        noise_lattice: str, neighbouring: str = REPLACE_ONE) -> tuple[float, float]:
+    """Validate the budget and noise options; return ``(epsilon, delta)``.
+
+    Raises
+    ------
+    ParameterError
+        epsilon <= 0, delta outside (0, 1), an unknown option, or a
+        neighbouring relation other than replace-one (the protocol releases N
+        exactly, which is not DP under add/remove-one).
+    """
+    eps = check_positive("epsilon", epsilon)
+    dl = check_open_unit("delta", delta)
+    for name, value, allowed in (("calibration", calibration, CALIBRATIONS),
+                                 ("sensitivity_mode", sensitivity_mode, SENSITIVITY_MODES),
+                                 ("noise_lattice", noise_lattice, NOISE_LATTICES)):
+        if value not in allowed:
+            raise param_error(name, f"one of {allowed}", value)
+    if neighbouring != REPLACE_ONE:
+        raise param_error("neighbouring", f"{REPLACE_ONE!r} (the protocol releases N exactly, which is not DP "
+                          f"under add/remove-one)", neighbouring)
+    return eps, dl
 
 
 def noise_tail_factor() -> int:

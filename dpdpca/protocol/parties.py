@@ -25,15 +25,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpdpca._validation import check_data_matrix, check_int, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_data_matrix, check_int, param_error
 from dpdpca.crypto import (EncryptedArray, PrivateKey, PublicKey, decrypt, encrypt, generate_keypair,
                            scalars_times_packed, sum_arrays, upper_triangle_chunks)
 from dpdpca.data import clip_rows
 from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, PrivacyReport, resolve_source
 from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ProtocolError
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
-from dpdpca.protocol.params import (CALIBRATIONS, NOISE_LATTICES, SENSITIVITY_MODES, ProtocolParams,
-                                    integer_noise_sensitivity, noise_tail_factor)
+from dpdpca.protocol.params import ProtocolParams, check_noise_options, integer_noise_sensitivity
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows, upper_triangle_values
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -213,6 +212,16 @@ def _load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[
     return arr
 
 
+def _load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: int) -> dict[str, EncryptedArray]:
+    """R, v singles, v windows and N of one share (``owners=1``) or of an aggregate of ``owners`` shares."""
+    slots = params.layout.slots
+    bounds = {k: b * owners for k, b in params.share_bounds().items()}
+    shapes = {"R": (upper_triangle_chunks(d, slots), bounds["R"]), "v": ([1] * d, bounds["v"]),
+              "vwin": (window_chunks(d, slots), bounds["v"]), "N": ([1], bounds["N"])}
+    return {name: _load_array(msg, name, params.public_key, chunks=list(chunks), bound=bound, layout=params.layout)
+            for name, (chunks, bound) in shapes.items()}
+
+
 class Proxy:
     """The honest-but-curious proxy: aggregates, masks and adds DP noise.
 
@@ -296,16 +305,7 @@ class Proxy:
         if msg.meta.get("declared_bounds") != declared:
             raise MessageError(f"share declared_bounds must be the public {declared}, "
                                f"got {msg.meta.get('declared_bounds')!r}")
-        bounds = p.share_bounds()
-        slots = p.layout.slots
-        share = {
-            "R": _load_array(msg, "R", p.public_key, chunks=upper_triangle_chunks(d, slots), bound=bounds["R"],
-                             layout=p.layout),
-            "v": _load_array(msg, "v", p.public_key, chunks=[1] * d, bound=bounds["v"], layout=p.layout),
-            "vwin": _load_array(msg, "vwin", p.public_key, chunks=window_chunks(d, slots), bound=bounds["v"],
-                                layout=p.layout),
-            "N": _load_array(msg, "N", p.public_key, chunks=[1], bound=bounds["N"], layout=p.layout),
-        }
+        share = _load_share_arrays(msg, p, d, owners=1)
         self.d = d
         self._shares[owner] = share
         return owner
@@ -364,16 +364,7 @@ class Proxy:
             raise MessageError("proxy state must list at least one owner, got none")
         d = msg.meta_int("d", minimum=1)
         proxy = cls(params, executor=executor)
-        slots = params.layout.slots
-        total = {k: b * len(owners) for k, b in params.share_bounds().items()}
-        proxy._aggregate = {
-            "R": _load_array(msg, "R", params.public_key, chunks=upper_triangle_chunks(d, slots), bound=total["R"],
-                             layout=params.layout),
-            "v": _load_array(msg, "v", params.public_key, chunks=[1] * d, bound=total["v"], layout=params.layout),
-            "vwin": _load_array(msg, "vwin", params.public_key, chunks=window_chunks(d, slots), bound=total["v"],
-                                layout=params.layout),
-            "N": _load_array(msg, "N", params.public_key, chunks=[1], bound=total["N"], layout=params.layout),
-        }
+        proxy._aggregate = _load_share_arrays(msg, params, d, owners=len(owners))
         proxy.owners_, proxy.d = owners, d
         return proxy
 
@@ -429,14 +420,8 @@ class Proxy:
         ProtocolError
             Called before N is known, or twice.
         """
-        epsilon = check_positive("epsilon", epsilon)
-        delta = check_open_unit("delta", delta)
-        if calibration not in CALIBRATIONS:
-            raise param_error("calibration", f"one of {CALIBRATIONS}", calibration)
-        if sensitivity_mode not in SENSITIVITY_MODES:
-            raise param_error("sensitivity_mode", f"one of {SENSITIVITY_MODES}", sensitivity_mode)
-        if noise_lattice not in NOISE_LATTICES:
-            raise param_error("noise_lattice", f"one of {NOISE_LATTICES}", noise_lattice)
+        epsilon, delta = check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration,
+                                             sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
         if self._aggregate is None or self.n_ is None:
             raise ProtocolError("finish must follow receive_count, got it first")
         if self._finished:

@@ -21,18 +21,18 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_int, param_error
 from dpdpca.data import check_partitions
-from dpdpca.dp import ADD_REMOVE_ONE, REPLACE_ONE
+from dpdpca.dp import REPLACE_ONE
 from dpdpca.errors import ParameterError
-from dpdpca.protocol.params import CALIBRATIONS, NOISE_LATTICES, SENSITIVITY_MODES
+from dpdpca.protocol.params import check_noise_options
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.protocol.transport import InProcessTransport, Transport
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["ProtocolRun", "run_protocol", "run_pipeline", "collect_shares", "check_options",
+__all__ = ["ProtocolRun", "run_protocol", "run_pipeline", "collect_shares", "progress_steps",
            "reference_scatter_int", "owner_ids"]
 
 Progress = Callable[[str], None]
@@ -74,24 +74,6 @@ class ProtocolRun:
 def owner_ids(n: int) -> list[str]:
     """Default owner ids ``"1"`` ... ``"n"``."""
     return [str(i) for i in range(1, n + 1)]
-
-
-def check_options(*, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
-                  noise_lattice: str, neighbouring: str = REPLACE_ONE) -> tuple[float, float]:
-    """Validate the privacy options shared by the runner, estimator and CLI."""
-    eps = check_positive("epsilon", epsilon)
-    dl = check_open_unit("delta", delta)
-    if calibration not in CALIBRATIONS:
-        raise param_error("calibration", f"one of {CALIBRATIONS}", calibration)
-    if sensitivity_mode not in SENSITIVITY_MODES:
-        raise param_error("sensitivity_mode", f"one of {SENSITIVITY_MODES}", sensitivity_mode)
-    if noise_lattice not in NOISE_LATTICES:
-        raise param_error("noise_lattice", f"one of {NOISE_LATTICES}", noise_lattice)
-    if neighbouring != REPLACE_ONE:
-        why = " (the protocol releases N exactly, which is not DP under add/remove-one)" \
-            if neighbouring == ADD_REMOVE_ONE else ""
-        raise param_error("neighbouring", f"{REPLACE_ONE!r}{why}", neighbouring)
-    return eps, dl
 
 
 def collect_shares(proxy: Proxy, transport: Transport, *, expected: int, deadline_s: float | None) -> None:
@@ -180,7 +162,7 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     DataError, ParameterError, OverflowRiskError, ProtocolError
         Bad input; one-line messages.
     """
-    eps, dl = check_options(epsilon=epsilon, delta=delta, calibration=calibration,
+    eps, dl = check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration,
                             sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice,
                             neighbouring=neighbouring)
     parts = check_partitions(list(partitions))

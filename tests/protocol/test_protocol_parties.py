@@ -11,7 +11,7 @@ from scipy import stats
 from dpdpca.crypto import PrivateKey
 from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ProtocolError
 from dpdpca.protocol import DataOwner, DataUser, InProcessTransport, Proxy, ProtocolParams, run_protocol
-from dpdpca.protocol.messages import Message, MessageType
+from dpdpca.protocol.messages import Message
 from dpdpca.protocol.parties import draw_mask, mask_bound
 from dpdpca.protocol.runner import reference_scatter_int
 
