@@ -188,17 +188,21 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     epsilon = check_positive("epsilon", epsilon)
 
     def log_delta(alpha: float) -> float:
+        if not alpha > 1.0:
+            return math.inf
         return ((alpha - 1.0) * (alpha * rho - epsilon) + alpha * math.log1p(-1.0 / alpha)
                 - math.log(alpha - 1.0))
 
-    a_star = (epsilon + rho) / (2.0 * rho) + 1.0  # near the optimum; search around it
-    res = optimize.minimize_scalar(lambda la: log_delta(1.0 + math.exp(la)),
-                                   bracket=(math.log(max(a_star - 1.0, 1e-9)) - 1.0,
-                                            math.log(max(a_star - 1.0, 1e-9)) + 1.0))
+    a_star = (epsilon + rho) / (2.0 * rho) + 1.0  # near the optimum
+    hi = math.log(a_star) + 5.0
+    res = optimize.minimize_scalar(lambda la: log_delta(1.0 + math.exp(la)), bounds=(-30.0, hi),
+                                   method="bounded", options={"xatol": 1e-10})
     best = log_delta(1.0 + math.exp(float(res.x)))
-    best = min(best, log_delta(max(a_star, 1.0 + 1e-9)))
+    best = min(best, log_delta(a_star))
     if epsilon > rho:
         best = min(best, -((epsilon - rho) ** 2) / (4.0 * rho))
+    if best >= 0.0:  # also avoids overflow in exp for huge rho
+        return 1.0
     return min(1.0, math.exp(best) * _ROUND_UP)
 
 

@@ -175,3 +175,17 @@ def test_exact_scalar_delta_extremes():
     assert discrete_gaussian_delta_1d(1e-9, 1, 1) == pytest.approx(discrete_gaussian_pmf(1.0)(0), rel=1e-6)
     # a huge epsilon leaves both tails beyond the summed range: delta = 0
     assert discrete_gaussian_delta_1d(500.0, 1, 1) == 0.0
+
+
+@pytest.mark.parametrize("rho,eps", [(1e6, 0.5), (1e6, 1e3), (1e-6, 1e-3), (1e-4, 1.0), (3.0, 50.0)])
+def test_zcdp_delta_is_robust_at_extremes(rho, eps):
+    d = zcdp_delta(rho, eps)
+    assert 0.0 <= d <= 1.0
+    if eps > rho:
+        assert d <= math.exp(-((eps - rho) ** 2) / (4 * rho)) * (1 + 1e-9)
+
+
+def test_discrete_classic_with_a_huge_epsilon_reports_the_true_bound():
+    from dpdpca.dp import DiscreteGaussianMechanism
+    m = DiscreteGaussianMechanism(epsilon=1e4, delta=0.5, sensitivity=1, calibration="classic")
+    assert m.achieved_delta == 1.0 and m.privacy("proxy").delta == 1.0
