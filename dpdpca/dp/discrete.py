@@ -9,11 +9,11 @@ uniform random bits), with none of the floating-point artefacts that break the
 privacy of textbook float samplers (Mironov 2012).
 
 Speed: the discrete-Laplace proposal of CKS Algorithm 3 (uniform draws,
-Bernoulli(exp(-U/t)) and the geometric part) is vectorized with numpy on
-``int64``/``uint64`` words whenever the scale ``t`` is below ``2**63``; the final
-Gaussian acceptance, whose numbers are hundreds of bits long, runs on Python
-integers.  Above that everything runs on Python integers (slower, same
-distribution).
+Bernoulli(exp(-U/t)) and the geometric part) is vectorized with numpy: on one
+``int64`` word while the scale ``t`` is below ``2**62``, and on (high, low)
+word pairs compared lexicographically up to ``t < 2**125``.  The final Gaussian
+acceptance, whose numbers are hundreds of bits long, runs on Python integers.
+Above ``2**125`` everything runs on Python integers (slower, same distribution).
 
 References
 ----------
@@ -41,7 +41,7 @@ __all__ = [
     "as_positive_fraction",
 ]
 
-_VECTOR_LIMIT = (1 << 63) - 1
+_VECTOR_LIMIT = 1 << 125
 
 
 def as_positive_fraction(name: str, value: Any) -> Fraction:
@@ -92,19 +92,59 @@ def _bernoulli_exp_neg(num: int, den: int, src: NoiseSource) -> bool:
 
 # --- vectorized pieces of the discrete-Laplace proposal ---------------------
 
-def _bernoulli_exp_neg_ratio_vec(u: np.ndarray, t: int, src: NoiseSource) -> np.ndarray:
-    """Bernoulli(exp(-u_i/t)) per entry, ``0 <= u_i < t < 2**63`` (CKS Alg. 1, vectorized).
+def _wide_split(t: int) -> int:
+    """Bits kept in the low word when ``t`` is held as (high, low) int64 words (0: one word)."""
+    return max(0, t.bit_length() - 62)
+
+
+def _uniform_below_wide(t: int, size: int, src: NoiseSource) -> tuple[np.ndarray, np.ndarray | None]:
+    """``size`` exact uniform integers in ``[0, t)`` as (high, low) words, ``value = high << s | low``.
+
+    ``s = _wide_split(t)``.  For ``s = 0`` this is :meth:`NoiseSource.uniform_below_array`
+    and ``low`` is None.  Otherwise ``high`` is uniform in ``[0, t >> s]`` and ``low`` is
+    ``s`` uniform bits (``s <= 63``); pairs with ``value >= t`` are rejected (rate <= 1/2).
+    """
+    sh = _wide_split(t)
+    if sh == 0:
+        return src.uniform_below_array(t, size), None
+    t_hi, t_lo = t >> sh, t & ((1 << sh) - 1)
+    his, los, got = [], [], 0
+    while got < size:
+        m = 2 * (size - got) + 8
+        hi = src.uniform_below_array(t_hi + 1, m)
+        lo = (src.words(m) >> np.uint64(64 - sh)).astype(np.int64)
+        ok = (hi < t_hi) | (lo < t_lo)
+        his.append(hi[ok])
+        los.append(lo[ok])
+        got += int(ok.sum())
+    return np.concatenate(his)[:size], np.concatenate(los)[:size]
+
+
+def _less_wide(w: tuple[np.ndarray, np.ndarray | None], u: tuple[np.ndarray, np.ndarray | None]) -> np.ndarray:
+    """Entrywise ``w < u`` for (high, low) pairs split at the same bit."""
+    if w[1] is None or u[1] is None:
+        return w[0] < u[0]
+    return (w[0] < u[0]) | ((w[0] == u[0]) & (w[1] < u[1]))
+
+
+def _take_wide(u: tuple[np.ndarray, np.ndarray | None], idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    return u[0][idx], None if u[1] is None else u[1][idx]
+
+
+def _bernoulli_exp_neg_ratio_vec(u: tuple[np.ndarray, np.ndarray | None], t: int,
+                                 src: NoiseSource) -> np.ndarray:
+    """Bernoulli(exp(-u_i/t)) per entry, ``0 <= u_i < t < 2**125`` (CKS Alg. 1, vectorized).
 
     Bernoulli(u/(t k)): a uniform W in [0, t k) written W = j t + w with j in
     [0, k) and w in [0, t); since u < t, W < u iff j == 0 and w < u.
     """
-    n = u.size
+    n = u[0].size
     k = np.ones(n, dtype=np.int64)
     active = np.arange(n)
     while active.size:
         j = src.uniform_below_each(k[active])
-        w = src.uniform_below_array(t, active.size)
-        hit = (j == 0) & (w < u[active])
+        w = _uniform_below_wide(t, active.size, src)
+        hit = (j == 0) & _less_wide(w, _take_wide(u, active))
         k[active[hit]] += 1
         active = active[hit]
     return (k % 2) == 1
@@ -133,14 +173,17 @@ def _geometric_vec(n: int, src: NoiseSource) -> np.ndarray:
 
 
 def _laplace_proposals_vec(t: int, n: int, src: NoiseSource) -> list[int]:
-    """About ``n`` accepted ``X = U + t V`` of CKS Algorithm 2 (before the sign step), t < 2**63."""
+    """About ``n`` accepted ``X = U + t V`` of CKS Algorithm 2 (before the sign step), t < 2**125."""
     m = int(n / 0.6) + 16
-    u = src.uniform_below_array(t, m)
-    u = u[_bernoulli_exp_neg_ratio_vec(u, t, src)]
-    v = _geometric_vec(u.size, src)
-    if t * (int(v.max(initial=0)) + 1) < _VECTOR_LIMIT:
-        return (u + v * t).tolist()
-    return [int(a) + t * int(b) for a, b in zip(u.tolist(), v.tolist())]
+    u = _uniform_below_wide(t, m, src)
+    u = _take_wide(u, np.flatnonzero(_bernoulli_exp_neg_ratio_vec(u, t, src)))
+    v = _geometric_vec(u[0].size, src)
+    if u[1] is None:
+        if t * (int(v.max(initial=0)) + 1) < (1 << 63):
+            return (u[0] + v * t).tolist()
+        return [int(a) + t * int(b) for a, b in zip(u[0].tolist(), v.tolist())]
+    sh = _wide_split(t)
+    return [((h << sh) | lo) + t * b for h, lo, b in zip(u[0].tolist(), u[1].tolist(), v.tolist())]
 
 
 def _laplace_proposal_scalar(t: int, src: NoiseSource) -> int:
@@ -160,7 +203,7 @@ def _discrete_laplace_ints(t: int, s: int, size: int, src: NoiseSource) -> list[
     out: list[int] = []
     while len(out) < size:
         need = size - len(out)
-        if t <= _VECTOR_LIMIT:
+        if t < _VECTOR_LIMIT:
             xs = _laplace_proposals_vec(t, need, src)
         else:
             xs = [_laplace_proposal_scalar(t, src) for _ in range(need)]
