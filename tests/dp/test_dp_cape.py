@@ -7,6 +7,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpdpca.dp import CapeNoisePlan, cape_gain, cape_gain_max, exact_zero_sum, second_moment_sensitivity
 from dpdpca.errors import InfeasibleError, ParameterError
@@ -191,3 +193,18 @@ def test_direct_construction_and_aggregate_validation():
     with pytest.raises(ParameterError, match=r"^releases must be 3 releases and terms, got \(2, 3\)$"):
         plan.aggregate([np.zeros(2)] * 2, [np.zeros(2)] * 3)
     assert np.all(exact_zero_sum(np.ones((1, 4))) == 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(n_sites=st.integers(2, 40), width=st.integers(1, 30), exponent=st.integers(-300, 300),
+       seed=st.integers(0, 2**32 - 1))
+def test_exact_zero_sum_property(n_sites, width, exponent, seed):
+    rows = np.random.default_rng(seed).standard_normal((n_sites, width)) * 2.0 ** exponent
+    rows -= rows.mean(axis=0)
+    adj = exact_zero_sum(rows)
+    for order in (range(n_sites), reversed(range(n_sites))):
+        acc = np.zeros(width)
+        for i in order:
+            acc = acc + adj[i]
+        assert np.all(acc == 0.0)
+    assert np.all(np.abs(adj - rows) <= 2.0 ** -45 * n_sites * np.max(np.abs(rows)))
