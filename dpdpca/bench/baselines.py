@@ -1,0 +1,123 @@
+"""``dpdpca bench baselines``: the plaintext pipelines against one pooled covariance + eigh.
+
+Both timings come from the same run on the same data (absolute seconds on a
+shared machine are noisy; the ratio is what we report).  The reference is the
+cheapest possible non-distributed PCA: ``C = X^T X / N`` with numpy and
+``numpy.linalg.eigh(C)`` on the pooled data.  Each pipeline runs end to end
+through :func:`dpdpca.driver.run` with production noise (OS entropy), every
+party simulated in this one process, so its wall time is the *total* work of
+all parties; ``critical_path_ratio`` uses the pipeline's own critical path
+(sites in parallel) instead.  Each figure is the best of ``repeats``
+interleaved runs.
+
+Data: Fashion-MNIST (60000 x 784, Debian ``dataset-fashion-mnist``) when
+installed, else the clearly named ``synthetic-d784-n60000`` set
+(:func:`~dpdpca.data.make_covariance_data`, seed 0).  Both are centred and
+scaled by the maximum row norm.  ``--quick`` uses the first 6000 rows.
+
+JSON keys: ``ratio_to_pooled_eigh`` ({method: ratio}, production noise from OS
+entropy), ``critical_path_ratio`` ({method: ratio}), ``noise_share`` ({method:
+fraction of the best run's wall time spent drawing noise}),
+``ratio_to_pooled_eigh_seeded_noise`` ({method: ratio} with noise from an
+explicit seeded numpy Generator: experiments only, shows what the OS entropy
+sampler costs), ``seconds`` ({"pooled_eigh", method...}: best wall times),
+``dataset``, ``source``, ``n``, ``d``, ``sites``, ``n_components``,
+``repeats``, ``quick``, ``goal`` (1.5), ``stretch_goal`` (1.1).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+import numpy as np
+
+from dpdpca.data import load_dataset, make_covariance_data, partition, preprocess
+from dpdpca.driver import run as run_method
+from dpdpca.errors import DataError
+
+METHODS = ("capepca", "dpdispca")
+SITES = 10
+N_COMPONENTS = 50
+GOAL, STRETCH = 1.5, 1.1
+
+
+def load_bench_data(quick: bool) -> tuple[np.ndarray, str, str]:
+    """Fashion-MNIST if installed, else the named synthetic stand-in; preprocessed."""
+    try:
+        ds = load_dataset("fashion-mnist")
+        X, name, source = ds.X, ds.name, ds.source
+    except DataError:
+        X = make_covariance_data(60000, 784, decay=40.0, rng=np.random.default_rng(0))
+        name, source = "synthetic-d784-n60000", "make_covariance_data(60000, 784, decay=40, seed 0)"
+    if quick:
+        X = X[:6000]
+    return preprocess(X), name, source
+
+
+def _pooled_eigh(X: np.ndarray) -> None:
+    C = X.T @ X / X.shape[0]
+    np.linalg.eigh(C)
+
+
+def _noise_seconds(result: Any) -> float:
+    parties = result.timings.to_dict()["parties"]
+    return sum(phases.get("noise", 0.0) for phases in parties.values())
+
+
+def run(quick: bool = False, repeats: int = 3) -> dict[str, Any]:
+    """Measure; return the JSON-ready dict."""
+    X, name, source = load_bench_data(quick)
+    parts = partition(X, SITES)
+    best = {key: float("inf") for key in ("pooled_eigh", *METHODS)}
+    seeded = {m: float("inf") for m in METHODS}
+    critical = {m: float("inf") for m in METHODS}
+    noise = {m: float("inf") for m in METHODS}
+    for rep in range(repeats):  # interleaved, so drift on a shared machine hits every figure alike
+        t0 = time.perf_counter()
+        _pooled_eigh(X)
+        best["pooled_eigh"] = min(best["pooled_eigh"], time.perf_counter() - t0)
+        for method in METHODS:
+            t0 = time.perf_counter()
+            result = run_method(method, parts, n_components=N_COMPONENTS, epsilon=1.0, delta=1e-5)
+            elapsed = time.perf_counter() - t0
+            if elapsed < best[method]:
+                best[method], noise[method] = elapsed, _noise_seconds(result)
+            critical[method] = min(critical[method], result.timings.critical_path_s())
+            # experiments only: the same pipeline with noise from an explicit seeded Generator
+            t0 = time.perf_counter()
+            run_method(method, parts, n_components=N_COMPONENTS, epsilon=1.0, delta=1e-5,
+                       rng=np.random.default_rng(rep))
+            seeded[method] = min(seeded[method], time.perf_counter() - t0)
+    ref = best["pooled_eigh"]
+    return {
+        "ratio_to_pooled_eigh": {m: best[m] / ref for m in METHODS},
+        "critical_path_ratio": {m: critical[m] / ref for m in METHODS},
+        "noise_share": {m: noise[m] / best[m] for m in METHODS},
+        "ratio_to_pooled_eigh_seeded_noise": {m: seeded[m] / ref for m in METHODS},
+        "seconds": best,
+        "dataset": name, "source": source, "n": int(X.shape[0]), "d": int(X.shape[1]), "sites": SITES,
+        "n_components": N_COMPONENTS, "repeats": repeats, "quick": quick, "goal": GOAL, "stretch_goal": STRETCH,
+    }
+
+
+@click.command("baselines")
+@click.option("--quick", is_flag=True, help="First 6000 rows only.")
+@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Best of this many runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def command(quick: bool, repeats: int, as_json: bool) -> None:
+    """capePCA and DPdisPCA time / pooled numpy covariance + eigh (d=784, N=60000, S=10)."""
+    result = run(quick, repeats)
+    if as_json:
+        click.echo(json.dumps(result, sort_keys=True))
+        return
+    click.echo(f"{result['dataset']} ({result['n']} x {result['d']}), S={result['sites']}, "
+               f"K={result['n_components']}, best of {result['repeats']}")
+    click.echo(f"pooled covariance + eigh: {result['seconds']['pooled_eigh']:.3f} s (reference)")
+    click.echo(f"{'method':<10}{'ratio':>8}{'critical path':>15}{'noise share':>13}{'seeded noise':>14}"
+               f"   goal <= {GOAL}, stretch <= {STRETCH}")
+    for m in METHODS:
+        click.echo(f"{m:<10}{result['ratio_to_pooled_eigh'][m]:>8.3f}{result['critical_path_ratio'][m]:>15.3f}"
+                   f"{result['noise_share'][m]:>13.2f}{result['ratio_to_pooled_eigh_seeded_noise'][m]:>14.3f}")
