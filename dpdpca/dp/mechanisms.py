@@ -254,7 +254,7 @@ class DiscreteGaussianMechanism(_Mechanism):
 
     @property
     def variance(self) -> Fraction:
-        """The parameter sigma^2 (the true variance is within 1e-9 relative for sigma >= 1)."""
+        """The parameter sigma^2 (the true variance is below it by < 3e-7 relative for sigma >= 1)."""
         return self.sigma_squared
 
     def sample(self, size: int, rng: Any = None) -> list[int]:
