@@ -50,7 +50,8 @@ def load_bench_data(quick: bool) -> tuple[np.ndarray, str, str]:
         ds = load_dataset("fashion-mnist")
         X, name, source = ds.X, ds.name, ds.source
     except DataError:
-        X = make_covariance_data(60000, 784, decay=40.0, rng=np.random.default_rng(0))
+        # quick: the first 6000 rows of the same set (the Generator fills rows in order)
+        X = make_covariance_data(6000 if quick else 60000, 784, decay=40.0, rng=np.random.default_rng(0))
         name, source = "synthetic-d784-n60000", "make_covariance_data(60000, 784, decay=40, seed 0)"
     if quick:
         X = X[:6000]
