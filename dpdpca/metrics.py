@@ -177,7 +177,7 @@ def subspace_distance(U: Any, V: Any, *, norm: str = "spectral") -> float:
         return 1.0
     # sin of the largest principal angle as ||(I - A A^T) B||_2: accurate for tiny angles,
     # unlike sqrt(1 - cos^2), which cannot go below ~1e-8
-    return float(min(1.0, np.linalg.norm(B - A @ C, 2)))
+    return min(1.0, float(np.linalg.norm(B - A @ C, 2)))
 
 
 def svm_f1(components: Any, X_train: Any, y_train: Any, X_test: Any, y_test: Any, *,

@@ -181,6 +181,8 @@ def partition(X: Any, n_sites: int, *, sizes: int | Sequence[int] | None = None,
             raise param_error("sizes", f"<= {n // S} rows per site ({n} rows, {S} sites)", per)
         counts = [per] * S
     else:
+        if not isinstance(sizes, (Sequence, np.ndarray)):
+            raise param_error("sizes", "None, an int or a sequence of ints", sizes)
         counts = [check_int(f"sizes[{i}]", c, minimum=1) for i, c in enumerate(sizes)]
         if len(counts) != S:
             raise param_error("sizes", f"a sequence of n_sites={S} counts", list(sizes))
