@@ -16,7 +16,8 @@ from dpdpca.errors import ParameterError
 
 @pytest.mark.parametrize("sigma2", [Fraction(1, 4), 2, Fraction(49, 3), 400])
 def test_discrete_gaussian_matches_exact_pmf(sigma2):
-    x = sample_discrete_gaussian(sigma2, 60_000, rng=np.random.default_rng(int(Fraction(sigma2) * 12)))
+    n = 30_000 if sigma2 < 1 else 60_000  # sigma < 1 has a low acceptance rate; 3 bins carry the mass
+    x = sample_discrete_gaussian(sigma2, n, rng=np.random.default_rng(int(Fraction(sigma2) * 12)))
     s2 = float(sigma2)
     bound = int(6 * math.sqrt(s2)) + 2
     assert chi_square_p(x, discrete_gaussian_pmf(s2), range(-bound, bound + 1)) > P_MIN
@@ -43,7 +44,7 @@ def test_discrete_gaussian_large_sigma_moments(sigma):
     assert stats.kstest(x, "norm").pvalue > P_MIN
 
 
-@pytest.mark.parametrize("sigma,n", [(2**61, 60_000), (3 * 2**62, 60_000), (10**30, 60_000), (2**130, 20_000)])
+@pytest.mark.parametrize("sigma,n", [(2**61, 60_000), (3 * 2**62, 60_000), (10**30, 60_000), (2**130, 10_000)])
 def test_discrete_gaussian_wide_and_python_int_paths(sigma, n):
     """One int64 word (t < 2**62), (high, low) word pairs (t < 2**125), pure Python above.
 
