@@ -26,8 +26,8 @@ rounds the first ``S - 1`` terms to a common power-of-two grid ``q`` (about
 sets the last term to minus their sum (:func:`exact_zero_sum`).  All terms and all partial sums are
 multiples of ``q`` below ``2^53 q``, so float64 addition is exact and
 ``sum_s E_s == 0`` holds **exactly, in any summation order**.  With unequal
-weights (§III-A) ``e_S = -(1/mu_S) sum_{s<S} mu_s e_s``; ``sum mu_s e_s`` is then zero
-up to float64 rounding of the products (documented, not exact).
+weights (§III-A), ``sum_s mu_s e_s`` is zero only up to float64 rounding of the
+products ``mu_s e_s`` (documented, not exact).
 
 **Unequal sites.**  The printed §III-A closed form (``method="paper"``) is
 often infeasible (with ``mu_s = N_s/N`` and equal budgets it needs ``S <= 3``);
