@@ -34,7 +34,8 @@ MIN_TASK = 8
 T = TypeVar("T")
 
 
-def local_process_pool(max_workers: int | None = None) -> ProcessPoolExecutor:
+def local_process_pool(max_workers: int | None = None, *,
+                       public_key: PublicKey | None = None) -> ProcessPoolExecutor:
     """A local process pool for the ``executor=`` parameter of batch operations.
 
     Uses the ``spawn`` start method (no fork of a threaded parent).  Close it
@@ -44,10 +45,17 @@ def local_process_pool(max_workers: int | None = None) -> ProcessPoolExecutor:
     ----------
     max_workers : int or None
         Number of processes, >= 1; ``None`` = ``os.cpu_count()``.
+    public_key : PublicKey or None
+        If given, every worker builds this key's DJN fixed-base table when it
+        starts, so the first batches do not pay for it.
     """
     if max_workers is not None:
         check_int("max_workers", max_workers, minimum=1)
-    return ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"))
+    init: tuple[Callable[..., Any] | None, tuple[Any, ...]] = (None, ())
+    if public_key is not None:
+        init = (_init_worker, (int(public_key.n), int(public_key.hs)))
+    return ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=init[0], initargs=init[1])
 
 
 def task_size(count: int) -> int:
@@ -82,6 +90,10 @@ def _public(n: int, hs: int) -> PublicKey:
         key = PublicKey(n, hs, insecure_test_key=True)
         _PUBLIC[(n, hs)] = key
     return key
+
+
+def _init_worker(n: int, hs: int) -> None:
+    _public(n, hs).hs_table  # build and cache the fixed-base table now
 
 
 def _private(n: int, hs: int, p: int, q: int) -> PrivateKey:

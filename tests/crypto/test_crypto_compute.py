@@ -22,8 +22,8 @@ LAYOUT = SlotLayout(slot_bits=40, slots=12)
 
 
 @pytest.fixture(scope="module")
-def pool():
-    with local_process_pool(2) as ex:
+def pool(keys512):
+    with local_process_pool(2, public_key=keys512[0]) as ex:
         yield ex
 
 
