@@ -189,3 +189,14 @@ def test_discrete_classic_with_a_huge_epsilon_reports_the_true_bound():
     from dpdpca.dp import DiscreteGaussianMechanism
     m = DiscreteGaussianMechanism(epsilon=1e4, delta=0.5, sensitivity=1, calibration="classic")
     assert m.achieved_delta == 1.0 and m.privacy("proxy").delta == 1.0
+
+
+@pytest.mark.parametrize("eps,sigma2,sens", [(1.0, 4, 1), (0.5, 9, 3), (2.0, Fraction(121, 4), 5)])
+def test_scalar_theorem_7_delta_equals_the_hockey_stick_sum(eps, sigma2, sens):
+    """CKS Thm 7 (tail form) against the definition: max_k sum_y (p(y) - e^eps p(y - k))_+."""
+    s2 = float(sigma2)
+    ys = np.arange(-400, 401)
+    p = lambda y: np.exp(-(y.astype(float) ** 2) / (2 * s2))  # noqa: E731
+    z = p(np.arange(-600, 601)).sum()
+    direct = max(float(np.maximum(p(ys) - math.exp(eps) * p(ys - k), 0).sum() / z) for k in range(1, sens + 1))
+    assert discrete_gaussian_delta_1d(eps, sigma2, sens) == pytest.approx(direct, rel=1e-9)
