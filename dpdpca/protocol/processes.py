@@ -61,15 +61,25 @@ def _from_npy(data: bytes) -> np.ndarray:
 
 
 def _guard(ctrl: Connection, body: Callable[[], None]) -> None:
-    """Run a party; report a DpdpcaError (or any crash) as one JSON line to the coordinator."""
+    """Run a party; report a DpdpcaError (or any crash) as one JSON object to the coordinator.
+
+    Nothing is printed: if the coordinator has already gone (another party
+    failed first), the report is dropped and the process exits quietly.
+    """
     try:
         body()
     except DpdpcaError as exc:
-        _send_json(ctrl, {"error": type(exc).__name__, "message": str(exc)})
-    except Exception as exc:  # pragma: no cover - unexpected crash, surfaced to the coordinator
-        _send_json(ctrl, {"error": "ProtocolError",
-                          "message": f"party crashed: {type(exc).__name__}: {exc} "
-                                     f"{traceback.format_exc(limit=1).splitlines()[-1]}"})
+        report = {"error": type(exc).__name__, "message": str(exc)}
+    except Exception as exc:  # an unexpected crash, surfaced to the coordinator as one line
+        report = {"error": "ProtocolError",
+                  "message": f"party crashed: {type(exc).__name__}: {exc} "
+                             f"({traceback.format_exc(limit=1).splitlines()[-1]})"}
+    else:
+        return
+    try:
+        _send_json(ctrl, report)
+    except OSError:
+        pass
 
 
 def _owner_main(ctrl: Connection, to_proxy: Connection) -> None:
@@ -244,10 +254,14 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
         ok = True
         return run
     finally:
+        if not ok:  # a party failed: the others may be waiting for it, stop them quietly
+            for proc in procs:
+                if proc.is_alive():
+                    proc.terminate()
         for conn in ctrls:
             conn.close()
         for proc in procs:
-            proc.join(timeout=30 if ok else 1)
-            if proc.is_alive():  # only after an error left a party waiting
-                proc.terminate()
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
                 proc.join()

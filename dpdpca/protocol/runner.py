@@ -184,8 +184,8 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
         check_int("max_rows_per_owner", max_rows_per_owner, minimum=1)
     param_kwargs = dict(max_owners=declared_owners, max_rows_per_owner=declared_rows, frac_bits=frac_bits,
                         kappa=kappa, min_epsilon=min(eps, 0.01), min_delta=min(dl, 1e-12))
-    options = dict(epsilon=eps, delta=dl, calibration=calibration, sensitivity_mode=sensitivity_mode,
-                   noise_lattice=noise_lattice)
+    options: dict[str, Any] = dict(epsilon=eps, delta=dl, calibration=calibration,
+                                   sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
     if processes:
         from dpdpca.protocol.processes import run_in_processes
         return run_in_processes(parts, ids=ids, present=present, n_components=k, key_bits=key_bits,

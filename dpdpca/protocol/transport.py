@@ -124,11 +124,11 @@ class PipeTransport(Transport):
             ready = wait(open_conns, timeout=left)
             if not ready:
                 return None
-            conn = ready[0]
+            conn = next(c for c in open_conns if c is ready[0])
             try:
                 return conn.recv_bytes()
             except EOFError:  # a peer that exits without sending is simply absent
                 name = next(n for n, c in self.peers.items() if c is conn)
                 self._closed.add(name)
-                open_conns.remove(conn)  # type: ignore[arg-type]
+                open_conns.remove(conn)
         return None

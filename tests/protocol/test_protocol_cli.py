@@ -235,3 +235,13 @@ def test_user_and_proxy_finish_bad_input(keys, other_keys, tmp_path, capsys):
                            "--components", "1"], "digest", no_file=pcs)
     _expect_error(capsys, ["user", "finish", "--private", str(keys / "private.json"), str(request), "--out",
                            str(pcs), "--components", "1"], "MASKED_RESULT", no_file=pcs)
+
+
+def test_processes_bad_input_prints_one_line_and_no_child_traceback(tmp_path, capfd):
+    big = tmp_path / "big.npy"
+    np.save(big, np.array([[0.1, 0.2], [1.0, 1.0], [0.1, 0.1], [0.2, 0.2]]))
+    code = main(["run", *KEY, "--data", str(big), "--owners", "2", "--components", "1", "--no-clip", "--processes"])
+    err = capfd.readouterr().err  # capfd also sees what the party processes write to fd 2
+    assert code == 2
+    assert err == ("dpdpca: error: rows must have L2 norm <= 1 with clipping off (--no-clip), "
+                   "got norm 1.4142135623730951 in row 1 of owner 1\n")
