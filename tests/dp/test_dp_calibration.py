@@ -200,3 +200,22 @@ def test_scalar_theorem_7_delta_equals_the_hockey_stick_sum(eps, sigma2, sens):
     z = p(np.arange(-600, 601)).sum()
     direct = max(float(np.maximum(p(ys) - math.exp(eps) * p(ys - k), 0).sum() / z) for k in range(1, sens + 1))
     assert discrete_gaussian_delta_1d(eps, sigma2, sens) == pytest.approx(direct, rel=1e-9)
+
+
+def _cks_delta_by_stationary_point(rho: float, eps: float) -> float:
+    """Independent evaluation of CKS Cor. 13: bisect for the alpha where d/dalpha log(bound) = 0."""
+    lo, hi = 1.0 + 1e-9, (eps + 1) / (2 * rho) + 2
+    for _ in range(300):
+        a = (lo + hi) / 2
+        if (2 * a - 1) * rho - eps + math.log1p(-1 / a) < 0:
+            lo = a
+        else:
+            hi = a
+    a = (lo + hi) / 2
+    return min(1.0, math.exp((a - 1) * (a * rho - eps) + a * math.log1p(-1 / a)) / (a - 1))
+
+
+@pytest.mark.parametrize("rho,eps", [(0.025, 1.0), (0.5, 1.0), (0.01, 0.1), (1e-3, 0.5), (2.0, 10.0)])
+def test_zcdp_delta_matches_an_independent_evaluation(rho, eps):
+    ref = _cks_delta_by_stationary_point(rho, eps)
+    assert ref <= zcdp_delta(rho, eps) <= ref * (1 + 2e-9)
