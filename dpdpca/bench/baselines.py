@@ -10,6 +10,11 @@ all parties; ``critical_path_ratio`` uses the pipeline's own critical path
 (sites in parallel) instead.  Each figure is the best of ``repeats``
 interleaved runs.
 
+BLAS runs single-threaded by default (``--blas-threads``) for the reference
+and the pipelines alike: on a shared 2-core machine threaded BLAS makes the
+wall times swing by 2x or more; one thread makes the ratio a stable ratio of
+work.
+
 Data: Fashion-MNIST (60000 x 784, Debian ``dataset-fashion-mnist``) when
 installed, else the clearly named ``synthetic-d784-n60000`` set
 (:func:`~dpdpca.data.make_covariance_data`, seed 0).  Both are centred and
@@ -22,11 +27,13 @@ fraction of the best run's wall time spent drawing noise}),
 explicit seeded numpy Generator: experiments only, shows what the OS entropy
 sampler costs), ``seconds`` ({"pooled_eigh", method...}: best wall times),
 ``dataset``, ``source``, ``n``, ``d``, ``sites``, ``n_components``,
-``repeats``, ``quick``, ``goal`` (1.5), ``stretch_goal`` (1.1).
+``repeats``, ``quick``, ``blas_threads`` (null: library default), ``goal``
+(1.5), ``stretch_goal`` (1.1).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import Any
@@ -68,8 +75,30 @@ def _noise_seconds(result: Any) -> float:
     return sum(phases.get("noise", 0.0) for phases in parties.values())
 
 
-def run(quick: bool = False, repeats: int = 3) -> dict[str, Any]:
-    """Measure; return the JSON-ready dict."""
+def run(quick: bool = False, repeats: int = 5, blas_threads: int | None = 1) -> dict[str, Any]:
+    """Measure; return the JSON-ready dict.
+
+    ``blas_threads`` limits BLAS threads for the reference and the pipelines alike
+    (``None``: leave the library default).  One thread makes the ratio a ratio of
+    work and keeps it stable on a shared machine; it needs threadpoolctl
+    (installed with scikit-learn), else the default is kept and reported.
+    """
+    limiter: Any = contextlib.nullcontext()
+    used_threads: int | None = None
+    if blas_threads is not None:
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+            pass
+        else:
+            limiter, used_threads = threadpool_limits(limits=blas_threads, user_api="blas"), blas_threads
+    with limiter:
+        out = _measure(quick, repeats)
+    out["blas_threads"] = used_threads
+    return out
+
+
+def _measure(quick: bool, repeats: int) -> dict[str, Any]:
     X, name, source = load_bench_data(quick)
     parts = partition(X, SITES)
     best = {key: float("inf") for key in ("pooled_eigh", *METHODS)}
@@ -106,16 +135,19 @@ def run(quick: bool = False, repeats: int = 3) -> dict[str, Any]:
 
 @click.command("baselines")
 @click.option("--quick", is_flag=True, help="First 6000 rows only.")
-@click.option("--repeats", type=click.IntRange(min=1), default=3, show_default=True, help="Best of this many runs.")
+@click.option("--repeats", type=click.IntRange(min=1), default=5, show_default=True, help="Best of this many runs.")
+@click.option("--blas-threads", type=click.IntRange(min=0), default=1, show_default=True,
+              help="BLAS threads for everything measured (0: library default).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(quick: bool, repeats: int, as_json: bool) -> None:
+def command(quick: bool, repeats: int, blas_threads: int, as_json: bool) -> None:
     """capePCA and DPdisPCA time / pooled numpy covariance + eigh (d=784, N=60000, S=10)."""
-    result = run(quick, repeats)
+    result = run(quick, repeats, blas_threads or None)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
         return
     click.echo(f"{result['dataset']} ({result['n']} x {result['d']}), S={result['sites']}, "
-               f"K={result['n_components']}, best of {result['repeats']}")
+               f"K={result['n_components']}, best of {result['repeats']}, BLAS threads: "
+               f"{result['blas_threads'] or 'default'}")
     click.echo(f"pooled covariance + eigh: {result['seconds']['pooled_eigh']:.3f} s (reference)")
     click.echo(f"{'method':<10}{'ratio':>8}{'critical path':>15}{'noise share':>13}{'seeded noise':>14}"
                f"   goal <= {GOAL}, stretch <= {STRETCH}")

@@ -17,6 +17,7 @@ def test_bench_baselines_json(capsys, monkeypatch):
     monkeypatch.setattr(bench, "N_COMPONENTS", 5)
     assert main(["bench", "baselines", "--quick", "--repeats", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
+    assert out["blas_threads"] == 1
     for key in ("ratio_to_pooled_eigh", "critical_path_ratio", "noise_share", "ratio_to_pooled_eigh_seeded_noise"):
         assert set(out[key]) == {"capepca", "dpdispca"}
         assert all(v > 0 for v in out[key].values())
