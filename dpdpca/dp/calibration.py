@@ -17,7 +17,11 @@ sensitivity is calibrated by computing ``c`` once.
 Discrete Gaussian (Canonne, Kamath & Steinke 2020)
     ``N_Z(0, sigma^2)^m`` added to an integer vector whose L2 sensitivity is
     ``D`` satisfies ``rho``-zCDP with ``rho = D^2 / (2 sigma^2)`` in *any*
-    dimension m (CKS Theorem 14).  The discrete Gaussian is not rotation
+    dimension m: the Renyi divergence of order alpha between ``N_Z(mu, sigma^2)``
+    and ``N_Z(nu, sigma^2)`` for integers mu, nu is at most
+    ``alpha (mu - nu)^2 / (2 sigma^2)`` (CKS, concentrated DP of the discrete
+    Gaussian), and Renyi divergences of product distributions add up over the
+    coordinates, giving ``alpha ||x - x'||^2 / (2 sigma^2)``.  The discrete Gaussian is not rotation
     invariant, so the exact one-dimensional delta of CKS Theorem 7 does not carry
     over to vectors under an L2 bound; we therefore report
     ``delta = inf_{alpha > 1} exp((alpha - 1)(alpha rho - eps)) / (alpha - 1) * (1 - 1/alpha)^alpha``
@@ -34,7 +38,11 @@ Privacy: Analytical Calibration and Optimal Denoising", ICML 2018, Theorem 8.
 C. Dwork, A. Roth, "The Algorithmic Foundations of Differential Privacy",
 2014, Theorem A.1.
 C. Canonne, G. Kamath, T. Steinke, "The Discrete Gaussian for Differential
-Privacy", NeurIPS 2020: Theorem 7, Theorem 14, Corollary 13.
+Privacy", NeurIPS 2020, arXiv:2004.00010: Theorem 7 (exact scalar delta),
+the concentrated-DP bound of the discrete Gaussian, Corollary 13 (zCDP to
+(epsilon, delta)); cross-checked against the authors' reference code
+(``cdp2adp.py``), which uses the same ``rho = 1/(2 sigma^2)`` per unit
+sensitivity and the same conversion.
 """
 
 from __future__ import annotations
@@ -266,8 +274,8 @@ def calibrate_discrete_gaussian(*, epsilon: float, delta: float, sensitivity: in
 def discrete_gaussian_delta(epsilon: float, sigma_squared: Fraction | int, sensitivity: int) -> float:
     """Provable upper bound on delta(epsilon) of N_Z(0, sigma^2)^m at integer L2 sensitivity, any m.
 
-    ``rho = sensitivity^2 / (2 sigma^2)`` (CKS Theorem 14), converted by
-    :func:`zcdp_delta` (CKS Corollary 13).
+    ``rho = sensitivity^2 / (2 sigma^2)`` (discrete-Gaussian concentrated DP,
+    additive over coordinates), converted by :func:`zcdp_delta` (CKS Corollary 13).
     """
     sensitivity = check_integer_sensitivity(sensitivity)
     s2 = Fraction(sigma_squared)

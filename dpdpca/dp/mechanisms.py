@@ -194,8 +194,9 @@ class DiscreteGaussianMechanism(_Mechanism):
         Integer L2 sensitivity, a Python int of any size (e.g. ~60 bits).  A
         float is refused even if integral.
     calibration : {"zcdp", "classic"}
-        ``"zcdp"`` (default, rigorous for vectors of any length: CKS Theorem 14
-        and Corollary 13) or ``"classic"`` (paper-faithful
+        ``"zcdp"`` (default, rigorous for vectors of any length: the
+        discrete Gaussian's concentrated-DP bound, additive over coordinates, and CKS
+        Corollary 13) or ``"classic"`` (paper-faithful
         ``sigma = D sqrt(2 ln(1.25/delta))/epsilon``; the report then carries the
         provable delta bound if it is larger than the requested one).  The value
         ``"analytic"`` is accepted as a synonym of ``"zcdp"`` so that callers can
@@ -217,7 +218,8 @@ class DiscreteGaussianMechanism(_Mechanism):
 
     References
     ----------
-    Canonne, Kamath & Steinke (2020), Algorithm 3, Theorem 14, Corollary 13.
+    Canonne, Kamath & Steinke (2020), Algorithm 3, concentrated DP of the discrete
+    Gaussian, Corollary 13.
 
     Examples
     --------
