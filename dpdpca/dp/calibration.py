@@ -107,31 +107,43 @@ def classic_gaussian_sigma(epsilon: float, delta: float) -> float:
     return math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
 
 
+def _log_gaussian_delta(epsilon: float, sigma: float, sensitivity: float = 1.0) -> float:
+    """``log`` of :func:`gaussian_delta`, accurate down to the smallest deltas (log-space)."""
+    a = sensitivity / (2.0 * sigma)
+    b = epsilon * sigma / sensitivity
+    log_first = float(special.log_ndtr(a - b))
+    ratio = epsilon + float(special.log_ndtr(-a - b)) - log_first  # log(second / first) < 0
+    if ratio >= 0.0:
+        return -math.inf
+    return log_first + math.log1p(-math.exp(ratio))
+
+
 def gaussian_delta(epsilon: float, sigma: float, sensitivity: float = 1.0) -> float:
     """The exact delta(epsilon) of the Gaussian mechanism N(0, sigma^2) (Balle & Wang 2018, Thm 8).
 
-    ``delta = Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D)``.
+    ``delta = Phi(D/(2s) - eps s/D) - e^eps Phi(-D/(2s) - eps s/D)``, evaluated in
+    log space (``log Phi`` of both terms) so that tiny deltas keep full precision.
     """
     epsilon = check_positive("epsilon", epsilon)
     sigma = check_positive("sigma", sigma)
     sensitivity = check_positive("sensitivity", sensitivity)
-    a = sensitivity / (2.0 * sigma)
-    b = epsilon * sigma / sensitivity
-    first = special.ndtr(a - b)
-    second = math.exp(epsilon + special.log_ndtr(-a - b))
-    return float(max(first - second, 0.0))
+    return math.exp(_log_gaussian_delta(epsilon, sigma, sensitivity))
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float) -> float:
     """Smallest ``c`` (sigma per unit sensitivity) with ``gaussian_delta(eps, c) <= delta``.
 
-    Root of the Balle-Wang identity found by Brent's method on ``log c``, then
-    nudged up by ulps until the identity gives a delta no larger than requested.
+    Root of the Balle-Wang identity in log space, found by Brent's method on
+    ``log c``, then nudged up by ulps until the identity gives a delta no larger
+    than requested.
     """
-    def excess(log_c: float) -> float:
-        return math.log(max(gaussian_delta(epsilon, math.exp(log_c)), 1e-300)) - math.log(delta)
+    log_target = math.log(delta)
 
-    lo, hi = -20.0, 20.0
+    def excess(log_c: float) -> float:
+        value = _log_gaussian_delta(epsilon, math.exp(log_c))
+        return max(value, -1e6) - log_target
+
+    lo, hi = -60.0, 60.0  # c from e^-60 to e^60
     log_c = optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
     c = math.exp(log_c)
     while gaussian_delta(epsilon, c) > delta:

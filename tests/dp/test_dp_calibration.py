@@ -219,3 +219,13 @@ def _cks_delta_by_stationary_point(rho: float, eps: float) -> float:
 def test_zcdp_delta_matches_an_independent_evaluation(rho, eps):
     ref = _cks_delta_by_stationary_point(rho, eps)
     assert ref <= zcdp_delta(rho, eps) <= ref * (1 + 2e-9)
+
+
+@pytest.mark.parametrize("eps,delta", [(1e-9, 1e-10), (1e-15, 1e-5), (100.0, 1e-5), (1000.0, 1e-300), (1e-3, 1e-300)])
+def test_analytic_calibration_at_extreme_budgets(eps, delta):
+    c = calibrate_gaussian(epsilon=eps, delta=delta, sensitivity=1.0)
+    achieved = gaussian_delta(eps, c)
+    assert achieved <= delta
+    assert achieved >= delta * (1 - 1e-6)  # within 1e-6 even where the two terms nearly cancel
+    if eps < 1e-12:  # epsilon -> 0: delta = P[|N(0,1)| < 1/(2c)] -> 1/(c sqrt(2 pi))
+        assert c == pytest.approx(1 / (delta * math.sqrt(2 * math.pi)), rel=1e-6)
