@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import multiprocessing as mp
+import threading
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Sequence
@@ -96,6 +97,11 @@ def _owner_main(ctrl: Connection, to_proxy: Connection) -> None:
     _guard(ctrl, body)
 
 
+def _discard_until_closed(net: PipeTransport) -> None:
+    while net.receive("proxy", timeout=None) is not None:
+        pass
+
+
 def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: Connection) -> None:
     def body() -> None:
         from dpdpca.protocol.runner import collect_shares
@@ -105,9 +111,12 @@ def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: C
         proxy = Proxy(params, expected_owners=cfg["expected"], quorum=cfg["quorum"],
                       record_noise_for_testing=cfg["verify"])
         from_owners = PipeTransport("proxy", owner_conns)
-        collect_shares(proxy, from_owners, expected=len(cfg["expected"]), deadline_s=cfg["deadline_s"])
+        collect_shares(proxy, from_owners, deadline_s=cfg["deadline_s"])
+        request = proxy.close_collection()
+        # Late shares are refused; keep reading them so no owner blocks on a full pipe.
+        threading.Thread(target=_discard_until_closed, args=(from_owners,), daemon=True).start()
         net = PipeTransport("proxy", {"user": to_user})
-        net.send("proxy", "user", proxy.close_collection())
+        net.send("proxy", "user", request)
         reply = net.receive("proxy", timeout=_TIMEOUT_S)
         if reply is None:
             raise ProtocolError("proxy must receive the count reply, got none")

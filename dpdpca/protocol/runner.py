@@ -24,7 +24,7 @@ import numpy as np
 from dpdpca._validation import check_int, param_error
 from dpdpca.data import check_partitions
 from dpdpca.dp import REPLACE_ONE
-from dpdpca.errors import ParameterError
+from dpdpca.errors import OverflowRiskError, ParameterError, ProtocolError
 from dpdpca.protocol.params import check_noise_options
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
@@ -76,14 +76,15 @@ def owner_ids(n: int) -> list[str]:
     return [str(i) for i in range(1, n + 1)]
 
 
-def collect_shares(proxy: Proxy, transport: Transport, *, expected: int, deadline_s: float | None) -> None:
-    """Feed shares from ``transport`` to ``proxy`` until all ``expected`` arrived or the deadline.
+def collect_shares(proxy: Proxy, transport: Transport, *, deadline_s: float | None) -> None:
+    """Feed shares from ``transport`` to ``proxy`` until its quorum is reached or the deadline passes.
 
-    Shares that arrive later are not read here; the proxy rejects them as late
-    once its collection is closed.
+    The quorum defaults to every expected owner.  Shares that arrive later are
+    not read here; the proxy rejects them as late once its collection is
+    closed, so N and S-bar cover exactly the owners accepted.
     """
     stop = None if deadline_s is None else time.monotonic() + deadline_s
-    while len(proxy.received) < expected:
+    while len(proxy.received) < proxy.quorum:
         left = None if stop is None else max(0.0, stop - time.monotonic())
         data = transport.receive("proxy", timeout=left)
         if data is None:
@@ -178,7 +179,6 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
         check_int("quorum", quorum, minimum=1, maximum=L)
     declared_owners = L if max_owners is None else check_int("max_owners", max_owners, minimum=1)
     if L > declared_owners:
-        from dpdpca.errors import OverflowRiskError
         raise OverflowRiskError(f"owners must be <= max_owners={declared_owners} (the declared slot width), got {L}")
     declared_rows = max(p.shape[0] for p in parts) if max_rows_per_owner is None else \
         check_int("max_rows_per_owner", max_rows_per_owner, minimum=1)
@@ -212,8 +212,10 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
         tick(f"owner {ids[i]}")
     proxy = Proxy(params, expected_owners=ids, quorum=len(present) if quorum is None else quorum,
                   executor=executor, record_noise_for_testing=verify)
-    collect_shares(proxy, net, expected=L, deadline_s=deadline_s)
-    net.send("proxy", "user", proxy.close_collection())
+    collect_shares(proxy, net, deadline_s=deadline_s)
+    request = proxy.close_collection()
+    late = _reject_late_shares(proxy, net)
+    net.send("proxy", "user", request)
     tick("aggregate")
     net.send("user", "proxy", user.reveal_count(_recv(net, "user")))
     proxy.receive_count(_recv(net, "proxy"))
@@ -231,13 +233,24 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     run = _finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
                       user.noisy_scatter_int_, user.scale_, params, key_bits, L)
     run.noise_for_testing = list(proxy.noise_for_testing_) if verify else None
+    run.extra["late_shares_rejected"] = late
     return run
+
+
+def _reject_late_shares(proxy: Proxy, net: Transport) -> int:
+    """Shares still queued for the proxy after it closed collection: each is refused as late."""
+    late = 0
+    while (data := net.receive("proxy", timeout=0.0)) is not None:
+        try:
+            proxy.receive_share(data)
+        except ProtocolError:
+            late += 1
+    return late
 
 
 def _recv(net: Transport, party: str) -> bytes:
     data = net.receive(party, timeout=None)
     if data is None:  # pragma: no cover - in-process queues are filled before every receive
-        from dpdpca.errors import ProtocolError
         raise ProtocolError(f"{party} must receive a message at this round, got none")
     return data
 

@@ -91,6 +91,13 @@ def test_processes_dropout_and_verify():
     assert set(run.result.bytes_sent) == {"owner:1", "owner:3", "owner:4", "proxy", "user"}
 
 
+def test_processes_quorum_below_the_owners_present():
+    parts = _data(8, sizes=(5, 6, 7))
+    run = run_protocol(parts, n_components=1, processes=True, quorum=2, verify=True, **SMALL)
+    assert len(run.owners_present) == 2 and run.verify["max_abs_integer_error"] == 0
+    assert run.result.extra["n_rows"] == sum(parts[int(o) - 1].shape[0] for o in run.owners_present)
+
+
 def test_processes_report_a_party_error_as_one_line():
     parts = _data(6, sizes=(4, 4))
     parts[1] = parts[1] * 10  # rows of norm > 1 with clipping off

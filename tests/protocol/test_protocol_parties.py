@@ -250,3 +250,14 @@ def test_mask_is_drawn_from_the_full_range():
     bound = mask_bound(5, frac_bits=16, kappa=40)
     assert all(-bound <= x <= bound for x in b)
     assert max(abs(x) for x in b) > bound // 4  # 64 uniform draws: all below B/4 has prob 2**-64
+
+
+def test_proxy_proceeds_at_the_quorum_and_excludes_later_shares(make_user, unit_rows):
+    rng = np.random.default_rng(10)
+    parts = [unit_rows(rng, 3 + i, 2) for i in range(5)]
+    run = run_protocol(parts, n_components=1, quorum=3, verify=True, user=make_user(), key_bits=768,
+                       insecure_test_key=True)
+    assert run.owners_present == ["1", "2", "3"]
+    assert run.result.extra["n_rows"] == 3 + 4 + 5
+    assert run.verify["max_abs_integer_error"] == 0  # against exactly the three accepted owners
+    assert run.extra["late_shares_rejected"] == 2
