@@ -461,7 +461,8 @@ class Proxy:
             term2 = agg["vwin"].select([a for _, a, _ in spans]).mul_scalars([b[i] for i, _, _ in spans],
                                                                               executor=self.executor)
             plain = [b[i] * b[j] + g for (i, j), g in zip(_upper_pairs(d), noise)]
-            r2 = sum_arrays([enc_nr, term1, term2], executor=self.executor).add_plain(plain, plain_bound=bound_b * bound_b + p.noise_allowance)
+            r2 = sum_arrays([enc_nr, term1, term2], executor=self.executor).add_plain(
+                plain, plain_bound=bound_b * bound_b + p.noise_allowance)
             # v' travels packed: the windows starting at 0, slots, 2*slots, ... tile v.
             v2 = agg["vwin"].select(list(range(0, d, slots))).add_plain(b, plain_bound=bound_b)
 
@@ -476,8 +477,9 @@ class Proxy:
             epsilon=epsilon, delta=min(1.0, base.delta + tv), mechanism=base.mechanism, calibration=base.calibration,
             sensitivity=sens_real, neighbouring=REPLACE_ONE, noise_added_by="proxy",
             sigma=float(mech.sigma) / scale, sensitivity_mode=sensitivity_mode,
-            notes=(f"{lattice_note}; {base.notes + '; ' if base.notes else ''}integer sensitivity {sens_int} at scale {scale}; delta includes the mask's "
-                   f"total-variation term {tv:.3e} (kappa={p.kappa}); N={n} is released exactly "
+            notes=(f"{lattice_note}; {base.notes + '; ' if base.notes else ''}integer sensitivity {sens_int} "
+                   f"at scale {scale}; delta includes the mask's total-variation term {tv:.3e} "
+                   f"(kappa={p.kappa}); N={n} is released exactly "
                    f"(replace-one: N is public)"))
         self.privacy_ = report
         self._finished = True
