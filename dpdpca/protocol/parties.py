@@ -543,14 +543,24 @@ class DataUser:
         return [int(x) for x in decrypt(self.private_key, enc, executor=self.executor)]
 
     def reveal_count(self, data: bytes) -> bytes:
-        """Round 2: decrypt E[N] and return N in a ``COUNT_REPLY``."""
+        """Round 2: decrypt E[N] and return N in a ``COUNT_REPLY``.
+
+        The user reveals only a plausible count: one value in
+        ``[owners, owners * max_rows_per_owner]`` for the owners the request
+        lists (a defensive check; the paper's proxy is honest-but-curious).
+        """
         p = self.params
         msg = Message.from_bytes(data).expect(MessageType.COUNT_REQUEST, session=p.session_id,
                                               key_fingerprint=p.key_fingerprint)
+        owners = msg.meta.get("owners")
+        if not isinstance(owners, list) or not 1 <= len(owners) <= p.max_owners:
+            raise MessageError(f"count request must list 1 to {p.max_owners} owners, got {owners!r}")
         with self.timings_.measure(self.party, "reveal_count"):
             values = self._decrypt_one(msg, "N")
-            if len(values) != 1 or values[0] < 1:
-                raise MessageError(f"count request must hold one positive count, got {len(values)} values")
+            top = len(owners) * p.max_rows_per_owner
+            if len(values) != 1 or not len(owners) <= values[0] <= top:
+                raise MessageError(f"count request must hold one count in [{len(owners)}, {top}], "
+                                   f"got {len(values)} value(s)")
             n = values[0]
         self.n_ = n
         return Message(MessageType.COUNT_REPLY, p.session_id, p.key_fingerprint, self.party,

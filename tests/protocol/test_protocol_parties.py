@@ -11,7 +11,7 @@ from scipy import stats
 from dpdpca.crypto import PrivateKey
 from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ProtocolError
 from dpdpca.protocol import DataOwner, DataUser, InProcessTransport, Proxy, ProtocolParams, run_protocol
-from dpdpca.protocol.messages import Message
+from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.parties import draw_mask, mask_bound
 from dpdpca.protocol.runner import reference_scatter_int
 
@@ -261,3 +261,19 @@ def test_proxy_proceeds_at_the_quorum_and_excludes_later_shares(make_user, unit_
     assert run.result.extra["n_rows"] == 3 + 4 + 5
     assert run.verify["max_abs_integer_error"] == 0  # against exactly the three accepted owners
     assert run.extra["late_shares_rejected"] == 2
+
+
+def test_user_reveals_only_a_plausible_count(make_user):
+    """A proxy passing off an owner's E[v_i] or a packed R chunk as E[N] gets nothing back."""
+    from dpdpca.crypto import EncryptedArray
+
+    user = make_user(max_rows_per_owner=8)
+    p = user.params
+    share = Message.from_bytes(DataOwner(p, "1").share(np.full((5, 2), 0.5)))  # v_i = 5 * 0.5 * 2**16
+    v_single = EncryptedArray.from_bytes(share.section("v"), p.public_key).select([0])
+    r_chunks = EncryptedArray.from_bytes(share.section("R"), p.public_key)
+    for fake_n in (v_single, r_chunks):
+        fake = Message(MessageType.COUNT_REQUEST, p.session_id, p.key_fingerprint, "proxy",
+                       meta={"owners": ["1"], "d": 2}, sections={"N": fake_n.to_bytes()})
+        with pytest.raises(MessageError, match="one count in"):
+            user.reveal_count(fake.to_bytes())
