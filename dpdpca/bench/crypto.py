@@ -2,7 +2,10 @@
 
 Both libraries encrypt and decrypt the same fixed-point integers under the
 same modulus in the same process; the figures that matter are the in-run
-ratios.  Values are packed with the slot parameters the protocol needs for
+ratios.  Each ratio is taken between two measurements run back to back
+(3 pairs with ``--quick``, 5 otherwise) and the median pair is reported,
+which resists load from other jobs on a shared machine; the per-second rates
+are the best run.  Values are packed with the slot parameters the protocol needs for
 d = 784, L = 100 owners and 10**5 rows per owner
 (:func:`dpdpca.protocol.params.slot_value_bound`).
 
@@ -10,7 +13,9 @@ JSON keys: ``key_bits``, ``values`` (slots encrypted by our layer),
 ``phe_values``, ``phe_encrypt_values_per_s``, ``encrypt_values_per_s``,
 ``encrypt_ratio``, ``phe_decrypt_values_per_s``, ``decrypt_values_per_s``,
 ``decrypt_ratio``, ``aggregate_efficiency`` (time to add L packed arrays /
-(modular multiplications x measured cost of one gmpy2 mulmod)),
+(modular multiplications x measured cost of one gmpy2 mulmod); each
+aggregation is paired with a bare ``a * b % n2`` loop of the same count run
+right after it, and the median of the paired ratios is reported),
 ``aggregate_arrays``, ``aggregate_ciphertexts``, ``mulmod_us``,
 ``peak_rss_mb`` (peak RSS of a fresh process encrypting the upper triangle of
 a d x d matrix), ``triangle_d``, ``triangle_ciphertexts``,
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -58,10 +64,32 @@ from dpdpca.protocol.params import slot_value_bound
 D, OWNERS, ROWS_PER_OWNER = 784, 100, 10**5
 
 
-def _timed(fn: Any) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t0
+def _timed(fn: Any, repeat: int = 1) -> tuple[Any, float]:
+    """Result of ``fn()`` and its best wall time over ``repeat`` runs (min resists load from other jobs)."""
+    best = float("inf")
+    out = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return out, best
+
+
+def _paired(fa: Any, fb: Any, runs: int) -> tuple[Any, Any, list[float], list[float]]:
+    """Run ``fa`` and ``fb`` back to back ``runs`` times; results and both lists of times.
+
+    Ratios are taken pair by pair (both sides of a pair see about the same load
+    from other jobs) and summarised by their median.
+    """
+    ta: list[float] = []
+    tb: list[float] = []
+    ra = rb = None
+    for _ in range(runs):
+        ra, t = _timed(fa)
+        ta.append(t)
+        rb, t = _timed(fb)
+        tb.append(t)
+    return ra, rb, ta, tb
 
 
 def _fixed_point_values(count: int, codec: FixedPointCodec, rng: np.random.Generator) -> list[int]:
@@ -111,6 +139,7 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
     """Run every measurement and return the JSON object (see the module docstring)."""
     rng = np.random.default_rng(0)
     codec = FixedPointCodec(frac_bits=16)
+    runs = 3 if quick else 5  # back-to-back pairs per ratio
     (pk, sk), keygen_s = _timed(lambda: generate_keypair(key_bits, insecure_test_key=insecure_test_key))
     bound = slot_value_bound(d=D, owners=OWNERS, rows_per_owner=ROWS_PER_OWNER)
     layout = SlotLayout.for_bound(pk, bound)
@@ -122,12 +151,12 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
     values = _fixed_point_values(n_ours_ct * layout.slots, codec, rng)
     ppk = phe.PaillierPublicKey(int(pk.n))
     psk = phe.PaillierPrivateKey(ppk, int(sk.p), int(sk.q))
-    phe_cts, phe_enc_s = _timed(lambda: [ppk.encrypt(v) for v in values[:n_phe]])
-    phe_plain, phe_dec_s = _timed(lambda: [psk.decrypt(c) for c in phe_cts])
+    phe_cts, enc, phe_enc_t, enc_t = _paired(lambda: [ppk.encrypt(v) for v in values[:n_phe]],
+                                             lambda: encrypt(pk, values, layout=layout, bound=bound), runs)
+    phe_plain, plain, phe_dec_t, dec_t = _paired(lambda: [psk.decrypt(c) for c in phe_cts],
+                                                 lambda: decrypt(sk, enc), runs)
     if phe_plain != values[:n_phe]:
         raise RuntimeError("python-paillier round trip failed in the benchmark")
-    enc, enc_s = _timed(lambda: encrypt(pk, values, layout=layout, bound=bound))
-    plain, dec_s = _timed(lambda: decrypt(sk, enc))
     if plain != values:
         raise RuntimeError("dpdpca.crypto round trip failed in the benchmark")
 
@@ -138,12 +167,18 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
     per_array_bound = layout.max_abs // n_arrays
     arrays = [EncryptedArray(pk, layout, (layout.slots,) * n_agg_ct, per_array_bound,
                              [bk.random_unit(n2) for _ in range(n_agg_ct)]) for _ in range(n_arrays)]
-    _, agg_s = _timed(lambda: sum_arrays(arrays))
     a, b = bk.random_unit(n2), bk.random_unit(n2)
     timer = timeit.Timer("a * b % m", globals={"a": a, "b": b, "m": n2})
-    reps = 20000
-    mulmod_s = min(timer.repeat(repeat=5, number=reps)) / reps
     n_mulmods = (n_arrays - 1) * n_agg_ct
+    # Pair each aggregation with a bare mulmod loop of the same count, run right after
+    # it, so both see the same load; report the median of the paired ratios.
+    ratios, per_op = [], []
+    for _ in range(runs):
+        _, agg_s = _timed(lambda: sum_arrays(arrays))
+        bare_s = timer.timeit(number=n_mulmods)
+        ratios.append(agg_s / bare_s)
+        per_op.append(bare_s / n_mulmods)
+    mulmod_s = min(per_op)
     del arrays
 
     # -- E[x]**pack(w): preprocessed multi-exponentiation against a plain powmod --
@@ -152,23 +187,24 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
     n_vec = 16 if quick else 66  # ~d / 12 vectors per row of the triangle
     scale = kappa_bound >> 62
     vectors = [[int(v) * scale for v in rng.integers(-(2**62), 2**62, size=layout.slots)] for _ in range(n_vec)]
-    _, fast_s = _timed(lambda: scalar_times_packed(x, vectors, vector_bound=kappa_bound))
     c = x.ciphertexts[0]
     naive_n = 4 if quick else 10
-    _, naive_s = _timed(lambda: [bk.powmod(c, sum(v << (layout.slot_bits * t) for t, v in enumerate(w)), n2)
-                                 for w in vectors[:naive_n]])
+    _, _, fast_t, naive_t = _paired(
+        lambda: scalar_times_packed(x, vectors, vector_bound=kappa_bound),
+        lambda: [bk.powmod(c, sum(v << (layout.slot_bits * t) for t, v in enumerate(w)), n2)
+                 for w in vectors[:naive_n]], runs)
 
     out: dict[str, Any] = {
         "key_bits": pk.bits,
         "values": len(values),
         "phe_values": n_phe,
-        "phe_encrypt_values_per_s": n_phe / phe_enc_s,
-        "encrypt_values_per_s": len(values) / enc_s,
-        "encrypt_ratio": (len(values) / enc_s) / (n_phe / phe_enc_s),
-        "phe_decrypt_values_per_s": n_phe / phe_dec_s,
-        "decrypt_values_per_s": len(values) / dec_s,
-        "decrypt_ratio": (len(values) / dec_s) / (n_phe / phe_dec_s),
-        "aggregate_efficiency": agg_s / (n_mulmods * mulmod_s),
+        "phe_encrypt_values_per_s": n_phe / min(phe_enc_t),
+        "encrypt_values_per_s": len(values) / min(enc_t),
+        "encrypt_ratio": statistics.median((len(values) / b) / (n_phe / a) for a, b in zip(phe_enc_t, enc_t)),
+        "phe_decrypt_values_per_s": n_phe / min(phe_dec_t),
+        "decrypt_values_per_s": len(values) / min(dec_t),
+        "decrypt_ratio": statistics.median((len(values) / b) / (n_phe / a) for a, b in zip(phe_dec_t, dec_t)),
+        "aggregate_efficiency": statistics.median(ratios),
         "aggregate_arrays": n_arrays,
         "aggregate_ciphertexts": n_agg_ct,
         "mulmod_us": mulmod_s * 1e6,
@@ -177,16 +213,17 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
         "slot_bound_bits": bound.bit_length(),
         "table_build_s": table_s,
         "keygen_s": keygen_s,
-        "packed_power_speedup": (naive_s / naive_n) / (fast_s / n_vec),
+        "packed_power_speedup": statistics.median((b / naive_n) / (a / n_vec) for a, b in zip(fast_t, naive_t)),
         "quick": quick,
     }
     if workers > 1:
         with local_process_pool(workers, public_key=pk) as pool:
             # Start every worker (each builds the key's table in its initializer) before timing.
             encrypt(pk, values[:layout.slots * 8 * 4 * workers], layout=layout, bound=bound, executor=pool)
-            _, par_s = _timed(lambda: encrypt(pk, values, layout=layout, bound=bound, executor=pool))
+            _, _, ser_t, par_t = _paired(lambda: encrypt(pk, values, layout=layout, bound=bound),
+                                         lambda: encrypt(pk, values, layout=layout, bound=bound, executor=pool), runs)
         out["parallel_workers"] = workers
-        out["parallel_encrypt_speedup"] = enc_s / par_s
+        out["parallel_encrypt_speedup"] = statistics.median(a / b for a, b in zip(ser_t, par_t))
     if triangle:
         out.update(_measure_triangle(pk, d, bound))
         out["triangle_d"] = d
