@@ -33,7 +33,8 @@ from dpdpca.errors import MessageError
 
 NOISE_OPTIONS = [
     click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True,
-                 help="Gaussian calibration: analytic (Balle & Wang) or classic (Dwork & Roth, epsilon < 1)."),
+                 help="analytic: rigorous zCDP calibration of the discrete Gaussian (Canonne, Kamath & Steinke); "
+                      "classic: the paper's sigma = Delta sqrt(2 ln(1.25/delta)) / epsilon."),
     click.option("--sensitivity-mode", type=click.Choice(["rigorous", "paper"]), default="rigorous",
                  show_default=True, help="rigorous: our replace-one bound; paper: Wang & Chang's Delta = 1."),
     click.option("--noise-lattice", type=click.Choice(["n-scaled", "integer"]), default="n-scaled",
