@@ -145,53 +145,71 @@ class FixedBaseTable:
 class StrausTable:
     """Interleaved (Straus) multi-exponentiation ``prod_t bases[t]**e_t mod mod``.
 
-    Precomputes ``bases[t]**u`` for ``u < 2**window``; each product of
-    ``len(bases)`` powers with exponents below ``2**exp_bits`` then shares one
-    chain of ``exp_bits`` squarings and needs ``ceil(exp_bits / window)``
-    multiplications per base.  Exponents must be non-negative.
+    Bases are taken in groups of ``group``; each group gets one table of all
+    products ``prod_j bases[j]**u_j`` with digits ``u_j < 2**window`` (Shamir's
+    trick), so a product of ``len(bases)`` powers with exponents below
+    ``2**exp_bits`` shares one chain of ``exp_bits`` squarings and needs one
+    multiplication per group and window.  Exponents must be non-negative.
     """
 
-    def __init__(self, bases: Sequence[int], mod: int, exp_bits: int, window: int) -> None:
-        self.mod = mpz(mod)
-        self.window = int(window)
-        self.n_windows = max(1, -(-int(exp_bits) // self.window))
-        size = 1 << self.window
-        m = self.mod
-        self.tables: list[list[mpz]] = []
-        for b in bases:
-            b = mpz(b) % m
-            row = [mpz(1), b]
-            acc = b
-            for _u in range(2, size):
-                acc = acc * b % m
-                row.append(acc)
-            self.tables.append(row)
+    #: Largest table per group (entries); 4096 entries of 4096 bits = 2 MiB.
+    MAX_TABLE = 1 << 12
 
-    @staticmethod
-    def best_window(n_bases: int, exp_bits: int, n_products: int) -> int:
-        """Window minimising precomputation plus ``n_products`` evaluations."""
-        def cost(w: int) -> float:
-            windows = -(-exp_bits // w)
-            return n_bases * ((1 << w) - 2) + n_products * (windows * w + windows * n_bases)
-        return min(range(1, 11), key=cost)
+    def __init__(self, bases: Sequence[int], mod: int, exp_bits: int, window: int, group: int = 1) -> None:
+        self.mod = m = mpz(mod)
+        self.window = w = int(window)
+        self.group = g = max(1, int(group))
+        self.n_bases = len(bases)
+        self.n_windows = max(1, -(-int(exp_bits) // w))
+        self.tables: list[list[mpz]] = []
+        for start in range(0, len(bases), g):
+            table = [mpz(1)]
+            for b in bases[start:start + g]:
+                b = mpz(b) % m
+                powers = [mpz(1), b]
+                for _u in range(2, 1 << w):
+                    powers.append(powers[-1] * b % m)
+                # index = sum_j u_j << (w j): the new digit goes above the existing ones.
+                table = table + [t * p % m for p in powers[1:] for t in table]
+            self.tables.append(table)
+
+    @classmethod
+    def best_params(cls, n_bases: int, exp_bits: int, n_products: int) -> tuple[int, int]:
+        """``(window, group)`` minimising precomputation plus ``n_products`` evaluations."""
+        best: tuple[float, int, int] | None = None
+        for g in range(1, max(1, n_bases) + 1):
+            n_groups = -(-n_bases // g)
+            for w in range(1, 11):
+                if (1 << (g * w)) > cls.MAX_TABLE:
+                    break
+                windows = -(-exp_bits // w)
+                cost = n_groups * (1 << (g * w)) + n_products * (windows * w + windows * n_groups)
+                if best is None or cost < best[0]:
+                    best = (cost, w, g)
+        assert best is not None
+        return best[1], best[2]
 
     def multi_pow(self, exps: Sequence[int]) -> mpz:
-        """``prod_t bases[t]**exps[t] mod mod`` (``len(exps) <= len(bases)``)."""
+        """``prod_t bases[t]**exps[t] mod mod`` (``len(exps) <= len(bases)``, missing = 0)."""
         m = self.mod
         w = self.window
+        g = self.group
         mask = (1 << w) - 1
+        padded = [int(e) for e in exps] + [0] * (self.n_bases - len(exps))
+        groups = [(table, padded[i * g:(i + 1) * g]) for i, table in enumerate(self.tables)]
         acc = mpz(1)
         first = True
-        exps = [int(e) for e in exps]
         for k in range(self.n_windows - 1, -1, -1):
             if not first:
                 for _s in range(w):
                     acc = acc * acc % m
             shift = k * w
-            for row, e in zip(self.tables, exps):
-                u = (e >> shift) & mask
-                if u:
-                    acc = acc * row[u] % m
+            for table, es in groups:
+                idx = 0
+                for j, e in enumerate(es):
+                    idx |= ((e >> shift) & mask) << (w * j)
+                if idx:
+                    acc = acc * table[idx] % m
                     first = False
         return acc
 

@@ -176,8 +176,8 @@ def packed_powers(c: bk.mpz, modulus: int, slot_bits: int, vectors: Sequence[Seq
     for _t in range(1, width):
         bases.append(bk.powmod(bases[-1], shift, m))
     exp_bits = (2 * offset).bit_length()
-    window = bk.StrausTable.best_window(width, exp_bits, len(vectors))
-    table = bk.StrausTable(bases, m, exp_bits, window)
+    window, group = bk.StrausTable.best_params(width, exp_bits, len(vectors))
+    table = bk.StrausTable(bases, m, exp_bits, window, group)
     # prefix[k] = prod_{t<k} P_t**offset, inverted once per vector length used.
     offs = [bk.powmod(b, offset, m) for b in bases]
     inverse_by_length: dict[int, bk.mpz] = {}

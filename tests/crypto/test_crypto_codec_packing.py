@@ -99,3 +99,23 @@ def test_pack_unpack_round_trip(case):
 
 def test_unpack_detects_leftover():
     assert unpack_slots(pack_slots([1, 2, 3], 8), 2, 8) is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_straus_multi_exponentiation_all_window_and_group_sizes(data):
+    """The grouped Straus table agrees with plain pow for every (window, group) shape and ragged inputs."""
+    from dpdpca.crypto import _backend as bk
+
+    m = 1000003 * 999983
+    n_bases = data.draw(st.integers(min_value=1, max_value=7))
+    bases = data.draw(st.lists(st.integers(min_value=2, max_value=m - 1), min_size=n_bases, max_size=n_bases))
+    window = data.draw(st.integers(min_value=1, max_value=5))
+    group = data.draw(st.integers(min_value=1, max_value=3))
+    table = bk.StrausTable(bases, m, 40, window, group)
+    exps = data.draw(st.lists(st.sampled_from([0, 1, 2**40 - 1]) | st.integers(min_value=0, max_value=2**40 - 1),
+                              min_size=1, max_size=n_bases))
+    expected = 1
+    for b, e in zip(bases, exps):
+        expected = expected * pow(b, e, m) % m
+    assert table.multi_pow(exps) == expected
