@@ -74,14 +74,12 @@ def upper_triangle_unflatten(values: Any, d: int) -> np.ndarray:
     vals = as_int_list("values", values if not isinstance(values, np.ndarray) else values.ravel())
     if len(vals) != triangle_size(d):
         raise param_error("values", f"of length d (d + 1) / 2 = {triangle_size(d)}", len(vals))
+    flat = np.empty(len(vals), dtype=object)
+    flat[:] = vals
+    rows, cols = np.triu_indices(d)  # row-major i <= j, the order of upper_triangle_flatten
     out = np.empty((d, d), dtype=object)
-    pos = 0
-    for i in range(d):
-        row = vals[pos:pos + d - i]
-        pos += d - i
-        for k, v in enumerate(row):
-            out[i, i + k] = v
-            out[i + k, i] = v
+    out[rows, cols] = flat
+    out[cols, rows] = flat
     return out
 
 
