@@ -86,6 +86,9 @@ def run(quick: bool = False, repeats: int = 5, blas_threads: int | None = 1) -> 
     limiter: Any = contextlib.nullcontext()
     used_threads: int | None = None
     if blas_threads is not None:
+        # load scipy's own BLAS first: a library loaded inside the limit is not limited
+        import scipy.linalg  # noqa: F401
+
         try:
             from threadpoolctl import threadpool_limits
         except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
