@@ -27,7 +27,6 @@ __all__ = [
     "random_unit",
     "FixedBaseTable",
     "StrausTable",
-    "prod_mod",
     "columnwise_prod_mod",
     "ints_to_bytes",
     "bytes_to_ints",
@@ -212,15 +211,6 @@ class StrausTable:
                     acc = acc * table[idx] % m
                     first = False
         return acc
-
-
-def prod_mod(values: Iterable[int], mod: int) -> mpz:
-    """Product of ``values`` modulo ``mod``."""
-    acc = mpz(1)
-    m = mpz(mod)
-    for v in values:
-        acc = acc * v % m
-    return acc
 
 
 def columnwise_prod_mod(rows: Sequence[Sequence[mpz]], mod: int) -> list[mpz]:

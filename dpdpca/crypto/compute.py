@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from dpdpca._validation import check_int
 from dpdpca.crypto import _backend as bk
 from dpdpca.crypto.keys import PrivateKey, PublicKey
+from dpdpca.errors import MessageError
 
 __all__ = ["local_process_pool", "run_tasks", "split", "task_size", "TASK_CIPHERTEXTS"]
 
@@ -178,15 +179,17 @@ def packed_powers(c: bk.mpz, modulus: int, slot_bits: int, vectors: Sequence[Seq
     exp_bits = (2 * offset).bit_length()
     window, group = bk.StrausTable.best_params(width, exp_bits, len(vectors))
     table = bk.StrausTable(bases, m, exp_bits, window, group)
-    # prefix[k] = prod_{t<k} P_t**offset, inverted once per vector length used.
-    offs = [bk.powmod(b, offset, m) for b in bases]
+    # (prod_{t<k} P_t**offset)**-1 for each vector length k used, through the same table.
     inverse_by_length: dict[int, bk.mpz] = {}
     out = []
     for v in vectors:
         k = len(v)
         inv = inverse_by_length.get(k)
         if inv is None:
-            inv = bk.invert(bk.prod_mod(offs[:k], m), m)
+            try:
+                inv = bk.invert(table.multi_pow([offset] * k), m)
+            except ZeroDivisionError:
+                raise MessageError("enc_scalar ciphertext must be a unit modulo n**2, got a non-unit") from None
             inverse_by_length[k] = inv
         out.append(table.multi_pow([int(x) + offset for x in v]) * inv % m)
     return out

@@ -250,3 +250,10 @@ def test_encrypted_symmetric_matrix(keys512):
     assert ((enc + enc).decrypt(sk) == 2 * sym).all()
     with pytest.raises(ParameterError, match="array.length must be d \\(d \\+ 1\\) / 2 = 6"):
         EncryptedSymmetricMatrix(3, enc.array)
+
+
+def test_scalar_times_packed_rejects_non_unit_base(keys512):
+    pk, sk = keys512
+    bogus = EncryptedArray(pk, LAYOUT, (1,), 1, [sk.p])  # in [1, n**2) but shares a factor with n
+    with pytest.raises(MessageError, match="must be a unit modulo n\\*\\*2"):
+        scalar_times_packed(bogus, [[1, -1]], vector_bound=1)
