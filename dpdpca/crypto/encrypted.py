@@ -131,9 +131,12 @@ class EncryptedArray:
         layout.check_bound(bound, "EncryptedArray")
         cts = [bk.mpz(c) for c in ciphertexts]
         n2 = public_key.nsquare
+        n = public_key.n
         for k, c in enumerate(cts):
             if not 0 < c < n2:
                 raise MessageError(f"ciphertexts[{k}] must be in [1, n**2), got {int(c)}")
+            if bk.gcd(c, n) != 1:
+                raise MessageError(f"ciphertexts[{k}] must be a unit modulo n, got a non-unit")
         self.public_key = public_key
         self.layout = layout
         self.chunks = chunks

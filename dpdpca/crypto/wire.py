@@ -110,8 +110,10 @@ def decode_batch(data: bytes, public_key: PublicKey
         if not 1 <= c <= slots:
             raise MessageError(f"message chunk[{k}] must be in [1, {slots}], got {c}")
     ciphertexts = bk.bytes_to_ints(data[pos:pos + width * count], width)
-    n2 = public_key.nsquare
+    n, n2 = public_key.n, public_key.nsquare
     for k, c in enumerate(ciphertexts):
         if not 0 < c < n2:
             raise MessageError(f"message ciphertext[{k}] must be in [1, n**2), got {'0' if c == 0 else '>= n**2'}")
+        if bk.gcd(c, n) != 1:
+            raise MessageError(f"message ciphertext[{k}] must be a unit modulo n, got a non-unit")
     return kind, dim, layout, tuple(chunks), bound, ciphertexts

@@ -254,6 +254,9 @@ def test_encrypted_symmetric_matrix(keys512):
 
 def test_scalar_times_packed_rejects_non_unit_base(keys512):
     pk, sk = keys512
-    bogus = EncryptedArray(pk, LAYOUT, (1,), 1, [sk.p])  # in [1, n**2) but shares a factor with n
+    with pytest.raises(MessageError, match=r"ciphertexts\[0\] must be a unit modulo n, got a non-unit"):
+        EncryptedArray(pk, LAYOUT, (1,), 1, [sk.p])  # in [1, n**2) but shares a factor with n
+    # Defence in depth inside the kernel (the constructor already refuses such input).
+    bogus = EncryptedArray._trusted(pk, LAYOUT, (1,), 1, [sk.p])
     with pytest.raises(MessageError, match="must be a unit modulo n\\*\\*2"):
         scalar_times_packed(bogus, [[1, -1]], vector_bound=1)

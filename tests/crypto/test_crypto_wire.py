@@ -91,6 +91,16 @@ def test_ciphertext_out_of_range_rejected(keys512, message):
             EncryptedArray.from_bytes(_rehash(bad), pk)
 
 
+def test_non_unit_ciphertext_rejected(keys512, message):
+    pk, sk = keys512
+    _, raw = message
+    width = pk.ciphertext_bytes
+    start = len(raw) - 32 - width
+    bad = raw[:start] + int(sk.q).to_bytes(width, "big") + raw[start + width:]
+    with pytest.raises(MessageError, match=r"message ciphertext\[2\] must be a unit modulo n"):
+        EncryptedArray.from_bytes(_rehash(bad), pk)
+
+
 def test_chunk_and_bound_validation(keys512, message):
     pk, _ = keys512
     _, raw = message
