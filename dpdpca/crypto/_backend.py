@@ -28,6 +28,7 @@ __all__ = [
     "FixedBaseTable",
     "StrausTable",
     "columnwise_prod_mod",
+    "first_non_unit",
     "ints_to_bytes",
     "bytes_to_ints",
     "int_to_bytes",
@@ -211,6 +212,25 @@ class StrausTable:
                     acc = acc * table[idx] % m
                     first = False
         return acc
+
+
+def first_non_unit(values: Sequence[mpz], n: int) -> int | None:
+    """Index of the first value sharing a factor with ``n``, or ``None``.
+
+    One gcd per block of 256 (on the block's product mod ``n``) instead of one
+    per value; a block that fails is scanned.
+    """
+    m = mpz(n)
+    for start in range(0, len(values), 256):
+        block = values[start:start + 256]
+        acc = mpz(1)
+        for v in block:
+            acc = acc * v % m
+        if gmpy2.gcd(acc, m) != 1:
+            for k, v in enumerate(block):
+                if gmpy2.gcd(v, m) != 1:
+                    return start + k
+    return None
 
 
 def columnwise_prod_mod(rows: Sequence[Sequence[mpz]], mod: int) -> list[mpz]:

@@ -135,8 +135,9 @@ class EncryptedArray:
         for k, c in enumerate(cts):
             if not 0 < c < n2:
                 raise MessageError(f"ciphertexts[{k}] must be in [1, n**2), got {int(c)}")
-            if bk.gcd(c, n) != 1:
-                raise MessageError(f"ciphertexts[{k}] must be a unit modulo n, got a non-unit")
+        bad = bk.first_non_unit(cts, n)
+        if bad is not None:
+            raise MessageError(f"ciphertexts[{bad}] must be a unit modulo n, got a non-unit")
         self.public_key = public_key
         self.layout = layout
         self.chunks = chunks

@@ -114,6 +114,7 @@ def decode_batch(data: bytes, public_key: PublicKey
     for k, c in enumerate(ciphertexts):
         if not 0 < c < n2:
             raise MessageError(f"message ciphertext[{k}] must be in [1, n**2), got {'0' if c == 0 else '>= n**2'}")
-        if bk.gcd(c, n) != 1:
-            raise MessageError(f"message ciphertext[{k}] must be a unit modulo n, got a non-unit")
+    bad = bk.first_non_unit(ciphertexts, n)
+    if bad is not None:
+        raise MessageError(f"message ciphertext[{bad}] must be a unit modulo n, got a non-unit")
     return kind, dim, layout, tuple(chunks), bound, ciphertexts
