@@ -114,11 +114,10 @@ class DPDPCA:
                            sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice,
                            executor=self.executor, quorum=self.quorum, processes=self.processes)
         result = run.result
-        n = int(result.extra["n_rows"])
         self.run_ = run
         self.result_ = result
         self.components_ = result.components
-        self.explained_variance_ = result.eigenvalues / max(n - 1, 1)
+        self.explained_variance_ = np.asarray(result.extra["explained_variance"], dtype=np.float64)
         self.privacy_ = result.privacy
         self.timings_ = result.timings
         self.bytes_sent_ = dict(result.bytes_sent)

@@ -617,8 +617,9 @@ class DataUser:
         -------
         PCAResult
             ``components`` (d, k) by decreasing eigenvalue, ``eigenvalues`` of
-            ``S_bar + G'`` (scatter units), the proxy's privacy report and the
-            user's timings (the runner merges the other parties').
+            ``S_bar + G'`` (scatter units), ``extra["explained_variance"]``
+            (eigenvalues / (N - 1)), the proxy's privacy report and the user's
+            timings (the runner merges the other parties' and the bytes sent).
 
         References
         ----------
@@ -641,4 +642,5 @@ class DataUser:
                          timings=self.timings_, params={"n_components": k, "frac_bits": self.params.frac_bits,
                                                         "kappa": self.params.kappa,
                                                         "noise_lattice": meta.get("noise_lattice")},
-                         extra={"n_rows": int(meta["N"]), "owners": list(meta.get("owners", []))})
+                         extra={"n_rows": int(meta["N"]), "owners": list(meta.get("owners", [])),
+                                "explained_variance": [float(x) / max(int(meta["N"]) - 1, 1) for x in eig]})

@@ -1,0 +1,79 @@
+"""Public parameters: JSON round trip, tamper checks, the noise allowance and the slot bound."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+
+from dpdpca.errors import MessageError, OverflowRiskError, ParameterError
+from dpdpca.protocol.params import (PARAMS_KEY, ProtocolParams, check_noise_options, integer_noise_sensitivity,
+                                    noise_sigma_int, noise_tail_factor, slot_value_bound)
+
+
+@pytest.fixture(scope="module")
+def params(keypair) -> ProtocolParams:
+    return ProtocolParams.create(keypair[0], max_owners=5, max_rows_per_owner=100, frac_bits=12,
+                                 min_epsilon=0.1, min_delta=1e-9)
+
+
+def test_json_round_trip_rederives_the_same_layout(params):
+    back = ProtocolParams.from_json(params.to_json())
+    assert back == params and back.layout == params.layout
+    assert back.noise_allowance == params.noise_allowance and back.session_id == params.session_id
+
+
+@pytest.mark.parametrize("field,value", [("slot_bits", 7), ("slots", 99), ("noise_allowance", "5"),
+                                         ("version", 2)])
+def test_tampered_public_parameters_are_refused(params, field, value):
+    data = copy.deepcopy(params.to_json())
+    data[PARAMS_KEY][field] = value
+    with pytest.raises(MessageError):
+        ProtocolParams.from_json(data)
+
+
+def test_missing_protocol_fields_are_refused(params):
+    data = copy.deepcopy(params.to_json())
+    del data[PARAMS_KEY]["kappa"]
+    with pytest.raises(MessageError, match="every protocol field"):
+        ProtocolParams.from_json(data)
+    with pytest.raises(MessageError, match=PARAMS_KEY):
+        ProtocolParams.from_json(params.public_key.to_json())
+
+
+def test_layout_holds_the_largest_slot_value(params):
+    bound = slot_value_bound(d=1, owners=5, rows_per_owner=100, frac_bits=12, kappa=40,
+                             noise_bound=params.noise_allowance)
+    assert params.layout.max_abs >= bound
+    assert params.layout.slots * params.layout.slot_bits <= params.public_key.bits - 2
+
+
+def test_noise_allowance_covers_every_option_at_the_declared_minimum_budget(params):
+    t = noise_tail_factor()
+    assert 2 * math.exp(-t * t / 2) * 2 ** 40 < 2 ** -80
+    for lattice in ("n-scaled", "integer"):
+        for mode in ("rigorous", "paper"):
+            for calibration in ("analytic", "classic"):
+                sigma = noise_sigma_int(500, epsilon=0.1, delta=1e-9, frac_bits=12, sensitivity_mode=mode,
+                                        noise_lattice=lattice, calibration=calibration)
+                assert t * sigma < params.noise_allowance
+    with pytest.raises(OverflowRiskError, match="got 0.01"):
+        params.check_noise_fits(noise_sigma_int(500, epsilon=0.01, delta=1e-9, frac_bits=12), epsilon=0.01)
+
+
+def test_integer_sensitivity_is_the_exact_ceiling():
+    assert integer_noise_sensitivity(10, frac_bits=16) == (3.6, 36 * 2 ** 32)  # N * 4(N-1)/N * 2^(2f)
+    assert integer_noise_sensitivity(10, frac_bits=16, noise_lattice="integer") == (3.6, math.ceil(3.6 * 2 ** 32))
+    assert integer_noise_sensitivity(7, frac_bits=0, sensitivity_mode="paper") == (1.0, 7)
+    assert integer_noise_sensitivity(1, frac_bits=16) == (0.0, 1)  # N = 1: S-bar = 0, calibrate to 1
+
+
+def test_noise_options_are_validated():
+    assert check_noise_options(epsilon=1, delta=0.5, calibration="classic", sensitivity_mode="paper",
+                               noise_lattice="integer") == (1.0, 0.5)
+    with pytest.raises(ParameterError, match="calibration must be one of"):
+        check_noise_options(epsilon=1, delta=0.5, calibration="x", sensitivity_mode="paper", noise_lattice="integer")
+    with pytest.raises(ParameterError, match="neighbouring"):
+        check_noise_options(epsilon=1, delta=0.5, calibration="analytic", sensitivity_mode="paper",
+                            noise_lattice="integer", neighbouring="add/remove-one")
