@@ -53,8 +53,8 @@ import numpy as np
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
 from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, second_moment,
                                       symmetric_bytes, top_eigenpairs)
-from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, resolve_source, second_moment_sensitivity,
-                       symmetric_from_upper)
+from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, PrivacyReport, resolve_source,
+                       second_moment_sensitivity, symmetric_from_upper)
 from dpdpca.errors import ParameterError
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -246,7 +246,7 @@ class CapePCA(NoisySiteEstimator):
         return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
                          bytes_sent=bytes_sent, params=params, extra=extra)
 
-    def _report(self, mechs: list[Any], plan: CapeNoisePlan | None, dropped: list[int]) -> Any:
+    def _report(self, mechs: list[Any], plan: CapeNoisePlan | None, dropped: list[int]) -> PrivacyReport:
         if plan is None:
             reports = [m.privacy(noise_added_by=f"site:{i + 1}") for i, m in enumerate(mechs)]
             return parallel_report(reports, mechanism="gaussian", noise_added_by="site",
