@@ -10,9 +10,11 @@ Two figures:
     side by side in the same process under the same modulus.  Running the phe
     version in full takes minutes, so each of its operations (owner encryption,
     aggregation add, ``E[R]^N``, the mask terms, the plaintext addend,
-    decryption) is timed on a sample of real entries and extrapolated by its
-    exact count (``phe_extrapolated: true``, ``phe_sampled_ops``).  The ratio
-    compares total protocol work (every party, key generation excluded).
+    decryption) is timed on a sample of real entries (the fastest sample
+    counts) and extrapolated by its exact count (``phe_extrapolated: true``,
+    ``phe_sampled_ops``).  Ours runs before and after the sampling and the
+    faster run counts, so a burst of other load hurts neither side alone.  The
+    ratio compares total protocol work (every party, key generation excluded).
 
 ``d784_total_s``
     d = 784, L = 10 on Fashion-MNIST (60000 x 784, Debian
@@ -31,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import time
 from typing import Any, Callable
 
@@ -41,7 +42,6 @@ import phe
 
 from dpdpca.crypto import local_process_pool
 from dpdpca.data import clip_rows, load_dataset, partition
-from dpdpca.dp import resolve_source
 from dpdpca.protocol.parties import DataUser, draw_mask
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows, upper_triangle_values
 from dpdpca.protocol.runner import run_protocol
@@ -51,13 +51,13 @@ OWNERS = 10
 
 
 def _per_op(fn: Callable[[int], Any], samples: int) -> float:
-    """Median seconds of ``fn(i)`` over ``samples`` calls."""
+    """Fastest of ``samples`` timed calls of ``fn(i)`` (least disturbed by other load)."""
     times = []
     for i in range(samples):
         t0 = time.perf_counter()
         fn(i)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return min(times)
 
 
 def _digits_partitions() -> list[np.ndarray]:
@@ -84,7 +84,6 @@ def _phe_protocol_seconds(parts: list[np.ndarray], user: DataUser, samples: int,
     enc_r = [pub.encrypt(r_vals[i % entries]) for i in range(samples)]
     enc_r2 = [pub.encrypt(r_vals[(i + 1) % entries]) for i in range(samples)]
     enc_v = [pub.encrypt(v_vals[i % d]) for i in range(samples)]
-    src = resolve_source(None)
     ops = {
         "owner_encrypt": _per_op(lambda i: pub.encrypt(r_vals[(7 * i) % entries]), samples),
         "aggregate_add": _per_op(lambda i: enc_r[i] + enc_r2[i], samples),
@@ -93,7 +92,6 @@ def _phe_protocol_seconds(parts: list[np.ndarray], user: DataUser, samples: int,
         "plain_add": _per_op(lambda i: enc_r[i] + (b[i % d] * b[(i + 1) % d] + noise[i]), samples),
         "decrypt": _per_op(lambda i: priv.decrypt(enc_r[i]), samples),
     }
-    del src
     L = len(parts)
     counts = {
         "owner_encrypt": L * (entries + d + 1),
@@ -104,7 +102,7 @@ def _phe_protocol_seconds(parts: list[np.ndarray], user: DataUser, samples: int,
         "decrypt": entries + d + 1,
     }
     total = sum(ops[k] * counts[k] for k in ops)
-    return {"phe_total_s": total, "phe_sampled_ops": {k: {"median_s": ops[k], "count": counts[k]} for k in ops},
+    return {"phe_total_s": total, "phe_sampled_ops": {k: {"min_s": ops[k], "count": counts[k]} for k in ops},
             "phe_samples_per_op": samples}
 
 
@@ -117,17 +115,26 @@ def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float) -> dict[str, Any]
     parts = _digits_partitions()
     user = DataUser.generate(key_bits=KEY_BITS, max_owners=OWNERS, max_rows_per_owner=max(p.shape[0] for p in parts),
                              min_epsilon=min(epsilon, 0.01), min_delta=min(delta, 1e-12))
-    t0 = time.perf_counter()
-    run = run_protocol(parts, n_components=5, epsilon=epsilon, delta=delta, user=user)
-    wall = time.perf_counter() - t0
-    ours = run.result.timings.to_dict()
+
+
+    def ours() -> tuple[Any, float]:
+        t0 = time.perf_counter()
+        run = run_protocol(parts, n_components=5, epsilon=epsilon, delta=delta, user=user)
+        return run, time.perf_counter() - t0
+
+    # Ours before and after the phe sampling; the faster run counts, as the fastest phe sample does.
+    first = ours()
     phe_part = _phe_protocol_seconds(parts, user, 6 if quick else 24, epsilon, delta)
-    work = _work_s(ours)
+    second = ours()
+    run, wall = min(first, second, key=lambda rw: _work_s(rw[0].result.timings.to_dict()))
+    timings = run.result.timings.to_dict()
+    work = _work_s(timings)
     return {
         "ratio_vs_per_element_phe": phe_part["phe_total_s"] / work,
         "d64_ours_work_s": work,
+        "d64_ours_work_s_both_runs": [_work_s(r.result.timings.to_dict()) for r, _ in (first, second)],
         "d64_ours_wall_s": wall,
-        "d64_ours_critical_path_s": ours["critical_path_s"],
+        "d64_ours_critical_path_s": timings["critical_path_s"],
         "d64_phe_total_s": phe_part["phe_total_s"],
         "phe_extrapolated": True,
         "phe_sampled_ops": phe_part["phe_sampled_ops"],
