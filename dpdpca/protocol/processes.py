@@ -256,7 +256,7 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
                            privacy=PrivacyReport.from_dict(usr["privacy"]), params=usr["params"], extra=usr["extra"])
         params = ProtocolParams.from_json(public)
         run = _finish_run(result, timings, bytes_sent, prox["owners"], rows_clipped, check, M, int(usr["scale"]),
-                          params, key_bits, len(ids))
+                          params, len(ids))
         run.extra["processes"] = len(procs)
         if verify:
             run.noise_for_testing = [int(g) for g in prox["noise_for_testing"]]

@@ -164,8 +164,8 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
         Bad input; one-line messages.
     """
     eps, dl = check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration,
-                            sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice,
-                            neighbouring=neighbouring)
+                                  sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice,
+                                  neighbouring=neighbouring)
     parts = check_partitions(list(partitions))
     L = len(parts)
     d = parts[0].shape[1]
@@ -231,7 +231,7 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
         check = verify_exact(user.noisy_scatter_int_, proxy.noise_for_testing_,
                              [parts[ids.index(o)] for o in proxy.owners_], frac_bits=params.frac_bits, clip=clip)
     run = _finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
-                      user.noisy_scatter_int_, user.scale_, params, key_bits, L)
+                      user.noisy_scatter_int_, user.scale_, params, L)
     run.noise_for_testing = list(proxy.noise_for_testing_) if verify else None
     run.extra["late_shares_rejected"] = late
     return run
@@ -271,11 +271,11 @@ def verify_exact(M: np.ndarray, noise_upper: Sequence[int], partitions: Sequence
 
 def _finish_run(result: PCAResult, timings: Timings, bytes_sent: dict[str, int], owners: list[str],
                 rows_clipped: dict[str, int], check: dict[str, Any] | None, M: np.ndarray, scale: int,
-                params: Any, key_bits: int, n_owners: int) -> ProtocolRun:
+                params: Any, n_owners: int) -> ProtocolRun:
     full = PCAResult(
         method="dpdpca", components=result.components, eigenvalues=result.eigenvalues, privacy=result.privacy,
         timings=timings, bytes_sent=bytes_sent,
-        params={**dict(result.params), "key_bits": key_bits, "owners": n_owners,
+        params={**dict(result.params), "key_bits": int(params.public_key.bits), "owners": n_owners,
                 "max_owners": params.max_owners, "max_rows_per_owner": params.max_rows_per_owner,
                 "slot_bits": params.layout.slot_bits, "slots": params.layout.slots},
         extra={**dict(result.extra), "owners_present": list(owners), "rows_clipped": dict(rows_clipped)})
