@@ -35,7 +35,7 @@ import numpy as np
 from dpdpca._validation import check_int, param_error
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.errors import ParameterError, ProtocolError
-from dpdpca.metrics import captured_energy_ratio, optimal_energy
+from dpdpca.metrics import captured_energy_ratio, optimal_energy, svm_f1
 from dpdpca.result import PCAResult
 
 __all__ = ["METHODS", "available_methods", "get_method", "run", "compare"]
@@ -136,12 +136,17 @@ def run(method: str, partitions: Sequence[Any], *, n_components: int, epsilon: f
 def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: int, epsilon: float,
             delta: float, runs: int = 1, rng: np.random.Generator | None = None,
             X_eval: Any = None, center: bool = False,
-            method_options: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+            method_options: dict[str, dict[str, Any]] | None = None,
+            f1_data: tuple[Any, Any, Any, Any] | None = None) -> dict[str, Any]:
     """Run several methods on the same partitions and budget; summarise utility.
 
     Each method runs ``runs`` times (fresh noise each time).  Utility is
     ``q / q_o`` (:func:`~dpdpca.metrics.captured_energy_ratio`) on ``X_eval``
-    (default: the pooled partitions).
+    (default: the pooled partitions).  With ``f1_data = (X_train, y_train,
+    X_test, y_test)`` each run also reports the F1 of an RBF SVM trained on the
+    projected training rows and scored on the projected test rows
+    (:func:`~dpdpca.metrics.svm_f1`, Wang & Chang Fig. 4), as ``"f1"`` (mean)
+    and ``"f1_std"``.
 
     Returns
     -------
@@ -165,12 +170,14 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
     opts = dict(method_options or {})
     out: dict[str, Any] = {}
     for name in names:
-        ratios, crit, total = [], [], []
+        ratios, crit, total, f1s = [], [], [], []
         result = None
         for _ in range(n_runs):
             result = run(name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng,
                          **opts.get(name, {}))
             ratios.append(captured_energy_ratio(result, X, center=center, q_optimal=q_o))
+            if f1_data is not None:
+                f1s.append(svm_f1(result, *f1_data))
             crit.append(result.timings.critical_path_s())
             total.append(result.timings.total_s())
         assert result is not None
@@ -183,6 +190,9 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
             "total_s": float(np.mean(total)),
             "bytes_sent": dict(result.bytes_sent),
         }
+        if f1s:
+            out[name]["f1"] = float(np.mean(f1s))
+            out[name]["f1_std"] = float(np.std(f1s, ddof=1)) if n_runs > 1 else 0.0
     return {"methods": out, "q_optimal": q_o, "n_components": k, "epsilon": float(epsilon),
             "delta": float(delta), "runs": n_runs}
 

@@ -99,3 +99,23 @@ def test_compare_rejects_nan_file(capsys, tmp_path):
     code, _, err = run_cli(capsys, "--data", str(path), "--sites", "2", "--components", "1", "--epsilon", "1",
                            "--delta", "1e-5", "--methods", "capepca")
     assert code == 2 and "non-finite value in row 1" in err and "bad.csv" in err
+
+
+def test_compare_f1_on_held_out_rows(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "--dataset", "digits", "--sites", "10", "--components", "10", "--epsilon", "1",
+                             "--delta", "1e-5", "--methods", "nonprivate,local", "--runs", "2", "--seed", "0",
+                             "--f1-test-fraction", "0.3", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["f1"]["test_rows"] == 539 and summary["f1"]["train_rows"] == 1258
+    assert summary["dataset"]["rows_used"] == 1258  # the test rows never reach a pipeline
+    rows = summary["methods"]
+    assert rows["nonprivate"]["f1"] > 0.95 and rows["nonprivate"]["f1_std"] == pytest.approx(0, abs=1e-12)
+    assert 0 < rows["local"]["f1"] < rows["nonprivate"]["f1"]
+    path = tmp_path / "x.npy"
+    np.save(path, np.random.default_rng(0).normal(size=(50, 4)))
+    code, _, err = run_cli(capsys, "--data", str(path), "--sites", "2", "--components", "1", "--epsilon", "1",
+                           "--delta", "1e-5", "--methods", "nonprivate", "--f1-test-fraction", "0.2")
+    assert code == 2 and "needs a labelled --dataset" in err
+    code, _, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "nonprivate", "--f1-test-fraction", "1.5")
+    assert code == 2 and "--f1-test-fraction must be in (0, 1), got 1.5" in err
