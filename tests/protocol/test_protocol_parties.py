@@ -277,3 +277,29 @@ def test_user_reveals_only_a_plausible_count(make_user):
                        meta={"owners": ["1"], "d": 2}, sections={"N": fake_n.to_bytes()})
         with pytest.raises(MessageError, match="one count in"):
             user.reveal_count(fake.to_bytes())
+
+
+def test_v_prime_from_two_datasets_is_indistinguishable_end_to_end(make_user):
+    """The user's v' for two very different datasets (same N): KS on v', chi-square on v' mod N (p > 1e-4)."""
+    user = make_user(max_owners=1, max_rows_per_owner=7)
+    p = user.params
+    datasets = {"plus": np.full((7, 2), 0.7), "minus": np.full((7, 2), -0.7)}
+    shares = {name: DataOwner(p, "1").share(X) for name, X in datasets.items()}
+    bound = mask_bound(7, frac_bits=p.frac_bits, kappa=p.kappa)
+    samples: dict[str, list[int]] = {name: [] for name in datasets}
+    for _ in range(300):
+        for name, share in shares.items():
+            proxy = Proxy(p)
+            proxy.receive_share(share)
+            proxy.receive_count(user.reveal_count(proxy.close_collection()))
+            user.reconstruct(proxy.finish(epsilon=1.0, delta=1e-5))
+            samples[name].append(int(user.masked_sum_[0]))
+    v_plus, v_minus = int(7 * np.trunc(0.7 * 2 ** 16)), -int(7 * np.trunc(0.7 * 2 ** 16))
+    assert all(-bound + v_plus <= x <= bound + v_plus for x in samples["plus"])
+    assert all(-bound + v_minus <= x <= bound + v_minus for x in samples["minus"])
+    a = [x / bound for x in samples["plus"]]
+    b = [x / bound for x in samples["minus"]]
+    assert stats.ks_2samp(a, b).pvalue > 1e-4
+    for name in datasets:
+        counts = np.bincount([x % 7 for x in samples[name]], minlength=7)
+        assert stats.chisquare(counts).pvalue > 1e-4
