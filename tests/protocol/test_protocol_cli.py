@@ -245,3 +245,13 @@ def test_processes_bad_input_prints_one_line_and_no_child_traceback(tmp_path, ca
     assert code == 2
     assert err == ("dpdpca: error: rows must have L2 norm <= 1 with clipping off (--no-clip), "
                    "got norm 1.4142135623730951 in row 1 of owner 1\n")
+
+
+@pytest.mark.slow
+def test_run_with_the_default_2048_bit_key(tmp_path, capsys):
+    data = tmp_path / "x.csv"
+    np.savetxt(data, _rows(np.random.default_rng(4), 30, 3), delimiter=",")
+    assert main(["run", "--data", str(data), "--owners", "3", "--components", "2", "--verify", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["params"]["key_bits"] == 2048 and summary["verify"]["max_abs_integer_error"] == 0
+    assert summary["privacy"]["neighbouring"] == "replace-one" and summary["privacy"]["sensitivity_mode"] == "rigorous"
