@@ -40,10 +40,10 @@ import click
 import numpy as np
 import phe
 
-from dpdpca.crypto import local_process_pool
+from dpdpca.crypto import local_process_pool, upper_triangle_flatten
 from dpdpca.data import clip_rows, load_dataset, partition
 from dpdpca.protocol.parties import DataUser, draw_mask
-from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows, upper_triangle_values
+from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.protocol.runner import run_protocol
 
 KEY_BITS = 2048
@@ -76,7 +76,7 @@ def _phe_protocol_seconds(parts: list[np.ndarray], user: DataUser, samples: int,
     d = parts[0].shape[1]
     entries = d * (d + 1) // 2
     shares = [exact_scatter_share(quantize_rows(X, f), f) for X in parts]
-    r_vals = upper_triangle_values(shares[0][0])
+    r_vals = [int(x) for x in upper_triangle_flatten(shares[0][0])]
     v_vals = [int(x) for x in shares[0][1]]
     n = sum(s[2] for s in shares)
     b = draw_mask(d, n, frac_bits=f, kappa=params.kappa)

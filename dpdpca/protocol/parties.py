@@ -27,13 +27,13 @@ import numpy as np
 
 from dpdpca._validation import check_data_matrix, check_int, param_error
 from dpdpca.crypto import (EncryptedArray, PrivateKey, PublicKey, decrypt, encrypt, generate_keypair,
-                           scalars_times_packed, sum_arrays, upper_triangle_chunks)
+                           scalars_times_packed, sum_arrays, upper_triangle_chunks, upper_triangle_flatten)
 from dpdpca.data import clip_rows
 from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, PrivacyReport, resolve_source
 from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ProtocolError
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
 from dpdpca.protocol.params import ProtocolParams, check_noise_options, integer_noise_sensitivity
-from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows, upper_triangle_values
+from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
@@ -41,14 +41,15 @@ __all__ = ["DataOwner", "Proxy", "DataUser", "row_chunk_spans", "draw_mask", "ma
 
 
 def row_chunk_spans(d: int, slots: int) -> list[tuple[int, int, int]]:
-    """``(row i, first column a, length)`` of each row-aligned upper-triangle chunk.
-
-    Same order and sizes as :func:`dpdpca.crypto.upper_triangle_chunks`.
-    """
+    """``(row i, first column a, length)`` of each chunk of :func:`dpdpca.crypto.upper_triangle_chunks`."""
     spans = []
-    for i in range(d):
-        for a in range(i, d, slots):
-            spans.append((i, a, min(slots, d - a)))
+    i = a = 0
+    for length in upper_triangle_chunks(d, slots):
+        spans.append((i, a, length))
+        a += length
+        if a == d:  # chunks are row-aligned: the next one starts row i + 1 at its diagonal
+            i += 1
+            a = i
     return spans
 
 
@@ -180,7 +181,7 @@ class DataOwner:
         bounds = p.share_bounds()
         v_list = [int(x) for x in v]
         with self.timings_.measure(self.party, "encrypt"):
-            enc_r = encrypt(p.public_key, upper_triangle_values(R), layout=layout, bound=bounds["R"],
+            enc_r = encrypt(p.public_key, upper_triangle_flatten(R), layout=layout, bound=bounds["R"],
                             chunks=upper_triangle_chunks(d, layout.slots), executor=self.executor)
             enc_v = encrypt(p.public_key, v_list, layout=layout, bound=bounds["v"], chunks=[1] * d,
                             executor=self.executor)

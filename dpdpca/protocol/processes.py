@@ -168,7 +168,7 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
                      quorum: int | None, deadline_s: float | None, verify: bool, options: dict[str, Any],
                      progress: Callable[[str], None] | None = None) -> Any:
     """Run the protocol with one OS process per party (see the module docstring)."""
-    from dpdpca.protocol.quantize import full_from_upper
+    from dpdpca.crypto import upper_triangle_unflatten
     from dpdpca.protocol.runner import _finish_run, verify_exact
 
     tick = progress or (lambda label: None)
@@ -246,7 +246,7 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
             for name, nb in party["bytes_sent"].items():
                 bytes_sent[name] = bytes_sent.get(name, 0) + int(nb)
         d = components.shape[0]
-        M = full_from_upper([int(x) for x in usr["M_upper"]], d)
+        M = upper_triangle_unflatten([int(x) for x in usr["M_upper"]], d)
         check = None
         if verify:
             check = verify_exact(M, [int(g) for g in prox["noise_for_testing"]],

@@ -15,7 +15,7 @@ import numpy as np
 from dpdpca._validation import check_int
 from dpdpca.errors import DataError
 
-__all__ = ["quantize_rows", "exact_scatter_share", "upper_triangle_values", "full_from_upper"]
+__all__ = ["quantize_rows", "exact_scatter_share"]
 
 _FLOAT_EXACT = 1 << 53  # every integer of magnitude < 2**53 is a float64
 
@@ -111,21 +111,3 @@ def exact_scatter_share(Xq: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.
         R = R + np.rint(part).astype(np.int64).astype(object)
     v = np.array([int(s) for s in Xq.sum(axis=0, dtype=np.int64)], dtype=object)
     return R, v, int(n)
-
-
-def upper_triangle_values(M: np.ndarray) -> list[int]:
-    """Row-major upper triangle (``j >= i``) of a square matrix, as Python ints."""
-    d = M.shape[0]
-    iu = np.triu_indices(d)
-    return [int(x) for x in M[iu]]
-
-
-def full_from_upper(values: list[int], d: int) -> np.ndarray:
-    """Symmetric ``(d, d)`` object array from a row-major upper triangle."""
-    if len(values) != d * (d + 1) // 2:
-        raise DataError(f"upper triangle must have {d * (d + 1) // 2} values for d={d}, got {len(values)}")
-    M = np.empty((d, d), dtype=object)
-    iu = np.triu_indices(d)
-    M[iu] = values
-    M.T[iu] = values
-    return M

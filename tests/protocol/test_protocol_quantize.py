@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from dpdpca.errors import DataError
-from dpdpca.protocol.quantize import exact_scatter_share, full_from_upper, quantize_rows, upper_triangle_values
+from dpdpca.protocol.parties import row_chunk_spans
+from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 
 rows_strategy = st.integers(1, 6).flatmap(
     lambda d: arrays(np.float64, st.tuples(st.integers(1, 12), st.just(d)),
@@ -67,9 +68,9 @@ def test_a_row_clearly_outside_the_ball_raises():
         quantize_rows(np.array([[1.0, 1.0]]), 16)
 
 
-def test_upper_triangle_round_trip():
-    M = np.arange(16, dtype=np.int64).reshape(4, 4)
-    M = M + M.T
-    vals = upper_triangle_values(M.astype(object))
-    assert vals[:4] == [int(x) for x in M[0]]
-    assert (full_from_upper(vals, 4) == M).all()
+@pytest.mark.parametrize("d,slots", [(1, 1), (4, 3), (7, 2), (10, 16), (64, 15)])
+def test_row_chunk_spans_tile_the_upper_triangle_row_by_row(d, slots):
+    spans = row_chunk_spans(d, slots)
+    cells = [(i, j) for i, a, length in spans for j in range(a, a + length)]
+    assert cells == [(i, j) for i in range(d) for j in range(i, d)]  # row-major, each once
+    assert all(1 <= length <= slots and a + length <= d for _, a, length in spans)
