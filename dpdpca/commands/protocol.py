@@ -43,6 +43,11 @@ NOISE_OPTIONS = [
 ]
 
 
+#: Process-pool size for the crypto batches (1: serial, in this process).
+workers_option = click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+                              help="Processes for the crypto batches (local process pool).")
+
+
 def noise_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed(NOISE_OPTIONS):
         fn = opt(fn)
@@ -121,7 +126,7 @@ class _Pool:
 @click.option("--max-owners", default=None, type=int, help="Declared maximum owners (slot width); default --owners.")
 @click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
 @noise_options
-@click.option("--workers", default=1, show_default=True, type=int, help="Processes for the crypto batches.")
+@workers_option
 @click.option("--processes", is_flag=True, help="Run every party as a separate OS process (messages only).")
 @click.option("--verify", is_flag=True, help="Check S' - G' == S-bar exactly against a plaintext reference.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
@@ -139,10 +144,9 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     from dpdpca.protocol.runner import progress_steps, run_protocol
 
     check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
-                  noise_lattice=noise_lattice)
+                        noise_lattice=noise_lattice)
     check_int("owners", owners, minimum=1)
     check_int("components", components, minimum=1)
-    check_int("workers", workers, minimum=1)
     if data_file is not None:
         X, source = load_file(data_file), str(data_file)
     else:
@@ -285,7 +289,7 @@ def owner_group() -> None:
 @click.option("--owner-id", required=True)
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
-@click.option("--workers", default=1, show_default=True, type=int)
+@workers_option
 def owner_share_cmd(public_path: str, data_file: str, owner_id: str, out_path: str, no_clip: bool,
                     workers: int) -> None:
     """Encrypt this owner's share E[R^l], E[v^l], E[N^l] into one message file."""
@@ -315,7 +319,7 @@ def proxy_group() -> None:
 @click.option("--public", "public_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--quorum", default=None, type=int, help="Minimum shares (default: all given).")
-@click.option("--workers", default=1, show_default=True, type=int)
+@workers_option
 @click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def proxy_aggregate_cmd(public_path: str, out_dir: str, quorum: int | None, workers: int,
                         shares: tuple[str, ...]) -> None:
@@ -346,7 +350,7 @@ def proxy_aggregate_cmd(public_path: str, out_dir: str, quorum: int | None, work
 @click.option("--delta", required=True, type=float)
 @noise_options
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
-@click.option("--workers", default=1, show_default=True, type=int)
+@workers_option
 def proxy_finish_cmd(state_dir: str, count_path: str, epsilon: float, delta: float, calibration: str,
                      sensitivity_mode: str, noise_lattice: str, out_path: str, workers: int) -> None:
     """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user."""
@@ -395,7 +399,7 @@ def user_reveal_count_cmd(private_path: str, out_path: str, request: str) -> Non
 @click.option("--private", "private_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--components", required=True, type=int)
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
-@click.option("--workers", default=1, show_default=True, type=int)
+@workers_option
 @click.argument("result", type=click.Path(dir_okay=False))
 def user_finish_cmd(private_path: str, components: int, out_path: str, workers: int, result: str) -> None:
     """Decrypt R'' and v', compute S-bar + G' exactly and write the components (.npz)."""
