@@ -70,7 +70,7 @@ def _fingerprint(n: int) -> str:
 def _check_size(bits: int, insecure_test_key: bool, what: str = "key bits") -> None:
     if bits < MIN_SECURE_BITS and not insecure_test_key:
         raise InsecureKeyError(
-            f"{what} must be >= {MIN_SECURE_BITS} (or pass insecure_test_key=True), got {bits}")
+            f"{what} must be >= {MIN_SECURE_BITS} (or pass insecure_test_key=True, CLI --insecure-test-key), got {bits}")
     if bits < MIN_TEST_BITS:
         raise param_error(what, f">= {MIN_TEST_BITS}", bits)
 
