@@ -467,6 +467,14 @@ class Proxy:
             # v' travels packed: the windows starting at 0, slots, 2*slots, ... tile v.
             v2 = agg["vwin"].select(list(range(0, d, slots))).add_plain(b, plain_bound=bound_b)
 
+        with self.timings_.measure(self.party, "rerandomize"):
+            # The data user holds the secret key, so it can recover each ciphertext's
+            # randomness factor. In R'' that factor is rho_R^N * rho_vi^pack(b) * rho_a^b_i,
+            # a function of the mask b; fresh encryptions of 0 make what the user
+            # receives independent of everything but the plaintexts.
+            r2 = r2.rerandomize(executor=self.executor)
+            v2 = v2.rerandomize(executor=self.executor)
+
         tv = mask_tv_bound(d, n, frac_bits=f, kappa=p.kappa)
         base = mech.privacy(noise_added_by="proxy")
         scale = (n << (2 * f)) if noise_lattice == "n-scaled" else (1 << (2 * f))

@@ -303,3 +303,28 @@ def test_v_prime_from_two_datasets_is_indistinguishable_end_to_end(make_user):
     for name in datasets:
         counts = np.bincount([x % 7 for x in samples[name]], minlength=7)
         assert stats.chisquare(counts).pvalue > 1e-4
+
+
+def test_proxy_rerandomizes_what_the_user_receives(make_user, unit_rows):
+    # Without fresh randomness, E[v'] = E[v window] * (1 + pack(b) n): the ratio of the
+    # two ciphertexts would be 1 mod n, and the user (who can strip plaintexts with the
+    # secret key) would see the owners' aggregated randomness reused under the mask.
+    import gmpy2
+
+    from dpdpca.crypto import EncryptedArray
+
+    rng = np.random.default_rng(11)
+    user = make_user()
+    parts = [unit_rows(rng, 5, 7) for _ in range(2)]
+    proxy = Proxy(user.params)
+    for s in _shares(user.params, parts):
+        proxy.receive_share(s)
+    proxy.receive_count(user.reveal_count(proxy.close_collection()))
+    windows = proxy._aggregate["vwin"].select(list(range(0, 7, user.params.layout.slots)))
+    result = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5))
+    v2 = EncryptedArray.from_bytes(result.sections["v2"], user.params.public_key)
+    n, n2 = user.params.public_key.n, user.params.public_key.nsquare
+    assert len(v2.ciphertexts) == len(windows.ciphertexts) >= 1
+    for c_user, c_window in zip(v2.ciphertexts, windows.ciphertexts):
+        assert int(c_user * gmpy2.invert(c_window, n2) % n2) % n != 1
+    assert "rerandomize" in proxy.timings_.to_dict()["parties"]["proxy"]
