@@ -120,9 +120,19 @@ class NoiseSource:
 
     # -- float noise --------------------------------------------------------
     def uniform(self, n: int) -> np.ndarray:
-        """``n`` floats uniform on the open interval (0, 1) (53-bit grid, midpoints)."""
-        w = self.words(n) >> _U64(11)
-        return (w.astype(np.float64) + 0.5) * 2.0 ** -53
+        """``n`` floats uniform on the open interval (0, 1): ``k 2**-52 + 2**-53``, ``k < 2**52``.
+
+        The top 52 bits of each word become the mantissa of a float in [1, 2)
+        (bit operations in place, no uint64 -> float64 conversion, which numpy
+        does slowly); subtracting ``1 - 2**-53`` is exact (Sterbenz) and lands on
+        the midpoints of the 52-bit grid, so 0 and 1 never occur.
+        """
+        w = self.words(n)
+        w >>= _U64(12)
+        w |= _U64(0x3FF0000000000000)
+        f = w.view(np.float64)
+        f -= 1.0 - 2.0 ** -53
+        return f
 
     def standard_normal(self, size: Any) -> np.ndarray:
         """Standard normal float64 noise of shape ``size`` (Box-Muller on OS/explicit words)."""
