@@ -130,14 +130,7 @@ class EncryptedArray:
         bound = check_int("bound", bound, minimum=0)
         layout.check_bound(bound, "EncryptedArray")
         cts = [bk.mpz(c) for c in ciphertexts]
-        n2 = public_key.nsquare
-        n = public_key.n
-        for k, c in enumerate(cts):
-            if not 0 < c < n2:
-                raise MessageError(f"ciphertexts[{k}] must be in [1, n**2), got {int(c)}")
-        bad = bk.first_non_unit(cts, n)
-        if bad is not None:
-            raise MessageError(f"ciphertexts[{bad}] must be a unit modulo n, got a non-unit")
+        wire.check_ciphertexts(cts, public_key, "ciphertexts")
         self.public_key = public_key
         self.layout = layout
         self.chunks = chunks

@@ -110,11 +110,17 @@ def decode_batch(data: bytes, public_key: PublicKey
         if not 1 <= c <= slots:
             raise MessageError(f"message chunk[{k}] must be in [1, {slots}], got {c}")
     ciphertexts = bk.bytes_to_ints(data[pos:pos + width * count], width)
-    n, n2 = public_key.n, public_key.nsquare
+    check_ciphertexts(ciphertexts, public_key, "message ciphertext")
+    return kind, dim, layout, tuple(chunks), bound, ciphertexts
+
+
+def check_ciphertexts(ciphertexts: Sequence[int], public_key: PublicKey, name: str) -> None:
+    """Every ciphertext in ``[1, n**2)`` and a unit modulo n, else MessageError naming ``name[k]``."""
+    n2 = public_key.nsquare
     for k, c in enumerate(ciphertexts):
         if not 0 < c < n2:
-            raise MessageError(f"message ciphertext[{k}] must be in [1, n**2), got {'0' if c == 0 else '>= n**2'}")
-    bad = bk.first_non_unit(ciphertexts, n)
+            got = "0" if c == 0 else ("a negative value" if c < 0 else ">= n**2")
+            raise MessageError(f"{name}[{k}] must be in [1, n**2), got {got}")
+    bad = bk.first_non_unit(ciphertexts, public_key.n)
     if bad is not None:
-        raise MessageError(f"message ciphertext[{bad}] must be a unit modulo n, got a non-unit")
-    return kind, dim, layout, tuple(chunks), bound, ciphertexts
+        raise MessageError(f"{name}[{bad}] must be a unit modulo n, got a non-unit")
