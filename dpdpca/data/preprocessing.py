@@ -197,7 +197,7 @@ def partition(X: Any, n_sites: int, *, sizes: int | Sequence[int] | None = None,
 
 
 def check_partitions(partitions: Any) -> list[np.ndarray]:
-    """Validate a list of site matrices; return float64 copies.
+    """Validate a list of site matrices; return read-only float64 views (copies only when not float64).
 
     Raises
     ------
@@ -208,8 +208,8 @@ def check_partitions(partitions: Any) -> list[np.ndarray]:
     if isinstance(partitions, np.ndarray) or not isinstance(partitions, Sequence) or len(partitions) == 0:
         raise DataError(f"partitions must be a non-empty list of (n_s, d) arrays, got {type(partitions).__name__}"
                         + (f" of length {len(partitions)}" if isinstance(partitions, Sequence) else ""))
-    first = check_data_matrix("partitions[0]", partitions[0])
+    first = check_data_matrix("partitions[0]", partitions[0], copy=False)
     out = [first]
     for i, part in enumerate(partitions[1:], start=1):
-        out.append(check_data_matrix(f"partitions[{i}]", part, n_features=first.shape[1]))
+        out.append(check_data_matrix(f"partitions[{i}]", part, n_features=first.shape[1], copy=False))
     return out

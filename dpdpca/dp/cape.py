@@ -77,24 +77,29 @@ def cape_gain_max(n_total: int, n_sites: int) -> float:
     return n ** 2 / s ** 2 * (1.0 / (n - s + 1) ** 2 + s - 1)
 
 
-def exact_zero_sum(rows: np.ndarray) -> np.ndarray:
+def exact_zero_sum(rows: np.ndarray, *, copy: bool = True) -> np.ndarray:
     """Adjust ``rows`` (shape (S, ...)) so that their float64 sum over axis 0 is exactly 0.
 
     Rows ``0..S-2`` are rounded to a power-of-two grid ``q`` with
     ``q = 2^(ceil(log2(S * max|rows|)) - 50)``; the last row is set to minus their
     sum, computed exactly.  Every partial sum is then a multiple of ``q`` of
     magnitude below ``2^53 q``, so float64 addition in any order is exact.
+    ``copy=False`` works in place on a float64 ``rows``.
     """
-    x = np.array(rows, dtype=np.float64, copy=True)
+    x = np.array(rows, dtype=np.float64, copy=True) if copy else np.asarray(rows, dtype=np.float64)
     s = x.shape[0]
     if s < 2:
         return np.zeros_like(x)
-    peak = float(np.max(np.abs(x))) if x.size else 0.0
+    peak = max(float(x.max()), -float(x.min())) if x.size else 0.0
     if peak == 0.0:
         return np.zeros_like(x)
     q = 2.0 ** (math.ceil(math.log2(s * peak)) - 50)
-    x[:-1] = np.round(x[:-1] / q) * q
-    x[-1] = -np.sum(x[:-1], axis=0)
+    head = x[:-1]
+    head /= q  # exact: q is a power of two
+    np.round(head, out=head)
+    head *= q
+    np.sum(head, axis=0, out=x[-1])
+    np.negative(x[-1], out=x[-1])
     return x
 
 
@@ -324,7 +329,7 @@ class CapeNoisePlan:
     def _draw(self, variances: Sequence[float], shape: Any, symmetric: bool, rng: Any) -> list[np.ndarray]:
         count, out_shape, d = self._geometry(shape, symmetric)
         src = resolve_source(rng)
-        rows = [src.standard_normal(count) * math.sqrt(v) for v in variances]
+        rows = [src.standard_normal(count, scale=math.sqrt(v)) for v in variances]
         return [self._shape(r, out_shape, d) for r in rows]
 
     @staticmethod
@@ -354,18 +359,18 @@ class CapeNoisePlan:
         s = self.n_sites
         mus = np.asarray(self.weights)
         if self.scheme == "equal":
-            raw = src.standard_normal((s, count)) * math.sqrt(self.tau_e2[0] * s / (s - 1))
-            rows = raw - raw.mean(axis=0, keepdims=True)
+            rows = src.standard_normal((s, count), scale=math.sqrt(self.tau_e2[0] * s / (s - 1)))
+            rows -= rows.mean(axis=0, keepdims=True)
         elif self.scheme == "projection":
             raw = src.standard_normal((s, count)) * np.sqrt(np.asarray(self.e_proposal))[:, None]
             rows = raw - np.asarray(self.e_coupling)[:, None] * (mus[:, None] * raw).sum(axis=0, keepdims=True)
         else:  # paper: the last site closes the weighted sum
             rows = np.empty((s, count))
             for i in range(s - 1):
-                rows[i] = src.standard_normal(count) * math.sqrt(self.tau_e2[i])
+                rows[i] = src.standard_normal(count, scale=math.sqrt(self.tau_e2[i]))
             rows[-1] = -(mus[:-1, None] * rows[:-1]).sum(axis=0) / mus[-1]
         if np.all(mus == mus[0]):
-            rows = exact_zero_sum(rows)  # equal weights: sum_s E_s == 0 exactly in float64
+            rows = exact_zero_sum(rows, copy=False)  # equal weights: sum_s E_s == 0 exactly in float64
         return [self._shape(rows[i], out_shape, d) for i in range(s)]
 
     def aggregator_terms(self, shape: Any = 1, *, symmetric: bool = False, rng: Any = None) -> list[np.ndarray]:

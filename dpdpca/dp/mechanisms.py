@@ -175,7 +175,7 @@ class GaussianMechanism(_Mechanism):
 
     def sample(self, size: Any, rng: Any = None) -> np.ndarray:
         """Noise array of shape ``size`` (float64)."""
-        return resolve_source(rng).standard_normal(size) * self.sigma
+        return resolve_source(rng).standard_normal(size, scale=self.sigma)
 
     def randomise(self, value: Any, rng: Any = None) -> np.ndarray:
         """``value + noise`` as a new float64 array (the input is not modified)."""

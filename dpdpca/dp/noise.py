@@ -74,7 +74,7 @@ def upper_from_symmetric(matrix: Any) -> np.ndarray:
 def symmetric_gaussian_matrix(d: int, sigma: float, rng: Any = None) -> np.ndarray:
     """Symmetric (d, d) float64 noise: i.i.d. N(0, sigma^2) upper triangle, mirrored."""
     sigma = check_nonnegative("sigma", sigma)
-    z = resolve_source(rng).standard_normal(upper_triangle_size(d)) * sigma
+    z = resolve_source(rng).standard_normal(upper_triangle_size(d), scale=sigma)
     return symmetric_from_upper(z, d)
 
 
@@ -90,7 +90,7 @@ def gaussian_block(d: int, c: int, sigma: float, rng: Any = None) -> np.ndarray:
     d = check_int("d", d, minimum=1)
     c = check_int("c", c, minimum=1)
     sigma = check_nonnegative("sigma", sigma)
-    return resolve_source(rng).standard_normal((d, c)) * sigma
+    return resolve_source(rng).standard_normal((d, c), scale=sigma)
 
 
 def discrete_gaussian_block(d: int, c: int, sigma_squared: Fraction | int, rng: Any = None) -> np.ndarray:
@@ -125,7 +125,7 @@ def symmetric_tensor_from_entries(values: Any, d: int) -> np.ndarray:
 def symmetric_gaussian_tensor(d: int, sigma: float, rng: Any = None) -> np.ndarray:
     """Symmetric (d, d, d) float64 noise from ``C(d+2,3)`` i.i.d. N(0, sigma^2) entries (capeAGN)."""
     sigma = check_nonnegative("sigma", sigma)
-    z = resolve_source(rng).standard_normal(symmetric_tensor_size(d)) * sigma
+    z = resolve_source(rng).standard_normal(symmetric_tensor_size(d), scale=sigma)
     return symmetric_tensor_from_entries(z, d)
 
 

@@ -40,7 +40,9 @@ def test_cape_noise_cancels_exactly(sites500):
     noise = est.aggregate_ - mean_A
     np.testing.assert_allclose(noise, sum(G) / S, rtol=0, atol=1e-15)
     # the F_s were really there: a site's release differs from A_s + E_s + G_s by F_s, which is big
-    assert np.abs(F[0]).max() > 10 * np.abs(noise).max()
+    # (expected std ratio sqrt(1 - 1/S) * S = 9.5; each std estimate from 820 entries is within ~10%)
+    iu = np.triu_indices(d)
+    assert F[0][iu].std() > 6 * noise[iu].std()
 
 
 def test_cape_term_variances_follow_eq2(sites500):

@@ -202,10 +202,19 @@ def test_check_partitions():
         check_partitions([np.ones((2, 3)), np.ones((0, 3))])
     with pytest.raises(DataError, match=r"partitions\[1\] must have 3 features"):
         check_partitions([np.ones((2, 3)), np.ones((2, 4))])
-    parts = [np.ones((2, 3))]
+    parts = [np.ones((2, 3)), np.ones((2, 3), dtype=np.float32)]
     out = check_partitions(parts)
-    out[0][0, 0] = 5
-    assert parts[0][0, 0] == 1
+    # float64 input: a read-only view of the caller's array, no copy; it cannot be written through
+    assert np.shares_memory(out[0], parts[0]) and out[1].dtype == np.float64
+    with pytest.raises(ValueError, match="read-only"):
+        out[0][0, 0] = 5
+    assert parts[0][0, 0] == 1 and parts[0].flags.writeable
+    bad = np.ones((3, 3))
+    bad[2, 1] = np.nan
+    with pytest.raises(DataError, match=r"partitions\[0\] must be finite .* row 2"):
+        check_partitions([bad])
+    huge = np.full((2, 3), 1e308)  # finite, but the sum overflows: still accepted
+    assert check_partitions([huge])[0].shape == (2, 3)
 
 
 def test_covariance_generator_has_the_chosen_spectrum():
