@@ -16,12 +16,13 @@ Conventions (all Imtiaz-Sarwate pipelines):
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
 import scipy.linalg
 
-from dpdpca._validation import check_data_matrix, check_int, check_open_unit, check_positive
+from dpdpca._validation import check_data_matrix, check_int, check_open_unit, check_positive, param_error
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp import REPLACE_ONE, GaussianMechanism, PrivacyReport, resolve_source, second_moment_sensitivity
 from dpdpca.dp.mechanisms import check_sensitivity_mode
@@ -29,7 +30,7 @@ from dpdpca.errors import DataError
 from dpdpca.result import PCAResult
 
 __all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "second_moment", "top_eigenpairs", "partial_square_root",
-           "symmetric_bytes", "check_budget", "check_unit_rows"]
+           "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "symmetric_bytes", "check_budget", "check_unit_rows"]
 
 FLOAT_BYTES = 8
 
@@ -44,8 +45,12 @@ def second_moment(X: np.ndarray) -> np.ndarray:
     return (X.T @ X) / X.shape[0]
 
 
-def top_eigenpairs(M: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def top_eigenpairs(M: np.ndarray, k: int, *, dtype: Any = np.float64) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` algebraically largest eigenpairs of a symmetric matrix, descending.
+
+    ``dtype=numpy.float32`` decomposes a float32 copy (see
+    :func:`site_eigh_dtype` for when that is sound); the results are float64
+    either way.
 
     Returns
     -------
@@ -53,21 +58,64 @@ def top_eigenpairs(M: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     eigenvectors : ndarray of shape (d, k), orthonormal columns
     """
     d = M.shape[0]
+    A = M.astype(np.float32) if dtype == np.float32 else M
     if k < d:
         # only the top k: LAPACK's subset driver is several times faster than a full eigh at k << d
-        w, U = scipy.linalg.eigh(M, subset_by_index=[d - k, d - 1], check_finite=False)
+        w, U = scipy.linalg.eigh(A, subset_by_index=[d - k, d - 1], check_finite=False)
     else:
-        w, U = np.linalg.eigh(M)
-    return w[::-1][:k].copy(), U[:, ::-1][:, :k].copy()
+        w, U = np.linalg.eigh(A)
+    return w[::-1][:k].astype(np.float64), U[:, ::-1][:, :k].astype(np.float64)
 
 
-def partial_square_root(M: np.ndarray, r: int) -> np.ndarray:
+def partial_square_root(M: np.ndarray, r: int, *, dtype: Any = np.float64) -> np.ndarray:
     """``P = U_R Sigma_R^{1/2}`` of a symmetric matrix (DPdisPCA Alg. 1 steps 4-5).
 
-    Negative eigenvalues (possible after noise) are clipped to zero.
+    Negative eigenvalues (possible after noise) are clipped to zero.  ``dtype``
+    as in :func:`top_eigenpairs`.
     """
-    w, U = top_eigenpairs(M, r)
+    w, U = top_eigenpairs(M, r, dtype=dtype)
     return U * np.sqrt(np.maximum(w, 0.0))
+
+
+SITE_PRECISIONS = ("auto", "float64")
+_NOISE_MARGIN = 100.0
+
+
+def check_site_precision(precision: Any) -> str:
+    """``precision`` must be one of :data:`SITE_PRECISIONS`."""
+    if precision not in SITE_PRECISIONS:
+        raise param_error("site_precision", f"one of {', '.join(SITE_PRECISIONS)}", precision)
+    return str(precision)
+
+
+def site_eigh_dtype(precision: str, M: np.ndarray, sigma: float) -> Any:
+    """The precision in which a site decomposes its noisy matrix ``M``.
+
+    ``"float64"``: always float64.  ``"auto"``: float32 when float32 rounding is
+    negligible against the DP noise already in ``M``, else float64.  The test
+    is conservative on both sides:
+
+    * float32 storage plus LAPACK's backward-stable ``ssyevr`` yields the
+      exact eigenpairs of ``M + F`` with ``||F||_2 <= (d + 1) eps_32 ||M||_F``
+      (taking the usual ``p(d) <= d`` for the backward error constant);
+    * the noise ``E`` in ``M`` (i.i.d. ``N(0, sigma^2)`` upper triangle) has
+      ``||E||_2 ~ 2 sigma sqrt(d)`` (the semicircle edge);
+    * float32 is used when the first is at most 1/100 of the second, so the
+      rounding moves the matrix by under 1% of the perturbation the mechanism
+      already applied.  On Fashion-MNIST with d = 784, N_s = 6000 the test
+      passes with a further 7.5x to spare at epsilon = 1 and 3.9x at
+      epsilon = 10, and picks float64 at epsilon = 100.
+
+    ``M`` is the *noisy* matrix, so the choice is post-processing of a DP
+    release and costs no privacy.  On one core float32 ``eigh`` at d = 784
+    takes ~55% of the float64 time (the tridiagonal reduction dominates).
+    """
+    if check_site_precision(precision) == "float64":
+        return np.float64
+    d = M.shape[0]
+    rounding = (d + 1) * float(np.finfo(np.float32).eps) * float(np.linalg.norm(M))
+    noise = 2.0 * float(sigma) * math.sqrt(d)
+    return np.float32 if _NOISE_MARGIN * rounding <= noise else np.float64
 
 
 def check_budget(epsilon: Any, delta: Any) -> tuple[float, float]:

@@ -33,6 +33,7 @@ import numpy as np
 
 from dpdpca._validation import check_int, param_error
 from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, partial_square_root,
+                                      site_eigh_dtype, check_site_precision,
                                       second_moment, symmetric_bytes, top_eigenpairs)
 from dpdpca.dp import resolve_source, symmetric_gaussian_matrix
 from dpdpca.result import PCAResult
@@ -58,6 +59,12 @@ class DPDisPCA(NoisySiteEstimator):
         ``min(D, 2K)``.  Must satisfy ``K <= R <= D``.
     site : int
         Which site (0-based) runs alone in ``"local"``.
+    site_precision : {"auto", "float64"}
+        Precision of each site's eigendecomposition of its noisy matrix.
+        ``"auto"`` (default): float32 when its rounding is under 1% of the DP
+        noise already added, else float64 (:func:`~dpdpca.baselines._common.site_eigh_dtype`);
+        ``"float64"``: always float64.  The dtypes used are in
+        ``params["site_eigh_dtypes"]``.
     calibration : {"classic", "analytic"}
     sensitivity_mode : {"paper", "rigorous"}
         See :class:`~dpdpca.baselines._common.NoisySiteEstimator`.
@@ -89,13 +96,14 @@ class DPDisPCA(NoisySiteEstimator):
     """
 
     def __init__(self, n_components: int, epsilon: float, delta: float, *, variant: str = "partial-root",
-                 n_intermediate: int | None = None, site: int = 0, calibration: str = "classic",
-                 sensitivity_mode: str = "paper", rng: Any = None) -> None:
+                 n_intermediate: int | None = None, site: int = 0, site_precision: str = "auto",
+                 calibration: str = "classic", sensitivity_mode: str = "paper", rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
                          sensitivity_mode=sensitivity_mode, rng=rng)
         self.variant = variant
         self.n_intermediate = n_intermediate
         self.site = site
+        self.site_precision = site_precision
 
     @property
     def method_name(self) -> str:  # type: ignore[override]
@@ -114,9 +122,11 @@ class DPDisPCA(NoisySiteEstimator):
             return self._local(parts, k, src, params)
         r = d if self.variant == "full" else (min(d, 2 * k) if self.n_intermediate is None else
                                               check_int("n_intermediate", self.n_intermediate, minimum=k, maximum=d))
+        check_site_precision(self.site_precision)
         timings = Timings(parallel_roles=("site",))
         bytes_sent: dict[str, int] = {}
         reports = []
+        dtypes: list[str] = []
         A_c = np.zeros((d, d))
         for s, X in enumerate(parts, start=1):
             party = f"site:{s}"
@@ -130,7 +140,9 @@ class DPDisPCA(NoisySiteEstimator):
                 bytes_sent[party] = symmetric_bytes(d)
             else:
                 with timings.measure(party, "partial-root"):
-                    P_s = partial_square_root(A_s, r)
+                    dtype = site_eigh_dtype(self.site_precision, A_s, mech.sigma)
+                    P_s = partial_square_root(A_s, r, dtype=dtype)
+                dtypes.append(np.dtype(dtype).name)
                 bytes_sent[party] = FLOAT_BYTES * d * r
             reports.append(mech.privacy(noise_added_by=party))
             with timings.measure("aggregator", "aggregate"):
@@ -145,6 +157,8 @@ class DPDisPCA(NoisySiteEstimator):
         bytes_sent["aggregator"] = FLOAT_BYTES * d * k
         if self.variant != "full":
             params["n_intermediate"] = r
+            params["site_precision"] = self.site_precision
+            params["site_eigh_dtypes"] = dtypes
         privacy = parallel_report(reports, mechanism="gaussian", noise_added_by="site",
                                   notes="symmetric Gaussian (AG) noise on each A_s")
         return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
@@ -194,7 +208,8 @@ def _run(variant: str, partitions: list[np.ndarray], n_components: int, epsilon:
 
 def run_dpdispca(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
                  rng: Any = None, **options: Any) -> PCAResult:
-    """Driver entry for ``"dpdispca"`` (options: ``n_intermediate``, ``calibration``, ``sensitivity_mode``)."""
+    """Driver entry for ``"dpdispca"`` (options: ``n_intermediate``, ``site_precision``, ``calibration``,
+    ``sensitivity_mode``)."""
     return _run("partial-root", partitions, n_components, epsilon, delta, rng, options)
 
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from dpdpca._validation import check_int
 from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, partial_square_root,
+                                      site_eigh_dtype, check_site_precision,
                                       second_moment, top_eigenpairs)
 from dpdpca.dp import resolve_source, symmetric_gaussian_matrix
 from dpdpca.result import PCAResult
@@ -58,6 +59,12 @@ class PrivateLocalPCA(NoisySiteEstimator):
     n_intermediate : int or None
         R, the rank passed from site to site; ``None`` means ``min(D, 2K)``.
         ``K <= R <= D``.
+    site_precision : {"auto", "float64"}
+        Precision of each site's eigendecomposition of its noisy matrix.
+        ``"auto"`` (default): float32 when its rounding is under 1% of the DP
+        noise already added, else float64 (:func:`~dpdpca.baselines._common.site_eigh_dtype`);
+        ``"float64"``: always float64.  The dtypes used are in
+        ``params["site_eigh_dtypes"]``.
     calibration : {"classic", "analytic"}
     sensitivity_mode : {"paper", "rigorous"}
     rng : None or numpy.random.Generator
@@ -87,19 +94,23 @@ class PrivateLocalPCA(NoisySiteEstimator):
     method_name = "private-local-pca"
 
     def __init__(self, n_components: int, epsilon: float, delta: float, *, n_intermediate: int | None = None,
-                 calibration: str = "classic", sensitivity_mode: str = "paper", rng: Any = None) -> None:
+                 site_precision: str = "auto", calibration: str = "classic", sensitivity_mode: str = "paper",
+                 rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
                          sensitivity_mode=sensitivity_mode, rng=rng)
         self.n_intermediate = n_intermediate
+        self.site_precision = site_precision
 
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
         d = parts[0].shape[1]
         r = min(d, 2 * k) if self.n_intermediate is None else \
             check_int("n_intermediate", self.n_intermediate, minimum=k, maximum=d)
+        check_site_precision(self.site_precision)
         src = resolve_source(self.rng)
         timings = Timings(parallel_roles=())
         bytes_sent: dict[str, int] = {}
         reports = []
+        dtypes: list[str] = []
         P_prev: np.ndarray | None = None
         S = len(parts)
         for s, X in enumerate(parts, start=1):
@@ -115,7 +126,9 @@ class PrivateLocalPCA(NoisySiteEstimator):
                     M += P_prev @ P_prev.T
             if s < S:
                 with timings.measure(party, "partial-root"):
-                    P_prev = partial_square_root(M, r)
+                    dtype = site_eigh_dtype(self.site_precision, M, mech.sigma)
+                    P_prev = partial_square_root(M, r, dtype=dtype)
+                dtypes.append(np.dtype(dtype).name)
                 bytes_sent[party] = FLOAT_BYTES * d * r
             else:
                 with timings.measure(party, "eigh"):
@@ -123,6 +136,8 @@ class PrivateLocalPCA(NoisySiteEstimator):
                 bytes_sent[party] = FLOAT_BYTES * d * k
         params = self._base_params(k, parts)
         params["n_intermediate"] = r
+        params["site_precision"] = self.site_precision
+        params["site_eigh_dtypes"] = dtypes
         privacy = parallel_report(reports, mechanism="gaussian", noise_added_by="site",
                                   notes="sequential chain: each site adds symmetric Gaussian noise to A_s and "
                                         "passes P_s to the next site")
@@ -132,5 +147,6 @@ class PrivateLocalPCA(NoisySiteEstimator):
 
 def run_private_local_pca(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
                           rng: Any = None, **options: Any) -> PCAResult:
-    """Driver entry for ``"private-local-pca"`` (options: ``n_intermediate``, ``calibration``, ``sensitivity_mode``)."""
+    """Driver entry for ``"private-local-pca"`` (options: ``n_intermediate``, ``site_precision``, ``calibration``,
+    ``sensitivity_mode``)."""
     return PrivateLocalPCA(n_components, epsilon, delta, rng=rng, **options).fit(partitions).result_

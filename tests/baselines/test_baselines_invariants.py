@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 from dpdpca.baselines import CapePCA, DPDisPCA, NonPrivatePCA, PrivateLocalPCA
-from dpdpca.baselines._common import partial_square_root, top_eigenpairs
+from dpdpca.baselines._common import partial_square_root, site_eigh_dtype, top_eigenpairs
+from dpdpca.data import make_covariance_data
 from dpdpca.dp import GeneratorNoiseSource, calibrate_gaussian, symmetric_gaussian_matrix
 from dpdpca.errors import DataError, InfeasibleError, ParameterError
 from dpdpca.metrics import subspace_distance
@@ -138,16 +139,22 @@ def test_conv_adds_full_noise_at_each_site(sites500):
     assert est.privacy_.mechanism == "gaussian" and est.result_.method == "conv"
 
 
-def test_dpdispca_follows_algorithm_1(sites500):
+@pytest.mark.parametrize("precision", ["float64", "auto"])
+def test_dpdispca_follows_algorithm_1(sites500, precision):
     X, parts = sites500
     d, R = X.shape[1], 12
     eps, delta = 1.0, 1e-5
-    est = DPDisPCA(K, eps, delta, n_intermediate=R, rng=np.random.default_rng(9)).fit(parts)
+    est = DPDisPCA(K, eps, delta, n_intermediate=R, site_precision=precision,
+                   rng=np.random.default_rng(9)).fit(parts)
     src = GeneratorNoiseSource(np.random.default_rng(9))
     A_c = np.zeros((d, d))
+    dtypes = []
     for A_s in moments(parts):
         sigma = classic_sigma(500, eps, delta)
-        P = partial_square_root(A_s + symmetric_gaussian_matrix(d, sigma, src), R)
+        A_hat = A_s + symmetric_gaussian_matrix(d, sigma, src)
+        dtype = site_eigh_dtype(precision, A_hat, sigma)
+        dtypes.append(np.dtype(dtype).name)
+        P = partial_square_root(A_hat, R, dtype=dtype)
         assert P.shape == (d, R)
         A_c += P @ P.T / len(parts)
     w, V = top_eigenpairs(A_c, K)
@@ -155,18 +162,23 @@ def test_dpdispca_follows_algorithm_1(sites500):
     np.testing.assert_allclose(est.explained_variance_, w, rtol=1e-10)
     assert est.bytes_sent_["site:1"] == 8 * d * R
     assert est.timings_.critical_path_s() < est.timings_.total_s()  # sites run in parallel
+    assert est.result_.params["site_eigh_dtypes"] == dtypes
+    assert set(dtypes) == ({"float64"} if precision == "float64" else {"float32"})  # noise >> float32 rounding
 
 
-def test_private_local_pca_recursion(sites500):
+@pytest.mark.parametrize("precision", ["float64", "auto"])
+def test_private_local_pca_recursion(sites500, precision):
     X, parts = sites500
     d, R = X.shape[1], 10
-    est = PrivateLocalPCA(K, 1.0, 1e-5, n_intermediate=R, rng=np.random.default_rng(10)).fit(parts)
+    est = PrivateLocalPCA(K, 1.0, 1e-5, n_intermediate=R, site_precision=precision,
+                          rng=np.random.default_rng(10)).fit(parts)
     src = GeneratorNoiseSource(np.random.default_rng(10))
     P = np.zeros((d, 0))
+    sigma = classic_sigma(500, 1.0, 1e-5)
     for s, A_s in enumerate(moments(parts)):
-        M = A_s + symmetric_gaussian_matrix(d, classic_sigma(500, 1.0, 1e-5), src) + P @ P.T
+        M = A_s + symmetric_gaussian_matrix(d, sigma, src) + P @ P.T
         if s < len(parts) - 1:
-            P = partial_square_root(M, R)
+            P = partial_square_root(M, R, dtype=site_eigh_dtype(precision, M, sigma))
     w, V = top_eigenpairs(M, K)
     assert subspace_distance(est.components_, V) < 1e-9
     np.testing.assert_allclose(est.explained_variance_, w, rtol=1e-10)
@@ -246,3 +258,28 @@ def test_weights_validation(sites500):
         CapePCA(K, 1.0, 1e-5, weights=[0.2] * 10).fit(parts)
     with pytest.raises(ParameterError, match="scheme must be one of projection, paper"):
         CapePCA(K, 1.0, 1e-5, scheme="magic").fit(parts)
+
+
+def test_site_precision_follows_the_noise_level(sites500):
+    """float32 only where its rounding is < 1% of the noise: typical budgets yes, epsilon = 1e4 no."""
+    rng = np.random.default_rng(11)
+    d = 200
+    A = make_covariance_data(4000, d, decay=8.0, rng=rng)
+    A = A.T @ A / A.shape[0] / np.trace(A.T @ A / A.shape[0])  # trace 1, like unit-norm rows
+    for eps, expected in ((1.0, np.float32), (10.0, np.float32), (1e4, np.float64)):
+        sigma = classic_sigma(4000, eps, 1e-5)
+        noisy = A + symmetric_gaussian_matrix(d, sigma, rng)
+        assert site_eigh_dtype("auto", noisy, sigma) is expected, eps
+        assert site_eigh_dtype("float64", noisy, sigma) is np.float64
+    with pytest.raises(ParameterError, match="site_precision must be one of auto, float64, got 'half'"):
+        DPDisPCA(K, 1.0, 1e-5, site_precision="half").fit(sites500[1])
+
+
+def test_float32_site_eigh_changes_the_output_far_less_than_the_noise_does(sites500):
+    """Same noise, float32 vs float64 site decompositions: a rounding-level change, << a fresh draw's."""
+    _, parts = sites500
+    run = lambda precision, seed: DPDisPCA(K, 1.0, 1e-5, site_precision=precision,  # noqa: E731
+                                           rng=np.random.default_rng(seed)).fit(parts).components_
+    rounding = subspace_distance(run("auto", 12), run("float64", 12))
+    fresh_noise = subspace_distance(run("float64", 12), run("float64", 13))
+    assert rounding < 1e-4 < fresh_noise / 100
