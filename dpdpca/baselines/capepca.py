@@ -54,7 +54,8 @@ from dpdpca._validation import check_int, check_open_unit, check_positive, param
 from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, second_moment,
                                       symmetric_bytes, top_eigenpairs)
 from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, PrivacyReport, resolve_source,
-                       second_moment_sensitivity, symmetric_from_upper)
+                       second_moment_sensitivity, symmetric_from_upper, upper_from_symmetric,
+                       upper_triangle_size)
 from dpdpca.errors import ParameterError
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -196,8 +197,7 @@ class CapePCA(NoisySiteEstimator):
         # Every symmetric matrix travels as its upper triangle (d(d+1)/2 values); the
         # noise terms are i.i.d. per upper-triangle entry, exactly the symmetric
         # noise of Alg. 2, and the aggregator mirrors once at the end.
-        iu = np.triu_indices(d)
-        n_upper = len(iu[0])
+        n_upper = upper_triangle_size(d)
         if self.correlated:
             plan = self._plan(sizes, eps, dels, mus)
             params["scheme"] = plan.scheme
@@ -212,7 +212,7 @@ class CapePCA(NoisySiteEstimator):
         for i in active:
             party = f"site:{i + 1}"
             with timings.measure(party, "second-moment"):
-                a_hat = second_moment(parts[i])[iu]
+                a_hat = upper_from_symmetric(second_moment(parts[i]))
             with timings.measure(party, "noise"):
                 if plan is not None:
                     g_i = plan.site_term(i, n_upper, rng=src)

@@ -31,6 +31,7 @@ from dpdpca.dp.noise import (
     symmetric_gaussian_tensor,
     symmetric_tensor_from_entries,
     upper_from_symmetric,
+    upper_triangle_size,
 )
 from dpdpca.dp.randomness import GeneratorNoiseSource, NoiseSource, OsNoiseSource, resolve_source
 from dpdpca.dp.report import ADD_REMOVE_ONE, REPLACE_ONE, PrivacyReport, compose_basic
@@ -51,7 +52,7 @@ __all__ = [
     "sample_discrete_gaussian", "sample_discrete_laplace", "bernoulli_exp_neg",
     "symmetric_gaussian_matrix", "symmetric_discrete_gaussian_matrix", "gaussian_block",
     "discrete_gaussian_block", "symmetric_gaussian_tensor", "symmetric_discrete_gaussian_tensor",
-    "symmetric_from_upper", "upper_from_symmetric", "symmetric_tensor_from_entries",
+    "symmetric_from_upper", "upper_from_symmetric", "upper_triangle_size", "symmetric_tensor_from_entries",
     "second_moment_sensitivity", "scatter_sensitivity", "centred_scatter_sensitivity",
     "quadratic_sketch_sensitivity", "tensor_moment_sensitivity",
     "CapeNoisePlan", "cape_gain", "cape_gain_max", "exact_zero_sum",

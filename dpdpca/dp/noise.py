@@ -18,6 +18,7 @@ Gaussian, numpy ``object`` arrays of Python ints).
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from itertools import combinations_with_replacement
 from typing import Any
@@ -58,17 +59,34 @@ def symmetric_from_upper(values: Any, d: int) -> np.ndarray:
     vals = np.asarray(values)
     if vals.shape != (upper_triangle_size(d),):
         raise ValueError(f"values must have shape ({upper_triangle_size(d)},) for d={d}, got {vals.shape}")
-    out = np.zeros((d, d), dtype=vals.dtype)
-    iu = np.triu_indices(d)
-    out[iu] = vals
-    out[(iu[1], iu[0])] = vals
+    upper, lower = _triangle_flat_indices(d)
+    out = np.empty((d, d), dtype=vals.dtype)
+    flat = out.reshape(-1)
+    flat[upper] = vals
+    flat[lower] = vals  # the transposed positions; the diagonal gets the same value twice
     return out
 
 
 def upper_from_symmetric(matrix: Any) -> np.ndarray:
     """Row-major upper triangle (with diagonal) of a square matrix, shape (d(d+1)/2,)."""
     m = np.asarray(matrix)
-    return m[np.triu_indices(m.shape[0])]
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"matrix must be square, got shape {m.shape}")
+    return np.take(m, _triangle_flat_indices(m.shape[0])[0])
+
+
+@functools.lru_cache(maxsize=8)
+def _triangle_flat_indices(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flat (row-major) positions of the upper triangle, and of their transposes, in a d x d matrix.
+
+    Flat ``take``/``put`` is ~10x faster than indexing with the two
+    ``triu_indices`` arrays at d = 784.  Cached, read-only.
+    """
+    rows, cols = np.triu_indices(d)
+    upper, lower = rows * d + cols, cols * d + rows
+    upper.flags.writeable = False
+    lower.flags.writeable = False
+    return upper, lower
 
 
 def symmetric_gaussian_matrix(d: int, sigma: float, rng: Any = None) -> np.ndarray:

@@ -18,10 +18,15 @@ def test_bench_baselines_json(capsys, monkeypatch):
     assert main(["bench", "baselines", "--quick", "--repeats", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["blas_threads"] == 1
-    for key in ("ratio_to_pooled_eigh", "critical_path_ratio", "noise_share", "ratio_to_pooled_eigh_seeded_noise"):
+    for key in ("ratio_to_pooled_eigh", "ratio_to_pooled_second_moment_eigh", "critical_path_ratio", "noise_share",
+                "ratio_to_pooled_eigh_seeded_noise"):
         assert set(out[key]) == {"capepca", "dpdispca"}
         assert all(v > 0 for v in out[key].values())
     assert all(0 <= v <= 1 for v in out["noise_share"].values())
+    seconds = out["seconds"]
+    for m in ("capepca", "dpdispca"):  # each ratio is the method's best time over its own reference's
+        assert out["ratio_to_pooled_eigh"][m] == seconds[m] / seconds["pooled_eigh"]
+        assert out["ratio_to_pooled_second_moment_eigh"][m] == seconds[m] / seconds["pooled_second_moment_eigh"]
     assert (out["dataset"], out["n"], out["d"], out["sites"], out["quick"]) == ("tiny", 2000, 60, 10, True)
     assert out["goal"] == 1.5 and out["stretch_goal"] == 1.1
     assert main(["bench", "baselines", "--quick", "--repeats", "1"]) == 0
