@@ -71,6 +71,10 @@ def test_validation_errors(parts, method):
     bad[3, 4] = np.nan
     with pytest.raises(DataError, match="non-finite value in row 3"):
         driver.run(method, [bad, parts[1]], **kw)
+    bad = parts[1].copy()
+    bad[5, 0] = -np.inf
+    with pytest.raises(DataError, match=r"partitions\[1\] must be finite \(no NaN or inf\), got a non-finite value in row 5"):
+        driver.run(method, [parts[0], bad], **kw)
     with pytest.raises(DataError, match="non-empty list"):
         driver.run(method, [], **kw)
 
@@ -83,6 +87,10 @@ def test_budget_and_norm_errors(parts, method):
         driver.run(method, parts, n_components=2, epsilon=1.0, delta=1.5)
     with pytest.raises(DataError, match="L2 norm <= 1"):
         driver.run(method, [p * 3 for p in parts], n_components=2, epsilon=1.0, delta=1e-5)
+    huge = parts[0].copy()
+    huge[2] = 1e200  # finite, but its square overflows: a norm error, not a NaN/inf one
+    with pytest.raises(DataError, match=r"L2 norm <= 1 .*got inf in row 2"):
+        driver.run(method, [huge, parts[1]], n_components=2, epsilon=1.0, delta=1e-5)
     with pytest.raises(ParameterError, match="rng must be"):
         driver.run(method, parts, n_components=2, epsilon=1.0, delta=1e-5, rng=42)
 

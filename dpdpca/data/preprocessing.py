@@ -196,8 +196,11 @@ def partition(X: Any, n_sites: int, *, sizes: int | Sequence[int] | None = None,
     return [arr[bounds[i]:bounds[i + 1]].copy() for i in range(S)]
 
 
-def check_partitions(partitions: Any) -> list[np.ndarray]:
+def check_partitions(partitions: Any, *, check_finite: bool = True) -> list[np.ndarray]:
     """Validate a list of site matrices; return read-only float64 views (copies only when not float64).
+
+    ``check_finite=False`` skips the NaN/inf scan, for callers whose own pass
+    over the data finds them (see :func:`dpdpca._validation.check_finite_rows`).
 
     Raises
     ------
@@ -208,8 +211,9 @@ def check_partitions(partitions: Any) -> list[np.ndarray]:
     if isinstance(partitions, np.ndarray) or not isinstance(partitions, Sequence) or len(partitions) == 0:
         raise DataError(f"partitions must be a non-empty list of (n_s, d) arrays, got {type(partitions).__name__}"
                         + (f" of length {len(partitions)}" if isinstance(partitions, Sequence) else ""))
-    first = check_data_matrix("partitions[0]", partitions[0], copy=False)
+    first = check_data_matrix("partitions[0]", partitions[0], copy=False, check_finite=check_finite)
     out = [first]
     for i, part in enumerate(partitions[1:], start=1):
-        out.append(check_data_matrix(f"partitions[{i}]", part, n_features=first.shape[1], copy=False))
+        out.append(check_data_matrix(f"partitions[{i}]", part, n_features=first.shape[1], copy=False,
+                                     check_finite=check_finite))
     return out
