@@ -30,8 +30,9 @@ from dpdpca.dp.mechanisms import check_sensitivity_mode
 from dpdpca.errors import DataError
 from dpdpca.result import PCAResult
 
-__all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "second_moment", "top_eigenpairs", "partial_square_root",
-           "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "symmetric_bytes", "check_budget", "check_unit_rows"]
+__all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "second_moment", "top_eigenpairs",
+           "partial_square_root", "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "symmetric_bytes",
+           "check_budget", "check_unit_rows"]
 
 FLOAT_BYTES = 8
 

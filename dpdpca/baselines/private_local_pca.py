@@ -60,11 +60,8 @@ class PrivateLocalPCA(NoisySiteEstimator):
         R, the rank passed from site to site; ``None`` means ``min(D, 2K)``.
         ``K <= R <= D``.
     site_precision : {"auto", "float64"}
-        Precision of each site's eigendecomposition of its noisy matrix.
-        ``"auto"`` (default): float32 when its rounding is under 1% of the DP
-        noise already added, else float64 (:func:`~dpdpca.baselines._common.site_eigh_dtype`);
-        ``"float64"``: always float64.  The dtypes used are in
-        ``params["site_eigh_dtypes"]``.
+        As in :class:`~dpdpca.baselines.DPDisPCA`: each site's partial square
+        root in float32 when that rounding is under 1% of its DP noise.
     calibration : {"classic", "analytic"}
     sensitivity_mode : {"paper", "rigorous"}
     rng : None or numpy.random.Generator

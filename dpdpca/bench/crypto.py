@@ -54,7 +54,6 @@ from dpdpca.crypto import (
     scalar_times_packed,
     sum_arrays,
     upper_triangle_chunks,
-    upper_triangle_flatten,
 )
 from dpdpca.crypto import _backend as bk
 from dpdpca.crypto.matrix import EncryptedSymmetricMatrix
@@ -179,7 +178,7 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
         ratios.append(agg_s / bare_s)
         per_op.append(bare_s / n_mulmods)
     mulmod_s = min(per_op)
-    del arrays
+    arrays.clear()  # free the ciphertexts before the next phase
 
     # -- E[x]**pack(w): preprocessed multi-exponentiation against a plain powmod --
     kappa_bound = (OWNERS * ROWS_PER_OWNER << 16) << 40  # mask bound B = 2**kappa * V
