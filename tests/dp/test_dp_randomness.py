@@ -88,6 +88,27 @@ def test_standard_normal_and_laplace_distributions(rng):
     assert stats.kstest(lap, "laplace").pvalue > P_MIN
 
 
+@pytest.mark.parametrize("rng", [None, np.random.default_rng(12)])
+def test_box_muller_pairs_are_independent_normals(rng):
+    """Each pair (r cos t, r sin t) shares its radius and angle: check the pair, not only the margins.
+
+    For independent N(0, 1) x and y, x^2 + y^2 ~ Exp(mean 2) and atan2(y, x) is
+    uniform, independently; ``scale`` multiplies both.
+    """
+    n = 100_000
+    z = resolve_source(rng).standard_normal(2 * n, scale=3.0) / 3.0
+    x, y = z[:n], z[n:]  # the cos and sin halves of the same n pairs
+    for margin in (x, y):
+        assert stats.kstest(margin, "norm").pvalue > P_MIN
+    r2, angle = x * x + y * y, np.arctan2(y, x)
+    assert stats.kstest(r2, "expon", args=(0, 2)).pvalue > P_MIN
+    assert stats.kstest(angle, "uniform", args=(-np.pi, 2 * np.pi)).pvalue > P_MIN
+    # radius and angle independent: the radius distribution is the same in every quarter of the circle
+    quarter = np.floor((angle + np.pi) / (np.pi / 2)).clip(0, 3)
+    assert stats.kruskal(*(r2[quarter == q] for q in range(4))).pvalue > P_MIN
+    assert abs(stats.pearsonr(x, y)[0]) < 5 / np.sqrt(n)
+
+
 def test_os_source_never_repeats_bytes_across_fork():
     import os
     import warnings
