@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from dpdpca._validation import check_int, param_error
+from dpdpca._validation import check_int, check_nonnegative, param_error
 
 __all__ = ["NoiseSource", "OsNoiseSource", "GeneratorNoiseSource", "resolve_source", "RandomSource"]
 
@@ -141,11 +141,15 @@ class NoiseSource:
         ``r = sqrt(-2 ln u)`` (open interval, so ``r`` is finite and the tail
         reaches 8.5) and a 32-bit uniform for the angle ``t = 2 pi (k + 1/2) /
         2**32``: 10.5 bytes of entropy per pair instead of 16, since reading
-        the OS entropy source is most of the cost.  An angle grid of
-        ``1.5e-9`` rad is far below float64 noise's own granularity at the
-        radii that occur (and than anything the papers' float Gaussian
-        mechanisms rely on).  Every pass runs in place on one output array.
+        the OS entropy source is most of the cost.  So each pair lies on one of
+        2**32 rays, ``1.5e-9 r`` apart at radius ``r``: coarser than float64's
+        own grid, far finer than anything a statistical test or the float
+        Gaussian mechanism's (real-valued, as in the papers) analysis can see.
+        Float noise is for the plaintext pipelines; noise that must be exact
+        (inside Paillier) is the discrete Gaussian of :mod:`dpdpca.dp.discrete`.
+        Every pass runs in place on one output array.
         """
+        scale = check_nonnegative("scale", scale)
         count, shape = _size_to_count(size)
         half = (count + 1) // 2
         r = self.uniform(half)
