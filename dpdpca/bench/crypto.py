@@ -55,7 +55,7 @@ from dpdpca.crypto import (
     sum_arrays,
     upper_triangle_chunks,
 )
-from dpdpca.crypto import _backend as bk
+from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.matrix import EncryptedSymmetricMatrix
 from dpdpca.protocol.params import slot_value_bound
 

@@ -1,12 +1,12 @@
 """Packed, batched Paillier encryption (Damgård–Jurik–Nielsen short exponents).
 
-Layers, bottom up: :mod:`~dpdpca.crypto._backend` (the only gmpy2 user),
+Layers, bottom up: :mod:`~dpdpca.crypto._gmp` (the only gmpy2 user),
 :mod:`~dpdpca.crypto.keys` (keys, raw encryption and CRT decryption),
 :mod:`~dpdpca.crypto.packing` (signed slots), :mod:`~dpdpca.crypto.codec`
 (reals to integers), :mod:`~dpdpca.crypto.encrypted` and
 :mod:`~dpdpca.crypto.matrix` (encrypted vectors and symmetric matrices with
 bound tracking), :mod:`~dpdpca.crypto.wire` (binary format),
-:mod:`~dpdpca.crypto.compute` (executors) and :mod:`~dpdpca.crypto.interop`
+:mod:`~dpdpca.crypto.compute` (compute engines: serial, process pool, Dask) and :mod:`~dpdpca.crypto.interop`
 (python-paillier).  Knows nothing of PCA or differential privacy.
 """
 

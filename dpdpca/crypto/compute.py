@@ -1,31 +1,66 @@
-"""Compute backends for batches of ciphertext work.
+"""One compute engine for every batch of ciphertext work.
 
-A backend is any :class:`concurrent.futures.Executor` (the interface a
-distributed engine would implement too).  ``executor=None`` runs in-process
-and serially, on ``mpz`` values directly.  With an executor, work is cut into
-chunks and each task receives and returns only ``bytes`` and ``int`` values:
-fixed-width big-endian ciphertexts, never pickled objects of ours.  Workers
-rebuild a key from its integers and cache it (with its DJN fixed-base table)
-for the life of the process.
+Every batched operation of :mod:`dpdpca.crypto.encrypted` is one call to an
+engine: ``engine.map(kernel, tasks, out_width)`` runs a module-level *kernel*
+over a list of argument tuples and returns the concatenated results, or
+``engine.tree_product(modulus, width, groups)`` multiplies, position by
+position, the ciphertext runs of each group (the aggregation).  Three engines
+implement the interface:
 
-Knows nothing of the protocol: tasks are "encrypt these plaintexts", "decrypt
-these ciphertexts", "multiply these columns", "raise to these exponents",
-"multi-exponentiate this base by these packed vectors".
+* :class:`SerialEngine` (``executor=None``): in-process, on ``mpz`` values,
+  no conversion at all;
+* :class:`ExecutorEngine`: any :class:`concurrent.futures.Executor`, usually
+  :func:`local_process_pool`;
+* :class:`DaskEngine`: a ``distributed.Client`` (optional extra
+  ``dpdpca[distributed]``); the aggregation is a tree reduction whose inner
+  nodes stay on the workers.
+
+Engines that ship work elsewhere send only ``bytes``, ``int`` and ``str``
+values and lists of them: each run of ciphertexts (an :class:`Ints`
+argument) travels as one fixed-width big-endian blob, never as a list of
+Python ints and never as a pickled object of ours.  Workers rebuild a key
+from its integers and cache it (with its DJN fixed-base table) for the life
+of the process.
+
+**The secret key never leaves the key holder's host.**  An engine says
+whether it may run on other hosts (:attr:`Engine.remote`); decryption on a
+remote engine is refused (:func:`check_local_for_secret`).  Only a process
+or thread pool of the standard library counts as local; any other executor
+(a Dask ``ClientExecutor`` included) is treated as remote.
+
+Knows nothing of the protocol: kernels are "encrypt these plaintexts",
+"decrypt these ciphertexts", "multiply these columns", "raise to these
+exponents", "multi-exponentiate this base by these packed vectors",
+"rerandomize these ciphertexts".
 """
 
 from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any, TypeVar, Union
 
-from dpdpca._validation import check_int
-from dpdpca.crypto import _backend as bk
+from dpdpca._validation import check_int, param_error
+from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.keys import PrivateKey, PublicKey
-from dpdpca.errors import MessageError
+from dpdpca.errors import MessageError, ParameterError
 
-__all__ = ["local_process_pool", "run_tasks", "split", "task_size", "TASK_CIPHERTEXTS"]
+__all__ = [
+    "Engine",
+    "SerialEngine",
+    "ExecutorEngine",
+    "DaskEngine",
+    "Ints",
+    "EngineLike",
+    "as_engine",
+    "check_local_for_secret",
+    "local_process_pool",
+    "dask_engine",
+    "split",
+    "task_size",
+    "TASK_CIPHERTEXTS",
+]
 
 #: Most ciphertexts per task shipped to an executor (64 KiB at 2048 bits).
 TASK_CIPHERTEXTS = 128
@@ -33,6 +68,240 @@ TASK_CIPHERTEXTS = 128
 MIN_TASK = 8
 
 T = TypeVar("T")
+
+
+class Ints:
+    """A run of non-negative integers of at most ``width`` bytes each.
+
+    A kernel argument that remote engines ship as one packed blob
+    (``width`` bytes per value, big-endian) and the worker unpacks to
+    ``mpz`` values again; the serial engine passes ``values`` through.
+    """
+
+    __slots__ = ("values", "width")
+
+    def __init__(self, values: Sequence[Any], width: int) -> None:
+        self.values = values
+        self.width = width
+
+
+#: Tag of a packed :class:`Ints` argument on the wire: ``(_PACKED, blob, width)``.
+_PACKED = "dpdpca-packed-ints"
+
+
+def _pack_arg(a: Any) -> Any:
+    return (_PACKED, bk.ints_to_bytes(a.values, a.width), a.width) if isinstance(a, Ints) else a
+
+
+def _unpack_arg(a: Any) -> Any:
+    if isinstance(a, tuple) and len(a) == 3 and a[0] == _PACKED:
+        return bk.bytes_to_ints(a[1], a[2])
+    return a
+
+
+def run_packed(kernel: Callable[..., list[Any]], out_width: int, args: tuple[Any, ...]) -> bytes:
+    """Worker side: unpack the blobs, run ``kernel``, pack its result."""
+    return bk.ints_to_bytes(kernel(*[_unpack_arg(a) for a in args]), out_width)
+
+
+def product_pair(modulus: int, width: int, left: bytes, right: bytes) -> bytes:
+    """Worker side: element-wise product of two packed runs modulo ``modulus`` (a tree node)."""
+    rows = [bk.bytes_to_ints(left, width), bk.bytes_to_ints(right, width)]
+    return bk.ints_to_bytes(bk.columnwise_prod_mod(rows, modulus), width)
+
+
+class Engine:
+    """The interface every compute engine implements.
+
+    Attributes
+    ----------
+    name : str
+        ``"serial"``, ``"executor"`` or ``"dask"``.
+    remote : bool
+        True if tasks may run on another host than the caller's; secret-key
+        work is refused on such an engine.
+    workers : int
+        Tasks that can run at once (used to size tasks).
+    """
+
+    name = "engine"
+    remote = False
+    workers = 1
+
+    def map(self, kernel: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]], out_width: int) -> list[bk.mpz]:
+        """``concat(kernel(*task) for task in tasks)``, in order.
+
+        ``kernel`` is a module-level function returning a list of
+        non-negative integers below ``256**out_width``; its :class:`Ints`
+        arguments arrive as lists of ``mpz``.
+        """
+        raise NotImplementedError
+
+    def tree_product(self, modulus: int, width: int, groups: Sequence[Sequence[Ints]]) -> list[bk.mpz]:
+        """For each group, the position-wise product of its runs modulo ``modulus``, concatenated.
+
+        Every run of a group has the same length.  Multiplication modulo
+        ``modulus`` is exact, associative and commutative, so every engine
+        returns the same integers whatever the order of the products.
+        """
+        return self.map(_product_kernel, [(int(modulus), *g) for g in groups], width)
+
+    def close(self) -> None:
+        """Release what the engine started (nothing for engines wrapping the caller's executor)."""
+
+
+def _product_kernel(modulus: int, *columns: list[bk.mpz]) -> list[bk.mpz]:
+    return bk.columnwise_prod_mod(columns, modulus)
+
+
+class SerialEngine(Engine):
+    """In-process, one task after the other, on ``mpz`` values (no byte conversion)."""
+
+    name = "serial"
+
+    def map(self, kernel: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]], out_width: int) -> list[bk.mpz]:
+        out: list[bk.mpz] = []
+        for args in tasks:
+            out.extend(kernel(*[a.values if isinstance(a, Ints) else a for a in args]))
+        return out
+
+    def tree_product(self, modulus: int, width: int, groups: Sequence[Sequence[Ints]]) -> list[bk.mpz]:
+        out: list[bk.mpz] = []
+        for g in groups:
+            out.extend(bk.columnwise_prod_mod([run.values for run in g], modulus))
+        return out
+
+
+SERIAL = SerialEngine()
+
+
+class ExecutorEngine(Engine):
+    """A :class:`concurrent.futures.Executor`; arguments travel as packed bytes.
+
+    Parameters
+    ----------
+    executor : concurrent.futures.Executor
+        Not shut down by :meth:`close` (the caller owns it).  Local only if it
+        is a standard-library process or thread pool.
+    """
+
+    name = "executor"
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.remote = not isinstance(executor, (ProcessPoolExecutor, ThreadPoolExecutor))
+        self.workers = int(getattr(executor, "_max_workers", 2) or 2)
+
+    def map(self, kernel: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]], out_width: int) -> list[bk.mpz]:
+        futures = [self.executor.submit(run_packed, kernel, out_width, tuple(_pack_arg(a) for a in args))
+                   for args in tasks]
+        return bk.bytes_to_ints(b"".join(f.result() for f in futures), out_width)
+
+
+class DaskEngine(Engine):
+    """A Dask ``distributed.Client``: every task on the cluster, packed bytes in and out.
+
+    The aggregation is a tree reduction: the runs of a group are scattered to
+    the workers and multiplied pairwise, level by level, with the inner nodes
+    left on the workers; only each group's root comes back.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        Not closed by :meth:`close` unless ``owns_client``.
+    owns_client : bool
+        Close the client (and with it a cluster it started) in :meth:`close`.
+
+    Notes
+    -----
+    A Dask cluster is remote by definition (workers may live on any host), so
+    decryption is refused on it, even on a ``LocalCluster``.
+    """
+
+    name = "dask"
+    remote = True
+
+    def __init__(self, client: Any, *, owns_client: bool = False) -> None:
+        self.client = client
+        self.owns_client = bool(owns_client)
+        try:
+            self.workers = max(1, sum(int(w.get("nthreads", 1))
+                                      for w in client.scheduler_info()["workers"].values()))
+        except (KeyError, TypeError, OSError):  # a failed info call only costs the task sizing
+            self.workers = 2
+
+    def map(self, kernel: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]], out_width: int) -> list[bk.mpz]:
+        packed = [tuple(_pack_arg(a) for a in args) for args in tasks]
+        # Blobs go to the workers by scatter (not inside the task graph), then one task each.
+        blobs = self.client.scatter([p for p in packed], hash=False)
+        futures = [self.client.submit(run_packed, kernel, out_width, b, pure=False) for b in blobs]
+        return bk.bytes_to_ints(b"".join(self.client.gather(futures)), out_width)
+
+    def tree_product(self, modulus: int, width: int, groups: Sequence[Sequence[Ints]]) -> list[bk.mpz]:
+        client = self.client
+        flat = [bk.ints_to_bytes(run.values, width) for g in groups for run in g]
+        leaves = client.scatter(flat, hash=False)
+        roots = []
+        pos = 0
+        for g in groups:
+            level = list(leaves[pos:pos + len(g)])
+            pos += len(g)
+            while len(level) > 1:
+                nxt = [client.submit(product_pair, int(modulus), width, level[i], level[i + 1], pure=False)
+                       for i in range(0, len(level) - 1, 2)]
+                if len(level) % 2:
+                    nxt.append(level[-1])
+                level = nxt
+            roots.append(level[0])
+        return bk.bytes_to_ints(b"".join(client.gather(roots)), width)
+
+    def close(self) -> None:
+        if self.owns_client:
+            self.client.close()
+
+
+#: What an ``executor=`` parameter accepts: None (serial), an Engine, an Executor
+#: (or, untyped, a ``distributed.Client``).
+EngineLike = Union["Engine", Executor, None]
+
+
+def as_engine(executor: Any) -> Engine:
+    """The engine for an ``executor=`` argument.
+
+    ``None`` -> :class:`SerialEngine`; an :class:`Engine` -> itself; a
+    ``distributed.Client`` -> :class:`DaskEngine`; any other
+    :class:`concurrent.futures.Executor` -> :class:`ExecutorEngine` (remote
+    unless a standard-library process or thread pool).
+
+    Raises
+    ------
+    ParameterError
+        Anything else.
+    """
+    if executor is None:
+        return SERIAL
+    if isinstance(executor, Engine):
+        return executor
+    if type(executor).__module__.split(".")[0] == "distributed" and hasattr(executor, "scheduler_info"):
+        return DaskEngine(executor)
+    if isinstance(executor, Executor):
+        return ExecutorEngine(executor)
+    raise param_error("executor", "None, a compute Engine, a concurrent.futures.Executor or a distributed.Client",
+                      type(executor).__name__)
+
+
+def check_local_for_secret(engine: Engine, operation: str) -> None:
+    """Refuse secret-key work on an engine that may run on another host.
+
+    Raises
+    ------
+    ParameterError
+        ``engine.remote`` is true.
+    """
+    if engine.remote:
+        raise ParameterError(
+            f"executor for {operation} must be local (serial or a local process pool): the secret key never "
+            f"leaves the key holder's host, got a remote {engine.name} engine")
 
 
 def local_process_pool(max_workers: int | None = None, *,
@@ -59,9 +328,32 @@ def local_process_pool(max_workers: int | None = None, *,
                                initializer=init[0], initargs=init[1])
 
 
-def task_size(count: int) -> int:
-    """Items per task: about 32 tasks for a batch, clamped to ``[MIN_TASK, TASK_CIPHERTEXTS]``."""
-    return max(MIN_TASK, min(TASK_CIPHERTEXTS, -(-count // 32)))
+def dask_engine(address: str) -> DaskEngine:
+    """Connect to a Dask scheduler (``tcp://HOST:8786``); the engine closes its client.
+
+    Raises
+    ------
+    ParameterError
+        ``distributed`` is not installed (``pip install 'dpdpca[distributed]'``)
+        or the scheduler cannot be reached.
+    """
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ParameterError("scheduler needs the optional extra: pip install 'dpdpca[distributed]' "
+                             f"(dask and distributed), got {address!r} without it") from None
+    if not isinstance(address, str) or "://" not in address:
+        raise param_error("scheduler", "an address like tcp://HOST:8786", address)
+    try:
+        client = Client(address, timeout=30)
+    except (OSError, TimeoutError) as exc:
+        raise ParameterError(f"scheduler must be reachable, got {address!r} ({type(exc).__name__})") from None
+    return DaskEngine(client, owns_client=True)
+
+
+def task_size(count: int, workers: int = 2) -> int:
+    """Items per task: about 16 tasks per worker, clamped to ``[MIN_TASK, TASK_CIPHERTEXTS]``."""
+    return max(MIN_TASK, min(TASK_CIPHERTEXTS, -(-count // (16 * max(1, workers)))))
 
 
 def split(items: Sequence[T], size: int | None = None) -> list[Sequence[T]]:
@@ -70,18 +362,31 @@ def split(items: Sequence[T], size: int | None = None) -> list[Sequence[T]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def run_tasks(executor: Executor | None, fn: Callable[..., Any], arg_tuples: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """``[fn(*args) for args in arg_tuples]``, on ``executor`` if given, in order."""
-    if executor is None:
-        return [fn(*args) for args in arg_tuples]
-    futures = [executor.submit(fn, *args) for args in arg_tuples]
-    return [f.result() for f in futures]
+def spans(count: int, engine: Engine, size: int | None = None) -> list[tuple[int, int]]:
+    """``(start, stop)`` of consecutive tasks covering ``range(count)``; one span on the serial engine."""
+    if count == 0:
+        return []
+    if isinstance(engine, SerialEngine):
+        return [(0, count)]
+    step = task_size(count, engine.workers) if size is None else size
+    return [(s, min(s + step, count)) for s in range(0, count, step)]
 
 
-# ---- worker side: module-level functions taking bytes and ints ---------------------
+# ---- kernels: module-level functions on lists of mpz and ints ----------------------
 
 _PUBLIC: dict[tuple[int, int], PublicKey] = {}
 _PRIVATE: dict[tuple[int, int], PrivateKey] = {}
+
+
+def register_public(key: PublicKey) -> None:
+    """Let in-process kernels use the caller's key object (and its cached tables)."""
+    _PUBLIC.setdefault((int(key.n), int(key.hs)), key)
+
+
+def register_private(key: PrivateKey) -> None:
+    """Let in-process kernels use the caller's private key object."""
+    register_public(key.public_key)
+    _PRIVATE.setdefault((int(key.p), int(key.q)), key)
 
 
 def _public(n: int, hs: int) -> PublicKey:
@@ -105,38 +410,37 @@ def _private(n: int, hs: int, p: int, q: int) -> PrivateKey:
     return key
 
 
-def encrypt_task(n: int, hs: int, method: str, plaintexts: bytes, randomness: list[int] | None) -> bytes:
-    """Encrypt fixed-width plaintexts (``[0, n)``); ``randomness`` for tests only."""
+def encrypt_kernel(n: int, hs: int, method: str, plaintexts: list[bk.mpz], randomness: list[int] | None
+                   ) -> list[bk.mpz]:
+    """Encrypt plaintexts in ``[0, n)``; ``randomness`` (one per plaintext) for tests only."""
     key = _public(n, hs)
-    pts = bk.bytes_to_ints(plaintexts, (key.bits + 7) // 8)
     rand = None if randomness is None else (lambda i, r=randomness: r[i])
-    factors = key.random_factors(len(pts), method=method, _test_randomness=rand)
-    return bk.ints_to_bytes(key.raw_encrypt_with(pts, factors), key.ciphertext_bytes)
+    factors = key.random_factors(len(plaintexts), method=method, _test_randomness=rand)
+    return key.raw_encrypt_with(plaintexts, factors)
 
 
-def randomizers_task(n: int, hs: int, method: str, count: int) -> bytes:
-    """``count`` fresh encryptions of zero (re-randomization factors)."""
+def rerandomize_kernel(n: int, hs: int, method: str, ciphertexts: list[bk.mpz]) -> list[bk.mpz]:
+    """Each ciphertext times a fresh encryption of zero."""
     key = _public(n, hs)
-    return bk.ints_to_bytes(key.random_factors(count, method=method), key.ciphertext_bytes)
+    n2 = key.nsquare
+    factors = key.random_factors(len(ciphertexts), method=method)
+    return [c * f % n2 for c, f in zip(ciphertexts, factors)]
 
 
-def decrypt_task(n: int, hs: int, p: int, q: int, ciphertexts: bytes) -> bytes:
-    """CRT-decrypt fixed-width ciphertexts to fixed-width plaintexts in ``[0, n)``."""
-    key = _private(n, hs, p, q)
-    cs = bk.bytes_to_ints(ciphertexts, key.public_key.ciphertext_bytes)
-    return bk.ints_to_bytes(key.raw_decrypt(cs), (key.public_key.bits + 7) // 8)
+def decrypt_kernel(n: int, hs: int, p: int, q: int, ciphertexts: list[bk.mpz]) -> list[bk.mpz]:
+    """CRT-decrypt to plaintexts in ``[0, n)`` (local engines only)."""
+    return _private(n, hs, p, q).raw_decrypt(ciphertexts)
 
 
-def product_task(modulus: int, width: int, columns: list[bytes]) -> bytes:
-    """Element-wise product modulo ``modulus`` of equally long ciphertext blobs."""
-    rows = [bk.bytes_to_ints(blob, width) for blob in columns]
-    return bk.ints_to_bytes(bk.columnwise_prod_mod(rows, modulus), width)
-
-
-def power_task(modulus: int, width: int, ciphertexts: bytes, exponents: list[int]) -> bytes:
+def power_kernel(modulus: int, ciphertexts: list[bk.mpz], exponents: list[int]) -> list[bk.mpz]:
     """``c_i ** e_i mod modulus`` (negative ``e_i`` through the inverse)."""
-    cs = bk.bytes_to_ints(ciphertexts, width)
-    return bk.ints_to_bytes(powers(cs, exponents, modulus), width)
+    return powers(ciphertexts, exponents, modulus)
+
+
+def packed_power_kernel(modulus: int, slot_bits: int, base: list[bk.mpz], vectors: list[list[int]],
+                        offset: int) -> list[bk.mpz]:
+    """``base[0] ** pack(v)`` for each vector (see :func:`packed_powers`)."""
+    return packed_powers(base[0], modulus, slot_bits, vectors, offset)
 
 
 def powers(cs: Sequence[bk.mpz], exponents: Sequence[int], modulus: int) -> list[bk.mpz]:
@@ -150,13 +454,6 @@ def powers(cs: Sequence[bk.mpz], exponents: Sequence[int], modulus: int) -> list
         out.extend(bk.powmod_base_list(cs[start:stop], exponents[start], modulus))
         start = stop
     return out
-
-
-def packed_power_task(modulus: int, width: int, base: bytes, slot_bits: int,
-                      vectors: list[list[int]], offset: int) -> bytes:
-    """``base ** pack(v)`` for each vector (see :func:`packed_powers`)."""
-    c = bk.bytes_to_ints(base, width)[0]
-    return bk.ints_to_bytes(packed_powers(c, modulus, slot_bits, vectors, offset), width)
 
 
 def packed_powers(c: bk.mpz, modulus: int, slot_bits: int, vectors: Sequence[Sequence[int]],

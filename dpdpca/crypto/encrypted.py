@@ -21,15 +21,15 @@ over horizontally partitioned data", IEEE DSC 2018, §III-B and §IV.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
 from numbers import Integral
 from typing import Any
 
 import numpy as np
 
 from dpdpca._validation import check_int, param_error
-from dpdpca.crypto import _backend as bk
+from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto import compute, wire
+from dpdpca.crypto.compute import EngineLike
 from dpdpca.crypto.keys import METHODS, PrivateKey, PublicKey
 from dpdpca.crypto.packing import SlotLayout, centred, pack_slots, unpack_slots
 from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError
@@ -181,7 +181,7 @@ class EncryptedArray:
                               f"{len(other.chunks)} chunks differing from {len(self.chunks)}")
 
     # -- homomorphic operations -------------------------------------------------------
-    def add(self, other: EncryptedArray, *, executor: Executor | None = None) -> EncryptedArray:
+    def add(self, other: EncryptedArray, *, executor: EngineLike = None) -> EncryptedArray:
         """Slot-wise sum ``E[a + b]`` (same key, layout and chunks).
 
         Raises
@@ -196,7 +196,7 @@ class EncryptedArray:
     __add__ = add
 
     def add_plain(self, values: Sequence[int], *, plain_bound: int | None = None,
-                  executor: Executor | None = None) -> EncryptedArray:
+                  executor: EngineLike = None) -> EncryptedArray:
         """``E[a + b]`` for plaintext integers ``b`` of the same length (1 mulmod per ciphertext).
 
         Parameters
@@ -228,7 +228,7 @@ class EncryptedArray:
         cts = [(c + n * (p * c % n)) % n2 for c, p in zip(self.ciphertexts, packed)]
         return self._derive(new_bound, cts)
 
-    def mul_scalar(self, k: int, *, executor: Executor | None = None) -> EncryptedArray:
+    def mul_scalar(self, k: int, *, executor: EngineLike = None) -> EncryptedArray:
         """``E[k a]`` for one plaintext integer ``k`` (negative allowed).
 
         Raises
@@ -239,7 +239,7 @@ class EncryptedArray:
         k = check_int("k", k)
         return self.mul_scalars([k] * len(self.ciphertexts), executor=executor)
 
-    def mul_scalars(self, ks: Sequence[int], *, executor: Executor | None = None) -> EncryptedArray:
+    def mul_scalars(self, ks: Sequence[int], *, executor: EngineLike = None) -> EncryptedArray:
         """``E[k_i a_i]``: ciphertext ``i`` (all its slots) times ``ks[i]``.
 
         Raises
@@ -253,29 +253,23 @@ class EncryptedArray:
         new_bound = self.bound * max((abs(k) for k in ks), default=0)
         self.layout.check_bound(new_bound, "mul_scalar")
         n2 = self.public_key.nsquare
-        if executor is None:
-            cts = compute.powers(self.ciphertexts, ks, n2)
-        else:
-            width = self.public_key.ciphertext_bytes
-            pos = list(range(len(ks)))
-            tasks = [(int(n2), width, bk.ints_to_bytes(self.ciphertexts[p[0]:p[-1] + 1], width),
-                      ks[p[0]:p[-1] + 1]) for p in compute.split(pos)]
-            cts = _join(compute.run_tasks(executor, compute.power_task, tasks), width)
+        engine = compute.as_engine(executor)
+        width = self.public_key.ciphertext_bytes
+        cts = engine.map(compute.power_kernel,
+                         [(int(n2), compute.Ints(self.ciphertexts[a:b], width), ks[a:b])
+                          for a, b in compute.spans(len(ks), engine)], width)
         return self._derive(new_bound, cts)
 
-    def rerandomize(self, *, method: str = "djn", executor: Executor | None = None) -> EncryptedArray:
+    def rerandomize(self, *, method: str = "djn", executor: EngineLike = None) -> EncryptedArray:
         """Same plaintexts, fresh randomness (multiply by fresh encryptions of 0)."""
         key = self.public_key
-        count = len(self.ciphertexts)
-        if executor is None:
-            factors = key.random_factors(count, method=method)
-        else:
-            sizes = [len(p) for p in compute.split(range(count))]
-            factors = _join(compute.run_tasks(
-                executor, compute.randomizers_task,
-                [(int(key.n), int(key.hs), method, s) for s in sizes]), key.ciphertext_bytes)
-        n2 = key.nsquare
-        return self._derive(self.bound, [c * f % n2 for c, f in zip(self.ciphertexts, factors)])
+        engine = compute.as_engine(executor)
+        compute.register_public(key)
+        width = key.ciphertext_bytes
+        cts = engine.map(compute.rerandomize_kernel,
+                         [(int(key.n), int(key.hs), method, compute.Ints(self.ciphertexts[a:b], width))
+                          for a, b in compute.spans(len(self.ciphertexts), engine)], width)
+        return self._derive(self.bound, cts)
 
     def with_bound(self, bound: int) -> EncryptedArray:
         """Same ciphertexts under another declared bound (e.g. a public, looser one).
@@ -347,12 +341,8 @@ class EncryptedArray:
                 + self.public_key.ciphertext_bytes * len(self.ciphertexts) + 32)
 
 
-def _join(blobs: Sequence[bytes], width: int) -> list[bk.mpz]:
-    return bk.bytes_to_ints(b"".join(blobs), width)
-
-
 def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: int,
-            chunks: Sequence[int] | None = None, method: str = "djn", executor: Executor | None = None,
+            chunks: Sequence[int] | None = None, method: str = "djn", executor: EngineLike = None,
             _test_randomness: Callable[[int], int] | None = None) -> EncryptedArray:
     """Pack and encrypt signed integers.
 
@@ -419,22 +409,18 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     n = public_key.n
     sb = layout.slot_bits
     plaintexts = [bk.mpz(pack_slots(v, sb) % n) for v in _split_chunks(vals, chunk_t)]
-    if executor is None:
-        cts = public_key.raw_encrypt(plaintexts, method=method, _test_randomness=_test_randomness)
-    else:
-        pw = (public_key.bits + 7) // 8
-        rand = None if _test_randomness is None else [int(_test_randomness(i)) for i in range(len(plaintexts))]
-        tasks = []
-        step = compute.task_size(len(plaintexts))
-        for start in range(0, len(plaintexts), step):
-            stop = start + step
-            tasks.append((int(n), int(public_key.hs), method, bk.ints_to_bytes(plaintexts[start:stop], pw),
-                          None if rand is None else rand[start:stop]))
-        cts = _join(compute.run_tasks(executor, compute.encrypt_task, tasks), public_key.ciphertext_bytes)
+    engine = compute.as_engine(executor)
+    compute.register_public(public_key)
+    rand = None if _test_randomness is None else [int(_test_randomness(i)) for i in range(len(plaintexts))]
+    pw = (public_key.bits + 7) // 8
+    cts = engine.map(compute.encrypt_kernel,
+                     [(int(n), int(public_key.hs), method, compute.Ints(plaintexts[a:b], pw),
+                       None if rand is None else rand[a:b]) for a, b in compute.spans(len(plaintexts), engine)],
+                     public_key.ciphertext_bytes)
     return EncryptedArray._trusted(public_key, layout, chunk_t, bound, cts)
 
 
-def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: Executor | None = None) -> list[int]:
+def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLike = None) -> list[int]:
     """Decrypt (CRT, batched) and unpack to ``enc.length`` signed Python ints.
 
     Raises
@@ -453,13 +439,14 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: Executor 
     if enc.public_key != pub:
         raise KeyMismatchError(f"decrypt: ciphertexts must be under key {pub.fingerprint[:16]}..., "
                                f"got {enc.public_key.fingerprint[:16]}...")
-    if executor is None:
-        plain = private_key.raw_decrypt(enc.ciphertexts)
-    else:
-        width = pub.ciphertext_bytes
-        tasks = [(int(pub.n), int(pub.hs), int(private_key.p), int(private_key.q),
-                  bk.ints_to_bytes(part, width)) for part in compute.split(enc.ciphertexts)]
-        plain = _join(compute.run_tasks(executor, compute.decrypt_task, tasks), (pub.bits + 7) // 8)
+    engine = compute.as_engine(executor)
+    compute.check_local_for_secret(engine, "decrypt")
+    compute.register_private(private_key)
+    cts = enc.ciphertexts
+    plain = engine.map(compute.decrypt_kernel,
+                       [(int(pub.n), int(pub.hs), int(private_key.p), int(private_key.q),
+                         compute.Ints(cts[a:b], pub.ciphertext_bytes)) for a, b in compute.spans(len(cts), engine)],
+                       (pub.bits + 7) // 8)
     n = pub.n
     sb = enc.layout.slot_bits
     bound = enc.bound
@@ -473,7 +460,7 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: Executor 
     return out
 
 
-def sum_arrays(arrays: Sequence[EncryptedArray], *, executor: Executor | None = None) -> EncryptedArray:
+def sum_arrays(arrays: Sequence[EncryptedArray], *, executor: EngineLike = None) -> EncryptedArray:
     """Slot-wise sum of arrays with one key, layout and chunking (Wang–Chang eqs. 11-13).
 
     One ``a * b % n**2`` per ciphertext and array after the first.
@@ -498,15 +485,11 @@ def sum_arrays(arrays: Sequence[EncryptedArray], *, executor: Executor | None = 
     n2 = first.public_key.nsquare
     if len(arrays) == 1:
         cts = list(first.ciphertexts)
-    elif executor is None:
-        cts = bk.columnwise_prod_mod([a.ciphertexts for a in arrays], n2)
     else:
+        engine = compute.as_engine(executor)
         width = first.public_key.ciphertext_bytes
-        m = len(first.ciphertexts)
-        step = max(1, compute.task_size(m) * 4 // len(arrays))
-        tasks = [(int(n2), width, [bk.ints_to_bytes(a.ciphertexts[s:s + step], width) for a in arrays])
-                 for s in range(0, m, step)]
-        cts = _join(compute.run_tasks(executor, compute.product_task, tasks), width)
+        cts = engine.tree_product(n2, width, [[compute.Ints(a.ciphertexts[lo:hi], width) for a in arrays]
+                                              for lo, hi in compute.spans(len(first.ciphertexts), engine)])
     return first._derive(new_bound, cts)
 
 
@@ -532,7 +515,7 @@ def _check_packed_operands(enc_scalar: EncryptedArray, vectors: Sequence[Sequenc
 
 
 def scalar_times_packed(enc_scalar: EncryptedArray, vectors: Sequence[Sequence[int]], *, vector_bound: int,
-                        executor: Executor | None = None) -> EncryptedArray:
+                        executor: EngineLike = None) -> EncryptedArray:
     """``E[x]**pack(w) = E[pack(x * w)]`` for one encrypted scalar and many packed vectors.
 
     Ciphertext ``k`` of the result holds the slots ``x * vectors[k]``.  The
@@ -566,18 +549,16 @@ def scalar_times_packed(enc_scalar: EncryptedArray, vectors: Sequence[Sequence[i
     sb = enc_scalar.layout.slot_bits
     c = enc_scalar.ciphertexts[0]
     offset = max(vector_bound, 1)
-    if executor is None:
-        cts = compute.packed_powers(c, n2, sb, vecs, offset)
-    else:
-        width = key.ciphertext_bytes
-        base = bk.ints_to_bytes([c], width)
-        tasks = [(int(n2), width, base, sb, list(part), offset) for part in compute.split(vecs, 64)]
-        cts = _join(compute.run_tasks(executor, compute.packed_power_task, tasks), width)
+    engine = compute.as_engine(executor)
+    width = key.ciphertext_bytes
+    cts = engine.map(compute.packed_power_kernel,
+                     [(int(n2), sb, compute.Ints([c], width), vecs[a:b], offset)
+                      for a, b in compute.spans(len(vecs), engine, 64)], width)
     return enc_scalar._derive(new_bound, cts, tuple(len(v) for v in vecs))
 
 
 def scalars_times_packed(enc_scalars: EncryptedArray, vectors: Sequence[Sequence[Sequence[int]]], *,
-                         vector_bound: int, executor: Executor | None = None) -> EncryptedArray:
+                         vector_bound: int, executor: EngineLike = None) -> EncryptedArray:
     """:func:`scalar_times_packed` for many single-slot ciphertexts at once.
 
     ``enc_scalars`` holds one single-slot ciphertext per scalar (``chunks`` all
@@ -594,14 +575,11 @@ def scalars_times_packed(enc_scalars: EncryptedArray, vectors: Sequence[Sequence
     key = enc_scalars.public_key
     sb = enc_scalars.layout.slot_bits
     offset = max(vector_bound, 1)
-    if executor is None:
-        cts = [c for s, (v, _b) in zip(singles, checked)
-               for c in compute.packed_powers(s.ciphertexts[0], key.nsquare, sb, v, offset)]
-    else:
-        width = key.ciphertext_bytes
-        tasks = [(int(key.nsquare), width, bk.ints_to_bytes(s.ciphertexts, width), sb, v, offset)
-                 for s, (v, _b) in zip(singles, checked)]
-        cts = _join(compute.run_tasks(executor, compute.packed_power_task, tasks), width)
+    engine = compute.as_engine(executor)
+    width = key.ciphertext_bytes
+    cts = engine.map(compute.packed_power_kernel,
+                     [(int(key.nsquare), sb, compute.Ints(s.ciphertexts, width), v, offset)
+                      for s, (v, _b) in zip(singles, checked)], width)
     chunks = tuple(len(w) for v, _b in checked for w in v)
     return enc_scalars._derive(max((b for _v, b in checked), default=0), cts, chunks)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from dpdpca._io import atomic_write_json
 from dpdpca._validation import check_int, param_error
-from dpdpca.crypto import _backend as bk
+from dpdpca.crypto import _gmp as bk
 from dpdpca.errors import InsecureKeyError, MessageError, OverflowRiskError, ParameterError
 
 __all__ = [

@@ -9,13 +9,13 @@ ciphertext crosses a row, so a ciphertext of row ``i`` can be combined with
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
 
 from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import wire
+from dpdpca.crypto.compute import EngineLike
 from dpdpca.crypto.encrypted import EncryptedArray, as_int_list, decrypt, encrypt
 from dpdpca.crypto.keys import PrivateKey, PublicKey
 from dpdpca.crypto.packing import SlotLayout
@@ -120,7 +120,7 @@ class EncryptedSymmetricMatrix:
 
     @classmethod
     def encrypt_upper_triangle(cls, public_key: PublicKey, int_matrix: Any, *, layout: SlotLayout,
-                               bound: int, executor: Executor | None = None,
+                               bound: int, executor: EngineLike = None,
                                method: str = "djn") -> EncryptedSymmetricMatrix:
         """Encrypt the upper triangle of a square integer matrix with row-aligned chunks.
 
@@ -135,11 +135,11 @@ class EncryptedSymmetricMatrix:
                       chunks=upper_triangle_chunks(d, layout.slots), executor=executor, method=method)
         return cls(d, enc)
 
-    def decrypt(self, private_key: PrivateKey, *, executor: Executor | None = None) -> np.ndarray:
+    def decrypt(self, private_key: PrivateKey, *, executor: EngineLike = None) -> np.ndarray:
         """The symmetric (d, d) object array of Python ints."""
         return upper_triangle_unflatten(decrypt(private_key, self.array, executor=executor), self.d)
 
-    def add(self, other: EncryptedSymmetricMatrix, *, executor: Executor | None = None
+    def add(self, other: EncryptedSymmetricMatrix, *, executor: EngineLike = None
             ) -> EncryptedSymmetricMatrix:
         """Entry-wise sum (same key, layout and chunking)."""
         if not isinstance(other, EncryptedSymmetricMatrix) or other.d != self.d:

@@ -28,7 +28,7 @@ import hmac
 import struct
 from collections.abc import Sequence
 
-from dpdpca.crypto import _backend as bk
+from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.keys import PublicKey
 from dpdpca.crypto.packing import SlotLayout
 from dpdpca.errors import KeyMismatchError, MessageError

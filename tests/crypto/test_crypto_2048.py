@@ -14,7 +14,7 @@ from dpdpca.crypto import (
     sum_arrays,
     to_phe,
 )
-from dpdpca.crypto import _backend as bk
+from dpdpca.crypto import _gmp as bk
 
 pytestmark = pytest.mark.slow
 

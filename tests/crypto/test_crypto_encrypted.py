@@ -20,7 +20,7 @@ from dpdpca.crypto import (
     upper_triangle_flatten,
     upper_triangle_unflatten,
 )
-from dpdpca.crypto import _backend as bk
+from dpdpca.crypto import _gmp as bk
 from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError, ParameterError
 
 LAYOUT = SlotLayout(slot_bits=40, slots=12)  # 480 <= 510 for a 512-bit key
