@@ -269,7 +269,7 @@ def as_engine(executor: Any) -> Engine:
     """The engine for an ``executor=`` argument.
 
     ``None`` -> :class:`SerialEngine`; an :class:`Engine` -> itself; a
-    ``distributed.Client`` -> :class:`DaskEngine`; any other
+    ``distributed.Client`` or its ``get_executor()`` -> :class:`DaskEngine`; any other
     :class:`concurrent.futures.Executor` -> :class:`ExecutorEngine` (remote
     unless a standard-library process or thread pool).
 
@@ -282,8 +282,11 @@ def as_engine(executor: Any) -> Engine:
         return SERIAL
     if isinstance(executor, Engine):
         return executor
-    if type(executor).__module__.split(".")[0] == "distributed" and hasattr(executor, "scheduler_info"):
-        return DaskEngine(executor)
+    if type(executor).__module__.split(".")[0] == "distributed":
+        if hasattr(executor, "scheduler_info"):  # a Client
+            return DaskEngine(executor)
+        if hasattr(getattr(executor, "_client", None), "scheduler_info"):  # client.get_executor()
+            return DaskEngine(executor._client)
     if isinstance(executor, Executor):
         return ExecutorEngine(executor)
     raise param_error("executor", "None, a compute Engine, a concurrent.futures.Executor or a distributed.Client",

@@ -5,7 +5,8 @@ packed into ciphertexts (``chunks[k]`` slots in ciphertext ``k``).  It
 carries a public, declared ``bound`` on every ``|slot|``; each operation
 computes the bound of its result first and raises
 :class:`~dpdpca.errors.OverflowRiskError` *before* computing if that bound
-exceeds the layout's ``max_abs``.  Nothing wraps silently.
+exceeds the layout's ``limit`` (``max_abs``, or a carrying layout's
+``carry_bound``; :mod:`dpdpca.crypto.packing`).  Nothing wraps silently.
 
 Homomorphic identities used (g = n + 1, ``E[a] = (1 + a n) r``):
 ``E[a] E[b] = E[a + b]``, ``E[a] (1 + b n) = E[a + b]``,
@@ -98,7 +99,7 @@ class EncryptedArray:
     chunks : sequence of int
         ``chunks[k]`` in ``[1, layout.slots]`` slots are used in ciphertext ``k``.
     bound : int
-        Declared public bound on every ``|slot|``, ``0 <= bound <= layout.max_abs``.
+        Declared public bound on every ``|slot|``, ``0 <= bound <= layout.limit``.
     ciphertexts : sequence of int
         One per chunk, each in ``[1, n**2)``.
 
@@ -189,7 +190,7 @@ class EncryptedArray:
         KeyMismatchError
             ``other`` was encrypted under another key.
         OverflowRiskError
-            ``bound_a + bound_b`` exceeds the layout's ``max_abs``.
+            ``bound_a + bound_b`` exceeds the layout's ``limit``.
         """
         return sum_arrays([self, other], executor=executor)
 
@@ -211,9 +212,56 @@ class EncryptedArray:
         Raises
         ------
         OverflowRiskError
-            Some ``|b| > plain_bound`` or ``bound + plain_bound > max_abs``.
+            Some ``|b| > plain_bound`` or ``bound + plain_bound > layout.limit``.
         """
         vals = as_int_list("values", values)
+        return self._plus_packed(vals, plain_bound, None, "add_plain")
+
+    def sub_plain(self, values: Sequence[int], *, plain_bound: int, result_bound: int | None = None,
+                  executor: EngineLike = None) -> EncryptedArray:
+        """``E[a - b]`` for a known plaintext ``b``: one multiplication by ``(1 + n)**(-P(b))`` per ciphertext.
+
+        With a carrying layout (:class:`~dpdpca.crypto.SlotLayout` ``carry_bound``)
+        this brings an intermediate value whose slots overflow back to a small,
+        decryptable final value.
+
+        Parameters
+        ----------
+        values : sequence of int, length ``self.length``
+            The known plaintext ``b``.
+        plain_bound : int
+            Declared bound on ``|b|``.  ``bound + plain_bound`` must be within
+            ``layout.limit``, so the packed difference can never wrap mod n
+            (checked before computing).
+        result_bound : int or None
+            Declared public bound on ``|a - b|`` when the caller can prove one
+            tighter than ``bound + plain_bound`` (e.g. from an algebraic
+            identity between a and b); the crypto layer cannot check that
+            proof, but decryption rejects any slot beyond it.  ``None``: the
+            triangle bound ``bound + plain_bound``.
+
+        Raises
+        ------
+        OverflowRiskError
+            ``|b| > plain_bound``, ``bound + plain_bound > layout.limit``, or
+            ``result_bound`` beyond it.
+
+        Examples
+        --------
+        >>> from dpdpca.crypto import generate_keypair, encrypt, decrypt, SlotLayout
+        >>> pk, sk = generate_keypair(512, insecure_test_key=True)
+        >>> wide = SlotLayout.for_final_bound(pk, final_abs=100, carry_abs=2**41)
+        >>> a = encrypt(pk, [2**39 + 5, -2**39], layout=wide, bound=2**39 + 5)
+        >>> decrypt(sk, a.sub_plain([2**39, -2**39 - 7], plain_bound=2**39 + 7, result_bound=10))
+        [5, 7]
+        """
+        if plain_bound is None:
+            raise param_error("plain_bound", "a declared integer bound on |values|", plain_bound)
+        vals = [-v for v in as_int_list("values", values)]
+        return self._plus_packed(vals, plain_bound, result_bound, "sub_plain")
+
+    def _plus_packed(self, vals: list[int], plain_bound: int | None, result_bound: int | None,
+                     operation: str) -> EncryptedArray:
         if len(vals) != self.length:
             raise param_error("values", f"of length {self.length}", len(vals))
         if plain_bound is None:
@@ -221,10 +269,14 @@ class EncryptedArray:
         plain_bound = check_int("plain_bound", plain_bound, minimum=0)
         _check_values_within("values", vals, plain_bound)
         new_bound = self.bound + plain_bound
-        self.layout.check_bound(new_bound, "add_plain")
+        self.layout.check_bound(new_bound, operation)
+        if result_bound is not None:
+            result_bound = check_int("result_bound", result_bound, minimum=0, maximum=new_bound)
+            new_bound = result_bound
         n, n2 = self.public_key.n, self.public_key.nsquare
         sb = self.layout.slot_bits
         packed = [pack_slots(v, sb) % n for v in _split_chunks(vals, self.chunks)]
+        # c * (1 + P n) = c + n (P c mod n)  (mod n**2)
         cts = [(c + n * (p * c % n)) % n2 for c, p in zip(self.ciphertexts, packed)]
         return self._derive(new_bound, cts)
 
@@ -234,7 +286,7 @@ class EncryptedArray:
         Raises
         ------
         OverflowRiskError
-            ``bound * |k|`` exceeds the layout's ``max_abs``.
+            ``bound * |k|`` exceeds the layout's ``limit``.
         """
         k = check_int("k", k)
         return self.mul_scalars([k] * len(self.ciphertexts), executor=executor)
@@ -245,7 +297,7 @@ class EncryptedArray:
         Raises
         ------
         OverflowRiskError
-            ``bound * max|k|`` exceeds the layout's ``max_abs``.
+            ``bound * max|k|`` exceeds the layout's ``limit``.
         """
         ks = as_int_list("ks", ks)
         if len(ks) != len(self.ciphertexts):
@@ -277,7 +329,7 @@ class EncryptedArray:
         Raises
         ------
         OverflowRiskError
-            ``bound`` beyond the layout's ``max_abs``.
+            ``bound`` beyond the layout's ``limit``.
         """
         bound = check_int("bound", bound, minimum=0)
         self.layout.check_bound(bound, "with_bound")
@@ -337,7 +389,8 @@ class EncryptedArray:
     @property
     def nbytes(self) -> int:
         """Size of :meth:`to_bytes` in bytes."""
-        return (wire._FIXED.size + len(bk.int_to_bytes(self.bound)) + 4 * len(self.chunks)
+        return (wire._FIXED.size + len(bk.int_to_bytes(self.bound)) + wire._CARRY.size
+                + len(bk.int_to_bytes(self.layout.carry_bound)) + 4 * len(self.chunks)
                 + self.public_key.ciphertext_bytes * len(self.ciphertexts) + 32)
 
 
@@ -354,7 +407,7 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     layout : SlotLayout
         Must fit the key (``slots * slot_bits <= bits(n) - 2``).
     bound : int
-        Declared public bound on ``|value|``, ``<= layout.max_abs``; it is
+        Declared public bound on ``|value|``, ``<= layout.limit``; it is
         written into serialized headers, so it must not be derived from the
         values.
     chunks : sequence of int or None
@@ -376,7 +429,7 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     Raises
     ------
     OverflowRiskError
-        ``bound > layout.max_abs``, a value beyond ``bound``, or a layout
+        ``bound > layout.limit``, a value beyond ``bound``, or a layout
         that does not fit the key.
     ParameterError
         Non-integer values or inconsistent chunks.
@@ -430,6 +483,13 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLik
     MessageError
         A plaintext that does not fit the declared layout or bound (tampering,
         or a false declared bound).
+    OverflowRiskError
+        Several slots per ciphertext whose bound exceeds the layout's
+        ``max_abs`` (a carrying layout's intermediate value: subtract the known
+        part first, :meth:`EncryptedArray.sub_plain`).
+    ParameterError
+        ``executor`` is a remote engine (Dask): the secret key never leaves the
+        key holder's host.
     """
     if not isinstance(private_key, PrivateKey):
         raise param_error("private_key", "a PrivateKey", type(private_key).__name__)
@@ -439,6 +499,7 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLik
     if enc.public_key != pub:
         raise KeyMismatchError(f"decrypt: ciphertexts must be under key {pub.fingerprint[:16]}..., "
                                f"got {enc.public_key.fingerprint[:16]}...")
+    enc.layout.check_decryptable(enc.bound, enc.chunks)
     engine = compute.as_engine(executor)
     compute.check_local_for_secret(engine, "decrypt")
     compute.register_private(private_key)
@@ -452,7 +513,8 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLik
     bound = enc.bound
     out: list[int] = []
     for k, (m, c) in enumerate(zip(plain, enc.chunks)):
-        slots = unpack_slots(centred(m, n), c, sb)
+        value = centred(m, n)
+        slots = [value] if c == 1 else unpack_slots(value, c, sb)
         if slots is None or any(abs(s) > bound for s in slots):
             raise MessageError(f"ciphertext[{k}] must decrypt to {c} slots with |slot| <= {bound}, "
                                "got a plaintext that does not fit (tampered, or a false declared bound)")
@@ -470,7 +532,7 @@ def sum_arrays(arrays: Sequence[EncryptedArray], *, executor: EngineLike = None)
     KeyMismatchError
         Arrays under different keys.
     OverflowRiskError
-        The sum of the bounds exceeds the layout's ``max_abs``.
+        The sum of the bounds exceeds the layout's ``limit``.
     ParameterError
         No arrays, or differing layouts or chunks.
     """
@@ -535,7 +597,7 @@ def scalar_times_packed(enc_scalar: EncryptedArray, vectors: Sequence[Sequence[i
     Raises
     ------
     OverflowRiskError
-        ``bound(x) * vector_bound > max_abs``, or an entry beyond ``vector_bound``.
+        ``bound(x) * vector_bound > layout.limit``, or an entry beyond ``vector_bound``.
     ParameterError
         ``enc_scalar`` holds more than one slot, or a vector of bad length.
 

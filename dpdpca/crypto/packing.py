@@ -9,6 +9,49 @@ slot leaves its range -- which the bound tracking of the layers above
 guarantees *before* anything is computed.  With ``slots * slot_bits <=
 bits(n) - 2`` every packed ``|P| < n / 2``, so the centred residue of a
 decryption recovers ``P`` exactly and centred remainders peel the slots.
+
+Carrying ("wide") layouts
+-------------------------
+A layout may declare a ``carry_bound`` C larger than ``max_abs``: slots of
+*intermediate* values may then reach ``|s_j| <= C`` and spill into their
+neighbours, while the *packed integer* still never wraps modulo n.  The slots
+are sized for the final value only (``|s_j| <= max_abs``), which the caller
+reaches by subtracting a known packed plaintext before decrypting.
+
+Claim.  Let ``w = slot_bits``, ``s = slots``, ``A = 2**(w-1) - 1``,
+``G = sum_{j<s} 2**(w j) = (2**(w s) - 1) / (2**w - 1)``.  If
+``s w <= bits(n) - 2`` and ``2 C (2**(w s) - 1) < n (2**w - 1)`` (that is,
+``C G < n / 2``), then
+
+1. every packed integer ``P = sum_{j<c} s_j 2**(w j)`` (``c <= s``) with
+   ``|s_j| <= max(A, C)`` satisfies ``|P| < n / 2``, so the centred residue
+   of ``P mod n`` is ``P`` itself: nothing wraps;
+2. packing is Z-linear (``P(x) + P(y) = P(x + y)``, ``k P(x) = P(k x)``), so
+   a chain of homomorphic sums, scalar products and plaintext additions
+   whose every result has declared slot bound ``<= max(A, C)`` decrypts to
+   exactly ``P(true result)`` -- intermediate slots may overflow ``A``;
+3. if moreover the result's slots satisfy ``|s_j| <= A``, the balanced
+   digits of ``P`` in base ``2**w`` are unique, so peeling them returns the
+   slots exactly; and a one-slot ciphertext (``c = 1``) decrypts exactly
+   whenever ``|s_0| <= C``, since then ``P = s_0``.
+
+Proof.  (1) ``|P| <= max(A, C) G``.  For A: ``A G < 2**(w-1) 2**(w(s-1))
+(2**w / (2**w - 1)) (1 - 2**(-w s)) <= 2**(w s - 1) <= 2**(bits(n) - 3)
+< n / 2`` as ``n >= 2**(bits(n) - 1)``; for C it is the second hypothesis.
+(2) Decryption returns ``P mod n`` for the packed sum of the operands'
+integers, which by linearity equals ``P(result)``; by (1) applied to the
+result's bound, its centred residue is ``P(result)``.  (3) Two balanced
+representations with digits in ``[-A, A]`` of the same integer agree digit
+by digit: the lowest differing digits would differ by a non-zero multiple
+of ``2**w`` while ``2 A < 2**w``.  QED.
+
+The hypotheses are checked against the actual n by :meth:`SlotLayout.check_key`
+and every operation checks its result's bound against :attr:`SlotLayout.limit`
+*before* computing; decryption refuses a multi-slot array whose bound exceeds
+``A`` (:meth:`SlotLayout.check_decryptable`).  What the crypto layer cannot
+check is a *declared* bound of a difference (``a - b`` where the caller knows
+an algebraic identity): it is the caller's proof obligation, like every
+declared bound.
 """
 
 from __future__ import annotations
@@ -36,11 +79,19 @@ class SlotLayout:
         Bits per slot, >= 2; the base is ``B = 2**slot_bits``.
     slots : int
         Slots per plaintext, >= 1.
+    carry_bound : int
+        0 (the default, a plain layout): every value, intermediate or final,
+        has ``|slot| <= max_abs``.  Otherwise a carrying layout: intermediate
+        values may have ``|slot| <= carry_bound`` (see the module docstring
+        for the bound that keeps the packed integer below ``n / 2``); only
+        values back within ``max_abs`` (or one-slot ciphertexts) decrypt.
 
     Attributes
     ----------
     max_abs : int
-        Largest allowed ``|slot|``: ``2**(slot_bits - 1) - 1``.
+        Largest ``|slot|`` of a decryptable value: ``2**(slot_bits - 1) - 1``.
+    limit : int
+        Largest declared ``|slot|`` of any value: ``max(max_abs, carry_bound)``.
 
     Examples
     --------
@@ -50,16 +101,32 @@ class SlotLayout:
 
     slot_bits: int
     slots: int
+    carry_bound: int = 0
 
     def __post_init__(self) -> None:
         check_int("slot_bits", self.slot_bits, minimum=2)
         check_int("slots", self.slots, minimum=1)
+        check_int("carry_bound", self.carry_bound, minimum=0)
         object.__setattr__(self, "slot_bits", int(self.slot_bits))
         object.__setattr__(self, "slots", int(self.slots))
+        object.__setattr__(self, "carry_bound", int(self.carry_bound))
 
     @property
     def max_abs(self) -> int:
         return (1 << (self.slot_bits - 1)) - 1
+
+    @property
+    def limit(self) -> int:
+        return max(self.max_abs, self.carry_bound)
+
+    @property
+    def carries(self) -> bool:
+        """True if intermediate slots may exceed :attr:`max_abs`."""
+        return self.carry_bound > self.max_abs
+
+    def _geometric(self) -> int:
+        """``G = sum_{j < slots} 2**(slot_bits j)``."""
+        return ((1 << (self.slot_bits * self.slots)) - 1) // ((1 << self.slot_bits) - 1)
 
     @property
     def base(self) -> int:
@@ -84,19 +151,70 @@ class SlotLayout:
                 f"got a {slot_bits}-bit slot for max_abs {max_abs}")
         return cls(slot_bits=slot_bits, slots=usable // slot_bits)
 
+    @classmethod
+    def for_final_bound(cls, public_key: PublicKey, final_abs: int, carry_abs: int) -> SlotLayout:
+        """A carrying layout: slots sized for ``final_abs``, intermediates up to ``carry_abs``.
+
+        ``slot_bits = bits(final_abs) + 1``; ``slots`` is the largest count with
+        ``slots * slot_bits <= bits(n) - 2`` and
+        ``2 carry_abs (2**(slots slot_bits) - 1) < 2**(bits(n) - 1) (2**slot_bits - 1)``
+        (the module docstring's hypotheses with the smallest n of the key's
+        size, so the layout depends on the key size only).
+
+        Raises
+        ------
+        OverflowRiskError
+            Not even one slot fits.
+        """
+        final_abs = check_int("final_abs", final_abs, minimum=1)
+        carry_abs = check_int("carry_abs", carry_abs, minimum=0)
+        slot_bits = max(2, final_abs.bit_length() + 1)
+        usable = public_key.bits - 2
+        n_min = 1 << (public_key.bits - 1)
+        slots = usable // slot_bits
+        while slots >= 1 and 2 * carry_abs * ((1 << (slots * slot_bits)) - 1) >= n_min * ((1 << slot_bits) - 1):
+            slots -= 1
+        if slots < 1:
+            raise OverflowRiskError(
+                f"carry_abs must fit one slot below n/2 for a {public_key.bits}-bit key, got {carry_abs} "
+                f"({carry_abs.bit_length()} bits) with {slot_bits}-bit slots")
+        return cls(slot_bits=slot_bits, slots=slots, carry_bound=carry_abs)
+
     def check_key(self, public_key: PublicKey) -> None:
-        """Raise :class:`OverflowRiskError` unless ``slots * slot_bits <= bits(n) - 2``."""
+        """Raise :class:`OverflowRiskError` unless the layout fits the key (module docstring).
+
+        ``slots * slot_bits <= bits(n) - 2``, and for a carrying layout
+        ``2 carry_bound (2**(slots slot_bits) - 1) < n (2**slot_bits - 1)``.
+        """
         if self.slots * self.slot_bits > public_key.bits - 2:
             raise OverflowRiskError(
                 f"layout slots * slot_bits must be <= bits(n) - 2 = {public_key.bits - 2}, "
                 f"got {self.slots} * {self.slot_bits} = {self.slots * self.slot_bits}")
+        if self.carries and 2 * self.carry_bound * self._geometric() >= int(public_key.n):
+            raise OverflowRiskError(
+                f"layout carry_bound * sum_j 2**(slot_bits j) must be < n / 2 (no wrap mod n), got carry_bound "
+                f"{self.carry_bound} ({self.carry_bound.bit_length()} bits) with {self.slots} slots of "
+                f"{self.slot_bits} bits and a {public_key.bits}-bit n")
 
     def check_bound(self, bound: int, operation: str) -> None:
-        """Raise :class:`OverflowRiskError` if ``bound`` exceeds :attr:`max_abs`."""
-        if bound > self.max_abs:
+        """Raise :class:`OverflowRiskError` if ``bound`` exceeds :attr:`limit`."""
+        if bound > self.limit:
+            what = "carry_bound" if self.carries else f"slot_bits={self.slot_bits}"
             raise OverflowRiskError(
-                f"{operation}: slot bound must be <= {self.max_abs} "
-                f"(slot_bits={self.slot_bits}), got {bound}")
+                f"{operation}: slot bound must be <= {self.limit} ({what}; beyond it the packed "
+                f"value could wrap mod n), got {bound}")
+
+    def check_decryptable(self, bound: int, chunks: Sequence[int], operation: str = "decrypt") -> None:
+        """Raise :class:`OverflowRiskError` unless slots of ``|s| <= bound`` can be unpacked.
+
+        Multi-slot ciphertexts need ``bound <= max_abs``; one-slot ciphertexts
+        only ``bound <= limit``.
+        """
+        if bound > self.max_abs and any(c != 1 for c in chunks):
+            raise OverflowRiskError(
+                f"{operation}: slot bound must be <= {self.max_abs} (slot_bits={self.slot_bits}) to unpack "
+                f"several slots per ciphertext, got {bound} (subtract the known part first)")
+        self.check_bound(bound, operation)
 
 
 def pack_slots(values: Sequence[int], slot_bits: int) -> int:

@@ -3,7 +3,7 @@
 Layout (all integers big-endian)::
 
     magic        4 bytes   b"DPCB"
-    version      u16       1
+    version      u16       2
     fingerprint  32 bytes  SHA-256 of n (the key the ciphertexts belong to)
     kind         u8        0 = flat vector, 1 = upper triangle of a symmetric matrix
     dim          u32       d for kind 1, 0 otherwise
@@ -12,6 +12,7 @@ Layout (all integers big-endian)::
     count        u32       number of ciphertexts
     width        u32       bytes per ciphertext = byte length of n**2
     bound_len    u16       then bound_len bytes: the declared public |slot| bound
+    carry_len    u16       then carry_len bytes: the layout's carry_bound (0: plain layout)
     chunks       count x u32   slots used in each ciphertext
     body         count x width bytes, each ciphertext in [1, n**2)
     trailer      32 bytes  SHA-256 of everything above
@@ -36,10 +37,11 @@ from dpdpca.errors import KeyMismatchError, MessageError
 __all__ = ["MAGIC", "VERSION", "KIND_VECTOR", "KIND_SYMMETRIC", "encode_batch", "decode_batch"]
 
 MAGIC = b"DPCB"
-VERSION = 1
+VERSION = 2
 KIND_VECTOR = 0
 KIND_SYMMETRIC = 1
 _FIXED = struct.Struct(">4sH32sBIIIIIH")
+_CARRY = struct.Struct(">H")
 _TRAILER = 32
 
 
@@ -48,9 +50,10 @@ def encode_batch(public_key: PublicKey, layout: SlotLayout, chunks: Sequence[int
     """Serialize a batch (fields already validated by the caller)."""
     width = public_key.ciphertext_bytes
     bound_bytes = bk.int_to_bytes(bound)
+    carry_bytes = bk.int_to_bytes(layout.carry_bound)
     head = _FIXED.pack(MAGIC, VERSION, bytes.fromhex(public_key.fingerprint), kind, dim,
                        layout.slot_bits, layout.slots, len(ciphertexts), width, len(bound_bytes))
-    parts = [head, bound_bytes, struct.pack(f">{len(chunks)}I", *chunks),
+    parts = [head, bound_bytes, _CARRY.pack(len(carry_bytes)), carry_bytes, struct.pack(f">{len(chunks)}I", *chunks),
              bk.ints_to_bytes(ciphertexts, width)]
     body = b"".join(parts)
     return body + hashlib.sha256(body).digest()
@@ -91,19 +94,24 @@ def decode_batch(data: bytes, public_key: PublicKey
         raise MessageError(f"message kind must be 0 or 1, got {kind}")
     if width != public_key.ciphertext_bytes:
         raise MessageError(f"message ciphertext width must be {public_key.ciphertext_bytes}, got {width}")
-    expected = _FIXED.size + bound_len + 4 * count + width * count + _TRAILER
+    pos = _FIXED.size + bound_len
+    if len(data) < pos + _CARRY.size + _TRAILER:
+        raise MessageError(f"message length must be >= {pos + _CARRY.size + _TRAILER} bytes, got {len(data)}")
+    bound = int.from_bytes(data[_FIXED.size:pos], "big")
+    (carry_len,) = _CARRY.unpack_from(data, pos)
+    pos += _CARRY.size
+    carry = int.from_bytes(data[pos:pos + carry_len], "big")
+    pos += carry_len
+    expected = pos + 4 * count + width * count + _TRAILER
     if len(data) != expected:
         raise MessageError(f"message length must be {expected} bytes for {count} ciphertexts, got {len(data)}")
     try:
-        layout = SlotLayout(slot_bits=slot_bits, slots=slots)
+        layout = SlotLayout(slot_bits=slot_bits, slots=slots, carry_bound=carry)
         layout.check_key(public_key)
     except ValueError as exc:
         raise MessageError(f"message layout is invalid: {exc}") from exc
-    pos = _FIXED.size
-    bound = int.from_bytes(data[pos:pos + bound_len], "big")
-    pos += bound_len
-    if bound > layout.max_abs:
-        raise MessageError(f"message bound must be <= {layout.max_abs}, got {bound}")
+    if bound > layout.limit:
+        raise MessageError(f"message bound must be <= {layout.limit}, got {bound}")
     chunks = struct.unpack_from(f">{count}I", data, pos)
     pos += 4 * count
     for k, c in enumerate(chunks):

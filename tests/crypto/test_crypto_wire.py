@@ -69,8 +69,8 @@ def test_specific_errors(keys512, other_keys512, message):
     with pytest.raises(MessageError, match="SHA-256 trailer must match"):
         EncryptedArray.from_bytes(raw[:-1], pk)
     v2 = bytearray(raw)
-    v2[4:6] = struct.pack(">H", 2)
-    with pytest.raises(MessageError, match="message version must be 1, got 2"):
+    v2[4:6] = struct.pack(">H", 1)
+    with pytest.raises(MessageError, match="message version must be 2, got 1"):
         EncryptedArray.from_bytes(_rehash(bytes(v2)), pk)
     with pytest.raises(MessageError, match="message magic must be"):
         EncryptedArray.from_bytes(b"XXXX" + raw[4:], pk)
@@ -106,7 +106,8 @@ def test_chunk_and_bound_validation(keys512, message):
     _, raw = message
     head = wire._FIXED.size
     bound_len = struct.unpack_from(">H", raw, head - 2)[0]
-    pos = head + bound_len
+    carry_len = struct.unpack_from(">H", raw, head + bound_len)[0]
+    pos = head + bound_len + 2 + carry_len
     bad = raw[:pos] + struct.pack(">I", 13) + raw[pos + 4:]
     with pytest.raises(MessageError, match=r"message chunk\[0\] must be in \[1, 12\], got 13"):
         EncryptedArray.from_bytes(_rehash(bad), pk)

@@ -1,0 +1,98 @@
+"""The Dask engine: bit-for-bit the serial engine's results; decryption refused; no leaked processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+
+import pytest
+from distributed import Client, LocalCluster
+
+from dpdpca.crypto import SlotLayout, decrypt, encrypt, scalar_times_packed, scalars_times_packed, sum_arrays
+from dpdpca.crypto.compute import DaskEngine, ExecutorEngine, SerialEngine, as_engine, dask_engine
+from dpdpca.errors import ParameterError
+
+LAYOUT = SlotLayout(slot_bits=40, slots=12)
+RAND = lambda i: 1000 + 7 * i  # noqa: E731  (fixed DJN exponents: reproducible ciphertexts)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        with Client(cluster) as c:
+            yield c
+
+
+def _operations(pk, executor):
+    """Every engine-backed operation with fixed randomness; returns their ciphertexts."""
+    values = list(range(-700, 700))  # 117 ciphertexts: several tasks
+    a = encrypt(pk, values, layout=LAYOUT, bound=700, executor=executor, _test_randomness=RAND)
+    b = encrypt(pk, values[::-1], layout=LAYOUT, bound=700, executor=executor, _test_randomness=RAND)
+    arrays = [a, b, a, b, a]  # an odd count exercises the tree's carried node
+    total = sum_arrays(arrays, executor=executor)
+    ks = [(-1) ** i * (i % 9) for i in range(len(a.ciphertexts))]
+    scaled = a.mul_scalars(ks, executor=executor)
+    x = encrypt(pk, [-9], layout=LAYOUT, bound=9, _test_randomness=RAND)
+    packed = scalar_times_packed(x, [[i, -i, 2 * i] for i in range(100)], vector_bound=200, executor=executor)
+    xs = encrypt(pk, [2, -3], layout=LAYOUT, bound=3, chunks=[1, 1], _test_randomness=RAND)
+    many = scalars_times_packed(xs, [[[1, 2]], [[3], [4, 5]]], vector_bound=5, executor=executor)
+    return {"encrypt": a.ciphertexts, "sum": total.ciphertexts, "mul_scalars": scaled.ciphertexts,
+            "scalar_times_packed": packed.ciphertexts, "scalars_times_packed": many.ciphertexts}, values, arrays
+
+
+def test_dask_engine_equals_serial_bit_for_bit(keys512, client):
+    pk, sk = keys512
+    serial, values, _ = _operations(pk, None)
+    dask, _, arrays = _operations(pk, client)
+    assert dask.keys() == serial.keys()
+    for name in serial:
+        assert dask[name] == serial[name], name
+    rerandomized = arrays[0].rerandomize(executor=client)
+    assert rerandomized.ciphertexts != arrays[0].ciphertexts
+    assert decrypt(sk, rerandomized) == values
+
+
+def test_decryption_is_refused_on_remote_engines(keys512, client):
+    pk, sk = keys512
+    enc = encrypt(pk, [1, 2, 3], layout=LAYOUT, bound=3)
+    for remote in (client, DaskEngine(client), client.get_executor()):
+        with pytest.raises(ParameterError, match="the secret key never leaves the key holder's host"):
+            decrypt(sk, enc, executor=remote)
+
+    class Elsewhere(Executor):  # an unknown executor may run anywhere: remote by default
+        def submit(self, fn, /, *args, **kwargs):
+            f: Future = Future()
+            f.set_result(fn(*args, **kwargs))
+            return f
+
+    with pytest.raises(ParameterError, match="got a remote executor engine"):
+        decrypt(sk, enc, executor=Elsewhere())
+    assert isinstance(as_engine(None), SerialEngine) and not as_engine(None).remote
+    assert isinstance(as_engine(client.get_executor()), DaskEngine)
+    assert ExecutorEngine(Elsewhere()).remote
+    with ThreadPoolExecutor(1) as local:
+        assert not ExecutorEngine(local).remote
+        assert decrypt(sk, enc, executor=local) == [1, 2, 3]
+
+
+def test_bad_executor_and_scheduler_arguments():
+    with pytest.raises(ParameterError, match="executor must be None, a compute Engine"):
+        as_engine("tcp://localhost:8786")
+    with pytest.raises(ParameterError, match="scheduler must be an address like tcp://HOST:8786"):
+        dask_engine("localhost")
+
+
+def test_multiprocess_cluster_smoke_and_no_leaked_processes(keys512):
+    pk, sk = keys512
+    before = set(multiprocessing.active_children())
+    serial, values, _ = _operations(pk, None)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        with Client(cluster) as c:
+            assert len(c.scheduler_info()["workers"]) == 2
+            engine = DaskEngine(c)
+            a = encrypt(pk, values, layout=LAYOUT, bound=700, executor=engine, _test_randomness=RAND)
+            assert a.ciphertexts == serial["encrypt"]
+            b = encrypt(pk, values[::-1], layout=LAYOUT, bound=700, _test_randomness=RAND)
+            assert sum_arrays([a, b, a, b, a], executor=engine).ciphertexts == serial["sum"]
+    leaked = [p for p in multiprocessing.active_children() if p not in before]
+    assert leaked == []
