@@ -1,13 +1,15 @@
 """One driver for every pipeline, encrypted or plaintext.
 
-Every pipeline is a callable with the common signature::
+Every pipeline is registered once, as a :class:`~dpdpca.pipelines.PipelineSpec`
+in :data:`dpdpca.pipelines.PIPELINES`; :func:`run` builds its estimator, fits
+it on the partitions and returns its :class:`~dpdpca.result.Result`:
 
-    fn(partitions: list[ndarray], *, n_components: int, epsilon: float,
-       delta: float, rng=None, **options) -> dpdpca.result.PCAResult
+    run(name, partitions, *, n_components, epsilon, delta, rng=None, **options) -> Result
 
-registered by name in :data:`METHODS` as ``"module:callable"`` and imported
-only when first used (so the plaintext pipelines never import the crypto
-stack, and a method whose module is not there yet gives a clear error).
+:func:`compare` runs several on the same partitions and budget, and scores
+each result by its kind (:func:`score`).  Estimator classes are imported only
+when first used (the plaintext pipelines never import the crypto stack, and a
+pipeline whose module is not there gives a clear error).
 
 ``rng=None`` means noise from OS entropy (production).  Experiments pass an
 explicit ``numpy.random.Generator``; nothing switches to a seeded source on its
@@ -19,15 +21,14 @@ Examples
 >>> from dpdpca.data import partition
 >>> X = np.random.default_rng(0).normal(size=(200, 5)) / 5
 >>> res = run("nonprivate", partition(X, 2), n_components=2, epsilon=1.0, delta=1e-5)
->>> res.components.shape
-(5, 2)
+>>> res.kind, res.components.shape
+('subspace', (5, 2))
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -35,67 +36,32 @@ import numpy as np
 from dpdpca._validation import check_int, param_error
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.errors import ParameterError, ProtocolError
-from dpdpca.metrics import captured_energy_ratio, optimal_energy, svm_f1
-from dpdpca.result import PCAResult
+from dpdpca.metrics import captured_energy_ratio, optimal_energy, q_comp, svm_f1
+from dpdpca.pipelines import PIPELINES, get_spec, pipeline_names
+from dpdpca.result import SUBSPACE, TENSOR_FACTORS, PCAResult, Result, TensorResult
 
-__all__ = ["METHODS", "available_methods", "get_method", "run", "compare"]
+__all__ = ["METHODS", "available_methods", "run", "score", "compare"]
 
-#: Method name -> ``"module:callable"`` (the pipeline), imported lazily.
-METHODS: dict[str, str] = {
-    "dpdpca": "dpdpca.protocol.runner:run_pipeline",
-    "dpdispca": "dpdpca.baselines.dpdispca:run_dpdispca",
-    "dpdispca-full": "dpdpca.baselines.dpdispca:run_dpdispca_full",
-    "capepca": "dpdpca.baselines.capepca:run_capepca",
-    "conv": "dpdpca.baselines.capepca:run_conv",
-    "local": "dpdpca.baselines.dpdispca:run_local",
-    "pooled": "dpdpca.baselines.dpdispca:run_pooled",
-    "private-local-pca": "dpdpca.baselines.private_local_pca:run_private_local_pca",
-    "nonprivate": "dpdpca.baselines.nonprivate:run_nonprivate",
-}
+#: The registry itself (name -> :class:`~dpdpca.pipelines.PipelineSpec`), under its older name.
+METHODS = PIPELINES
 
-Pipeline = Callable[..., PCAResult]
-
-
-def get_method(method: str) -> Pipeline:
-    """The pipeline callable registered under ``method``.
-
-    Raises
-    ------
-    ParameterError
-        Unknown name, or its module cannot be imported yet (the message names
-        the module and the import error).
-    """
-    if method not in METHODS:
-        raise param_error("method", f"one of {', '.join(METHODS)}", method)
-    module_name, attr = METHODS[method].split(":")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ParameterError(f"method {method!r} is not available: {METHODS[method]} could not be loaded "
-                             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
-    return fn  # type: ignore[no-any-return]
+#: Result kind -> the name of the utility :func:`score` reports for it.
+SCORES = {SUBSPACE: "captured_energy_ratio", TENSOR_FACTORS: "q_comp"}
 
 
 def available_methods() -> list[str]:
-    """Registered methods whose pipeline can be imported right now."""
-    names = []
-    for name in METHODS:
-        try:
-            get_method(name)
-        except ParameterError:
-            continue
-        names.append(name)
-    return names
+    """Registered methods whose estimator can be imported right now."""
+    return pipeline_names(available=True)
 
 
-def run(method: str, partitions: Sequence[Any], *, n_components: int, epsilon: float, delta: float,
-        rng: np.random.Generator | None = None, **options: Any) -> PCAResult:
+def run(method: str, partitions: Sequence[Any], *, n_components: int | None, epsilon: float, delta: float,
+        rng: np.random.Generator | None = None, **options: Any) -> Result:
     """Run one pipeline on ``partitions`` with one privacy budget.
 
     Parameters
     ----------
     method : str
-        A key of :data:`METHODS`.
+        A key of :data:`dpdpca.pipelines.PIPELINES`.
     partitions : list of array-like, each of shape (n_s, d)
         One matrix per site (rows are individuals).
     n_components : int, 1 <= k <= d
@@ -103,88 +69,124 @@ def run(method: str, partitions: Sequence[Any], *, n_components: int, epsilon: f
     delta : float in (0, 1)
     rng : numpy.random.Generator or None
         ``None``: noise from OS entropy.  A Generator: reproducible
-        experiments only.  (Pipelines resolve it with
-        :func:`dpdpca.dp.resolve_source`, which refuses integer seeds.)
+        experiments only (passed to pipelines that take one; the protocol's
+        noise and masks always come from OS entropy).
     **options
-        Method-specific options, passed through.
+        Options the pipeline's spec lists (``PipelineSpec.options``).
 
     Returns
     -------
-    PCAResult
-        With ``method`` set to the registry name.
+    Result
+        Of the spec's kind (a :class:`~dpdpca.result.PCAResult` for a
+        subspace), with ``method`` set to the registry name.
 
     Raises
     ------
     ParameterError
-        Unknown or unavailable method, bad ``n_components``/budget/options.
+        Unknown or unavailable method, an option it does not take, bad
+        ``n_components``/budget/options.
     DataError
         Bad partitions (empty site, NaN, mismatched features).
     ProtocolError
-        The pipeline returned something that is not a PCAResult.
+        The pipeline produced a result of another kind.
     """
-    fn = get_method(method)
+    spec = get_spec(method)
+    if rng is not None and not isinstance(rng, np.random.Generator):
+        raise ParameterError(f"rng must be None or a numpy.random.Generator, got {type(rng).__name__}")
     # Each pipeline validates its inputs itself (one pass each for NaN and norms);
     # here only the container is checked, so the data are not scanned twice.
     if isinstance(partitions, np.ndarray) or not isinstance(partitions, Sequence):
         check_partitions(partitions)  # raises the one-line DataError
-    result = fn(list(partitions), n_components=n_components, epsilon=epsilon, delta=delta, rng=rng, **options)
-    if not isinstance(result, PCAResult):
-        raise ProtocolError(f"method {method!r} must return a PCAResult, got {type(result).__name__}")
-    return result
+    estimator = spec.make(n_components=n_components, epsilon=epsilon, delta=delta, rng=rng, **options)
+    result = estimator.fit(list(partitions)).result_
+    if not isinstance(result, Result) or result.kind != spec.kind:
+        raise ProtocolError(f"method {method!r} must produce a {spec.kind} result, got {type(result).__name__}")
+    return result  # type: ignore[no-any-return]
+
+
+def score(result: Result, *, X: Any = None, center: bool = False, q_optimal: float | None = None,
+          truth: Any = None) -> tuple[str, float]:
+    """The utility of ``result``, by its kind: ``(name, value)``.
+
+    * subspace: ``("captured_energy_ratio", q/q_o)`` on the rows ``X``
+      (:func:`~dpdpca.metrics.captured_energy_ratio`; higher is better);
+    * tensor factors: ``("q_comp", error)`` against the true factors
+      ``truth`` of shape (k, d) (:func:`~dpdpca.metrics.q_comp`; lower is better).
+
+    Raises
+    ------
+    ParameterError
+        The reference the kind needs (``X`` or ``truth``) is missing.
+    """
+    if isinstance(result, PCAResult):
+        if X is None:
+            raise param_error("X", "the evaluation rows for a subspace result", X)
+        return SCORES[SUBSPACE], captured_energy_ratio(result, X, center=center, q_optimal=q_optimal)
+    if isinstance(result, TensorResult):
+        if truth is None:
+            raise param_error("truth", "the true factors (k, d) for a tensor-factors result", truth)
+        return SCORES[TENSOR_FACTORS], q_comp(result.means, truth)
+    raise param_error("result", "a PCAResult or TensorResult", type(result).__name__)
 
 
 def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: int, epsilon: float,
             delta: float, runs: int = 1, rng: np.random.Generator | None = None,
             X_eval: Any = None, center: bool = False,
             method_options: dict[str, dict[str, Any]] | None = None,
-            f1_data: tuple[Any, Any, Any, Any] | None = None) -> dict[str, Any]:
+            f1_data: tuple[Any, Any, Any, Any] | None = None, truth: Any = None) -> dict[str, Any]:
     """Run several methods on the same partitions and budget; summarise utility.
 
-    Each method runs ``runs`` times (fresh noise each time).  Utility is
-    ``q / q_o`` (:func:`~dpdpca.metrics.captured_energy_ratio`) on ``X_eval``
-    (default: the pooled partitions).  With ``f1_data = (X_train, y_train,
-    X_test, y_test)`` each run also reports the F1 of an RBF SVM trained on the
-    projected training rows and scored on the projected test rows
-    (:func:`~dpdpca.metrics.svm_f1`, Wang & Chang Fig. 4), as ``"f1"`` (mean)
-    and ``"f1_std"``.
+    Each method runs ``runs`` times (fresh noise each time) and each result is
+    scored by its kind (:func:`score`): a subspace by ``q / q_o``
+    (:func:`~dpdpca.metrics.captured_energy_ratio`) on ``X_eval`` (default:
+    the pooled partitions), tensor factors by ``q_comp`` against ``truth``.
+    With ``f1_data = (X_train, y_train, X_test, y_test)`` each subspace run
+    also reports the F1 of an RBF SVM trained on the projected training rows
+    and scored on the projected test rows (:func:`~dpdpca.metrics.svm_f1`,
+    Wang & Chang Fig. 4), as ``"f1"`` (mean) and ``"f1_std"``.
 
     Returns
     -------
     dict
-        ``{"methods": {name: {"captured_energy_ratio": mean, "std": sample std
-        (0 for one run), "ratios": [...], "privacy": PrivacyReport dict,
-        "time_s": mean critical-path seconds, "total_s": mean summed seconds,
-        "bytes_sent": bytes of the last run}}, "q_optimal": q_o,
+        ``{"methods": {name: {"kind": result kind, "captured_energy_ratio"
+        (subspace) or "q_comp" (tensor factors): mean, "std": sample std (0
+        for one run), "ratios" or "values": per run, "privacy": PrivacyReport
+        dict, "time_s": mean critical-path seconds, "total_s": mean summed
+        seconds, "bytes_sent": bytes of the last run}}, "q_optimal": q_o,
         "n_components": k, "epsilon": ..., "delta": ..., "runs": R}``
     """
     names = list(methods)
     if not names:
         raise param_error("methods", "a non-empty list", names)
-    for name in names:
-        get_method(name)  # fail before any work if a name is wrong
+    specs = [get_spec(name) for name in names]  # fail before any work if a name is wrong
+    for spec in specs:
+        spec.load()
     n_runs = check_int("runs", runs, minimum=1)
     parts = check_partitions(partitions)
     X = np.vstack(parts) if X_eval is None else X_eval
     k = check_int("n_components", n_components, minimum=1, maximum=parts[0].shape[1])
-    q_o = optimal_energy(X, k, center=center)
+    q_o = optimal_energy(X, k, center=center) if any(sp.kind == SUBSPACE for sp in specs) else None
     opts = dict(method_options or {})
     out: dict[str, Any] = {}
-    for name in names:
-        ratios, crit, total, f1s = [], [], [], []
+    for spec in specs:
+        name = spec.name
+        values, crit, total, f1s = [], [], [], []
         result = None
+        metric = SCORES[spec.kind]
         for _ in range(n_runs):
             result = run(name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng,
                          **opts.get(name, {}))
-            ratios.append(captured_energy_ratio(result, X, center=center, q_optimal=q_o))
-            if f1_data is not None:
+            values.append(score(result, X=X, center=center, q_optimal=q_o, truth=truth)[1])
+            if f1_data is not None and isinstance(result, PCAResult):
                 f1s.append(svm_f1(result, *f1_data))
             crit.append(result.timings.critical_path_s())
             total.append(result.timings.total_s())
         assert result is not None
         out[name] = {
-            "captured_energy_ratio": float(np.mean(ratios)),
-            "std": float(np.std(ratios, ddof=1)) if n_runs > 1 else 0.0,
-            "ratios": [float(r) for r in ratios],
+            "kind": spec.kind,
+            metric: float(np.mean(values)),
+            "std": float(np.std(values, ddof=1)) if n_runs > 1 else 0.0,
+            "ratios" if spec.kind == SUBSPACE else "values": [float(r) for r in values],
             "privacy": _json_safe(result.privacy.to_dict()),
             "time_s": float(np.mean(crit)),
             "total_s": float(np.mean(total)),

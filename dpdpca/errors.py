@@ -19,6 +19,8 @@ __all__ = [
     "InsecureKeyError",
     "InfeasibleError",
     "ProtocolError",
+    "NotFittedError",
+    "ParameterTypeError",
 ]
 
 
@@ -56,3 +58,14 @@ class InfeasibleError(ParameterError):
 
 class ProtocolError(DpdpcaError, ValueError):
     """A protocol round was run out of order, replayed, or duplicated."""
+
+
+class NotFittedError(DpdpcaError, ValueError, AttributeError):
+    """An estimator was used (``transform``, ...) before ``fit``; the same in every estimator.
+
+    Also an ``AttributeError``, as scikit-learn's ``NotFittedError``.
+    """
+
+
+class ParameterTypeError(DpdpcaError, TypeError):
+    """A parameter has the wrong type (e.g. ``epsilon="1"``); a wrong *value* is a :class:`ParameterError`."""

@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from dpdpca import linalg
 from dpdpca._validation import check_data_matrix, check_int, param_error
 from dpdpca.errors import DataError, DpdpcaError
 
 __all__ = ["second_moment", "captured_energy", "optimal_energy", "captured_energy_ratio",
-           "subspace_distance", "captured_variance_ratio", "svm_f1", "ORTHONORMAL_TOL"]
+           "subspace_distance", "captured_variance_ratio", "svm_f1", "q_comp", "ORTHONORMAL_TOL"]
 
 #: Largest allowed ``max |V^T V - I|`` for components to count as orthonormal.
 ORTHONORMAL_TOL = 1e-6
@@ -63,8 +64,9 @@ def second_moment(X: Any, *, center: bool = False) -> np.ndarray:
     ndarray of shape (n_features, n_features)
         ``X^T X / N`` (``center=False``) or the centred scatter (``center=True``).
     """
-    Y, c = _matrix_rows(X, center)
-    return (Y.T @ Y) / c
+    arr = check_data_matrix("X", X, copy=False)
+    S = linalg.scatter(arr, center=center)
+    return S if center else S / arr.shape[0]
 
 
 def captured_energy(components: Any, X: Any, *, center: bool = False) -> float:
@@ -178,6 +180,39 @@ def subspace_distance(U: Any, V: Any, *, norm: str = "spectral") -> float:
     # sin of the largest principal angle as ||(I - A A^T) B||_2: accurate for tiny angles,
     # unlike sqrt(1 - cos^2), which cannot go below ~1e-8
     return min(1.0, float(np.linalg.norm(B - A @ C, 2)))
+
+
+def q_comp(estimated: Any, true: Any) -> float:
+    """Factor error of a tensor decomposition: ``mean_k min_k' ||a_hat_k - a_k'||``.
+
+    Each recovered factor is matched to its nearest true factor (Imtiaz &
+    Sarwate 2018, Sec. VI-B); 0 means every recovered factor is a true one.
+
+    Parameters
+    ----------
+    estimated : array-like of shape (k, n_features) or TensorResult
+        Recovered factors (rows), or a result whose ``means`` they are.
+    true : array-like of shape (k_true, n_features)
+        The true factors, as rows.
+
+    Returns
+    -------
+    float >= 0
+
+    Raises
+    ------
+    DataError
+        Not finite 2-D arrays, or different numbers of features.
+
+    Examples
+    --------
+    >>> q_comp([[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]])
+    0.0
+    """
+    A = check_data_matrix("estimated", getattr(estimated, "means", estimated))
+    B = check_data_matrix("true", true, n_features=A.shape[1])
+    dist = np.linalg.norm(A[:, None, :] - B[None, :, :], axis=2)
+    return float(np.mean(dist.min(axis=1)))
 
 
 def svm_f1(components: Any, X_train: Any, y_train: Any, X_test: Any, y_test: Any, *,

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from dpdpca import driver
+from dpdpca import driver, pipelines
+from dpdpca.estimator import PCAEstimator
 from dpdpca.data import clip_rows, make_covariance_data, partition
 from dpdpca.errors import DataError, ParameterError, ProtocolError
 from dpdpca.result import PCAResult
@@ -23,8 +24,9 @@ def parts():
 
 
 def test_registry_names():
-    assert set(PLAINTEXT) | {"dpdpca"} == set(driver.METHODS)
-    assert driver.METHODS["dpdpca"] == "dpdpca.protocol.runner:run_pipeline"
+    assert set(PLAINTEXT) | {"dpdpca"} == set(driver.METHODS) == set(pipelines.PIPELINES)
+    assert driver.METHODS["dpdpca"].estimator == "dpdpca.protocol.estimator:DPDPCA"
+    assert driver.METHODS["dpdpca"].crypto and not driver.METHODS["pooled"].crypto
     assert set(PLAINTEXT) <= set(driver.available_methods())
 
 
@@ -42,8 +44,8 @@ def test_every_plaintext_method_runs_through_the_driver(parts, method):
 def test_unknown_and_unavailable_methods(parts, monkeypatch):
     with pytest.raises(ParameterError, match="method must be one of .* got 'pca'"):
         driver.run("pca", parts, n_components=2, epsilon=1.0, delta=1e-5)
-    monkeypatch.setitem(driver.METHODS, "later", "dpdpca.no_such_module:fn")
-    with pytest.raises(ParameterError, match="method 'later' is not available: dpdpca.no_such_module:fn"):
+    monkeypatch.setitem(driver.METHODS, "later", pipelines.PipelineSpec("later", "dpdpca.no_such_module:Fn", ""))
+    with pytest.raises(ParameterError, match="method 'later' is not available: dpdpca.no_such_module:Fn"):
         driver.run("later", parts, n_components=2, epsilon=1.0, delta=1e-5)
     assert "later" not in driver.available_methods()
 
@@ -52,11 +54,18 @@ def test_pipeline_must_return_a_result(parts, monkeypatch):
     import sys
     import types
 
+    class Fake(PCAEstimator):
+        def __init__(self, n_components=None, epsilon=1.0, delta=1e-5):
+            self.n_components, self.epsilon, self.delta = n_components, epsilon, delta
+
+        def _fit_result(self, partitions):
+            return "not a result"
+
     mod = types.ModuleType("dpdpca_fake_pipeline")
-    mod.fn = lambda partitions, **kw: "not a result"
+    mod.Fake = Fake
     monkeypatch.setitem(sys.modules, "dpdpca_fake_pipeline", mod)
-    monkeypatch.setitem(driver.METHODS, "fake", "dpdpca_fake_pipeline:fn")
-    with pytest.raises(ProtocolError, match="must return a PCAResult, got str"):
+    monkeypatch.setitem(driver.METHODS, "fake", pipelines.PipelineSpec("fake", "dpdpca_fake_pipeline:Fake", ""))
+    with pytest.raises(ProtocolError, match="must produce a PCAResult, got str"):
         driver.run("fake", parts, n_components=2, epsilon=1.0, delta=1e-5)
 
 

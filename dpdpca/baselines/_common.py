@@ -1,4 +1,4 @@
-"""Shared parts of the plaintext pipelines: the estimator shape, eigh, bytes.
+"""Shared parts of the plaintext pipelines: the estimator base, validation, partial roots, bytes.
 
 Conventions (all Imtiaz-Sarwate pipelines):
 
@@ -6,7 +6,8 @@ Conventions (all Imtiaz-Sarwate pipelines):
   ``||x|| <= 1`` (clip with :func:`dpdpca.data.clip_rows` first);
 * the statistic is the second-moment matrix ``A_s = X_s^T X_s / N_s`` of
   pre-centred data (the papers' ``(1/N_s) X_s X_s^T`` with samples as columns);
-* noisy symmetric matrices are decomposed with ``eigh`` and the top
+* noisy symmetric matrices are decomposed with
+  :func:`dpdpca.linalg.top_eigenpairs` (one sign rule everywhere) and the top
   eigenpairs are taken by *algebraic* value (a noisy matrix can have negative
   eigenvalues; a partial square root uses ``sqrt(max(lambda, 0))``);
 * parties are ``"site:<s>"`` (parallel: only the slowest counts on the critical
@@ -16,22 +17,23 @@ Conventions (all Imtiaz-Sarwate pipelines):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Sequence
 
 import numpy as np
-import scipy.linalg
 
-from dpdpca._validation import (check_data_matrix, check_finite_rows, check_int, check_open_unit, check_positive,
+from dpdpca._validation import (check_finite_rows, check_int, check_open_unit, check_positive,
                                 param_error)
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp import REPLACE_ONE, GaussianMechanism, PrivacyReport, resolve_source, second_moment_sensitivity
 from dpdpca.dp.mechanisms import check_sensitivity_mode
 from dpdpca.errors import DataError
+from dpdpca.estimator import PCAEstimator
+from dpdpca.linalg import top_eigenpairs
 from dpdpca.result import PCAResult
 
-__all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "second_moment", "top_eigenpairs",
-           "partial_square_root", "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "symmetric_bytes",
+__all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "partial_square_root", "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "symmetric_bytes",
            "check_budget", "check_unit_rows"]
 
 FLOAT_BYTES = 8
@@ -40,34 +42,6 @@ FLOAT_BYTES = 8
 def symmetric_bytes(d: int) -> int:
     """Bytes of a symmetric d x d float64 matrix sent as its upper triangle."""
     return FLOAT_BYTES * d * (d + 1) // 2
-
-
-def second_moment(X: np.ndarray) -> np.ndarray:
-    """``A = X^T X / N`` (Imtiaz & Sarwate 2018, Alg. 1 step 2)."""
-    return (X.T @ X) / X.shape[0]
-
-
-def top_eigenpairs(M: np.ndarray, k: int, *, dtype: Any = np.float64) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` algebraically largest eigenpairs of a symmetric matrix, descending.
-
-    ``dtype=numpy.float32`` decomposes a float32 copy (see
-    :func:`site_eigh_dtype` for when that is sound); the results are float64
-    either way.
-
-    Returns
-    -------
-    eigenvalues : ndarray of shape (k,)
-    eigenvectors : ndarray of shape (d, k), orthonormal columns
-    """
-    d = M.shape[0]
-    A = M.astype(np.float32) if dtype == np.float32 else M
-    if k < d:
-        # only the top k: LAPACK's subset driver is several times faster than a full eigh at k << d;
-        # M is exactly symmetric, and the upper-triangle reduction is ~10% faster in float32
-        w, U = scipy.linalg.eigh(A, lower=False, subset_by_index=[d - k, d - 1], check_finite=False)
-    else:
-        w, U = np.linalg.eigh(A)
-    return w[::-1][:k].astype(np.float64), U[:, ::-1][:, :k].astype(np.float64)
 
 
 def partial_square_root(M: np.ndarray, r: int, *, dtype: Any = np.float64) -> np.ndarray:
@@ -144,59 +118,49 @@ def check_unit_rows(parts: Sequence[np.ndarray], *, tol: float = 1e-9) -> None:
                             f"got {norms[row]:.6g} in row {row}")
 
 
-class SiteEstimator:
-    """scikit-learn-shaped base: ``__init__`` stores, ``fit`` validates.
+class SiteEstimator(PCAEstimator):
+    """Base of the plaintext pipelines: the :class:`~dpdpca.estimator.PCAEstimator` contract.
 
-    Learned attributes (after :meth:`fit`): ``components_`` (D, K),
-    ``explained_variance_`` (K,) eigenvalues of the matrix decomposed,
-    ``privacy_``, ``timings_``, ``bytes_sent_``, ``result_`` (the
-    :class:`~dpdpca.result.PCAResult`), ``n_features_in_``.
+    Subclasses implement ``_fit(parts, k) -> PCAResult`` on validated
+    partitions (rows of norm <= 1) with the eigenvalues of the second moment
+    they decomposed; this base adds ``explained_variance`` (those eigenvalues
+    times ``N/(N - 1)``, ``N`` the rows behind the matrix).  ``n_components=None``
+    keeps every feature.
     """
 
     method_name = ""
 
-    def __init__(self, n_components: int, epsilon: float, delta: float, *, rng: Any = None) -> None:
+    def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
+                 rng: Any = None) -> None:
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
         self.rng = rng
 
-    def get_params(self) -> dict[str, Any]:
-        """The constructor arguments, as scikit-learn's ``get_params`` (no nesting)."""
-        import inspect
-
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {n: getattr(self, n) for n in names}
-
     def _validate(self, partitions: Any) -> tuple[list[np.ndarray], int]:
         parts = check_partitions(partitions, check_finite=False)  # check_unit_rows finds NaN/inf in its pass
-        k = check_int("n_components", self.n_components, minimum=1, maximum=parts[0].shape[1])
+        k = self._check_components(parts)
         check_budget(self.epsilon, self.delta)
         check_unit_rows(parts)
         return parts, k
 
-    def fit(self, partitions: Any) -> "SiteEstimator":
-        """Run the pipeline on ``partitions`` (list of (N_s, D) arrays); return ``self``."""
+    def _check_components(self, parts: Sequence[np.ndarray]) -> int:
+        d = int(parts[0].shape[1])
+        return d if self.n_components is None else check_int("n_components", self.n_components, minimum=1,
+                                                               maximum=d)
+
+    def _n_rows(self, parts: Sequence[np.ndarray]) -> int:
+        """Rows behind the matrix decomposed (all of them, unless a pipeline uses fewer)."""
+        return sum(int(X.shape[0]) for X in parts)
+
+    def _fit_result(self, partitions: list[Any]) -> PCAResult:
         parts, k = self._validate(partitions)
         result = self._fit(parts, k)
-        self.result_ = result
-        self.components_ = result.components
-        self.explained_variance_ = result.eigenvalues
-        self.privacy_ = result.privacy
-        self.timings_ = result.timings
-        self.bytes_sent_ = dict(result.bytes_sent)
-        self.n_features_in_ = int(parts[0].shape[1])
-        return self
+        n = self._n_rows(parts)
+        return dataclasses.replace(result, explained_variance=result.eigenvalues * (n / max(n - 1, 1)))
 
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:  # pragma: no cover - abstract
         raise NotImplementedError
-
-    def transform(self, X: Any) -> np.ndarray:
-        """Project ``X`` (n, D) onto the components: ``X V`` of shape (n, K)."""
-        if not hasattr(self, "components_"):
-            raise DataError(f"{type(self).__name__} must be fitted before transform")
-        arr = check_data_matrix("X", X, n_features=self.n_features_in_)
-        return arr @ self.components_
 
 
 class NoisySiteEstimator(SiteEstimator):
@@ -219,8 +183,8 @@ class NoisySiteEstimator(SiteEstimator):
         ``None``: OS entropy.  A Generator only for experiments.
     """
 
-    def __init__(self, n_components: int, epsilon: float, delta: float, *, calibration: str = "classic",
-                 sensitivity_mode: str = "paper", rng: Any = None) -> None:
+    def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
+                 calibration: str = "classic", sensitivity_mode: str = "paper", rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, rng=rng)
         self.calibration = calibration
         self.sensitivity_mode = sensitivity_mode

@@ -51,16 +51,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
-from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, second_moment,
-                                      symmetric_bytes, top_eigenpairs)
-from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, PrivacyReport, resolve_source,
-                       second_moment_sensitivity, symmetric_from_upper, upper_from_symmetric,
-                       upper_triangle_size)
-from dpdpca.errors import ParameterError
+from dpdpca.baselines._common import FLOAT_BYTES, NoisySiteEstimator, parallel_report, symmetric_bytes
+from dpdpca.dp import REPLACE_ONE, CapeNoisePlan, PrivacyReport, resolve_source, second_moment_sensitivity
+from dpdpca.linalg import pack_upper as upper_from_symmetric
+from dpdpca.linalg import second_moment, top_eigenpairs, upper_triangle_size
+from dpdpca.linalg import unpack_upper as symmetric_from_upper
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["CapePCA", "SCHEMES", "run_capepca", "run_conv"]
+__all__ = ["CapePCA", "SCHEMES"]
 
 SCHEMES = ("projection", "paper")
 _CAPE_PARTIES = "noise-generator,aggregator,site"
@@ -115,10 +114,11 @@ class CapePCA(NoisySiteEstimator):
     >>> X = clip_rows(np.random.default_rng(0).normal(size=(400, 6)) / 3)[0]
     >>> est = CapePCA(2, 1.0, 1e-5, rng=np.random.default_rng(1)).fit(partition(X, 4))
     >>> est.privacy_.mechanism, est.components_.shape
-    ('cape', (6, 2))
+    ('cape', (2, 6))
     """
 
-    def __init__(self, n_components: int, epsilon: float, delta: float, *, correlated: bool = True,
+    def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
+                 correlated: bool = True,
                  weights: Sequence[float] | None = None, site_epsilons: Sequence[float] | None = None,
                  site_deltas: Sequence[float] | None = None, dropped_sites: Sequence[int] = (),
                  scheme: str = "projection", keep_noise: bool = False, calibration: str = "classic",
@@ -261,19 +261,3 @@ class CapePCA(NoisySiteEstimator):
                       f"noise exceeds the pooled level; each release keeps its own (epsilon_s, delta_s) guarantee "
                       f"(the conventional one)")
         return parallel_report(reports, mechanism="cape", noise_added_by=_CAPE_PARTIES, notes=notes)
-
-
-def run_capepca(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
-                rng: Any = None, **options: Any) -> PCAResult:
-    """Driver entry for ``"capepca"`` (options as :class:`CapePCA`)."""
-    if "correlated" in options:
-        raise ParameterError("correlated is fixed by the method name (capepca: True, conv: False)")
-    return CapePCA(n_components, epsilon, delta, rng=rng, **options).fit(partitions).result_
-
-
-def run_conv(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
-             rng: Any = None, **options: Any) -> PCAResult:
-    """Driver entry for ``"conv"``: conventional averaging without correlated noise."""
-    if "correlated" in options:
-        raise ParameterError("correlated is fixed by the method name (capepca: True, conv: False)")
-    return CapePCA(n_components, epsilon, delta, correlated=False, rng=rng, **options).fit(partitions).result_

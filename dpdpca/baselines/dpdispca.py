@@ -27,19 +27,19 @@ partial square root uses ``sqrt(max(lambda, 0))``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from dpdpca._validation import check_int, param_error
-from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, partial_square_root,
-                                      site_eigh_dtype, check_site_precision,
-                                      second_moment, symmetric_bytes, top_eigenpairs)
+from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, check_site_precision, parallel_report,
+                                      partial_square_root, site_eigh_dtype, symmetric_bytes)
+from dpdpca.linalg import second_moment, top_eigenpairs
 from dpdpca.dp import resolve_source, symmetric_gaussian_matrix
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["DPDisPCA", "VARIANTS", "run_dpdispca", "run_dpdispca_full", "run_pooled", "run_local"]
+__all__ = ["DPDisPCA", "VARIANTS"]
 
 VARIANTS = {"partial-root": "dpdispca", "full": "dpdispca-full", "pooled": "pooled", "local": "local"}
 
@@ -72,9 +72,12 @@ class DPDisPCA(NoisySiteEstimator):
 
     Attributes
     ----------
-    components_ : ndarray of shape (D, K)
+    components_ : ndarray of shape (K, D)
     explained_variance_ : ndarray of shape (K,)
-        Top eigenvalues of the matrix the aggregator decomposed.
+        Top eigenvalues of the matrix decomposed, times ``N/(N - 1)`` (see
+        :mod:`dpdpca.estimator`; ``result_.eigenvalues`` keeps second-moment units).
+    mean_ : ndarray of shape (D,)
+        Zeros: the data are taken as centred.
     privacy_ : PrivacyReport
     timings_ : Timings
     bytes_sent_ : dict
@@ -92,11 +95,11 @@ class DPDisPCA(NoisySiteEstimator):
     >>> X = clip_rows(np.random.default_rng(0).normal(size=(400, 6)) / 3)[0]
     >>> est = DPDisPCA(2, 1.0, 1e-5, rng=np.random.default_rng(1)).fit(partition(X, 4))
     >>> est.components_.shape
-    (6, 2)
+    (2, 6)
     """
 
-    def __init__(self, n_components: int, epsilon: float, delta: float, *, variant: str = "partial-root",
-                 n_intermediate: int | None = None, site: int = 0, site_precision: str = "auto",
+    def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
+                 variant: str = "partial-root", n_intermediate: int | None = None, site: int = 0, site_precision: str = "auto",
                  calibration: str = "classic", sensitivity_mode: str = "paper", rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
                          sensitivity_mode=sensitivity_mode, rng=rng)
@@ -108,6 +111,11 @@ class DPDisPCA(NoisySiteEstimator):
     @property
     def method_name(self) -> str:  # type: ignore[override]
         return VARIANTS.get(self.variant, "dpdispca")
+
+    def _n_rows(self, parts: Sequence[np.ndarray]) -> int:
+        if self.variant == "local":
+            return int(parts[check_int("site", self.site, minimum=0, maximum=len(parts) - 1)].shape[0])
+        return super()._n_rows(parts)
 
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
         if self.variant not in VARIANTS:
@@ -199,33 +207,3 @@ class DPDisPCA(NoisySiteEstimator):
         privacy = mech.privacy(noise_added_by=party, notes="one site's data only")
         return PCAResult(method="local", components=V, eigenvalues=w, privacy=privacy, timings=timings,
                          bytes_sent={party: FLOAT_BYTES * d * k}, params=params)
-
-
-def _run(variant: str, partitions: list[np.ndarray], n_components: int, epsilon: float, delta: float,
-         rng: Any, options: dict[str, Any]) -> PCAResult:
-    return DPDisPCA(n_components, epsilon, delta, variant=variant, rng=rng, **options).fit(partitions).result_
-
-
-def run_dpdispca(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
-                 rng: Any = None, **options: Any) -> PCAResult:
-    """Driver entry for ``"dpdispca"`` (options: ``n_intermediate``, ``site_precision``, ``calibration``,
-    ``sensitivity_mode``)."""
-    return _run("partial-root", partitions, n_components, epsilon, delta, rng, options)
-
-
-def run_dpdispca_full(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
-                      rng: Any = None, **options: Any) -> PCAResult:
-    """Driver entry for ``"dpdispca-full"`` (sites send the full noisy ``A_hat_s``)."""
-    return _run("full", partitions, n_components, epsilon, delta, rng, options)
-
-
-def run_pooled(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
-               rng: Any = None, **options: Any) -> PCAResult:
-    """Driver entry for ``"pooled"`` (AG on the pooled data, sensitivity at N)."""
-    return _run("pooled", partitions, n_components, epsilon, delta, rng, options)
-
-
-def run_local(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
-              rng: Any = None, **options: Any) -> PCAResult:
-    """Driver entry for ``"local"`` (option ``site``, default 0: the first site alone)."""
-    return _run("local", partitions, n_components, epsilon, delta, rng, options)

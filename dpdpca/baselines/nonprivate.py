@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, second_moment, symmetric_bytes, top_eigenpairs
+from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, symmetric_bytes
+from dpdpca.linalg import second_moment, top_eigenpairs
 from dpdpca.data.preprocessing import check_partitions
-from dpdpca._validation import check_int
 from dpdpca.dp.report import PrivacyReport
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["NonPrivatePCA", "run_nonprivate"]
+__all__ = ["NonPrivatePCA"]
 
 
 class NonPrivatePCA(SiteEstimator):
@@ -37,7 +37,7 @@ class NonPrivatePCA(SiteEstimator):
 
     def _validate(self, partitions: Any) -> tuple[list[np.ndarray], int]:
         parts = check_partitions(partitions)  # no norm bound needed: nothing is calibrated
-        return parts, check_int("n_components", self.n_components, minimum=1, maximum=parts[0].shape[1])
+        return parts, self._check_components(parts)
 
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
         d = parts[0].shape[1]
@@ -59,9 +59,3 @@ class NonPrivatePCA(SiteEstimator):
         return PCAResult(method=self.method_name, components=V, eigenvalues=w,
                          privacy=PrivacyReport.non_private(), timings=timings, bytes_sent=bytes_sent,
                          params={"n_components": k, "n_sites": len(parts)}, extra={"n_samples": n_total})
-
-
-def run_nonprivate(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
-                   rng: Any = None) -> PCAResult:
-    """Driver entry for ``"nonprivate"`` (``epsilon``, ``delta``, ``rng`` ignored)."""
-    return NonPrivatePCA(n_components, epsilon, delta, rng=rng).fit(partitions).result_

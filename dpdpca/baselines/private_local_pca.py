@@ -38,14 +38,14 @@ from typing import Any
 import numpy as np
 
 from dpdpca._validation import check_int
-from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, parallel_report, partial_square_root,
-                                      site_eigh_dtype, check_site_precision,
-                                      second_moment, top_eigenpairs)
+from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, check_site_precision, parallel_report,
+                                      partial_square_root, site_eigh_dtype)
+from dpdpca.linalg import second_moment, top_eigenpairs
 from dpdpca.dp import resolve_source, symmetric_gaussian_matrix
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["PrivateLocalPCA", "run_private_local_pca"]
+__all__ = ["PrivateLocalPCA"]
 
 
 class PrivateLocalPCA(NoisySiteEstimator):
@@ -68,9 +68,12 @@ class PrivateLocalPCA(NoisySiteEstimator):
 
     Attributes
     ----------
-    components_ : ndarray of shape (D, K)
+    components_ : ndarray of shape (K, D)
     explained_variance_ : ndarray of shape (K,)
-        Top eigenvalues of ``M_S``.
+        Top eigenvalues of the matrix decomposed, times ``N/(N - 1)`` (see
+        :mod:`dpdpca.estimator`; ``result_.eigenvalues`` keeps second-moment units).
+    mean_ : ndarray of shape (D,)
+        Zeros: the data are taken as centred.
     privacy_, timings_, bytes_sent_, result_
 
     References
@@ -90,8 +93,8 @@ class PrivateLocalPCA(NoisySiteEstimator):
 
     method_name = "private-local-pca"
 
-    def __init__(self, n_components: int, epsilon: float, delta: float, *, n_intermediate: int | None = None,
-                 site_precision: str = "auto", calibration: str = "classic", sensitivity_mode: str = "paper",
+    def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
+                 n_intermediate: int | None = None, site_precision: str = "auto", calibration: str = "classic", sensitivity_mode: str = "paper",
                  rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
                          sensitivity_mode=sensitivity_mode, rng=rng)
@@ -140,10 +143,3 @@ class PrivateLocalPCA(NoisySiteEstimator):
                                         "passes P_s to the next site")
         return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
                          bytes_sent=bytes_sent, params=params)
-
-
-def run_private_local_pca(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
-                          rng: Any = None, **options: Any) -> PCAResult:
-    """Driver entry for ``"private-local-pca"`` (options: ``n_intermediate``, ``site_precision``, ``calibration``,
-    ``sensitivity_mode``)."""
-    return PrivateLocalPCA(n_components, epsilon, delta, rng=rng, **options).fit(partitions).result_

@@ -17,14 +17,11 @@ import numpy as np
 from dpdpca._io import atomic_write_json
 from dpdpca._validation import check_int, check_open_unit, param_error
 from dpdpca.data import SCALINGS, dataset_names, load_dataset, load_file, partition, preprocess
-from dpdpca.driver import METHODS, available_methods, compare
+from dpdpca.driver import available_methods, compare
 from dpdpca.errors import ParameterError
+from dpdpca.pipelines import PIPELINES, get_spec
 
 __all__ = ["compare_cmd", "run_compare"]
-
-#: Methods that take ``calibration`` and ``sensitivity_mode`` options.
-_NOISY = {"dpdpca", "dpdispca", "dpdispca-full", "capepca", "conv", "local", "pooled", "private-local-pca"}
-
 
 def run_compare(*, dataset: str | None, data: str | None, sites: int, components: int, epsilon: float,
                 delta: float, methods: str | None = None, runs: int = 1, seed: int | None = None,
@@ -65,7 +62,7 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
         f1_data = (np.vstack(parts)[:cap], y_train[:cap], X_test, y_test)
     noise_opts = {k: v for k, v in (("calibration", calibration), ("sensitivity_mode", sensitivity_mode))
                   if v is not None}
-    method_options = {m: dict(noise_opts) for m in names if m in _NOISY}
+    method_options = {m: dict(noise_opts) for m in names if get_spec(m).noisy}
     summary = compare(names, parts, n_components=components, epsilon=epsilon, delta=delta, runs=runs, rng=rng,
                       X_eval=np.vstack(parts), method_options=method_options, f1_data=f1_data)
     summary["dataset"] = {"name": name, "source": source, "shape": list(X_raw.shape),
@@ -124,7 +121,7 @@ def format_table(summary: dict[str, Any]) -> str:
 @click.option("--epsilon", type=float, required=True)
 @click.option("--delta", type=float, required=True)
 @click.option("--methods", default=None,
-              help=f"Comma-separated subset of: {', '.join(METHODS)} (default: every available method; "
+              help=f"Comma-separated subset of: {', '.join(PIPELINES)} (default: every available method; "
                    f"the encrypted dpdpca is far slower than the plaintext ones).")
 @click.option("--runs", type=int, default=1, show_default=True, help="Runs per method (fresh noise each).")
 @click.option("--seed", type=int, default=None,

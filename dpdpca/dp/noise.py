@@ -18,13 +18,13 @@ Gaussian, numpy ``object`` arrays of Python ints).
 
 from __future__ import annotations
 
-import functools
 from fractions import Fraction
 from itertools import combinations_with_replacement
 from typing import Any
 
 import numpy as np
 
+from dpdpca import linalg as _linalg
 from dpdpca._validation import check_int, check_nonnegative
 from dpdpca.dp.discrete import sample_discrete_gaussian
 from dpdpca.dp.randomness import resolve_source
@@ -44,49 +44,10 @@ __all__ = [
 ]
 
 
-def upper_triangle_size(d: int) -> int:
-    """``d(d+1)/2``."""
-    d = check_int("d", d, minimum=1)
-    return d * (d + 1) // 2
-
-
-def symmetric_from_upper(values: Any, d: int) -> np.ndarray:
-    """The symmetric d x d matrix whose row-major upper triangle (with diagonal) is ``values``.
-
-    Keeps the dtype of ``values`` (``object`` for Python ints).
-    """
-    d = check_int("d", d, minimum=1)
-    vals = np.asarray(values)
-    if vals.shape != (upper_triangle_size(d),):
-        raise ValueError(f"values must have shape ({upper_triangle_size(d)},) for d={d}, got {vals.shape}")
-    upper, lower = _triangle_flat_indices(d)
-    out = np.empty((d, d), dtype=vals.dtype)
-    flat = out.reshape(-1)
-    flat[upper] = vals
-    flat[lower] = vals  # the transposed positions; the diagonal gets the same value twice
-    return out
-
-
-def upper_from_symmetric(matrix: Any) -> np.ndarray:
-    """Row-major upper triangle (with diagonal) of a square matrix, shape (d(d+1)/2,)."""
-    m = np.asarray(matrix)
-    if m.ndim != 2 or m.shape[0] != m.shape[1]:
-        raise ValueError(f"matrix must be square, got shape {m.shape}")
-    return np.take(m, _triangle_flat_indices(m.shape[0])[0])
-
-
-@functools.lru_cache(maxsize=8)
-def _triangle_flat_indices(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Flat (row-major) positions of the upper triangle, and of their transposes, in a d x d matrix.
-
-    Flat ``take``/``put`` is ~10x faster than indexing with the two
-    ``triu_indices`` arrays at d = 784.  Cached, read-only.
-    """
-    rows, cols = np.triu_indices(d)
-    upper, lower = rows * d + cols, cols * d + rows
-    upper.flags.writeable = False
-    lower.flags.writeable = False
-    return upper, lower
+# The triangle helpers live in dpdpca.linalg (shared by every layer above crypto); the names stay here too.
+upper_triangle_size = _linalg.upper_triangle_size
+symmetric_from_upper = _linalg.unpack_upper
+upper_from_symmetric = _linalg.pack_upper
 
 
 def symmetric_gaussian_matrix(d: int, sigma: float, rng: Any = None) -> np.ndarray:

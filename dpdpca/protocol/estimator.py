@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import inspect
 from concurrent.futures import Executor
 from typing import Any
 
 import numpy as np
 
-from dpdpca._validation import check_data_matrix
-from dpdpca.errors import ProtocolError
+from dpdpca.estimator import PCAEstimator
 from dpdpca.protocol.runner import run_protocol
+from dpdpca.result import PCAResult
 
 __all__ = ["DPDPCA"]
 
 
-class DPDPCA:
+class DPDPCA(PCAEstimator):
     """Differentially private distributed PCA over Paillier (Wang & Chang).
 
     Owners encrypt their scatter shares, the proxy aggregates, masks and adds
@@ -24,8 +23,8 @@ class DPDPCA:
 
     Parameters
     ----------
-    n_components : int >= 1
-        k, at most the number of features.
+    n_components : int >= 1 or None
+        k, at most the number of features; ``None`` keeps every feature.
     epsilon : float > 0
     delta : float in (0, 1)
         The reported delta also includes the mask's tiny total-variation term.
@@ -42,7 +41,7 @@ class DPDPCA:
         ``"paper"`` is Wang & Chang's Delta = 1 (for reproduction only).
     noise_lattice : {"n-scaled", "integer"}
         ``"n-scaled"`` is the rigorous default; ``"integer"`` is the
-        ARCHITECTURE/paper form and leaks ``v_i v_j mod N`` (not DP).
+        paper's form and leaks ``v_i v_j mod N`` (not DP).
     executor : concurrent.futures.Executor or None
         Process pool for the crypto batches.
     insecure_test_key : bool
@@ -54,11 +53,16 @@ class DPDPCA:
 
     Attributes
     ----------
-    components_ : ndarray of shape (n_features, n_components)
+    components_ : ndarray of shape (n_components, n_features)
+        Orthonormal rows, signs fixed as in :func:`dpdpca.linalg.flip_signs`.
     explained_variance_ : ndarray of shape (n_components,)
         Eigenvalues of the noisy scatter ``S_bar + G'`` divided by ``N - 1``
         (a covariance, as scikit-learn); ``result_.eigenvalues`` keeps the
         scatter units.
+    mean_ : ndarray of shape (n_features,)
+        Zeros: the protocol masks the sum ``v``, so the data user never learns
+        the mean, and :meth:`transform` projects the rows as given (centre
+        them first with a mean you may use).
     privacy_ : PrivacyReport
     timings_ : Timings
     bytes_sent_ : dict
@@ -78,11 +82,11 @@ class DPDPCA:
     >>> parts = [rng.normal(size=(30, 4)) / 4 for _ in range(3)]
     >>> est = DPDPCA(n_components=2, key_bits=1024, insecure_test_key=True).fit(parts)
     >>> est.components_.shape
-    (4, 2)
+    (2, 4)
     """
 
-    def __init__(self, n_components: int, epsilon: float = 1.0, delta: float = 1e-5, *, key_bits: int = 2048,
-                 frac_bits: int = 16, kappa: int = 40, clip: bool = True, calibration: str = "analytic",
+    def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
+                 key_bits: int = 2048, frac_bits: int = 16, kappa: int = 40, clip: bool = True, calibration: str = "analytic",
                  sensitivity_mode: str = "rigorous", noise_lattice: str = "n-scaled",
                  executor: Executor | None = None, insecure_test_key: bool = False, quorum: int | None = None,
                  processes: bool = False) -> None:
@@ -101,40 +105,18 @@ class DPDPCA:
         self.quorum = quorum
         self.processes = processes
 
-    def get_params(self, deep: bool = False) -> dict[str, Any]:
-        """Constructor arguments (scikit-learn convention)."""
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {n: getattr(self, n) for n in names}
-
-    def fit(self, partitions: Any, y: Any = None) -> "DPDPCA":
-        """Run the protocol on ``partitions`` (one (n_l, d) array per owner); return self."""
-        run = run_protocol(list(partitions), n_components=self.n_components, epsilon=self.epsilon,
+    def _fit_result(self, partitions: list[Any]) -> PCAResult:
+        k = self.n_components
+        if k is None:  # every feature; malformed partitions are named by run_protocol's validation
+            try:
+                shape: tuple[int, ...] = np.shape(partitions[0]) if isinstance(partitions, list) and partitions else ()
+            except ValueError:  # ragged rows
+                shape = ()
+            k = int(shape[1]) if len(shape) == 2 else 1
+        run = run_protocol(partitions, n_components=k, epsilon=self.epsilon,
                            delta=self.delta, key_bits=self.key_bits, insecure_test_key=self.insecure_test_key,
                            frac_bits=self.frac_bits, kappa=self.kappa, clip=self.clip, calibration=self.calibration,
                            sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice,
                            executor=self.executor, quorum=self.quorum, processes=self.processes)
-        result = run.result
         self.run_ = run
-        self.result_ = result
-        self.components_ = result.components
-        self.explained_variance_ = np.asarray(result.extra["explained_variance"], dtype=np.float64)
-        self.privacy_ = result.privacy
-        self.timings_ = result.timings
-        self.bytes_sent_ = dict(result.bytes_sent)
-        self.n_features_in_ = int(result.components.shape[0])
-        return self
-
-    def transform(self, X: Any) -> np.ndarray:
-        """Project ``X`` (n, d) onto the components: ``X @ components_`` (no centring).
-
-        Raises
-        ------
-        ProtocolError
-            Called before :meth:`fit`.
-        DataError
-            ``X`` not finite 2-D with ``n_features_in_`` columns.
-        """
-        if not hasattr(self, "components_"):
-            raise ProtocolError("transform must follow fit, got an unfitted DPDPCA")
-        arr = check_data_matrix("X", X, n_features=self.n_features_in_)
-        return arr @ self.components_
+        return run.result

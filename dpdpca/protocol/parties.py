@@ -31,6 +31,7 @@ from dpdpca.crypto import (EncryptedArray, PrivateKey, PublicKey, decrypt, encry
 from dpdpca.data import clip_rows
 from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, PrivacyReport, resolve_source
 from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ProtocolError
+from dpdpca.linalg import top_eigenpairs
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
 from dpdpca.protocol.params import ProtocolParams, check_noise_options, integer_noise_sensitivity
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
@@ -641,15 +642,13 @@ class DataUser:
             # int / int is correctly rounded: the only floating-point step.
             S = np.array([[x / scale for x in row] for row in M], dtype=np.float64)
             self.noisy_scatter_ = S
-            w, V = np.linalg.eigh(S)
-            order = np.argsort(w)[::-1][:k]
-            comps, eig = V[:, order], w[order]
-            # Deterministic signs: largest-magnitude entry of each component positive.
-            flip = np.sign(comps[np.abs(comps).argmax(axis=0), np.arange(k)])
-            comps = comps * np.where(flip == 0, 1.0, flip)
+            # descending, with the project's one sign rule (dpdpca.linalg.flip_signs)
+            eig, comps = top_eigenpairs(S, k)
+        n_rows = int(meta["N"])
         return PCAResult(method="dpdpca", components=comps, eigenvalues=eig, privacy=report,
+                         explained_variance=eig / max(n_rows - 1, 1),
                          timings=self.timings_, params={"n_components": k, "frac_bits": self.params.frac_bits,
                                                         "kappa": self.params.kappa,
                                                         "noise_lattice": meta.get("noise_lattice")},
-                         extra={"n_rows": int(meta["N"]), "owners": list(meta.get("owners", [])),
-                                "explained_variance": [float(x) / max(int(meta["N"]) - 1, 1) for x in eig]})
+                         extra={"n_rows": n_rows, "owners": list(meta.get("owners", [])),
+                                "explained_variance": [float(x) / max(n_rows - 1, 1) for x in eig]})

@@ -253,6 +253,7 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
                                  [parts[ids.index(o)] for o in prox["owners"]],
                                  frac_bits=int(param_kwargs["frac_bits"]), clip=clip)
         result = PCAResult(method="dpdpca", components=components, eigenvalues=eigenvalues,
+                           explained_variance=np.asarray(usr["extra"]["explained_variance"], dtype=np.float64),
                            privacy=PrivacyReport.from_dict(usr["privacy"]), params=usr["params"], extra=usr["extra"])
         params = ProtocolParams.from_json(public)
         run = _finish_run(result, timings, bytes_sent, prox["owners"], rows_clipped, check, M, int(usr["scale"]),

@@ -14,6 +14,7 @@ protocol's production randomness to a seeded source.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -272,9 +273,8 @@ def verify_exact(M: np.ndarray, noise_upper: Sequence[int], partitions: Sequence
 def _finish_run(result: PCAResult, timings: Timings, bytes_sent: dict[str, int], owners: list[str],
                 rows_clipped: dict[str, int], check: dict[str, Any] | None, M: np.ndarray, scale: int,
                 params: Any, n_owners: int) -> ProtocolRun:
-    full = PCAResult(
-        method="dpdpca", components=result.components, eigenvalues=result.eigenvalues, privacy=result.privacy,
-        timings=timings, bytes_sent=bytes_sent,
+    full = dataclasses.replace(
+        result, timings=timings, bytes_sent=bytes_sent,
         params={**dict(result.params), "key_bits": int(params.public_key.bits), "owners": n_owners,
                 "max_owners": params.max_owners, "max_rows_per_owner": params.max_rows_per_owner,
                 "slot_bits": params.layout.slot_bits, "slots": params.layout.slots},

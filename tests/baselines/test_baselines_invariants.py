@@ -9,10 +9,11 @@ import pytest
 from scipy import stats
 
 from dpdpca.baselines import CapePCA, DPDisPCA, NonPrivatePCA, PrivateLocalPCA
-from dpdpca.baselines._common import partial_square_root, site_eigh_dtype, top_eigenpairs
+from dpdpca.baselines._common import partial_square_root, site_eigh_dtype
+from dpdpca.linalg import top_eigenpairs
 from dpdpca.data import make_covariance_data
 from dpdpca.dp import GeneratorNoiseSource, calibrate_gaussian, symmetric_gaussian_matrix
-from dpdpca.errors import DataError, InfeasibleError, ParameterError
+from dpdpca.errors import DataError, InfeasibleError, NotFittedError, ParameterError
 from dpdpca.metrics import subspace_distance
 
 K = 8
@@ -158,8 +159,9 @@ def test_dpdispca_follows_algorithm_1(sites500, precision):
         assert P.shape == (d, R)
         A_c += P @ P.T / len(parts)
     w, V = top_eigenpairs(A_c, K)
-    assert subspace_distance(est.components_, V) < 1e-9
-    np.testing.assert_allclose(est.explained_variance_, w, rtol=1e-10)
+    assert subspace_distance(est.components_.T, V) < 1e-9
+    np.testing.assert_allclose(est.result_.eigenvalues, w, rtol=1e-10)
+    np.testing.assert_allclose(est.explained_variance_, w * 5000 / 4999, rtol=1e-10)
     assert est.bytes_sent_["site:1"] == 8 * d * R
     assert est.timings_.critical_path_s() < est.timings_.total_s()  # sites run in parallel
     assert est.result_.params["site_eigh_dtypes"] == dtypes
@@ -180,8 +182,9 @@ def test_private_local_pca_recursion(sites500, precision):
         if s < len(parts) - 1:
             P = partial_square_root(M, R, dtype=site_eigh_dtype(precision, M, sigma))
     w, V = top_eigenpairs(M, K)
-    assert subspace_distance(est.components_, V) < 1e-9
-    np.testing.assert_allclose(est.explained_variance_, w, rtol=1e-10)
+    assert subspace_distance(est.components_.T, V) < 1e-9
+    np.testing.assert_allclose(est.result_.eigenvalues, w, rtol=1e-10)
+    np.testing.assert_allclose(est.explained_variance_, w * 5000 / 4999, rtol=1e-10)
     t = est.timings_
     assert t.critical_path_s() == pytest.approx(t.total_s())  # sequential: every site on the critical path
     assert set(t.to_dict()["parties"]) == {f"site:{s}" for s in range(1, 11)}
@@ -215,7 +218,7 @@ def test_nonprivate_is_exact(sites500):
     X, parts = sites500
     est = NonPrivatePCA(K, 1.0, 1e-5).fit(parts)
     w, V = top_eigenpairs(X.T @ X / X.shape[0], K)
-    assert subspace_distance(est.components_, V) < 1e-9
+    assert subspace_distance(est.components_.T, V) < 1e-9
     assert est.privacy_.epsilon == math.inf and est.privacy_.mechanism == "none"
 
 
@@ -226,10 +229,11 @@ def test_estimator_shape(sites500):
     assert est.fit(parts) is est
     assert all(np.array_equal(a, b) for a, b in zip(parts, copies))  # inputs not mutated
     assert est.transform(X[:7]).shape == (7, K)
-    np.testing.assert_allclose(est.components_.T @ est.components_, np.eye(K), atol=1e-10)
+    assert est.components_.shape == (K, X.shape[1]) and est.mean_.shape == (X.shape[1],)
+    np.testing.assert_allclose(est.components_ @ est.components_.T, np.eye(K), atol=1e-10)
     assert est.get_params()["epsilon"] == 1.0 and "keep_noise" in est.get_params()
     assert not hasattr(est, "noise_")  # secrets are not kept unless asked
-    with pytest.raises(DataError, match="must be fitted"):
+    with pytest.raises(NotFittedError, match="DPDisPCA must be fitted before use"):
         DPDisPCA(K, 1.0, 1e-5).transform(X)
     with pytest.raises(DataError, match="must have 40 features"):
         est.transform(X[:, :5])
@@ -279,7 +283,7 @@ def test_float32_site_eigh_changes_the_output_far_less_than_the_noise_does(sites
     """Same noise, float32 vs float64 site decompositions: a rounding-level change, << a fresh draw's."""
     _, parts = sites500
     run = lambda precision, seed: DPDisPCA(K, 1.0, 1e-5, site_precision=precision,  # noqa: E731
-                                           rng=np.random.default_rng(seed)).fit(parts).components_
+                                           rng=np.random.default_rng(seed)).fit(parts).components_.T
     rounding = subspace_distance(run("auto", 12), run("float64", 12))
     fresh_noise = subspace_distance(run("float64", 12), run("float64", 13))
     assert rounding < 1e-4 < fresh_noise / 100

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dpdpca import driver
-from dpdpca.baselines._common import top_eigenpairs
+from dpdpca.linalg import top_eigenpairs
 from dpdpca.metrics import captured_energy_ratio, optimal_energy
 
 K = 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpdpca.errors import DataError, ProtocolError
+from dpdpca.errors import DataError, NotFittedError
 from dpdpca.protocol import DPDPCA, FileTransport, run_protocol
 
 SMALL = dict(key_bits=768, insecure_test_key=True)
@@ -33,8 +33,9 @@ def test_fit_returns_self_with_sklearn_attributes_and_copies_input():
     est = DPDPCA(n_components=3, epsilon=2.0, delta=1e-6, **SMALL)
     assert est.fit(parts) is est
     assert all(np.array_equal(a, b) for a, b in zip(parts, before))
-    assert est.components_.shape == (6, 3) and est.n_features_in_ == 6
-    assert np.allclose(est.components_.T @ est.components_, np.eye(3), atol=1e-10)
+    assert est.components_.shape == (3, 6) and est.n_features_in_ == 6
+    assert np.allclose(est.components_ @ est.components_.T, np.eye(3), atol=1e-10)
+    assert np.array_equal(est.mean_, np.zeros(6))  # the protocol never reveals the mean
     assert np.all(np.diff(est.explained_variance_) <= 0)
     assert np.allclose(est.explained_variance_, est.result_.eigenvalues / 99)
     assert est.privacy_.epsilon == 2.0 and est.privacy_.mechanism == "discrete-gaussian"
@@ -52,13 +53,13 @@ def test_high_epsilon_recovers_the_non_private_subspace():
     parts = _data(1, sizes=(300, 200, 250))
     est = DPDPCA(n_components=2, epsilon=100.0, **SMALL).fit(parts)
     U = _top_subspace(parts, 2)
-    V = est.components_
+    V = est.components_.T
     assert np.linalg.norm(U @ U.T - V @ V.T, 2) < 0.05
     assert captured_energy_ratio(V, np.vstack(parts), center=True) > 0.999
 
 
 def test_transform_errors():
-    with pytest.raises(ProtocolError, match="follow fit"):
+    with pytest.raises(NotFittedError, match="DPDPCA must be fitted before use"):
         DPDPCA(n_components=1).transform(np.zeros((2, 2)))
     est = DPDPCA(n_components=1, **SMALL).fit(_data(2, sizes=(5,), d=3))
     with pytest.raises(DataError, match="3 features"):
@@ -112,4 +113,4 @@ def test_end_to_end_with_a_2048_bit_key():
     assert est.result_.params["key_bits"] == 2048
     assert est.result_.params["slots"] >= 10  # many slots per 2048-bit plaintext
     U = _top_subspace(parts, 2)
-    assert np.linalg.norm(U @ U.T - est.components_ @ est.components_.T, 2) < 0.05
+    assert np.linalg.norm(U @ U.T - est.components_.T @ est.components_, 2) < 0.05
