@@ -1,9 +1,11 @@
 """dpdpca: privacy-preserving distributed PCA.
 
-Layers (imports point down only): ``cli``/``bench`` -> ``driver`` ->
-``protocol`` (composes ``crypto`` and ``dp``) and ``baselines`` (uses ``dp``)
--> ``data``, ``metrics``.  ``crypto`` knows nothing of PCA or DP; ``dp`` knows
-nothing of encryption; ``baselines`` never imports ``protocol``.
+Layers (imports point down only): ``cli``/``bench`` -> ``driver``/``pipelines``
+-> ``protocol`` (composes ``crypto`` and ``dp``) and ``baselines`` (uses ``dp``)
+-> ``estimator``/``result`` -> ``data``, ``metrics``, ``dp`` -> ``linalg``.
+``crypto`` knows nothing of PCA or DP; ``dp`` knows nothing of encryption;
+``baselines`` never imports ``protocol``; nothing imports ``cli``.  See
+``docs/architecture.md``.
 """
 
 from dpdpca.errors import DpdpcaError

@@ -9,12 +9,11 @@ with no traceback.
 
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import Any
 
 import click
 
+from dpdpca._lazy import LazyGroup
 from dpdpca.errors import DpdpcaError
 
 #: command name -> "module:attribute" of a click command or group.
@@ -27,23 +26,6 @@ COMMANDS: dict[str, str] = {
     "compare": "dpdpca.commands.compare:compare_cmd",
     "bench": "dpdpca.bench:bench_group",
 }
-
-
-class LazyGroup(click.Group):
-    """A click group whose subcommands are imported on first use."""
-
-    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lazy = dict(lazy or {})
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in self.lazy:
-            module_name, attr = self.lazy[cmd_name].split(":")
-            return getattr(importlib.import_module(module_name), attr)
-        return super().get_command(ctx, cmd_name)
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

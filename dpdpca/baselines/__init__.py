@@ -1,7 +1,7 @@
 """Plaintext DP pipelines (Imtiaz-Sarwate) and the sequential baseline.
 
 All are scikit-learn-shaped estimators and are registered in
-:data:`dpdpca.driver.METHODS`:
+:data:`dpdpca.pipelines.PIPELINES`:
 
 * :class:`DPDisPCA` (``dpdispca``, ``dpdispca-full``, ``pooled``, ``local``);
 * :class:`CapePCA` (``capepca``, ``conv``);

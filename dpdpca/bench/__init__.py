@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from dpdpca.cli import LazyGroup
+from dpdpca._lazy import LazyGroup
 
 BENCHMARKS: dict[str, str] = {
     "crypto": "dpdpca.bench.crypto:command",

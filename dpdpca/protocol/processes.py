@@ -29,6 +29,7 @@ from dpdpca.dp import PrivacyReport
 from dpdpca.errors import DpdpcaError, ProtocolError
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
+from dpdpca.protocol.rounds import collect_shares, finish_run, verify_exact
 from dpdpca.protocol.transport import PipeTransport
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -104,8 +105,6 @@ def _discard_until_closed(net: PipeTransport) -> None:
 
 def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: Connection) -> None:
     def body() -> None:
-        from dpdpca.protocol.runner import collect_shares
-
         cfg = json.loads(ctrl.recv_bytes().decode())
         params = ProtocolParams.from_json(cfg["params"])
         proxy = Proxy(params, expected_owners=cfg["expected"], quorum=cfg["quorum"],
@@ -169,7 +168,6 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
                      progress: Callable[[str], None] | None = None) -> Any:
     """Run the protocol with one OS process per party (see the module docstring)."""
     from dpdpca.crypto import upper_triangle_unflatten
-    from dpdpca.protocol.runner import _finish_run, verify_exact
 
     tick = progress or (lambda label: None)
     ctx = mp.get_context("spawn")
@@ -256,7 +254,7 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
                            explained_variance=np.asarray(usr["extra"]["explained_variance"], dtype=np.float64),
                            privacy=PrivacyReport.from_dict(usr["privacy"]), params=usr["params"], extra=usr["extra"])
         params = ProtocolParams.from_json(public)
-        run = _finish_run(result, timings, bytes_sent, prox["owners"], rows_clipped, check, M, int(usr["scale"]),
+        run = finish_run(result, timings, bytes_sent, prox["owners"], rows_clipped, check, M, int(usr["scale"]),
                           params, len(ids))
         run.extra["processes"] = len(procs)
         if verify:

@@ -1,9 +1,9 @@
 """Run the three parties end to end over a transport.
 
 :func:`run_protocol` is the in-process (or, with ``processes=True``,
-multi-process) runner behind ``dpdpca run`` and :class:`DPDPCA`;
-:func:`run_pipeline` is the common-contract entry point used by
-``dpdpca.driver``.
+multi-process) runner behind ``dpdpca run`` and :class:`DPDPCA` (the
+estimator the pipeline registry names); :func:`run_pipeline` is its
+functional form with the driver's signature.
 
 Randomness: the mask b and the DP noise always come from the OS CSPRNG
 (:func:`dpdpca.dp.resolve_source` with ``None``).  An explicit
@@ -14,10 +14,7 @@ protocol's production randomness to a seeded source.
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -28,7 +25,7 @@ from dpdpca.dp import REPLACE_ONE
 from dpdpca.errors import OverflowRiskError, ParameterError, ProtocolError
 from dpdpca.protocol.params import check_noise_options
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
-from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
+from dpdpca.protocol.rounds import ProtocolRun, collect_shares, finish_run, reference_scatter_int, verify_exact
 from dpdpca.protocol.transport import InProcessTransport, Transport
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -39,72 +36,9 @@ __all__ = ["ProtocolRun", "run_protocol", "run_pipeline", "collect_shares", "pro
 Progress = Callable[[str], None]
 
 
-@dataclass
-class ProtocolRun:
-    """Everything one run produced (the experimenter's view, not one party's).
-
-    Attributes
-    ----------
-    result : PCAResult
-        What the data user gets, with every party's timings and bytes.
-    owners_present : list of str
-        Owners whose shares made the quorum.
-    rows_clipped : dict
-        Rows each owner clipped (owner-local diagnostics; never sent).
-    verify : dict or None
-        ``{"max_abs_integer_error": int}`` with ``verify=True``.
-    noisy_scatter_int : ndarray of object
-        The user's exact ``M = N*S_int + G''``.
-    scale : int
-        ``N * 2**(2f)``.
-    noise_for_testing : list of int or None
-        With ``verify=True``: the proxy's noise (upper triangle of G'' as added
-        to R'').  A test/verification hook; never part of what the user gets.
-    """
-
-    result: PCAResult
-    owners_present: list[str]
-    rows_clipped: dict[str, int]
-    verify: dict[str, Any] | None
-    noisy_scatter_int: np.ndarray
-    scale: int
-    noise_for_testing: list[int] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 def owner_ids(n: int) -> list[str]:
     """Default owner ids ``"1"`` ... ``"n"``."""
     return [str(i) for i in range(1, n + 1)]
-
-
-def collect_shares(proxy: Proxy, transport: Transport, *, deadline_s: float | None) -> None:
-    """Feed shares from ``transport`` to ``proxy`` until its quorum is reached or the deadline passes.
-
-    The quorum defaults to every expected owner.  Shares that arrive later are
-    not read here; the proxy rejects them as late once its collection is
-    closed, so N and S-bar cover exactly the owners accepted.
-    """
-    stop = None if deadline_s is None else time.monotonic() + deadline_s
-    while len(proxy.received) < proxy.quorum:
-        left = None if stop is None else max(0.0, stop - time.monotonic())
-        data = transport.receive("proxy", timeout=left)
-        if data is None:
-            return
-        proxy.receive_share(data)
-
-
-def reference_scatter_int(partitions: Sequence[np.ndarray], *, frac_bits: int, clip: bool) -> np.ndarray:
-    """Plaintext reference ``N*R - v v^T`` (exact ints) over the same quantized rows."""
-    from dpdpca.data import clip_rows
-
-    total_r: Any = 0
-    total_v: Any = 0
-    n = 0
-    for X in partitions:
-        Xc = clip_rows(X)[0] if clip else X
-        R, v, m = exact_scatter_share(quantize_rows(Xc, frac_bits), frac_bits)
-        total_r, total_v, n = total_r + R, total_v + v, n + m
-    return n * total_r - np.outer(total_v, total_v)
 
 
 def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float = 1.0, delta: float = 1e-5,
@@ -231,7 +165,7 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     if verify:
         check = verify_exact(user.noisy_scatter_int_, proxy.noise_for_testing_,
                              [parts[ids.index(o)] for o in proxy.owners_], frac_bits=params.frac_bits, clip=clip)
-    run = _finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
+    run = finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
                       user.noisy_scatter_int_, user.scale_, params, L)
     run.noise_for_testing = list(proxy.noise_for_testing_) if verify else None
     run.extra["late_shares_rejected"] = late
@@ -256,32 +190,6 @@ def _recv(net: Transport, party: str) -> bytes:
     return data
 
 
-def verify_exact(M: np.ndarray, noise_upper: Sequence[int], partitions: Sequence[np.ndarray], *, frac_bits: int,
-                 clip: bool) -> dict[str, Any]:
-    """``max |M - G'' - (N*R - v v^T)|`` over the upper triangle (0 when exact)."""
-    ref = reference_scatter_int(partitions, frac_bits=frac_bits, clip=clip)
-    d = M.shape[0]
-    err = 0
-    k = 0
-    for i in range(d):
-        for j in range(i, d):
-            err = max(err, abs(int(M[i, j]) - int(noise_upper[k]) - int(ref[i, j])))
-            k += 1
-    return {"max_abs_integer_error": err}
-
-
-def _finish_run(result: PCAResult, timings: Timings, bytes_sent: dict[str, int], owners: list[str],
-                rows_clipped: dict[str, int], check: dict[str, Any] | None, M: np.ndarray, scale: int,
-                params: Any, n_owners: int) -> ProtocolRun:
-    full = dataclasses.replace(
-        result, timings=timings, bytes_sent=bytes_sent,
-        params={**dict(result.params), "key_bits": int(params.public_key.bits), "owners": n_owners,
-                "max_owners": params.max_owners, "max_rows_per_owner": params.max_rows_per_owner,
-                "slot_bits": params.layout.slot_bits, "slots": params.layout.slots},
-        extra={**dict(result.extra), "owners_present": list(owners), "rows_clipped": dict(rows_clipped)})
-    return ProtocolRun(full, list(owners), dict(rows_clipped), check, M, scale)
-
-
 def progress_steps(n_owners: int) -> int:
     """Number of ``progress`` calls a run makes."""
     return n_owners + 5
@@ -289,7 +197,7 @@ def progress_steps(n_owners: int) -> int:
 
 def run_pipeline(partitions: Sequence[Any], *, n_components: int, epsilon: float, delta: float,
                  rng: np.random.Generator | None = None, **options: Any) -> PCAResult:
-    """Common-contract entry point (``dpdpca.driver.METHODS["dpdpca"]``).
+    """The protocol with the driver's signature, returning the :class:`PCAResult` (functional form of :class:`DPDPCA`).
 
     Parameters
     ----------

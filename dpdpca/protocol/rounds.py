@@ -1,0 +1,112 @@
+"""Pieces both protocol runners share: the run record, share collection, the exactness check.
+
+:mod:`dpdpca.protocol.runner` (in-process) and :mod:`dpdpca.protocol.processes`
+(one OS process per party) both import this module, so neither imports the
+other's internals.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpdpca.protocol.parties import Proxy
+from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
+from dpdpca.protocol.transport import Transport
+from dpdpca.result import PCAResult
+from dpdpca.timing import Timings
+
+__all__ = ["ProtocolRun", "collect_shares", "reference_scatter_int", "verify_exact", "finish_run"]
+
+
+@dataclass
+class ProtocolRun:
+    """Everything one run produced (the experimenter's view, not one party's).
+
+    Attributes
+    ----------
+    result : PCAResult
+        What the data user gets, with every party's timings and bytes.
+    owners_present : list of str
+        Owners whose shares made the quorum.
+    rows_clipped : dict
+        Rows each owner clipped (owner-local diagnostics; never sent).
+    verify : dict or None
+        ``{"max_abs_integer_error": int}`` with ``verify=True``.
+    noisy_scatter_int : ndarray of object
+        The user's exact ``M = N*S_int + G''``.
+    scale : int
+        ``N * 2**(2f)``.
+    noise_for_testing : list of int or None
+        With ``verify=True``: the proxy's noise (upper triangle of G'' as added
+        to R'').  A test/verification hook; never part of what the user gets.
+    """
+
+    result: PCAResult
+    owners_present: list[str]
+    rows_clipped: dict[str, int]
+    verify: dict[str, Any] | None
+    noisy_scatter_int: np.ndarray
+    scale: int
+    noise_for_testing: list[int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def collect_shares(proxy: Proxy, transport: Transport, *, deadline_s: float | None) -> None:
+    """Feed shares from ``transport`` to ``proxy`` until its quorum is reached or the deadline passes.
+
+    The quorum defaults to every expected owner.  Shares that arrive later are
+    not read here; the proxy rejects them as late once its collection is
+    closed, so N and S-bar cover exactly the owners accepted.
+    """
+    stop = None if deadline_s is None else time.monotonic() + deadline_s
+    while len(proxy.received) < proxy.quorum:
+        left = None if stop is None else max(0.0, stop - time.monotonic())
+        data = transport.receive("proxy", timeout=left)
+        if data is None:
+            return
+        proxy.receive_share(data)
+
+
+def reference_scatter_int(partitions: Sequence[np.ndarray], *, frac_bits: int, clip: bool) -> np.ndarray:
+    """Plaintext reference ``N*R - v v^T`` (exact ints) over the same quantized rows."""
+    from dpdpca.data import clip_rows
+
+    total_r: Any = 0
+    total_v: Any = 0
+    n = 0
+    for X in partitions:
+        Xc = clip_rows(X)[0] if clip else X
+        R, v, m = exact_scatter_share(quantize_rows(Xc, frac_bits), frac_bits)
+        total_r, total_v, n = total_r + R, total_v + v, n + m
+    return n * total_r - np.outer(total_v, total_v)
+
+
+def verify_exact(M: np.ndarray, noise_upper: Sequence[int], partitions: Sequence[np.ndarray], *, frac_bits: int,
+                 clip: bool) -> dict[str, Any]:
+    """``max |M - G'' - (N*R - v v^T)|`` over the upper triangle (0 when exact)."""
+    ref = reference_scatter_int(partitions, frac_bits=frac_bits, clip=clip)
+    d = M.shape[0]
+    err = 0
+    k = 0
+    for i in range(d):
+        for j in range(i, d):
+            err = max(err, abs(int(M[i, j]) - int(noise_upper[k]) - int(ref[i, j])))
+            k += 1
+    return {"max_abs_integer_error": err}
+
+
+def finish_run(result: PCAResult, timings: Timings, bytes_sent: dict[str, int], owners: list[str],
+                rows_clipped: dict[str, int], check: dict[str, Any] | None, M: np.ndarray, scale: int,
+                params: Any, n_owners: int) -> ProtocolRun:
+    full = dataclasses.replace(
+        result, timings=timings, bytes_sent=bytes_sent,
+        params={**dict(result.params), "key_bits": int(params.public_key.bits), "owners": n_owners,
+                "max_owners": params.max_owners, "max_rows_per_owner": params.max_rows_per_owner,
+                "slot_bits": params.layout.slot_bits, "slots": params.layout.slots},
+        extra={**dict(result.extra), "owners_present": list(owners), "rows_clipped": dict(rows_clipped)})
+    return ProtocolRun(full, list(owners), dict(rows_clipped), check, M, scale)
