@@ -21,6 +21,8 @@ __all__ = [
     "ProtocolError",
     "NotFittedError",
     "ParameterTypeError",
+    "AuthenticationError",
+    "FileAccessError",
 ]
 
 
@@ -69,3 +71,11 @@ class NotFittedError(DpdpcaError, ValueError, AttributeError):
 
 class ParameterTypeError(DpdpcaError, TypeError):
     """A parameter has the wrong type (e.g. ``epsilon="1"``); a wrong *value* is a :class:`ParameterError`."""
+
+
+class AuthenticationError(ProtocolError):
+    """A signed statement is unsigned, signed by an unknown party, or its signature does not verify."""
+
+
+class FileAccessError(DpdpcaError, OSError):
+    """A file dpdpca was asked to read or write is missing, too large, unreadable or unwritable."""

@@ -7,11 +7,13 @@ party on its own, exchanging files:
 .. code-block:: sh
 
     dpdpca keygen --out-dir keys                      # public.json, private.json (0600)
-    dpdpca owner share --public keys/public.json --data a.csv --owner-id 1 --out s1.msg
-    dpdpca proxy aggregate --public keys/public.json --out-dir state s1.msg s2.msg
-    dpdpca user reveal-count --private keys/private.json state/count-request.msg --out count.msg
-    dpdpca proxy finish --state state --count count.msg --epsilon 1 --delta 1e-5 --out result.msg
-    dpdpca user finish --private keys/private.json result.msg --components 2 --out pcs.npz
+    dpdpca owner keygen --owner-id a --out-dir ids    # ids/a.identity.json (0600), ids/a.verify.json
+    dpdpca owner share --public keys/public.json --identity ids/a.identity.json --data a.csv --out a.msg
+    dpdpca proxy aggregate --public keys/public.json --owner-keys ids/a.verify.json \
+                           --owner-keys ids/b.verify.json --out-dir state a.msg b.msg
+    dpdpca proxy finish --state state --epsilon 1 --delta 1e-5 --out result.msg
+    dpdpca user finish --private keys/private.json --owner-keys ids/a.verify.json \
+                       --owner-keys ids/b.verify.json result.msg --components 2 --out pcs.npz
 
 Every error is a :class:`~dpdpca.errors.DpdpcaError` with a one-line message;
 outputs are written atomically only after the step succeeded.
@@ -28,8 +30,8 @@ from typing import Any, Callable
 import click
 import numpy as np
 
-from dpdpca._io import atomic_write_bytes, atomic_write_json
-from dpdpca.errors import MessageError
+from dpdpca._io import atomic_write_bytes, atomic_write_json, read_bytes_file, read_json_file
+from dpdpca.errors import FileAccessError, MessageError, ProtocolError
 
 NOISE_OPTIONS = [
     click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True,
@@ -55,36 +57,43 @@ def noise_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _read_bytes(path: str, what: str) -> bytes:
-    p = Path(path)
-    if not p.is_file():
-        raise MessageError(f"{what} file {path!r} must exist, got no such file")
-    return p.read_bytes()
-
-
-def _read_json(path: str, what: str) -> Any:
-    try:
-        return json.loads(_read_bytes(path, what).decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MessageError(f"{what} file {path!r} must be JSON, got {type(exc).__name__}") from None
+    return read_bytes_file(path, what)
 
 
 def _load_public(path: str) -> Any:
     from dpdpca.protocol.params import ProtocolParams
 
-    return ProtocolParams.from_json(_read_json(path, "public parameters"))
+    return ProtocolParams.from_json(read_json_file(path, "public parameters"))
 
 
 def _load_private(path: str) -> tuple[Any, Any]:
     from dpdpca.crypto import PrivateKey
     from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
 
-    data = _read_json(path, "private key")
-    if not isinstance(data, dict) or PARAMS_KEY not in data or "pub" not in data:
-        raise MessageError(f"private key file {path!r} must be written by dpdpca keygen, got other JSON")
+    data = read_json_file(path, "private key")
+    if (not isinstance(data, dict) or not isinstance(data.get(PARAMS_KEY), dict)
+            or not isinstance(data.get("pub"), dict)):
+        raise MessageError(f"private key file {path!r} must be written by dpdpca keygen (objects "
+                           f"{PARAMS_KEY!r} and 'pub'), got other JSON")
     params = ProtocolParams.from_json({**data["pub"], PARAMS_KEY: data[PARAMS_KEY]})
     sk = PrivateKey.from_json({k: v for k, v in data.items() if k != PARAMS_KEY},
                               insecure_test_key=bool(data[PARAMS_KEY].get("insecure_test_key", False)))
     return sk, params
+
+
+def _load_owner_keys(paths: tuple[str, ...]) -> Any:
+    from dpdpca.protocol.identity import OwnerKeyring
+
+    return OwnerKeyring.load(paths)
+
+
+#: ``--max-features``: the largest d accepted from a message, checked before any allocation.
+max_features_option = click.option("--max-features", default=4096, show_default=True, type=click.IntRange(min=1),
+                                   help="Largest number of features d accepted from a message.")
+#: ``--owner-keys``: the owners' verify-key files (repeat the option, one or more files).
+owner_keys_option = click.option("--owner-keys", "owner_keys", required=True, multiple=True,
+                                 type=click.Path(dir_okay=False),
+                                 help="Owners' verify-key file(s) from 'dpdpca owner keygen' (repeatable).")
 
 
 class _Pool:
@@ -257,19 +266,24 @@ def _human_summary(s: dict[str, Any]) -> str:
               help="Smallest epsilon the noise allowance is sized for.")
 @click.option("--min-delta", default=1e-12, show_default=True, type=float,
               help="Smallest delta the noise allowance is sized for.")
+@click.option("--force", is_flag=True, help="Overwrite an existing private.json / public.json.")
 def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners: int, max_rows_per_owner: int,
-               frac_bits: int, kappa: int, min_epsilon: float, min_delta: float) -> None:
+               frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool) -> None:
     """Data user: generate the key pair and the public protocol parameters."""
     from dpdpca.crypto import generate_keypair
     from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
 
+    targets = [Path(out_dir) / "private.json", Path(out_dir) / "public.json"]
+    existing = [str(t) for t in targets if t.exists()]
+    if existing and not force:  # checked before the (slow) key generation
+        raise FileAccessError(f"keygen output must not exist (pass --force to overwrite), got {existing[0]!r}")
     pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
     params = ProtocolParams.create(pk, max_owners=max_owners, max_rows_per_owner=max_rows_per_owner,
                                    frac_bits=frac_bits, kappa=kappa, min_epsilon=min_epsilon, min_delta=min_delta)
     public = params.to_json()
     private = {**sk.to_json(), PARAMS_KEY: public[PARAMS_KEY]}
-    atomic_write_json(Path(out_dir) / "private.json", private, mode=0o600)
-    atomic_write_json(Path(out_dir) / "public.json", public)
+    atomic_write_json(targets[0], private, mode=0o600, exclusive=not force)
+    atomic_write_json(targets[1], public, exclusive=not force)
     click.echo(f"wrote {Path(out_dir) / 'public.json'} and {Path(out_dir) / 'private.json'} (mode 0600); "
                f"key {params.key_fingerprint[:16]}, {params.layout.slots} slots of {params.layout.slot_bits} bits")
 
@@ -280,26 +294,54 @@ def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners:
 
 @click.group("owner")
 def owner_group() -> None:
-    """Data owner: encrypt a scatter share."""
+    """Data owner: make a signing identity, encrypt and sign a scatter share."""
+
+
+@owner_group.command("keygen")
+@click.option("--owner-id", required=True, help="1-64 characters [A-Za-z0-9_.:-], starting alphanumeric.")
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite an existing identity.")
+def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
+    """Write <id>.identity.json (Ed25519 signing key, mode 0600) and <id>.verify.json (public)."""
+    from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, check_owner_id
+
+    check_owner_id(owner_id)
+    ident_path, verify_path = Path(out_dir) / f"{owner_id}.identity.json", Path(out_dir) / f"{owner_id}.verify.json"
+    existing = [str(t) for t in (ident_path, verify_path) if t.exists()]
+    if existing and not force:
+        raise FileAccessError(f"owner keygen output must not exist (pass --force to overwrite), got {existing[0]!r}")
+    identity = OwnerIdentity.generate(owner_id)
+    identity.save(ident_path, overwrite=force)
+    OwnerKeyring.from_identities([identity]).save(verify_path, overwrite=force)
+    click.echo(f"wrote {ident_path} (mode 0600) and {verify_path}; verify key {identity.verify_key_b64}")
 
 
 @owner_group.command("share")
 @click.option("--public", "public_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--identity", "identity_path", required=True, type=click.Path(dir_okay=False),
+              help="This owner's identity file from 'dpdpca owner keygen'.")
 @click.option("--data", "data_file", required=True, type=click.Path(dir_okay=False))
-@click.option("--owner-id", required=True)
+@click.option("--owner-id", default=None, help="Optional check: must be the identity's owner id.")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
+@click.option("--insecure-test-key", is_flag=True,
+              help="This owner accepts a data-user key below 2048 bits (tests only).")
 @workers_option
-def owner_share_cmd(public_path: str, data_file: str, owner_id: str, out_path: str, no_clip: bool,
-                    workers: int) -> None:
-    """Encrypt this owner's share E[R^l], E[v^l], E[N^l] into one message file."""
+def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_id: str | None, out_path: str,
+                    no_clip: bool, insecure_test_key: bool, workers: int) -> None:
+    """Encrypt this owner's share E[R^l], E[v^l] and sign it with its count N^l into one message file."""
     from dpdpca.data import load_file
+    from dpdpca.protocol.identity import OwnerIdentity
     from dpdpca.protocol.parties import DataOwner
 
     params = _load_public(public_path)
+    identity = OwnerIdentity.load(identity_path)
+    if owner_id is not None and owner_id != identity.owner_id:
+        raise ProtocolError(f"--owner-id must be the identity's owner id {identity.owner_id!r}, got {owner_id!r:.80}")
+    owner_id = identity.owner_id
     X = load_file(data_file)
     with _Pool(workers) as pool:
-        owner = DataOwner(params, owner_id, clip=not no_clip, executor=pool)
+        owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key)
         data = owner.share(X)
     atomic_write_bytes(out_path, data)
     click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {owner.rows_clipped_} clipped; wrote {out_path} "
@@ -317,97 +359,110 @@ def proxy_group() -> None:
 
 @proxy_group.command("aggregate")
 @click.option("--public", "public_path", required=True, type=click.Path(dir_okay=False))
+@owner_keys_option
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--quorum", default=None, type=int, help="Minimum shares (default: all given).")
+@max_features_option
 @workers_option
 @click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def proxy_aggregate_cmd(public_path: str, out_dir: str, quorum: int | None, workers: int,
-                        shares: tuple[str, ...]) -> None:
-    """Aggregate owner shares; write the proxy state and count-request.msg (E[N] for the user)."""
+def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: str, quorum: int | None,
+                        max_features: int, workers: int, shares: tuple[str, ...]) -> None:
+    """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json)."""
     from dpdpca.protocol.parties import Proxy
 
     params = _load_public(public_path)
+    keyring = _load_owner_keys(owner_keys)
     with _Pool(workers) as pool:
         # Default quorum: every share given (more than max_owners fail on receipt, naming the slot width).
-        proxy = Proxy(params, quorum=quorum if quorum is not None else min(len(shares), params.max_owners),
-                      executor=pool)
+        default_quorum = min(len(shares), params.max_owners, len(keyring))
+        proxy = Proxy(params, keyring, quorum=quorum if quorum is not None else default_quorum,
+                      executor=pool, max_features=max_features)
         for path in shares:
             proxy.receive_share(_read_bytes(path, "share"))
-        request = proxy.close_collection()
+        n = proxy.close_collection()
         state = proxy.state_bytes()
     out = Path(out_dir)
     atomic_write_json(out / "public.json", params.to_json())
+    atomic_write_json(out / "owner-keys.json", keyring.to_json())
     atomic_write_bytes(out / "state.msg", state)
-    atomic_write_bytes(out / "count-request.msg", request)
-    click.echo(f"aggregated {len(proxy.owners_)} shares ({', '.join(proxy.owners_)}); "
-               f"wrote {out / 'count-request.msg'}")
+    click.echo(f"aggregated {len(proxy.owners_)} signed shares ({', '.join(proxy.owners_)}), N = {n}; "
+               f"wrote {out / 'state.msg'}")
 
 
 @proxy_group.command("finish")
 @click.option("--state", "state_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--count", "count_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--epsilon", required=True, type=float)
 @click.option("--delta", required=True, type=float)
 @noise_options
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@max_features_option
 @workers_option
-def proxy_finish_cmd(state_dir: str, count_path: str, epsilon: float, delta: float, calibration: str,
-                     sensitivity_mode: str, noise_lattice: str, out_path: str, workers: int) -> None:
-    """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user."""
+def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
+                     noise_lattice: str, out_path: str, max_features: int, workers: int) -> None:
+    """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user (once per session)."""
+    from dpdpca.protocol.identity import OwnerKeyring
+    from dpdpca.protocol.ledger import ReleaseLedger
     from dpdpca.protocol.parties import Proxy
     from dpdpca.protocol.params import check_noise_options
 
     check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
-                  noise_lattice=noise_lattice)
+                        noise_lattice=noise_lattice)
     state = Path(state_dir)
     params = _load_public(str(state / "public.json"))
+    keyring = OwnerKeyring.from_json(read_json_file(state / "owner-keys.json", "proxy owner keys"))
     with _Pool(workers) as pool:
-        proxy = Proxy.from_state(params, _read_bytes(str(state / "state.msg"), "proxy state"), executor=pool)
-        proxy.receive_count(_read_bytes(count_path, "count"))
+        proxy = Proxy.from_state(params, keyring, _read_bytes(str(state / "state.msg"), "proxy state"),
+                                 executor=pool, ledger=ReleaseLedger(state / "ledger.json"),
+                                 max_features=max_features)
         data = proxy.finish(epsilon=epsilon, delta=delta, calibration=calibration,
                             sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
     atomic_write_bytes(out_path, data)
     p = proxy.privacy_
-    click.echo(f"wrote {out_path} ({len(data):,} bytes); ({p.epsilon:g}, {p.delta:.3g})-DP, sigma={p.sigma:.4g}")
+    click.echo(f"wrote {out_path} ({len(data):,} bytes); ({p.epsilon:g}, {p.delta:.3g})-DP, sigma={p.sigma:.4g}; "
+               f"session recorded in {state / 'ledger.json'}")
 
 
 # ---------------------------------------------------------------------------
-# dpdpca user reveal-count / finish
+# dpdpca user finish
 # ---------------------------------------------------------------------------
 
 @click.group("user")
 def user_group() -> None:
-    """Data user: reveal N, then decrypt and run PCA."""
+    """Data user: check the signed counts, decrypt once and run PCA."""
 
 
-@user_group.command("reveal-count")
-@click.option("--private", "private_path", required=True, type=click.Path(dir_okay=False))
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
-@click.argument("request", type=click.Path(dir_okay=False))
-def user_reveal_count_cmd(private_path: str, out_path: str, request: str) -> None:
-    """Decrypt E[N] from the proxy's count request; write N for the proxy."""
-    from dpdpca.protocol.parties import DataUser
-
-    sk, params = _load_private(private_path)
-    user = DataUser(sk, params)
-    reply = user.reveal_count(_read_bytes(request, "count request"))
-    atomic_write_bytes(out_path, reply)
-    click.echo(f"N = {user.n_}; wrote {out_path}")
+@user_group.command("reveal-count", hidden=True, context_settings={"ignore_unknown_options": True})
+@click.argument("ignored", nargs=-1, type=click.UNPROCESSED)
+def user_reveal_count_cmd(ignored: tuple[str, ...]) -> None:
+    """Retired: protocol version 1's count round (a decryption oracle)."""
+    raise ProtocolError("user reveal-count must not be used: the count round no longer exists (owners send "
+                        "their row counts in their signed shares, and the data user decrypts nothing for the "
+                        "proxy), got a count request")
 
 
 @user_group.command("finish")
 @click.option("--private", "private_path", required=True, type=click.Path(dir_okay=False))
+@owner_keys_option
 @click.option("--components", required=True, type=int)
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--ledger", "ledger_path", default=None, type=click.Path(dir_okay=False),
+              help="Release ledger (default: releases.json beside the private key).")
+@max_features_option
 @workers_option
 @click.argument("result", type=click.Path(dir_okay=False))
-def user_finish_cmd(private_path: str, components: int, out_path: str, workers: int, result: str) -> None:
-    """Decrypt R'' and v', compute S-bar + G' exactly and write the components (.npz)."""
+def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: int, out_path: str,
+                    ledger_path: str | None, max_features: int, workers: int, result: str) -> None:
+    """Check the owners' signed counts, decrypt R'' and v' (once per session), write the components (.npz)."""
+    from dpdpca._validation import check_int
+    from dpdpca.protocol.ledger import ReleaseLedger
     from dpdpca.protocol.parties import DataUser
 
+    check_int("components", components, minimum=1)
     sk, params = _load_private(private_path)
+    keyring = _load_owner_keys(owner_keys)
+    ledger = ReleaseLedger(ledger_path if ledger_path is not None else Path(private_path).parent / "releases.json")
     with _Pool(workers) as pool:
-        user = DataUser(sk, params, executor=pool)
+        user = DataUser(sk, params, owner_keys=keyring, executor=pool, ledger=ledger, max_features=max_features)
         res = user.finish(_read_bytes(result, "result"), n_components=components)
     buf = io.BytesIO()
     np.savez(buf, components=res.components, eigenvalues=res.eigenvalues,

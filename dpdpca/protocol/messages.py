@@ -3,9 +3,9 @@
 Wire format (all integers big-endian)::
 
     magic     6 bytes  b"DPDPCA"
-    version   1 byte   (currently 1)
+    version   1 byte   (currently 2; version 1 had a count round, types 2 and 3)
     type      1 byte   (:class:`MessageType`)
-    hlen      4 bytes  length of the JSON header
+    hlen      4 bytes  length of the JSON header (at most MAX_HEADER_BYTES)
     header    hlen bytes of UTF-8 JSON: session, key_fingerprint, sender,
               round, meta (public metadata) and the section table
               [[name, length], ...]
@@ -13,11 +13,19 @@ Wire format (all integers big-endian)::
               ``EncryptedArray`` bytes from :mod:`dpdpca.crypto`)
     digest    32 bytes SHA-256 over everything above
 
-The digest detects truncation and corruption; it is not a signature (the
-parties share no authentication keys in the paper's model), so a deliberate
-attacker who recomputes it is stopped only by the semantic checks: session,
-key fingerprint, round, sender and the replay/duplicate rules enforced by the
-parties.
+The digest detects truncation and corruption; it is not a signature.
+Authentication is a separate layer: an owner share carries an Ed25519
+signature over its session, key fingerprint, owner id, d, row count and the
+SHA-256 of its ciphertexts (:mod:`dpdpca.protocol.identity`), checked by the
+proxy against its list of owners' verify keys and forwarded to the data user,
+who checks it again.  Proxy messages are not signed (there is one proxy, and
+what it could forge is discussed in docs/threat-model.md); they are stopped by
+the semantic checks: session, key fingerprint, round, sender and the parties'
+replay, duplicate and count rules.
+
+Sizes are checked before anything is allocated from them: the header length
+against the bytes present and :data:`MAX_HEADER_BYTES`, the session id against
+:func:`check_session_id`, every section length against the body.
 """
 
 from __future__ import annotations
@@ -31,31 +39,45 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from dpdpca.errors import KeyMismatchError, MessageError, ProtocolError
+from dpdpca.protocol.identity import check_owner_id
 
-__all__ = ["MessageType", "Message", "MAGIC", "VERSION", "check_owner_id"]
+__all__ = ["MessageType", "Message", "MAGIC", "VERSION", "MAX_HEADER_BYTES", "check_owner_id", "check_session_id"]
 
 MAGIC = b"DPDPCA"
-VERSION = 1
+VERSION = 2
+#: Largest JSON header accepted (the owners' signed statements and the privacy report fit easily).
+MAX_HEADER_BYTES = 1 << 22
 _PREFIX = struct.Struct(">6sBBI")
 _DIGEST = 32
-_OWNER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_SESSION = re.compile(r"[0-9a-f]{16,64}")
 
 
 class MessageType(enum.IntEnum):
-    """Message types, in protocol order (the value is also the round)."""
+    """Message types, in protocol order (the value is also the round).
 
-    OWNER_SHARE = 1      # owner -> proxy: E[R^l] (packed upper triangle), E[v^l], E[N^l]
-    COUNT_REQUEST = 2    # proxy -> user:  E[N]
-    COUNT_REPLY = 3      # user -> proxy:  N in the clear
-    MASKED_RESULT = 4    # proxy -> user:  E[R''], E[v'] and the privacy report
-    PROXY_STATE = 5      # proxy -> itself (file CLI): aggregated E[R], E[v], E[N]
+    Values 2 and 3 (version 1's count request and reply) are retired: owners
+    now send their row counts in the clear inside their signed shares, so the
+    data user never decrypts anything for the proxy.
+    """
+
+    OWNER_SHARE = 1      # owner -> proxy: E[R^l] (packed upper triangle), E[v^l], signed N^l
+    MASKED_RESULT = 4    # proxy -> user:  E[R''], E[v'], the owners' signed counts, the privacy report
+    PROXY_STATE = 5      # proxy -> itself (file CLI): aggregated E[R], E[v] and the signed counts
 
 
-def check_owner_id(owner_id: Any) -> str:
-    """An owner id: 1-64 characters of ``[A-Za-z0-9_.:-]`` starting alphanumeric."""
-    if not isinstance(owner_id, str) or not _OWNER_ID.match(owner_id):
-        raise ProtocolError(f"owner_id must match {_OWNER_ID.pattern}, got {owner_id!r}")
-    return owner_id
+def check_session_id(session_id: Any) -> str:
+    """A session id: 16-64 lowercase hex characters (keygen draws 32 from the OS CSPRNG).
+
+    Raises
+    ------
+    MessageError
+        Not a string of that form (the value is shown truncated to 80 characters).
+    """
+    if not isinstance(session_id, str) or _SESSION.fullmatch(session_id) is None:
+        shown = str(session_id)[:80]
+        raise MessageError(f"session id must be 16-64 lowercase hex characters, got {shown!r}"
+                           + (f" ({len(session_id)} characters)" if isinstance(session_id, str) else ""))
+    return session_id
 
 
 @dataclass(frozen=True)
@@ -133,17 +155,20 @@ class Message:
         except ValueError:
             raise MessageError(f"message type must be one of {[int(t) for t in MessageType]}, got {mtype}") from None
         start = _PREFIX.size
-        if start + hlen > len(body):
-            raise MessageError(f"message header length must be <= {len(body) - start}, got {hlen}")
+        if start + hlen > len(body) or hlen > MAX_HEADER_BYTES:
+            raise MessageError(f"message header length must be <= {min(len(body) - start, MAX_HEADER_BYTES)}, "
+                               f"got {hlen}")
         try:
             header = json.loads(body[start:start + hlen].decode())
-            session = str(header["session"])
+            session = check_session_id(header["session"])
             fingerprint = str(header["key_fingerprint"])
             sender = str(header["sender"])
             rnd = int(header["round"])
             meta = dict(header["meta"])
             table = [(str(n), int(ln)) for n, ln in header["sections"]]
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        except MessageError:
+            raise
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as exc:
             raise MessageError(f"message header must be valid JSON with the required fields, got {type(exc).__name__}") from None
         if rnd != int(kind):
             raise MessageError(f"message round must be {int(kind)} for {kind.name}, got {rnd}")

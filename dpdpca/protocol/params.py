@@ -18,10 +18,30 @@ from typing import Any, Mapping
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
 from dpdpca.crypto import PublicKey, SlotLayout
 from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, centred_scatter_sensitivity
-from dpdpca.errors import MessageError, OverflowRiskError
+from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError
+from dpdpca.protocol.messages import check_session_id
 
 __all__ = ["slot_value_bound", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
-           "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int", "check_noise_options"]
+           "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int", "check_noise_options",
+           "DEFAULT_MAX_FEATURES", "check_features"]
+
+#: Largest number of features d a proxy or data user accepts by default (CLI ``--max-features``).
+#: A share's d drives O(d^2) work and memory; at 4096 a 2048-bit share is already ~ 1 GB.
+DEFAULT_MAX_FEATURES = 4096
+
+
+def check_features(d: int, max_features: int = DEFAULT_MAX_FEATURES) -> int:
+    """A declared number of features, refused above ``max_features`` before anything is allocated from it.
+
+    Raises
+    ------
+    DataError
+        ``d`` above ``max_features``.
+    """
+    if d > max_features:
+        raise DataError(f"d (declared features) must be <= max_features={max_features} "
+                        f"(raise it with --max-features), got {d}")
+    return d
 
 
 def slot_value_bound(*, d: int, owners: int, rows_per_owner: int, frac_bits: int = 16,
@@ -243,8 +263,7 @@ class ProtocolParams:
         check_int("kappa", kappa, minimum=40)
         min_epsilon = check_positive("min_epsilon", min_epsilon)
         min_delta = check_open_unit("min_delta", min_delta)
-        if session_id is None:
-            session_id = secrets.token_hex(16)
+        session_id = secrets.token_hex(16) if session_id is None else check_session_id(session_id)
         n_max = max_owners * max_rows_per_owner
         allowance = _noise_allowance(n_max, frac_bits=frac_bits, min_epsilon=min_epsilon, min_delta=min_delta)
         bound = slot_value_bound(d=1, owners=max_owners, rows_per_owner=max_rows_per_owner, frac_bits=frac_bits,
@@ -300,20 +319,27 @@ class ProtocolParams:
                                f"{sorted(data) if isinstance(data, Mapping) else type(data).__name__}")
         jwk = {k: v for k, v in data.items() if k != PARAMS_KEY}
         p = data[PARAMS_KEY]
+        if not isinstance(p, Mapping):
+            raise MessageError(f"{PARAMS_KEY} must be an object, got {type(p).__name__}")
         try:
             if int(p["version"]) != 1:
-                raise MessageError(f"{PARAMS_KEY}.version must be 1, got {p['version']!r}")
+                raise MessageError(f"{PARAMS_KEY}.version must be 1, got {str(p['version'])[:20]}")
             pk = PublicKey.from_json(jwk, insecure_test_key=bool(p.get("insecure_test_key", False)))
             params = cls.create(pk, max_owners=int(p["max_owners"]), max_rows_per_owner=int(p["max_rows_per_owner"]),
                                 frac_bits=int(p["frac_bits"]), kappa=int(p["kappa"]),
                                 min_epsilon=float(p["min_epsilon"]), min_delta=float(p["min_delta"]),
-                                session_id=str(p["session_id"]))
-        except (KeyError, TypeError) as exc:
-            raise MessageError(f"{PARAMS_KEY} must have every protocol field, got error {exc!r}") from None
-        if (str(params.noise_allowance) != str(p.get("noise_allowance"))
-                or params.layout.slot_bits != int(p.get("slot_bits", -1)) or params.layout.slots != int(p.get("slots", -1))):
+                                session_id=p["session_id"])
+            layout_ok = (str(params.noise_allowance) == str(p.get("noise_allowance"))
+                         and params.layout.slot_bits == int(p.get("slot_bits", -1))
+                         and params.layout.slots == int(p.get("slots", -1)))
+        except DpdpcaError:
+            raise
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise MessageError(f"{PARAMS_KEY} must have every protocol field with a valid value, "
+                               f"got {type(exc).__name__} on {str(exc)[:60]}") from None
+        if not layout_ok:
             raise MessageError(f"{PARAMS_KEY} slot layout must match the declared bounds, got slot_bits="
-                               f"{p.get('slot_bits')!r} slots={p.get('slots')!r}")
+                               f"{str(p.get('slot_bits'))[:20]} slots={str(p.get('slots'))[:20]}")
         return params
 
     def check_noise_fits(self, sigma_int: float, *, epsilon: float) -> None:

@@ -1,11 +1,20 @@
 """The three parties of Wang & Chang's protocol, one method per round.
 
-* :class:`DataOwner` -- ``share(X)``: clip, quantize, exact share, encrypt (eq. 8).
-* :class:`Proxy` -- ``receive_share``, ``close_collection`` (Alg. 1 lines 2-4,
-  E[N] to the user), ``receive_count`` (line 5), ``finish`` (lines 6-11: mask,
-  G, DP noise under encryption).  Never holds the secret key.
-* :class:`DataUser` -- key generation, ``reveal_count``, ``finish``: exact
-  ``(R'' - v'v'^T) / N`` (eq. 22) and the eigendecomposition.
+* :class:`DataOwner` -- ``share(X)``: clip, quantize, exact share, encrypt
+  (eq. 8), and sign the statement binding its row count ``N_l`` to the
+  ciphertexts (:mod:`dpdpca.protocol.counts`).
+* :class:`Proxy` -- ``receive_share`` (verifies the owner's signature),
+  ``close_collection`` (Alg. 1 lines 2-4; N is the sum of the signed counts),
+  ``finish`` (lines 6-11: mask, G, DP noise under encryption, rerandomize;
+  once per session, :mod:`dpdpca.protocol.ledger`).  Never holds the secret key.
+* :class:`DataUser` -- key generation, ``finish``: checks the signed counts,
+  exact ``(R'' - v'v'^T) / N`` (eq. 22) and the eigendecomposition; decrypts
+  one release per session.
+
+Alg. 1 line 5 (the proxy learning N) needs no round of its own: N is public
+under replace-one, so owners send their counts in the clear, signed, and the
+data user never decrypts anything for the proxy (version 1 of the protocol
+had a count round, which was a decryption oracle).
 
 Each party holds only what its role may hold and talks only in
 :class:`~dpdpca.protocol.messages.Message` bytes.  The exact integer form
@@ -19,6 +28,7 @@ step.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from concurrent.futures import Executor
 from typing import Any, Sequence
@@ -30,10 +40,16 @@ from dpdpca.crypto import (EncryptedArray, PrivateKey, PublicKey, decrypt, encry
                            scalars_times_packed, sum_arrays, upper_triangle_chunks, upper_triangle_flatten)
 from dpdpca.data import clip_rows
 from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, PrivacyReport, resolve_source
-from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ProtocolError
+from dpdpca.crypto.keys import MIN_SECURE_BITS
+from dpdpca.errors import (AuthenticationError, DataError, InsecureKeyError, KeyMismatchError, MessageError,
+                           OverflowRiskError, ProtocolError)
 from dpdpca.linalg import top_eigenpairs
+from dpdpca.protocol.counts import SHARE_SECTIONS, ShareStatement, check_counts, ciphertext_digest
+from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
-from dpdpca.protocol.params import ProtocolParams, check_noise_options, integer_noise_sensitivity
+from dpdpca.protocol.params import (DEFAULT_MAX_FEATURES, ProtocolParams, check_features, check_noise_options,
+                                    integer_noise_sensitivity)
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -92,19 +108,24 @@ def draw_mask(d: int, n: int, *, frac_bits: int, kappa: int, source: Any = None)
 
 
 class DataOwner:
-    """Data owner l: clips, quantizes and encrypts its scatter share.
+    """Data owner l: clips, quantizes, encrypts and signs its scatter share.
 
     Parameters
     ----------
     params : ProtocolParams
         The public parameters (key, layout, declared bounds).
-    owner_id : str
-        1-64 characters ``[A-Za-z0-9_.:-]``.
+    identity : OwnerIdentity
+        The owner's id and Ed25519 signing key; the proxy and the data user
+        list its verify key.
     clip : bool
         True: rows are clipped to L2 norm <= 1 with the public rule
         :func:`dpdpca.data.clip_rows`; False: a row of norm > 1 raises.
     executor : concurrent.futures.Executor or None
         Runs the encryption batches (e.g. :func:`dpdpca.crypto.local_process_pool`).
+    insecure_test_key : bool
+        The owner's own policy: encrypt under a key below 2048 bits only if
+        True.  Never read from the public parameters (the data user writes
+        those).
 
     Attributes
     ----------
@@ -112,12 +133,25 @@ class DataOwner:
         Rows shrunk by the clipping rule (reported locally, never sent).
     n_rows_ : int
     timings_ : Timings
+
+    Raises
+    ------
+    InsecureKeyError
+        The data user's key is below 2048 bits and ``insecure_test_key`` is False.
     """
 
-    def __init__(self, params: ProtocolParams, owner_id: str, *, clip: bool = True,
-                 executor: Executor | None = None) -> None:
+    def __init__(self, params: ProtocolParams, identity: OwnerIdentity, *, clip: bool = True,
+                 executor: Executor | None = None, insecure_test_key: bool = False) -> None:
+        if not isinstance(identity, OwnerIdentity):
+            raise ProtocolError(f"identity must be an OwnerIdentity (the owner's signing key), "
+                                f"got {type(identity).__name__}")
+        bits = int(params.public_key.bits)
+        if bits < MIN_SECURE_BITS and not insecure_test_key:
+            raise InsecureKeyError(f"data user's key bits must be >= {MIN_SECURE_BITS} for an owner to encrypt "
+                                   f"(the owner may pass insecure_test_key=True, CLI --insecure-test-key), got {bits}")
         self.params = params
-        self.owner_id = check_owner_id(owner_id)
+        self.identity = identity
+        self.owner_id = identity.owner_id
         self.clip = bool(clip)
         self.executor = executor
         self.party = f"owner:{self.owner_id}"
@@ -153,12 +187,15 @@ class DataOwner:
         return quantize_rows(arr, self.params.frac_bits)
 
     def share(self, X: Any) -> bytes:
-        """Round 1: the encrypted share ``E[R^l]``, ``E[v^l]``, ``E[N^l]`` as one message.
+        """Round 1: the encrypted share ``E[R^l]``, ``E[v^l]`` and the signed count ``N^l`` as one message.
 
         ``R^l`` is sent as its packed, row-aligned upper triangle; ``v^l`` twice:
         as d single-slot ciphertexts and as d windows
         ``W_a = v[a : min(a + slots, d)]`` (the proxy needs both shapes for
-        ``v b^T + b v^T``).  Declared bounds are the public ones, never the data's.
+        ``v b^T + b v^T``).  Declared bounds are the public ones, never the
+        data's.  ``N^l`` travels in the clear inside a
+        :class:`~dpdpca.protocol.counts.ShareStatement` signed by the owner,
+        which also covers the session, the key, d and the ciphertexts' SHA-256.
 
         Parameters
         ----------
@@ -189,15 +226,41 @@ class DataOwner:
             windows = [x for a in range(d) for x in v_list[a:a + layout.slots]]
             enc_w = encrypt(p.public_key, windows, layout=layout, bound=bounds["v"],
                             chunks=window_chunks(d, layout.slots), executor=self.executor)
-            enc_n = encrypt(p.public_key, [n], layout=layout, bound=bounds["N"], chunks=[1])
         with self.timings_.measure(self.party, "serialize"):
+            sections = {"R": enc_r.to_bytes(), "v": enc_v.to_bytes(), "vwin": enc_w.to_bytes()}
+            statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
+                                            d=d, n_rows=int(n), ciphertext_sha256=ciphertext_digest(sections))
             msg = Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, self.party,
-                          meta={"owner_id": self.owner_id, "d": d,
+                          meta={"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
                                 "declared_bounds": {k: str(b) for k, b in bounds.items()}},
-                          sections={"R": enc_r.to_bytes(), "v": enc_v.to_bytes(), "vwin": enc_w.to_bytes(),
-                                    "N": enc_n.to_bytes()})
+                          sections=sections)
             data = msg.to_bytes()
         return data
+
+
+def triangle_chunk_count(d: int, slots: int) -> int:
+    """``len(upper_triangle_chunks(d, slots))`` in O(1): ``sum_{m=1..d} ceil(m / slots)``."""
+    q, r = divmod(d, slots)
+    return slots * q * (q + 1) // 2 + (q + 1) * r
+
+
+def check_section_sizes(msg: Message, counts: dict[str, int], ciphertext_bytes: int) -> None:
+    """Refuse a message whose sections are too short for the ciphertexts its declared d implies.
+
+    Runs before anything is allocated from d, so a small message that declares
+    a huge d costs nothing.
+
+    Raises
+    ------
+    MessageError
+        A section shorter than ``count * ciphertext_bytes``.
+    """
+    for name, count in counts.items():
+        have = len(msg.section(name))
+        need = count * ciphertext_bytes
+        if have < need:
+            raise MessageError(f"section {name} must hold {count} ciphertexts ({need} bytes) for the declared d, "
+                               f"got {have} bytes")
 
 
 def _load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[int], bound: int,
@@ -215,13 +278,27 @@ def _load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[
 
 
 def _load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: int) -> dict[str, EncryptedArray]:
-    """R, v singles, v windows and N of one share (``owners=1``) or of an aggregate of ``owners`` shares."""
+    """R, v singles and v windows of one share (``owners=1``) or of an aggregate of ``owners`` shares.
+
+    Section sizes are checked against d before any list of length O(d^2) is built.
+    """
     slots = params.layout.slots
+    check_section_sizes(msg, {"R": triangle_chunk_count(d, slots), "v": d, "vwin": d},
+                        params.public_key.ciphertext_bytes)
     bounds = {k: b * owners for k, b in params.share_bounds().items()}
     shapes = {"R": (upper_triangle_chunks(d, slots), bounds["R"]), "v": ([1] * d, bounds["v"]),
-              "vwin": (window_chunks(d, slots), bounds["v"]), "N": ([1], bounds["N"])}
+              "vwin": (window_chunks(d, slots), bounds["v"])}
     return {name: _load_array(msg, name, params.public_key, chunks=list(chunks), bound=bound, layout=params.layout)
             for name, (chunks, bound) in shapes.items()}
+
+
+def _ciphertext_fingerprints(arrays: dict[str, EncryptedArray]) -> set[bytes]:
+    """16-byte SHA-256 prefixes of every ciphertext (to refuse a ciphertext seen in another share)."""
+    out: set[bytes] = set()
+    for arr in arrays.values():
+        width = arr.public_key.ciphertext_bytes
+        out.update(hashlib.sha256(int(c).to_bytes(width, "big")).digest()[:16] for c in arr.ciphertexts)
+    return out
 
 
 class Proxy:
@@ -233,83 +310,123 @@ class Proxy:
     Parameters
     ----------
     params : ProtocolParams
-    expected_owners : sequence of str or None
-        Owners allowed to send a share; None accepts any id.
+    owner_keys : OwnerKeyring
+        The owners allowed to send a share, with their Ed25519 verify keys.
+        Unsigned shares and unknown signers are refused.
     quorum : int or None
-        Minimum number of shares to proceed; default all expected owners (or 1
-        if ``expected_owners`` is None).
+        Minimum number of shares to proceed; default every listed owner.
     executor : Executor or None
         Runs the homomorphic batches.
+    ledger : ReleaseLedger or None
+        Where the one release of the session is recorded; default in memory.
+        The file CLI keeps it in the proxy's state directory.
+    max_features : int
+        Largest d accepted from a share (checked before any allocation).
     record_noise_for_testing : bool
         Keep the drawn noise in ``noise_for_testing_`` (the upper triangle of
         G'' as added to R'').  Test and ``--verify`` hook only; a real proxy
         must not disclose it to the data user.
+
+    Attributes
+    ----------
+    owners_ : list of str
+        Owners in the aggregate, in arrival order (after :meth:`close_collection`).
+    n_ : int
+        ``N``, the sum of their signed counts.
+    statements_ : list of ShareStatement
+        Their signed statements, forwarded to the data user.
     """
 
-    def __init__(self, params: ProtocolParams, *, expected_owners: Sequence[str] | None = None,
-                 quorum: int | None = None, executor: Executor | None = None,
-                 record_noise_for_testing: bool = False) -> None:
+    def __init__(self, params: ProtocolParams, owner_keys: OwnerKeyring, *, quorum: int | None = None,
+                 executor: Executor | None = None, ledger: ReleaseLedger | None = None,
+                 max_features: int = DEFAULT_MAX_FEATURES, record_noise_for_testing: bool = False) -> None:
+        if not isinstance(owner_keys, OwnerKeyring) or len(owner_keys) == 0:
+            raise ProtocolError(f"owner_keys must be a non-empty OwnerKeyring (the owners' verify keys), "
+                                f"got {type(owner_keys).__name__}")
         self.params = params
-        self.expected_owners = None if expected_owners is None else [check_owner_id(o) for o in expected_owners]
-        default_quorum = len(self.expected_owners) if self.expected_owners is not None else 1
-        self.quorum = default_quorum if quorum is None else check_int("quorum", quorum, minimum=1,
+        self.owner_keys = owner_keys
+        self.quorum = len(owner_keys) if quorum is None else check_int("quorum", quorum, minimum=1,
                                                                         maximum=params.max_owners)
-        if self.expected_owners is not None and self.quorum > len(self.expected_owners):
-            raise param_error("quorum", f"<= the number of expected owners ({len(self.expected_owners)})", quorum)
+        if self.quorum > len(owner_keys):
+            raise param_error("quorum", f"<= the number of listed owners ({len(owner_keys)})", quorum)
         self.executor = executor
+        self.ledger = ReleaseLedger() if ledger is None else ledger
+        self.max_features = check_int("max_features", max_features, minimum=1)
         self.record_noise_for_testing = bool(record_noise_for_testing)
         self.timings_ = Timings()
         self.party = "proxy"
         self.d: int | None = None
         self._shares: dict[str, dict[str, EncryptedArray]] = {}
+        self._statements: dict[str, ShareStatement] = {}
+        self._seen: set[bytes] = set()
         self._aggregate: dict[str, EncryptedArray] | None = None
         self.owners_: list[str] = []
+        self.statements_: list[ShareStatement] = []
         self.n_: int | None = None
-        self._finished = False
 
     # -- round 1 ------------------------------------------------------------
     def receive_share(self, data: bytes) -> str:
-        """Accept one owner's share; return its owner id.
+        """Accept one owner's signed share; return its owner id.
 
         Raises
         ------
         MessageError
-            Truncated or tampered bytes, a layout or bound that is not the public one.
+            Truncated or tampered bytes, a layout, bound or section size that
+            is not the public one for the declared d.
         KeyMismatchError
             A share under another key.
+        AuthenticationError
+            No valid signature by a listed owner over this session, key,
+            owner id, d, count and these ciphertexts.
         ProtocolError
-            A duplicate or replayed owner id, an unexpected owner, another
-            session, or a share arriving after the collection closed (late).
+            A duplicate owner id, a ciphertext already received in another
+            share (a replay under a new id), another session, or a share
+            arriving after the collection closed (late).
         OverflowRiskError
             More owners than ``max_owners`` (the declared slot width).
         DataError
-            An owner with a different number of features d.
+            An owner with a different number of features d, or d above ``max_features``.
         """
         p = self.params
         msg = Message.from_bytes(data).expect(MessageType.OWNER_SHARE, session=p.session_id,
                                               key_fingerprint=p.key_fingerprint)
         owner = check_owner_id(msg.meta.get("owner_id"))
         if msg.sender != f"owner:{owner}":
-            raise ProtocolError(f"share sender must be owner:{owner}, got {msg.sender!r}")
+            raise ProtocolError(f"share sender must be owner:{owner}, got {msg.sender!r:.80}")
         if self._aggregate is not None:
             raise ProtocolError(f"share of owner {owner} must arrive before the collection closes, got it late")
         if owner in self._shares:
             raise ProtocolError(f"owner id must be unique, got a duplicate or replayed share from owner {owner!r}")
-        if self.expected_owners is not None and owner not in self.expected_owners:
-            raise ProtocolError(f"owner id must be one of the expected owners, got {owner!r}")
+        if owner not in self.owner_keys:
+            raise AuthenticationError(f"share signer must be a listed owner, got {owner!r}")
         if len(self._shares) >= p.max_owners:
             raise OverflowRiskError(f"owners must be <= max_owners={p.max_owners} (the declared slot width), "
                                     f"got share number {len(self._shares) + 1}")
-        d = msg.meta_int("d", minimum=1)
+        d = check_features(msg.meta_int("d", minimum=1), self.max_features)
         if self.d is not None and d != self.d:
             raise DataError(f"owners must all have d={self.d} features, got d={d} from owner {owner!r}")
         declared = {k: str(b) for k, b in p.share_bounds().items()}
         if msg.meta.get("declared_bounds") != declared:
             raise MessageError(f"share declared_bounds must be the public {declared}, "
-                               f"got {msg.meta.get('declared_bounds')!r}")
+                               f"got {str(msg.meta.get('declared_bounds'))[:200]}")
+        statement = ShareStatement.from_json(msg.meta.get("statement"))
+        if statement.owner_id != owner or statement.d != d:
+            raise AuthenticationError(f"share statement must be for owner {owner!r} and d={d}, "
+                                      f"got owner {statement.owner_id!r} and d={statement.d}")
+        if statement.ciphertext_sha256 != ciphertext_digest(msg.sections, SHARE_SECTIONS):
+            raise AuthenticationError(f"share statement of owner {owner!r} must cover these ciphertexts, "
+                                      f"got another digest")
+        check_counts([statement.to_json()], self.owner_keys, session=p.session_id,
+                     key_fingerprint=p.key_fingerprint, d=d, max_owners=1, max_rows_per_owner=p.max_rows_per_owner)
         share = _load_share_arrays(msg, p, d, owners=1)
+        fingerprints = _ciphertext_fingerprints(share)
+        if not self._seen.isdisjoint(fingerprints):
+            raise ProtocolError(f"ciphertexts must be fresh, got owner {owner!r} resending ciphertexts already "
+                                f"received in another share (a replay)")
+        self._seen |= fingerprints
         self.d = d
         self._shares[owner] = share
+        self._statements[owner] = statement
         return owner
 
     @property
@@ -317,8 +434,8 @@ class Proxy:
         """Owner ids whose shares were accepted, in arrival order."""
         return list(self._shares)
 
-    def close_collection(self) -> bytes:
-        """Aggregate (Alg. 1 lines 2-4) and return the ``COUNT_REQUEST`` carrying E[N].
+    def close_collection(self) -> int:
+        """Aggregate (Alg. 1 lines 2-4); return N, the sum of the accepted owners' signed counts.
 
         Late or missing owners are simply not in the aggregate.
 
@@ -326,64 +443,57 @@ class Proxy:
         ------
         ProtocolError
             Fewer shares than the quorum, or called twice.
+        DataError
+            Fewer than 2 rows in total (the centred scatter is then identically 0).
         """
         if self._aggregate is not None:
             raise ProtocolError("close_collection must be called once, got a second call")
         if len(self._shares) < self.quorum:
             raise ProtocolError(f"shares must reach the quorum of {self.quorum}, got {len(self._shares)}")
+        n = sum(st.n_rows for st in self._statements.values())
+        if n < 2:
+            raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {n}")
         with self.timings_.measure(self.party, "aggregate"):
             shares = list(self._shares.values())
             self._aggregate = {key: sum_arrays([s[key] for s in shares], executor=self.executor)
-                               for key in ("R", "v", "vwin", "N")}
+                               for key in SHARE_SECTIONS}
             self.owners_ = list(self._shares)
+            self.statements_ = [self._statements[o] for o in self.owners_]
+            self.n_ = n
             self._shares.clear()  # individual shares are no longer needed
-        return self._count_request()
-
-    def _count_request(self) -> bytes:
-        assert self._aggregate is not None
-        p = self.params
-        return Message(MessageType.COUNT_REQUEST, p.session_id, p.key_fingerprint, self.party,
-                       meta={"owners": self.owners_, "d": self.d},
-                       sections={"N": self._aggregate["N"].to_bytes()}).to_bytes()
+            self._seen.clear()
+        return n
 
     # -- the file CLI keeps the aggregate between two invocations ----------------
     def state_bytes(self) -> bytes:
-        """The aggregated ciphertexts as a ``PROXY_STATE`` message (file CLI)."""
+        """The aggregated ciphertexts and signed counts as a ``PROXY_STATE`` message (file CLI)."""
         if self._aggregate is None:
             raise ProtocolError("state_bytes needs a closed collection, got none")
         p = self.params
         return Message(MessageType.PROXY_STATE, p.session_id, p.key_fingerprint, self.party,
-                       meta={"owners": self.owners_, "d": self.d},
+                       meta={"owners": self.owners_, "d": self.d,
+                             "statements": [st.to_json() for st in self.statements_]},
                        sections={k: a.to_bytes() for k, a in self._aggregate.items()}).to_bytes()
 
     @classmethod
-    def from_state(cls, params: ProtocolParams, data: bytes, *, executor: Executor | None = None) -> "Proxy":
-        """Rebuild a proxy whose collection is closed from :meth:`state_bytes`."""
+    def from_state(cls, params: ProtocolParams, owner_keys: OwnerKeyring, data: bytes, *,
+                   executor: Executor | None = None, ledger: ReleaseLedger | None = None,
+                   max_features: int = DEFAULT_MAX_FEATURES) -> "Proxy":
+        """Rebuild a proxy whose collection is closed from :meth:`state_bytes`; re-checks every signature."""
         msg = Message.from_bytes(data).expect(MessageType.PROXY_STATE, session=params.session_id,
                                               key_fingerprint=params.key_fingerprint)
-        owners = [check_owner_id(o) for o in msg.meta.get("owners", [])]
-        if not owners:
-            raise MessageError("proxy state must list at least one owner, got none")
-        d = msg.meta_int("d", minimum=1)
-        proxy = cls(params, executor=executor)
+        d = check_features(msg.meta_int("d", minimum=1), max_features)
+        statements, n = check_counts(msg.meta.get("statements"), owner_keys, session=params.session_id,
+                                     key_fingerprint=params.key_fingerprint, d=d, max_owners=params.max_owners,
+                                     max_rows_per_owner=params.max_rows_per_owner)
+        owners = [st.owner_id for st in statements]
+        if msg.meta.get("owners") != owners:
+            raise MessageError(f"proxy state owners must be those of its statements {owners}, "
+                               f"got {str(msg.meta.get('owners'))[:200]}")
+        proxy = cls(params, owner_keys, quorum=1, executor=executor, ledger=ledger, max_features=max_features)
         proxy._aggregate = _load_share_arrays(msg, params, d, owners=len(owners))
-        proxy.owners_, proxy.d = owners, d
+        proxy.owners_, proxy.d, proxy.statements_, proxy.n_ = owners, d, statements, n
         return proxy
-
-    # -- round 3 ------------------------------------------------------------
-    def receive_count(self, data: bytes) -> int:
-        """Read N from the user's ``COUNT_REPLY`` (Alg. 1 line 5)."""
-        if self._aggregate is None:
-            raise ProtocolError("receive_count must follow close_collection, got it first")
-        p = self.params
-        msg = Message.from_bytes(data).expect(MessageType.COUNT_REPLY, session=p.session_id,
-                                              key_fingerprint=p.key_fingerprint)
-        n = msg.meta_int("N", minimum=1)
-        if n < len(self.owners_) or n > len(self.owners_) * p.max_rows_per_owner:
-            raise MessageError(f"N must be in [{len(self.owners_)}, {len(self.owners_) * p.max_rows_per_owner}] "
-                               f"for {len(self.owners_)} owners, got {n}")
-        self.n_ = n
-        return n
 
     # -- round 4 ------------------------------------------------------------
     def finish(self, *, epsilon: float, delta: float, calibration: str = "analytic",
@@ -420,14 +530,17 @@ class Proxy:
             The noise for this epsilon/delta exceeds the declared allowance, or a
             drawn sample does (probability < 2**-80).
         ProtocolError
-            Called before N is known, or twice.
+            Called before the collection closed, or a second time for this
+            session (the ledger already holds a release; this survives the
+            process when the ledger is a file).
         """
         epsilon, delta = check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration,
                                              sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
         if self._aggregate is None or self.n_ is None:
-            raise ProtocolError("finish must follow receive_count, got it first")
-        if self._finished:
-            raise ProtocolError("finish must be called once, got a second call")
+            raise ProtocolError("finish must follow close_collection, got it first")
+        if self.ledger.is_released(self.params.session_id):  # early, before any expensive work
+            raise ProtocolError(f"session {self.params.session_id} must be released once, got a second release "
+                                f"(the ledger holds one)")
         p, n, d = self.params, self.n_, int(self.d or 0)
         f = p.frac_bits
         agg = self._aggregate
@@ -470,11 +583,15 @@ class Proxy:
 
         with self.timings_.measure(self.party, "rerandomize"):
             # The data user holds the secret key, so it can recover each ciphertext's
-            # randomness factor. In R'' that factor is rho_R^N * rho_vi^pack(b) * rho_a^b_i,
-            # a function of the mask b; fresh encryptions of 0 make what the user
-            # receives independent of everything but the plaintexts.
-            r2 = r2.rerandomize(executor=self.executor)
-            v2 = v2.rerandomize(executor=self.executor)
+            # randomness factor rho (c = (1 + m n) rho^n mod n^2). In R'' that factor is
+            # rho_R^N * rho_vi^pack(b) * rho_a^b_i, a function of the mask b. Multiplying by
+            # r^n with r uniform in Z*_n ("standard" factors) makes rho_out = rho_in * r
+            # uniform and independent of rho_in, whatever encryptor the owners used. A DJN
+            # factor hs^alpha would not: it stays in the subgroup generated by hs, so
+            # rho_out keeps rho_in's coset (e.g. its Jacobi symbol), which for owner
+            # ciphertexts made with r^n (phe) depends on the parities of the mask.
+            r2 = r2.rerandomize(method="standard", executor=self.executor)
+            v2 = v2.rerandomize(method="standard", executor=self.executor)
 
         tv = mask_tv_bound(d, n, frac_bits=f, kappa=p.kappa)
         base = mech.privacy(noise_added_by="proxy")
@@ -491,12 +608,15 @@ class Proxy:
                    f"at scale {scale}; delta includes the mask's total-variation term {tv:.3e} "
                    f"(kappa={p.kappa}); N={n} is released exactly "
                    f"(replace-one: N is public)"))
-        self.privacy_ = report
-        self._finished = True
         meta = {"owners": self.owners_, "d": d, "N": str(n), "frac_bits": f,
+                "statements": [st.to_json() for st in self.statements_],
                 "noise_lattice": noise_lattice, "privacy": report.to_dict()}
-        return Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
-                       sections={"R2": r2.to_bytes(), "v2": v2.to_bytes(), "N": agg["N"].to_bytes()}).to_bytes()
+        out = Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
+                      sections={"R2": r2.to_bytes(), "v2": v2.to_bytes()}).to_bytes()
+        # Recorded before the release leaves the proxy: a crash can lose it, never duplicate it.
+        self.ledger.claim(p.session_id, role="proxy", digest=hashlib.sha256(out).hexdigest())
+        self.privacy_ = report
+        return out
 
 
 def _upper_pairs(d: int) -> list[tuple[int, int]]:
@@ -504,15 +624,25 @@ def _upper_pairs(d: int) -> list[tuple[int, int]]:
 
 
 class DataUser:
-    """The data user: holds the secret key, reveals N, reconstructs and runs PCA.
+    """The data user: holds the secret key, checks the signed counts, reconstructs and runs PCA.
+
+    It answers nothing: no message of the protocol asks it to decrypt on
+    another party's behalf, and it decrypts one release per session.
 
     Parameters
     ----------
     private_key : PrivateKey
     params : ProtocolParams
         Must be under ``private_key.public_key``.
+    owner_keys : OwnerKeyring or None
+        The owners' verify keys (the data user's own copy); needed by
+        :meth:`reconstruct` to check N.  May be set later (``user.owner_keys = ...``).
     executor : Executor or None
         Runs the CRT batch decryption.
+    ledger : ReleaseLedger or None
+        Records the one release decrypted for this session; default in memory.
+    max_features : int
+        Largest d accepted in a result (checked before decrypting).
 
     Attributes (after :meth:`finish`)
     ---------------------------------
@@ -525,77 +655,92 @@ class DataUser:
         ``v' = v + b``.
     """
 
-    def __init__(self, private_key: PrivateKey, params: ProtocolParams, *,
-                 executor: Executor | None = None) -> None:
+    def __init__(self, private_key: PrivateKey, params: ProtocolParams, *, owner_keys: OwnerKeyring | None = None,
+                 executor: Executor | None = None, ledger: ReleaseLedger | None = None,
+                 max_features: int = DEFAULT_MAX_FEATURES) -> None:
         if private_key.public_key != params.public_key:
             raise KeyMismatchError(f"private key must match the public parameters' key "
                                    f"{params.key_fingerprint}, got {private_key.public_key.fingerprint}")
         self.private_key = private_key
         self.params = params
+        self.owner_keys = owner_keys
         self.executor = executor
+        self.ledger = ReleaseLedger() if ledger is None else ledger
+        self.max_features = check_int("max_features", max_features, minimum=1)
         self.party = "user"
         self.timings_ = Timings()
 
+    def __repr__(self) -> str:  # never shows the key
+        return f"DataUser(key={self.params.key_fingerprint[:16]}, session={self.params.session_id})"
+
     @classmethod
     def generate(cls, *, key_bits: int = 2048, insecure_test_key: bool = False, executor: Executor | None = None,
+                 owner_keys: OwnerKeyring | None = None, ledger: ReleaseLedger | None = None,
                  **param_kwargs: Any) -> "DataUser":
         """Generate the key pair (Sec. IV-C step 1) and the public parameters."""
         t = Timings()
         with t.measure("user", "keygen"):
             pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
             params = ProtocolParams.create(pk, **param_kwargs)
-        user = cls(sk, params, executor=executor)
+        user = cls(sk, params, owner_keys=owner_keys, executor=executor, ledger=ledger)
         user.timings_.merge(t)
         return user
 
-    def _decrypt_one(self, msg: Message, name: str) -> list[int]:
-        enc = EncryptedArray.from_bytes(msg.section(name), self.params.public_key)
-        return [int(x) for x in decrypt(self.private_key, enc, executor=self.executor)]
-
-    def reveal_count(self, data: bytes) -> bytes:
-        """Round 2: decrypt E[N] and return N in a ``COUNT_REPLY``.
-
-        The user reveals only a plausible count: one value in
-        ``[owners, owners * max_rows_per_owner]`` for the owners the request
-        lists (a defensive check; the paper's proxy is honest-but-curious).
-        """
-        p = self.params
-        msg = Message.from_bytes(data).expect(MessageType.COUNT_REQUEST, session=p.session_id,
-                                              key_fingerprint=p.key_fingerprint)
-        owners = msg.meta.get("owners")
-        if not isinstance(owners, list) or not 1 <= len(owners) <= p.max_owners:
-            raise MessageError(f"count request must list 1 to {p.max_owners} owners, got {owners!r}")
-        with self.timings_.measure(self.party, "reveal_count"):
-            values = self._decrypt_one(msg, "N")
-            top = len(owners) * p.max_rows_per_owner
-            if len(values) != 1 or not len(owners) <= values[0] <= top:
-                raise MessageError(f"count request must hold one count in [{len(owners)}, {top}], "
-                                   f"got {len(values)} value(s)")
-            n = values[0]
-        self.n_ = n
-        return Message(MessageType.COUNT_REPLY, p.session_id, p.key_fingerprint, self.party,
-                       meta={"N": str(n)}).to_bytes()
-
     def reconstruct(self, data: bytes) -> tuple[np.ndarray, int, PrivacyReport, dict[str, Any]]:
-        """Decrypt ``R''`` and ``v'`` and return ``M`` (exact ints), ``scale``, report, meta.
+        """Check and decrypt ``R''`` and ``v'``; return ``M`` (exact ints), ``scale``, report, meta.
 
         ``M = R'' - v' v'^T`` in Python integers; ``S_bar + G' = M / scale``.
+        Before decrypting: the owners' signed statements must verify under the
+        data user's own keyring and add up to the N the proxy claims, the
+        ciphertext counts must be those of d, and the ledger must not hold
+        another release of this session.
+
+        Raises
+        ------
+        MessageError
+            Malformed, or sizes that do not match d.
+        AuthenticationError
+            A count not signed by a listed owner for this session and key.
+        ProtocolError
+            N is not the sum of the signed counts, no keyring was given, or
+            another release of this session was already decrypted.
         """
         p = self.params
+        if self.owner_keys is None:
+            raise ProtocolError("data user must be given the owners' verify keys (owner_keys) to check N, got none")
         msg = Message.from_bytes(data).expect(MessageType.MASKED_RESULT, session=p.session_id,
                                               key_fingerprint=p.key_fingerprint)
-        d = msg.meta_int("d", minimum=1)
+        d = check_features(msg.meta_int("d", minimum=1), self.max_features)
         n = msg.meta_int("N", minimum=1)
         if msg.meta.get("frac_bits") != p.frac_bits:
-            raise MessageError(f"result frac_bits must be {p.frac_bits}, got {msg.meta.get('frac_bits')!r}")
+            raise MessageError(f"result frac_bits must be {p.frac_bits}, got {str(msg.meta.get('frac_bits'))[:40]}")
+        statements, n_signed = check_counts(msg.meta.get("statements"), self.owner_keys, session=p.session_id,
+                                            key_fingerprint=p.key_fingerprint, d=d, max_owners=p.max_owners,
+                                            max_rows_per_owner=p.max_rows_per_owner)
+        if n != n_signed:
+            raise ProtocolError(f"result N must be the sum of the owners' signed counts {n_signed}, got {n}")
+        if n < 2:
+            raise MessageError(f"result N must be >= 2, got {n}")
+        owners = [st.owner_id for st in statements]
+        if msg.meta.get("owners") != owners:
+            raise MessageError(f"result owners must be those of the signed counts {owners}, "
+                               f"got {str(msg.meta.get('owners'))[:200]}")
+        slots = p.layout.slots
+        v_chunks = [min(slots, d - a) for a in range(0, d, slots)]
+        check_section_sizes(msg, {"R2": triangle_chunk_count(d, slots), "v2": len(v_chunks)},
+                            p.public_key.ciphertext_bytes)
+        try:
+            report = PrivacyReport.from_dict(msg.meta["privacy"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MessageError(f"result must carry a privacy report, got {type(exc).__name__}") from None
+        enc_r2 = _load_array(msg, "R2", p.public_key, chunks=list(upper_triangle_chunks(d, slots)),
+                             bound=p.layout.max_abs, layout=p.layout)
+        enc_v2 = _load_array(msg, "v2", p.public_key, chunks=v_chunks, bound=p.layout.max_abs, layout=p.layout)
+        # One release per session: recorded before anything is decrypted.
+        self.ledger.claim(p.session_id, role="user", digest=hashlib.sha256(bytes(data)).hexdigest())
         with self.timings_.measure(self.party, "decrypt"):
-            n_check = self._decrypt_one(msg, "N")
-            if n_check != [n]:
-                raise MessageError(f"result N must match the encrypted count {n_check}, got {n}")
-            r2 = self._decrypt_one(msg, "R2")
-            v2 = self._decrypt_one(msg, "v2")
-        if len(r2) != d * (d + 1) // 2 or len(v2) != d:
-            raise MessageError(f"result must hold {d * (d + 1) // 2} + {d} values for d={d}, got {len(r2)} + {len(v2)}")
+            r2 = [int(x) for x in decrypt(self.private_key, enc_r2, executor=self.executor)]
+            v2 = [int(x) for x in decrypt(self.private_key, enc_v2, executor=self.executor)]
         with self.timings_.measure(self.party, "reconstruct"):
             M = np.empty((d, d), dtype=object)
             k = 0
@@ -604,10 +749,6 @@ class DataUser:
                 for j in range(i, d):
                     M[i, j] = M[j, i] = r2[k] - vi * v2[j]
                     k += 1
-        try:
-            report = PrivacyReport.from_dict(msg.meta["privacy"])
-        except (KeyError, TypeError) as exc:
-            raise MessageError(f"result must carry a privacy report, got {exc!r}") from None
         self.noisy_scatter_int_ = M
         self.scale_ = n << (2 * p.frac_bits)
         self.n_ = n

@@ -6,9 +6,11 @@ the proxy and one per owner, and wires byte pipes between them:
 owner -> proxy, proxy <-> user.  Each process gets only its own inputs over a
 control pipe from the coordinator, as JSON or ``.npy`` bytes (never pickled
 data): an owner gets its rows and the public parameters, the proxy gets the
-public parameters and the privacy options (never the private key), the user
-generates the key pair itself and returns only the public parameters and, at
-the end, its result.  (``spawn`` hands the pipe *handles* to the children with
+public parameters, the owners' verify keys and the privacy options (never the
+private key), the user generates the key pair itself and returns only the
+public parameters and, at the end, its result.  Each owner generates its own
+Ed25519 signing key and reports only the verify key, which the coordinator
+hands to the proxy and the user.  (``spawn`` hands the pipe *handles* to the children with
 its own reduction; no protocol data goes through it.)
 """
 
@@ -27,6 +29,7 @@ import numpy as np
 import dpdpca.errors as errors
 from dpdpca.dp import PrivacyReport
 from dpdpca.errors import DpdpcaError, ProtocolError
+from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
 from dpdpca.protocol.rounds import collect_shares, finish_run, verify_exact
@@ -87,9 +90,11 @@ def _guard(ctrl: Connection, body: Callable[[], None]) -> None:
 def _owner_main(ctrl: Connection, to_proxy: Connection) -> None:
     def body() -> None:
         cfg = json.loads(ctrl.recv_bytes().decode())
-        X = _from_npy(ctrl.recv_bytes())
         params = ProtocolParams.from_json(cfg["params"])
-        owner = DataOwner(params, cfg["owner_id"], clip=cfg["clip"])
+        identity = OwnerIdentity.generate(cfg["owner_id"])  # the signing key never leaves this process
+        owner = DataOwner(params, identity, clip=cfg["clip"], insecure_test_key=cfg["insecure_test_key"])
+        _send_json(ctrl, {"verify_key": identity.verify_key_b64})
+        X = _from_npy(ctrl.recv_bytes())
         net = PipeTransport(owner.party, {"proxy": to_proxy})
         data = owner.share(X)
         net.send(owner.party, "proxy", data)
@@ -107,19 +112,14 @@ def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: C
     def body() -> None:
         cfg = json.loads(ctrl.recv_bytes().decode())
         params = ProtocolParams.from_json(cfg["params"])
-        proxy = Proxy(params, expected_owners=cfg["expected"], quorum=cfg["quorum"],
+        proxy = Proxy(params, OwnerKeyring.from_json(cfg["owner_keys"]), quorum=cfg["quorum"],
                       record_noise_for_testing=cfg["verify"])
         from_owners = PipeTransport("proxy", owner_conns)
         collect_shares(proxy, from_owners, deadline_s=cfg["deadline_s"])
-        request = proxy.close_collection()
+        proxy.close_collection()
         # Late shares are refused; keep reading them so no owner blocks on a full pipe.
         threading.Thread(target=_discard_until_closed, args=(from_owners,), daemon=True).start()
         net = PipeTransport("proxy", {"user": to_user})
-        net.send("proxy", "user", request)
-        reply = net.receive("proxy", timeout=_TIMEOUT_S)
-        if reply is None:
-            raise ProtocolError("proxy must receive the count reply, got none")
-        proxy.receive_count(reply)
         net.send("proxy", "user", proxy.finish(**cfg["options"]))
         out = {"timings": proxy.timings_.to_dict(), "bytes_sent": net.bytes_sent, "owners": proxy.owners_}
         if cfg["verify"]:
@@ -134,11 +134,8 @@ def _user_main(ctrl: Connection, to_proxy: Connection) -> None:
         user = DataUser.generate(key_bits=cfg["key_bits"], insecure_test_key=cfg["insecure_test_key"],
                                  **cfg["param_kwargs"])
         _send_json(ctrl, {"params": user.params.to_json()})
+        user.owner_keys = OwnerKeyring.from_json(_recv_json(ctrl)["owner_keys"])
         net = PipeTransport("user", {"proxy": to_proxy})
-        request = net.receive("user", timeout=_TIMEOUT_S)
-        if request is None:
-            raise ProtocolError("user must receive the count request, got none")
-        net.send("user", "proxy", user.reveal_count(request))
         final = net.receive("user", timeout=_TIMEOUT_S)
         if final is None:
             raise ProtocolError("user must receive the masked result, got none")
@@ -211,8 +208,6 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
         proxy_user_end.close()
         for conn in owner_ends.values():
             conn.close()
-        _send_json(proxy_ctrl, {"params": public, "expected": ids, "deadline_s": deadline_s, "verify": verify,
-                                "quorum": len(present) if quorum is None else quorum, "options": options})
         for i in present:
             c_child, b = owner_children[ids[i]]
             proc = ctx.Process(target=_owner_main, args=(c_child, b), name=f"dpdpca-owner-{ids[i]}")
@@ -220,7 +215,16 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
             proc.start()
             c_child.close()
             b.close()
-            _send_json(owner_ctrls[ids[i]], {"params": public, "owner_id": ids[i], "clip": clip})
+            _send_json(owner_ctrls[ids[i]], {"params": public, "owner_id": ids[i], "clip": clip,
+                                             "insecure_test_key": insecure_test_key})
+        # Each owner made its own signing key; only the verify keys come back.
+        keyring = OwnerKeyring({ids[i]: _raise_if_error(_recv_json(owner_ctrls[ids[i]]))["verify_key"]
+                                for i in present}).to_json()
+        _send_json(proxy_ctrl, {"params": public, "owner_keys": keyring, "deadline_s": deadline_s,
+                                "verify": verify, "quorum": len(present) if quorum is None else quorum,
+                                "options": options})
+        _send_json(user_ctrl, {"owner_keys": keyring})
+        for i in present:
             owner_ctrls[ids[i]].send_bytes(_npy_bytes(parts[i]))
         timings = Timings(parallel_roles=("owner",))
         bytes_sent: dict[str, int] = {}
@@ -233,7 +237,6 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
             tick(f"owner {oid}")
         prox = _raise_if_error(_recv_json(proxy_ctrl))
         tick("aggregate")
-        tick("count")
         tick("mask and noise")
         usr = _raise_if_error(_recv_json(user_ctrl))
         components = _from_npy(user_ctrl.recv_bytes())

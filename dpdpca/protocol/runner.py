@@ -22,7 +22,8 @@ import numpy as np
 from dpdpca._validation import check_int, param_error
 from dpdpca.data import check_partitions
 from dpdpca.dp import REPLACE_ONE
-from dpdpca.errors import OverflowRiskError, ParameterError, ProtocolError
+from dpdpca.errors import DataError, OverflowRiskError, ParameterError, ProtocolError
+from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.protocol.params import check_noise_options
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
 from dpdpca.protocol.rounds import ProtocolRun, collect_shares, finish_run, reference_scatter_int, verify_exact
@@ -110,6 +111,9 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     present = [i for i in range(L) if i not in absent]
     if not present:
         raise param_error("absent_owners", f"fewer than the {L} owners", len(absent))
+    total_rows = sum(parts[i].shape[0] for i in present)
+    if total_rows < 2:  # refused before anyone encrypts
+        raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {total_rows}")
     if quorum is not None:
         check_int("quorum", quorum, minimum=1, maximum=L)
     declared_owners = L if max_owners is None else check_int("max_owners", max_owners, minimum=1)
@@ -117,7 +121,7 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
         raise OverflowRiskError(f"owners must be <= max_owners={declared_owners} (the declared slot width), got {L}")
     declared_rows = max(p.shape[0] for p in parts) if max_rows_per_owner is None else \
         check_int("max_rows_per_owner", max_rows_per_owner, minimum=1)
-    param_kwargs = dict(max_owners=declared_owners, max_rows_per_owner=declared_rows, frac_bits=frac_bits,
+    param_kwargs: dict[str, Any] = dict(max_owners=declared_owners, max_rows_per_owner=declared_rows, frac_bits=frac_bits,
                         kappa=kappa, min_epsilon=min(eps, 0.01), min_delta=min(dl, 1e-12))
     options: dict[str, Any] = dict(epsilon=eps, delta=dl, calibration=calibration,
                                    sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
@@ -135,26 +139,26 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     else:
         user.executor = executor
     params = user.params
+    # Every owner has its own signing key; the proxy and the user list the verify keys.
+    identities = [OwnerIdentity.generate(oid) for oid in ids]
+    keyring = OwnerKeyring.from_identities(identities)
+    user.owner_keys = keyring
     tick("keygen")
     net = transport if transport is not None else InProcessTransport()
     timings = Timings(parallel_roles=("owner",))
     rows_clipped: dict[str, int] = {}
     for i in present:
-        owner = DataOwner(params, ids[i], clip=clip, executor=executor)
+        owner = DataOwner(params, identities[i], clip=clip, executor=executor, insecure_test_key=insecure_test_key)
         net.send(owner.party, "proxy", owner.share(parts[i]))
         rows_clipped[ids[i]] = owner.rows_clipped_
         timings.merge(owner.timings_)
         tick(f"owner {ids[i]}")
-    proxy = Proxy(params, expected_owners=ids, quorum=len(present) if quorum is None else quorum,
+    proxy = Proxy(params, keyring, quorum=len(present) if quorum is None else quorum,
                   executor=executor, record_noise_for_testing=verify)
     collect_shares(proxy, net, deadline_s=deadline_s)
-    request = proxy.close_collection()
+    proxy.close_collection()
     late = _reject_late_shares(proxy, net)
-    net.send("proxy", "user", request)
     tick("aggregate")
-    net.send("user", "proxy", user.reveal_count(_recv(net, "user")))
-    proxy.receive_count(_recv(net, "proxy"))
-    tick("count")
     net.send("proxy", "user", proxy.finish(**options))
     tick("mask and noise")
     result = user.finish(_recv(net, "user"), n_components=k)
@@ -192,7 +196,7 @@ def _recv(net: Transport, party: str) -> bytes:
 
 def progress_steps(n_owners: int) -> int:
     """Number of ``progress`` calls a run makes."""
-    return n_owners + 5
+    return n_owners + 4
 
 
 def run_pipeline(partitions: Sequence[Any], *, n_components: int, epsilon: float, delta: float,

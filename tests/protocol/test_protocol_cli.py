@@ -35,6 +35,19 @@ def keys(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def ids(tmp_path_factory) -> Path:
+    """Owner identities (``<id>.identity.json``, ``<id>.verify.json``) for the ids these tests use."""
+    out = tmp_path_factory.mktemp("ids")
+    for oid in ("1", "2", "3", "4", "d4", "f"):
+        assert main(["owner", "keygen", "--owner-id", oid, "--out-dir", str(out)]) == 0
+    return out
+
+
+def _verify_keys(ids: Path, *oids: str) -> list[str]:
+    return [arg for oid in oids for arg in ("--owner-keys", str(ids / f"{oid}.verify.json"))]
+
+
+@pytest.fixture(scope="module")
 def other_keys(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("other")
     assert main(["keygen", "--out-dir", str(out), *KEY]) == 0
@@ -55,27 +68,31 @@ def _expect_error(capsys, argv: list[str], match: str, *, no_file: Path | None =
 
 
 def test_per_role_sequence_as_separate_processes(tmp_path):
-    """keygen -> owner share x3 -> proxy aggregate -> user reveal-count -> proxy finish -> user finish."""
+    """keygen, owner keygen x3 -> owner share x3 -> proxy aggregate -> proxy finish -> user finish."""
     rng = np.random.default_rng(0)
     parts = [_rows(rng, n, 4) for n in (300, 120, 210)]
     np.savetxt(tmp_path / "a.csv", parts[0], delimiter=",")
     np.save(tmp_path / "b.npy", parts[1])
     np.savetxt(tmp_path / "c.csv", parts[2], delimiter=",", header="w,x,y,z", comments="")
+    verify = [a for o in ("alice", "bob", "carol") for a in ("--owner-keys", f"ids/{o}.verify.json")]
+    owner = ["--public", "keys/public.json", "--insecure-test-key"]
     steps = [
         ["keygen", "--out-dir", "keys", *KEY, "--max-owners", "3", "--max-rows-per-owner", "400"],
-        ["owner", "share", "--public", "keys/public.json", "--data", "a.csv", "--owner-id", "alice", "--out", "s1.msg"],
-        ["owner", "share", "--public", "keys/public.json", "--data", "b.npy", "--owner-id", "bob", "--out", "s2.msg"],
-        ["owner", "share", "--public", "keys/public.json", "--data", "c.csv", "--owner-id", "carol", "--out", "s3.msg"],
-        ["proxy", "aggregate", "--public", "keys/public.json", "--out-dir", "state", "s1.msg", "s2.msg", "s3.msg"],
-        ["user", "reveal-count", "--private", "keys/private.json", "state/count-request.msg", "--out", "count.msg"],
-        ["proxy", "finish", "--state", "state", "--count", "count.msg", "--epsilon", "100", "--delta", "1e-5",
-         "--out", "result.msg"],
-        ["user", "finish", "--private", "keys/private.json", "result.msg", "--components", "2", "--out", "pcs.npz"],
+        *[["owner", "keygen", "--owner-id", o, "--out-dir", "ids"] for o in ("alice", "bob", "carol")],
+        ["owner", "share", *owner, "--identity", "ids/alice.identity.json", "--data", "a.csv", "--out", "s1.msg"],
+        ["owner", "share", *owner, "--identity", "ids/bob.identity.json", "--data", "b.npy", "--out", "s2.msg"],
+        ["owner", "share", *owner, "--identity", "ids/carol.identity.json", "--data", "c.csv", "--out", "s3.msg"],
+        ["proxy", "aggregate", "--public", "keys/public.json", *verify, "--out-dir", "state",
+         "s1.msg", "s2.msg", "s3.msg"],
+        ["proxy", "finish", "--state", "state", "--epsilon", "100", "--delta", "1e-5", "--out", "result.msg"],
+        ["user", "finish", "--private", "keys/private.json", *verify, "result.msg", "--components", "2",
+         "--out", "pcs.npz"],
     ]
     for argv in steps:
         proc = _cli(*argv, cwd=tmp_path)
         assert proc.returncode == 0, (argv, proc.stderr)
     assert stat.S_IMODE(os.stat(tmp_path / "keys" / "private.json").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "ids" / "alice.identity.json").st_mode) == 0o600
     assert "p" not in json.loads((tmp_path / "keys" / "public.json").read_text())
     summary = json.loads(proc.stdout)
     assert summary["n_rows"] == 630 and summary["components_shape"] == [4, 2]
@@ -101,7 +118,7 @@ def test_run_json_out_and_verify(tmp_path, capsys):
     assert summary["verify"]["max_abs_integer_error"] == 0
     assert 0.0 < summary["captured_energy_ratio"] <= 1.0
     assert {"epsilon", "delta", "mechanism", "sigma", "sensitivity", "neighbouring"} <= set(summary["privacy"])
-    assert set(summary["bytes_sent"]) == {"owner:1", "owner:2", "owner:3", "proxy", "user"}
+    assert set(summary["bytes_sent"]) == {"owner:1", "owner:2", "owner:3", "proxy"}  # the user sends nothing
     assert summary["timings"]["critical_path_s"] <= summary["timings"]["total_s"]
     with np.load(out / "components.npz", allow_pickle=False) as npz:
         assert npz["components"].shape == (64, 3)
@@ -151,44 +168,47 @@ def test_run_rejects_bad_data_files(tmp_path, capsys):
     _expect_error(capsys, ["run", *KEY, "--owners", "3", "--max-owners", "2", "--components", "1"], "max_owners=2")
 
 
-def _share(keys: Path, tmp: Path, X: np.ndarray, oid: str, *extra: str) -> Path:
+def _share(keys: Path, ids: Path, tmp: Path, X: np.ndarray, oid: str, *extra: str) -> Path:
     data = tmp / f"{oid}.npy"
     np.save(data, X)
     out = tmp / f"{oid}.msg"
-    assert main(["owner", "share", "--public", str(keys / "public.json"), "--data", str(data), "--owner-id", oid,
-                 "--out", str(out), *extra]) == 0
+    assert main(["owner", "share", "--public", str(keys / "public.json"), "--data", str(data), "--identity",
+                 str(ids / f"{oid}.identity.json"), "--insecure-test-key", "--out", str(out), *extra]) == 0
     return out
 
 
-def test_owner_share_bad_input(keys, tmp_path, capsys):
+def test_owner_share_bad_input(keys, ids, tmp_path, capsys):
     pub = str(keys / "public.json")
     out = tmp_path / "share.msg"
+    owner = ["owner", "share", "--public", pub, "--identity", str(ids / "1.identity.json"), "--insecure-test-key"]
     cases = [("nan.csv", "0.1,0.2\nnan,0.1\n", "finite"), ("inf.csv", "0.1,inf\n", "finite"),
              ("empty.csv", "", "at least one row")]
     for name, text, match in cases:
         (tmp_path / name).write_text(text)
-        _expect_error(capsys, ["owner", "share", "--public", pub, "--data", str(tmp_path / name), "--owner-id", "1",
-                               "--out", str(out)], match, no_file=out)
+        _expect_error(capsys, [*owner, "--data", str(tmp_path / name), "--out", str(out)], match, no_file=out)
     np.save(tmp_path / "big.npy", np.array([[0.8, 0.7]]))
-    _expect_error(capsys, ["owner", "share", "--public", pub, "--data", str(tmp_path / "big.npy"), "--owner-id", "1",
-                           "--out", str(out), "--no-clip"], "norm <= 1", no_file=out)
+    _expect_error(capsys, [*owner, "--data", str(tmp_path / "big.npy"), "--out", str(out), "--no-clip"],
+                  "norm <= 1", no_file=out)
     np.save(tmp_path / "many.npy", np.zeros((51, 2)))
-    _expect_error(capsys, ["owner", "share", "--public", pub, "--data", str(tmp_path / "many.npy"), "--owner-id",
-                           "1", "--out", str(out)], "max_rows_per_owner=50", no_file=out)
+    _expect_error(capsys, [*owner, "--data", str(tmp_path / "many.npy"), "--out", str(out)],
+                  "max_rows_per_owner=50", no_file=out)
     np.save(tmp_path / "ok.npy", np.zeros((2, 2)))
-    _expect_error(capsys, ["owner", "share", "--public", pub, "--data", str(tmp_path / "ok.npy"), "--owner-id",
-                           "not ok", "--out", str(out)], "owner_id", no_file=out)
+    _expect_error(capsys, [*owner, "--data", str(tmp_path / "ok.npy"), "--owner-id", "2", "--out", str(out)],
+                  "--owner-id must be the identity's owner id", no_file=out)
+    # the owner's own policy: a data-user key below 2048 bits is refused without --insecure-test-key
+    _expect_error(capsys, [*owner[:-1], "--data", str(tmp_path / "ok.npy"), "--out", str(out)],
+                  "key bits must be >= 2048", no_file=out)
 
 
-def test_proxy_aggregate_bad_shares(keys, other_keys, tmp_path, capsys):
+def test_proxy_aggregate_bad_shares(keys, ids, other_keys, tmp_path, capsys):
     rng = np.random.default_rng(2)
     pub = str(keys / "public.json")
-    s1 = _share(keys, tmp_path, _rows(rng, 5, 3), "1")
-    s2 = _share(keys, tmp_path, _rows(rng, 5, 3), "2")
-    s3 = _share(keys, tmp_path, _rows(rng, 5, 3), "3")
-    s4 = _share(keys, tmp_path, _rows(rng, 5, 3), "4")
-    s4d = _share(keys, tmp_path, _rows(rng, 5, 4), "d4")
-    foreign = _share(other_keys, tmp_path, _rows(rng, 5, 3), "f")
+    s1 = _share(keys, ids, tmp_path, _rows(rng, 5, 3), "1")
+    s2 = _share(keys, ids, tmp_path, _rows(rng, 5, 3), "2")
+    s3 = _share(keys, ids, tmp_path, _rows(rng, 5, 3), "3")
+    s4 = _share(keys, ids, tmp_path, _rows(rng, 5, 3), "4")
+    s4d = _share(keys, ids, tmp_path, _rows(rng, 5, 4), "d4")
+    foreign = _share(other_keys, ids, tmp_path, _rows(rng, 5, 3), "f")
     truncated = tmp_path / "trunc.msg"
     truncated.write_bytes(s1.read_bytes()[:-100])
     tampered = tmp_path / "tamper.msg"
@@ -199,42 +219,47 @@ def test_proxy_aggregate_bad_shares(keys, other_keys, tmp_path, capsys):
     for shares, match in [([s1, s1], "duplicate or replayed"), ([s1, s4d], "d=3 features, got d=4"),
                           ([s1, foreign], "key_fingerprint"), ([s1, truncated], "digest"),
                           ([s1, tampered], "digest"), ([s1, s2, s3, s4], "max_owners=3")]:
-        _expect_error(capsys, ["proxy", "aggregate", "--public", pub, "--out-dir", str(state),
-                               *map(str, shares)], match, no_file=state / "count-request.msg")
+        _expect_error(capsys, ["proxy", "aggregate", "--public", pub, *_verify_keys(ids, "1", "2", "3", "4", "d4", "f"),
+                               "--out-dir", str(state), *map(str, shares)], match, no_file=state / "state.msg")
     assert not (state / "state.msg").exists()
+    # an owner the proxy does not list is an unknown signer
+    _expect_error(capsys, ["proxy", "aggregate", "--public", pub, *_verify_keys(ids, "1"), "--out-dir", str(state),
+                           str(s1), str(s2)], "share signer must be a listed owner, got '2'", no_file=state / "state.msg")
 
 
-def test_user_and_proxy_finish_bad_input(keys, other_keys, tmp_path, capsys):
+def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys):
     rng = np.random.default_rng(3)
-    shares = [_share(keys, tmp_path, _rows(rng, 6, 3), oid) for oid in ("1", "2")]
+    shares = [_share(keys, ids, tmp_path, _rows(rng, 6, 3), oid) for oid in ("1", "2")]
     state = tmp_path / "state"
-    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), "--out-dir", str(state),
-                 *map(str, shares)]) == 0
-    request = state / "count-request.msg"
+    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *_verify_keys(ids, "1", "2"),
+                 "--out-dir", str(state), *map(str, shares)]) == 0
     count = tmp_path / "count.msg"
-    _expect_error(capsys, ["user", "reveal-count", "--private", str(other_keys / "private.json"), str(request),
-                           "--out", str(count)], "key_fingerprint", no_file=count)
-    _expect_error(capsys, ["user", "reveal-count", "--private", str(keys / "public.json"), str(request),
-                           "--out", str(count)], "private key", no_file=count)
-    assert main(["user", "reveal-count", "--private", str(keys / "private.json"), str(request),
-                 "--out", str(count)]) == 0
+    # the retired count round: refused with an explanation, nothing written
+    _expect_error(capsys, ["user", "reveal-count", "--private", str(keys / "private.json"), str(state / "state.msg"),
+                           "--out", str(count)], "the count round no longer exists", no_file=count)
     result = tmp_path / "result.msg"
-    base = ["proxy", "finish", "--state", str(state), "--count", str(count), "--out", str(result)]
+    base = ["proxy", "finish", "--state", str(state), "--out", str(result)]
     _expect_error(capsys, base + ["--epsilon", "-1", "--delta", "1e-5"], "epsilon must be > 0", no_file=result)
     _expect_error(capsys, base + ["--epsilon", "1", "--delta", "2"], "delta must be in (0, 1)", no_file=result)
     _expect_error(capsys, base + ["--epsilon", "1e-4", "--delta", "1e-5"], "noise fits the declared allowance",
                   no_file=result)
     assert main(base + ["--epsilon", "1", "--delta", "1e-5"]) == 0
+    # one release per session, even across processes: the ledger in the state refuses a second
+    again = tmp_path / "again.msg"
+    _expect_error(capsys, ["proxy", "finish", "--state", str(state), "--out", str(again), "--epsilon", "1",
+                           "--delta", "1e-5"], "must be released once", no_file=again)
     pcs = tmp_path / "pcs.npz"
-    fin = ["user", "finish", "--private", str(keys / "private.json"), str(result), "--out", str(pcs)]
-    _expect_error(capsys, fin + ["--components", "0"], "n_components must be >= 1", no_file=pcs)
+    fin = ["user", "finish", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"), str(result),
+           "--out", str(pcs), "--ledger", str(tmp_path / "user-ledger.json")]
+    _expect_error(capsys, fin + ["--components", "0"], "components must be >= 1", no_file=pcs)
     _expect_error(capsys, fin + ["--components", "4"], "n_components must be <= 3", no_file=pcs)
     bad = tmp_path / "bad.msg"
     bad.write_bytes(result.read_bytes()[:-1])
-    _expect_error(capsys, ["user", "finish", "--private", str(keys / "private.json"), str(bad), "--out", str(pcs),
-                           "--components", "1"], "digest", no_file=pcs)
-    _expect_error(capsys, ["user", "finish", "--private", str(keys / "private.json"), str(request), "--out",
-                           str(pcs), "--components", "1"], "MASKED_RESULT", no_file=pcs)
+    _expect_error(capsys, ["user", "finish", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"),
+                           str(bad), "--out", str(pcs), "--components", "1"], "digest", no_file=pcs)
+    _expect_error(capsys, ["user", "finish", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"),
+                           str(state / "state.msg"), "--out", str(pcs), "--components", "1"], "MASKED_RESULT",
+                  no_file=pcs)
 
 
 def test_processes_bad_input_prints_one_line_and_no_child_traceback(tmp_path, capfd):

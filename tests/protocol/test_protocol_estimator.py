@@ -39,7 +39,7 @@ def test_fit_returns_self_with_sklearn_attributes_and_copies_input():
     assert np.all(np.diff(est.explained_variance_) <= 0)
     assert np.allclose(est.explained_variance_, est.result_.eigenvalues / 99)
     assert est.privacy_.epsilon == 2.0 and est.privacy_.mechanism == "discrete-gaussian"
-    assert {"owner:1", "owner:2", "owner:3", "proxy", "user"} == set(est.bytes_sent_)
+    assert {"owner:1", "owner:2", "owner:3", "proxy"} == set(est.bytes_sent_)  # the data user sends nothing
     parties = est.timings_.to_dict()["parties"]
     assert {"quantize", "encrypt"} <= set(parties["owner:2"]) and "mask" in parties["proxy"]
     assert est.timings_.critical_path_s() < est.timings_.total_s()
@@ -80,7 +80,7 @@ def test_file_transport_carries_the_same_protocol(tmp_path, make_user):
     run = run_protocol(parts, n_components=1, user=make_user(), transport=net, verify=True, **SMALL)
     assert run.verify["max_abs_integer_error"] == 0
     assert list((tmp_path / "mail").glob("*/*.msg")) == []  # every message was consumed
-    assert net.bytes_sent["owner:1"] > 0 and net.bytes_sent["user"] > 0
+    assert net.bytes_sent["owner:1"] > 0 and net.bytes_sent["proxy"] > 0 and "user" not in net.bytes_sent
 
 
 def test_processes_dropout_and_verify():
@@ -89,7 +89,7 @@ def test_processes_dropout_and_verify():
                        deadline_s=30.0, **SMALL)
     assert run.verify["max_abs_integer_error"] == 0
     assert sorted(run.owners_present) == ["1", "3", "4"] and run.result.extra["n_rows"] == 29
-    assert set(run.result.bytes_sent) == {"owner:1", "owner:3", "owner:4", "proxy", "user"}
+    assert set(run.result.bytes_sent) == {"owner:1", "owner:3", "owner:4", "proxy"}  # the user sends nothing
 
 
 def test_processes_quorum_below_the_owners_present():

@@ -18,7 +18,8 @@ from dpdpca.protocol.runner import reference_scatter_int
 def _partitions(draw_d: int):
     part = arrays(np.float64, st.tuples(st.integers(1, 7), st.just(draw_d)),
                   elements=st.floats(-0.6, 0.6, allow_nan=False, allow_subnormal=False))
-    return st.lists(part, min_size=1, max_size=4)
+    # at least two rows in total: one row has a centred scatter of 0 and is refused before encrypting
+    return st.lists(part, min_size=1, max_size=4).filter(lambda ps: sum(p.shape[0] for p in ps) >= 2)
 
 
 partitions_strategy = st.integers(1, 5).flatmap(_partitions)
@@ -48,13 +49,23 @@ def test_user_result_minus_noise_is_the_exact_centred_scatter(make_user, parts, 
             k += 1
 
 
-def test_identity_holds_for_a_single_row_and_a_single_owner(make_user):
-    user = make_user(max_owners=1, max_rows_per_owner=1)
-    run = run_protocol([np.array([[-0.5, 0.25, 0.0]])], n_components=1, user=user, verify=True,
+def test_identity_holds_for_two_equal_rows_and_a_single_owner(make_user):
+    user = make_user(max_owners=1, max_rows_per_owner=2)
+    run = run_protocol([np.array([[-0.5, 0.25, 0.0]] * 2)], n_components=1, user=user, verify=True,
                        key_bits=768, insecure_test_key=True)
     assert run.verify["max_abs_integer_error"] == 0
-    # N = 1: S_bar = 0, so the user's matrix is pure noise.
+    # Two equal rows: S_bar = 0, so the user's matrix is pure noise.
     assert [int(run.noisy_scatter_int[i, j]) for i in range(3) for j in range(i, 3)] == run.noise_for_testing
+
+
+def test_a_single_row_is_refused_before_anyone_encrypts(make_user):
+    from dpdpca.errors import DataError
+
+    user = make_user(max_owners=1, max_rows_per_owner=1)
+    with pytest.raises(DataError, match="rows in total must be >= 2"):
+        run_protocol([np.array([[-0.5, 0.25, 0.0]])], n_components=1, user=user, key_bits=768,
+                     insecure_test_key=True)
+    assert "decrypt" not in user.timings_.to_dict()["parties"].get("user", {})
 
 
 def test_noise_has_the_reported_sigma_and_stays_inside_the_allowance(make_user, unit_rows):
@@ -91,10 +102,9 @@ def test_integer_lattice_leaks_v_v_mod_n_and_n_scaled_does_not(make_user, unit_r
     """Why the rigorous default differs from ARCHITECTURE.md: with N*G' the user learns v_i v_j mod N."""
     rng = np.random.default_rng(5)
     parts = [unit_rows(rng, 9, 3), unit_rows(rng, 8, 3)]  # N = 17
-    user = make_user()
-    leak = run_protocol(parts, n_components=1, noise_lattice="integer", user=user, key_bits=768,
+    leak = run_protocol(parts, n_components=1, noise_lattice="integer", user=make_user(), key_bits=768,
                         insecure_test_key=True)
-    safe = run_protocol(parts, n_components=1, noise_lattice="n-scaled", user=user, key_bits=768,
+    safe = run_protocol(parts, n_components=1, noise_lattice="n-scaled", user=make_user(), key_bits=768,
                         insecure_test_key=True)
     ref = reference_scatter_int(parts, frac_bits=16, clip=True)
     n = 17

@@ -47,7 +47,7 @@ def test_wrong_version_is_rejected_even_with_a_valid_digest():
     raw = bytearray(_msg().to_bytes()[:-32])
     raw[6] = 99
     raw = bytes(raw) + hashlib.sha256(bytes(raw)).digest()
-    with pytest.raises(MessageError, match="version must be 1, got 99"):
+    with pytest.raises(MessageError, match="version must be 2, got 99"):
         Message.from_bytes(raw)
 
 
@@ -56,8 +56,8 @@ def test_expect_checks_key_type_and_session():
     m.expect(MessageType.OWNER_SHARE, session="ab" * 16, key_fingerprint="f" * 64)
     with pytest.raises(KeyMismatchError, match="key_fingerprint"):
         m.expect(MessageType.OWNER_SHARE, session="ab" * 16, key_fingerprint="e" * 64)
-    with pytest.raises(ProtocolError, match="type must be COUNT_REPLY"):
-        m.expect(MessageType.COUNT_REPLY, session="ab" * 16, key_fingerprint="f" * 64)
+    with pytest.raises(ProtocolError, match="type must be MASKED_RESULT"):
+        m.expect(MessageType.MASKED_RESULT, session="ab" * 16, key_fingerprint="f" * 64)
     with pytest.raises(ProtocolError, match="replayed from another session"):
         m.expect(MessageType.OWNER_SHARE, session="cd" * 16, key_fingerprint="f" * 64)
 
@@ -70,7 +70,7 @@ def test_missing_section_and_bad_meta_are_message_errors():
         m.meta_int("N")
 
 
-@pytest.mark.parametrize("bad", ["", "-x", "a" * 65, "a b", 3, None, "ü"])
+@pytest.mark.parametrize("bad", ["", "-x", "a" * 65, "a b", 3, None, "ü", "alice\n", "alice\r"])
 def test_owner_ids_are_validated(bad):
     with pytest.raises(ProtocolError, match="owner_id"):
         check_owner_id(bad)

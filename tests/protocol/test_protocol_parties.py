@@ -12,13 +12,18 @@ from dpdpca.crypto import PrivateKey
 from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ProtocolError
 from dpdpca.protocol import DataOwner, DataUser, InProcessTransport, Proxy, ProtocolParams, run_protocol
 from dpdpca.protocol.messages import Message, MessageType
+from dpdpca.protocol.identity import OwnerIdentity
+from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.parties import draw_mask, mask_bound
 from dpdpca.protocol.runner import reference_scatter_int
 
 
-def _shares(params, parts, ids=None):
-    ids = ids or [str(i + 1) for i in range(len(parts))]
-    return [DataOwner(params, oid).share(X) for oid, X in zip(ids, parts)]
+@pytest.fixture
+def _shares(make_owner):
+    def make(params, parts, ids=None):
+        ids = ids or [str(i + 1) for i in range(len(parts))]
+        return [make_owner(params, oid).share(X) for oid, X in zip(ids, parts)]
+    return make
 
 
 def _reachable(root, depth=6):
@@ -36,15 +41,15 @@ def _reachable(root, depth=6):
     return out
 
 
-def test_proxy_never_holds_the_secret_key(make_user, unit_rows):
+def test_proxy_never_holds_the_secret_key(make_user, unit_rows, _shares):
     rng = np.random.default_rng(0)
     user = make_user()
     sk = user.private_key
     parts = [unit_rows(rng, 6, 3) for _ in range(3)]
-    proxy = Proxy(user.params, expected_owners=["1", "2", "3"])
+    proxy = Proxy(user.params, user.owner_keys, quorum=3)
     for share in _shares(user.params, parts):
         proxy.receive_share(share)
-    proxy.receive_count(user.reveal_count(proxy.close_collection()))
+    proxy.close_collection()
     proxy.finish(epsilon=1.0, delta=1e-5)
     secrets = {int(sk.p), int(sk.q)}
     for obj in _reachable(proxy):
@@ -56,35 +61,21 @@ def test_proxy_never_holds_the_secret_key(make_user, unit_rows):
     assert all(str(s) not in text for s in secrets)
 
 
-def test_user_never_receives_an_individual_share(make_user, unit_rows):
+def test_user_never_receives_an_individual_share_and_sends_nothing(make_user, unit_rows, _shares):
     rng = np.random.default_rng(1)
     parts = [unit_rows(rng, n, 4) for n in (5, 9, 2)]
     net = InProcessTransport()
     run = run_protocol(parts, n_components=1, user=make_user(), transport=net, key_bits=768, insecure_test_key=True)
     to_user = [(s, r) for s, r, _ in net.log if r == "user"]
-    assert to_user == [("proxy", "user"), ("proxy", "user")]
-    assert all(s.startswith("owner:") for s, r, _ in net.log if r == "proxy" and s != "user")
+    assert to_user == [("proxy", "user")]
+    assert all(s.startswith("owner:") for s, r, _ in net.log if r == "proxy")
+    assert not [s for s, _, _ in net.log if s == "user"]  # the data user answers nothing: no oracle
     assert run.result.extra["n_rows"] == 16  # the user learns only the total N
     # and a user handed an owner's share refuses it
     user = make_user()
     share = _shares(user.params, parts[:1])[0]
-    with pytest.raises(ProtocolError, match="type must be COUNT_REQUEST"):
-        user.reveal_count(share)
     with pytest.raises(ProtocolError, match="type must be MASKED_RESULT"):
         user.finish(share, n_components=1)
-
-
-def test_count_request_holds_only_the_aggregate(make_user, unit_rows):
-    rng = np.random.default_rng(2)
-    user = make_user()
-    parts = [unit_rows(rng, n, 2) for n in (3, 4)]
-    proxy = Proxy(user.params)
-    for s in _shares(user.params, parts):
-        proxy.receive_share(s)
-    request = Message.from_bytes(proxy.close_collection())
-    assert set(request.sections) == {"N"}
-    user.reveal_count(request.to_bytes())
-    assert user.n_ == 7
 
 
 def test_dropout_two_of_ten_owners_missing(make_user, unit_rows):
@@ -101,15 +92,15 @@ def test_dropout_two_of_ten_owners_missing(make_user, unit_rows):
     assert int(run.noisy_scatter_int[0, 1]) - noise[1] == int(ref8[0, 1])
 
 
-def test_quorum_not_reached_and_late_shares(make_user, unit_rows):
+def test_quorum_not_reached_and_late_shares(make_user, unit_rows, _shares):
     rng = np.random.default_rng(4)
     user = make_user()
     shares = _shares(user.params, [unit_rows(rng, 3, 2) for _ in range(3)])
-    proxy = Proxy(user.params, expected_owners=["1", "2", "3"], quorum=3)
+    proxy = Proxy(user.params, user.owner_keys, quorum=3)
     proxy.receive_share(shares[0])
     with pytest.raises(ProtocolError, match="quorum of 3, got 1"):
         proxy.close_collection()
-    proxy = Proxy(user.params, expected_owners=["1", "2", "3"], quorum=2)
+    proxy = Proxy(user.params, user.owner_keys, quorum=2)
     proxy.receive_share(shares[0])
     proxy.receive_share(shares[1])
     proxy.close_collection()
@@ -117,43 +108,43 @@ def test_quorum_not_reached_and_late_shares(make_user, unit_rows):
         proxy.receive_share(shares[2])
 
 
-def test_duplicate_and_replayed_shares_are_rejected(make_user, unit_rows):
+def test_duplicate_and_replayed_shares_are_rejected(make_user, unit_rows, _shares, make_owner):
     rng = np.random.default_rng(5)
     user = make_user()
     X = unit_rows(rng, 3, 2)
-    proxy = Proxy(user.params)
+    proxy = Proxy(user.params, user.owner_keys)
     share = _shares(user.params, [X])[0]
     proxy.receive_share(share)
     with pytest.raises(ProtocolError, match="duplicate or replayed"):
         proxy.receive_share(share)  # replay of the same bytes
     with pytest.raises(ProtocolError, match="duplicate or replayed"):
-        proxy.receive_share(DataOwner(user.params, "1").share(X * 0.5))  # same id, new data
+        proxy.receive_share(make_owner(user.params, "1").share(X * 0.5))  # same id, new data
     other_session = ProtocolParams.create(user.params.public_key, max_owners=10, max_rows_per_owner=64)
     with pytest.raises(ProtocolError, match="another session"):
-        Proxy(user.params).receive_share(DataOwner(other_session, "9").share(X))
+        Proxy(user.params, user.owner_keys).receive_share(make_owner(other_session, "9").share(X))
 
 
-def test_wrong_key_tampered_and_foreign_messages(make_user, unit_rows, other_keypair):
+def test_wrong_key_tampered_and_foreign_messages(make_user, unit_rows, other_keypair, _shares, make_owner):
     rng = np.random.default_rng(6)
     user = make_user()
     X = unit_rows(rng, 3, 2)
     foreign = ProtocolParams.create(other_keypair[0], max_owners=10, max_rows_per_owner=64,
                                     session_id=user.params.session_id)
     with pytest.raises(KeyMismatchError):
-        Proxy(user.params).receive_share(DataOwner(foreign, "1").share(X))
+        Proxy(user.params, user.owner_keys).receive_share(make_owner(foreign, "1").share(X))
     share = bytearray(_shares(user.params, [X])[0])
     share[len(share) // 2] ^= 0x40
     with pytest.raises(MessageError, match="digest"):
-        Proxy(user.params).receive_share(bytes(share))
+        Proxy(user.params, user.owner_keys).receive_share(bytes(share))
     with pytest.raises(MessageError, match="truncated"):
-        Proxy(user.params).receive_share(bytes(share[:20]))
+        Proxy(user.params, user.owner_keys).receive_share(bytes(share[:20]))
     with pytest.raises(KeyMismatchError, match="private key must match"):
         DataUser(other_keypair[1], user.params)
 
 
-def test_owner_data_errors(make_user):
+def test_owner_data_errors(make_user, make_owner):
     user = make_user(max_rows_per_owner=4)
-    owner = DataOwner(user.params, "1", clip=False)
+    owner = make_owner(user.params, "1", clip=False)
     with pytest.raises(DataError, match="finite"):
         owner.share(np.array([[0.1, np.nan]]))
     with pytest.raises(DataError, match="finite"):
@@ -164,21 +155,21 @@ def test_owner_data_errors(make_user):
         owner.share(np.array([[0.6, 0.81]]))
     with pytest.raises(OverflowRiskError, match="max_rows_per_owner=4"):
         owner.share(np.zeros((5, 2)))
-    clipped = DataOwner(user.params, "2", clip=True)
+    clipped = make_owner(user.params, "2", clip=True)
     clipped.share(np.array([[3.0, 4.0], [0.1, 0.1]]))
     assert clipped.rows_clipped_ == 1
 
 
-def test_owners_with_different_d_and_too_many_owners(make_user, unit_rows):
+def test_owners_with_different_d_and_too_many_owners(make_user, unit_rows, make_owner):
     rng = np.random.default_rng(7)
     user = make_user(max_owners=2)
-    proxy = Proxy(user.params)
-    proxy.receive_share(DataOwner(user.params, "a").share(unit_rows(rng, 2, 3)))
+    proxy = Proxy(user.params, user.owner_keys, quorum=2)
+    proxy.receive_share(make_owner(user.params, "a").share(unit_rows(rng, 2, 3)))
     with pytest.raises(DataError, match="d=3 features, got d=4"):
-        proxy.receive_share(DataOwner(user.params, "b").share(unit_rows(rng, 2, 4)))
-    proxy.receive_share(DataOwner(user.params, "c").share(unit_rows(rng, 2, 3)))
+        proxy.receive_share(make_owner(user.params, "b").share(unit_rows(rng, 2, 4)))
+    proxy.receive_share(make_owner(user.params, "c").share(unit_rows(rng, 2, 3)))
     with pytest.raises(OverflowRiskError, match="max_owners=2"):
-        proxy.receive_share(DataOwner(user.params, "d").share(unit_rows(rng, 2, 3)))
+        proxy.receive_share(make_owner(user.params, "d").share(unit_rows(rng, 2, 3)))
     with pytest.raises(OverflowRiskError, match="max_owners=2"):
         run_protocol([unit_rows(rng, 2, 3)] * 3, n_components=1, max_owners=2, key_bits=768,
                      insecure_test_key=True)
@@ -215,10 +206,8 @@ def test_epsilon_below_the_declared_allowance_raises_overflow_risk(make_user, un
 
 def test_rounds_out_of_order(make_user, unit_rows):
     user = make_user()
-    proxy = Proxy(user.params)
+    proxy = Proxy(user.params, user.owner_keys)
     with pytest.raises(ProtocolError, match="follow close_collection"):
-        proxy.receive_count(b"")
-    with pytest.raises(ProtocolError, match="follow receive_count"):
         proxy.finish(epsilon=1.0, delta=1e-5)
     with pytest.raises(ProtocolError, match="quorum"):
         proxy.close_collection()
@@ -263,35 +252,20 @@ def test_proxy_proceeds_at_the_quorum_and_excludes_later_shares(make_user, unit_
     assert run.extra["late_shares_rejected"] == 2
 
 
-def test_user_reveals_only_a_plausible_count(make_user):
-    """A proxy passing off an owner's E[v_i] or a packed R chunk as E[N] gets nothing back."""
-    from dpdpca.crypto import EncryptedArray
-
-    user = make_user(max_rows_per_owner=8)
-    p = user.params
-    share = Message.from_bytes(DataOwner(p, "1").share(np.full((5, 2), 0.5)))  # v_i = 5 * 0.5 * 2**16
-    v_single = EncryptedArray.from_bytes(share.section("v"), p.public_key).select([0])
-    r_chunks = EncryptedArray.from_bytes(share.section("R"), p.public_key)
-    for fake_n in (v_single, r_chunks):
-        fake = Message(MessageType.COUNT_REQUEST, p.session_id, p.key_fingerprint, "proxy",
-                       meta={"owners": ["1"], "d": 2}, sections={"N": fake_n.to_bytes()})
-        with pytest.raises(MessageError, match="one count in"):
-            user.reveal_count(fake.to_bytes())
-
-
-def test_v_prime_from_two_datasets_is_indistinguishable_end_to_end(make_user):
+def test_v_prime_from_two_datasets_is_indistinguishable_end_to_end(make_user, make_owner):
     """The user's v' for two very different datasets (same N): KS on v', chi-square on v' mod N (p > 1e-4)."""
     user = make_user(max_owners=1, max_rows_per_owner=7)
     p = user.params
     datasets = {"plus": np.full((7, 2), 0.7), "minus": np.full((7, 2), -0.7)}
-    shares = {name: DataOwner(p, "1").share(X) for name, X in datasets.items()}
+    shares = {name: make_owner(p, "1").share(X) for name, X in datasets.items()}
     bound = mask_bound(7, frac_bits=p.frac_bits, kappa=p.kappa)
     samples: dict[str, list[int]] = {name: [] for name in datasets}
     for _ in range(300):
         for name, share in shares.items():
-            proxy = Proxy(p)
+            proxy = Proxy(p, user.owner_keys, quorum=1)
             proxy.receive_share(share)
-            proxy.receive_count(user.reveal_count(proxy.close_collection()))
+            proxy.close_collection()
+            user.ledger = ReleaseLedger()  # an experiment: many releases of one session, on purpose
             user.reconstruct(proxy.finish(epsilon=1.0, delta=1e-5))
             samples[name].append(int(user.masked_sum_[0]))
     v_plus, v_minus = int(7 * np.trunc(0.7 * 2 ** 16)), -int(7 * np.trunc(0.7 * 2 ** 16))
@@ -305,7 +279,7 @@ def test_v_prime_from_two_datasets_is_indistinguishable_end_to_end(make_user):
         assert stats.chisquare(counts).pvalue > 1e-4
 
 
-def test_proxy_rerandomizes_what_the_user_receives(make_user, unit_rows):
+def test_proxy_rerandomizes_what_the_user_receives(make_user, unit_rows, _shares):
     # Without fresh randomness, E[v'] = E[v window] * (1 + pack(b) n): the ratio of the
     # two ciphertexts would be 1 mod n, and the user (who can strip plaintexts with the
     # secret key) would see the owners' aggregated randomness reused under the mask.
@@ -316,10 +290,10 @@ def test_proxy_rerandomizes_what_the_user_receives(make_user, unit_rows):
     rng = np.random.default_rng(11)
     user = make_user()
     parts = [unit_rows(rng, 5, 7) for _ in range(2)]
-    proxy = Proxy(user.params)
+    proxy = Proxy(user.params, user.owner_keys, quorum=2)
     for s in _shares(user.params, parts):
         proxy.receive_share(s)
-    proxy.receive_count(user.reveal_count(proxy.close_collection()))
+    proxy.close_collection()
     windows = proxy._aggregate["vwin"].select(list(range(0, 7, user.params.layout.slots)))
     result = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5))
     v2 = EncryptedArray.from_bytes(result.sections["v2"], user.params.public_key)

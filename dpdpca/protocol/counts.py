@@ -1,0 +1,180 @@
+"""The owners' signed share statements and the row count N they bind.
+
+Under replace-one neighbouring the number of rows is public, so each owner
+sends its count ``N_l`` in the clear, inside a statement it signs with its
+Ed25519 key (:mod:`dpdpca.protocol.identity`)::
+
+    "dpdpca/owner-share/v2" NUL {"ciphertext_sha256": ..., "d": ..., "key_fingerprint": ...,
+                                 "n_rows": ..., "owner_id": ..., "session": ...}
+
+``ciphertext_sha256`` is the SHA-256 of the share's ciphertext sections
+(:func:`ciphertext_digest`), so the statement binds the count to exactly
+those ciphertexts, that owner id, that session and that key: a share replayed
+under another id or session, or with a changed count, fails to verify.
+
+The proxy checks each statement when a share arrives, sums the counts to N
+and forwards the statements with its result; the data user checks them again
+against its own copy of the owners' verify keys (:func:`check_counts`) and
+accepts only the N they add up to.  There is therefore no count round: the
+data user never decrypts anything on the proxy's behalf.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from dpdpca.errors import AuthenticationError, MessageError, ProtocolError
+from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, check_owner_id, statement_bytes
+
+__all__ = ["SHARE_DOMAIN", "SHARE_SECTIONS", "ShareStatement", "ciphertext_digest", "check_counts"]
+
+#: Domain string of an owner-share statement (a signature on it verifies as nothing else).
+SHARE_DOMAIN = "dpdpca/owner-share/v2"
+#: The ciphertext sections of an owner share, in digest order.
+SHARE_SECTIONS = ("R", "v", "vwin")
+
+
+def ciphertext_digest(sections: Mapping[str, bytes], names: Sequence[str] = SHARE_SECTIONS) -> str:
+    """SHA-256 hex over ``names`` in order, each as name, 8-byte length, body (unambiguous).
+
+    Raises
+    ------
+    MessageError
+        A section is missing.
+    """
+    h = hashlib.sha256()
+    for name in names:
+        if name not in sections:
+            raise MessageError(f"share must have section {name!r}, got {sorted(sections)}")
+        body = bytes(sections[name])
+        h.update(name.encode() + b"\0" + len(body).to_bytes(8, "big"))
+        h.update(body)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class ShareStatement:
+    """One owner's signed statement about its share.
+
+    Parameters
+    ----------
+    owner_id : str
+    d : int
+        Number of features.
+    n_rows : int
+        The owner's row count ``N_l`` (public under replace-one).
+    ciphertext_sha256 : str
+        :func:`ciphertext_digest` of the share's sections.
+    signature : str
+        base64url Ed25519 signature of :meth:`payload`.
+    """
+
+    owner_id: str
+    d: int
+    n_rows: int
+    ciphertext_sha256: str
+    signature: str
+
+    @staticmethod
+    def payload_for(*, session: str, key_fingerprint: str, owner_id: str, d: int, n_rows: int,
+                    ciphertext_sha256: str) -> bytes:
+        return statement_bytes(SHARE_DOMAIN, {"session": session, "key_fingerprint": key_fingerprint,
+                                              "owner_id": owner_id, "d": d, "n_rows": n_rows,
+                                              "ciphertext_sha256": ciphertext_sha256})
+
+    def payload(self, *, session: str, key_fingerprint: str) -> bytes:
+        """The signed bytes, in the given session and under the given key."""
+        return self.payload_for(session=session, key_fingerprint=key_fingerprint, owner_id=self.owner_id,
+                                d=self.d, n_rows=self.n_rows, ciphertext_sha256=self.ciphertext_sha256)
+
+    @classmethod
+    def sign(cls, identity: OwnerIdentity, *, session: str, key_fingerprint: str, d: int, n_rows: int,
+             ciphertext_sha256: str) -> "ShareStatement":
+        """The owner's statement, signed with its identity."""
+        payload = cls.payload_for(session=session, key_fingerprint=key_fingerprint, owner_id=identity.owner_id,
+                                  d=d, n_rows=n_rows, ciphertext_sha256=ciphertext_sha256)
+        sig = base64.urlsafe_b64encode(identity.sign(payload)).decode().rstrip("=")
+        return cls(identity.owner_id, d, n_rows, ciphertext_sha256, sig)
+
+    def verify(self, keyring: OwnerKeyring, *, session: str, key_fingerprint: str) -> None:
+        """Check the signature against the owner's listed key.
+
+        Raises
+        ------
+        AuthenticationError
+            Unknown owner, malformed or non-verifying signature.
+        """
+        try:
+            raw = base64.urlsafe_b64decode(self.signature + "=" * (-len(self.signature) % 4))
+        except (binascii.Error, ValueError):
+            raise AuthenticationError(f"signature of owner {self.owner_id!r} must be base64url, got a malformed "
+                                      f"value") from None
+        keyring.verify(self.owner_id, self.payload(session=session, key_fingerprint=key_fingerprint), raw)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"owner_id": self.owner_id, "d": self.d, "n_rows": str(self.n_rows),
+                "ciphertext_sha256": self.ciphertext_sha256, "signature": self.signature}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "ShareStatement":
+        """Parse; shapes only (the signature is checked by :meth:`verify`).
+
+        Raises
+        ------
+        MessageError
+            Missing or malformed fields.
+        ProtocolError
+            A malformed owner id.
+        """
+        if not isinstance(obj, Mapping):
+            raise MessageError(f"share statement must be an object, got {type(obj).__name__}")
+        owner = check_owner_id(obj.get("owner_id"))
+        d, n = obj.get("d"), obj.get("n_rows")
+        digest, sig = obj.get("ciphertext_sha256"), obj.get("signature")
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise MessageError(f"share statement d must be an integer >= 1, got {str(d)[:40]!r}")
+        if not isinstance(n, str) or not n.isdigit() or len(n) > 20:
+            raise MessageError(f"share statement n_rows must be a decimal string, got {str(n)[:40]!r}")
+        if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise MessageError(f"share statement ciphertext_sha256 must be 64 hex characters, got {str(digest)[:80]!r}")
+        if not isinstance(sig, str) or len(sig) > 128:
+            raise MessageError(f"share statement signature must be a base64url string, got {type(sig).__name__}")
+        return cls(owner, d, int(n), digest, sig)
+
+
+def check_counts(statements: Any, keyring: OwnerKeyring, *, session: str, key_fingerprint: str, d: int,
+                 max_owners: int, max_rows_per_owner: int) -> tuple[list[ShareStatement], int]:
+    """Verify every owner's signed statement and return them with ``N = sum N_l``.
+
+    Used by the data user on the proxy's result, and by the proxy on its own state.
+
+    Raises
+    ------
+    MessageError
+        Not a non-empty list of at most ``max_owners`` statements, a statement
+        for another d, or a count outside ``[1, max_rows_per_owner]``.
+    ProtocolError
+        The same owner twice.
+    AuthenticationError
+        A signature that does not verify, or an owner the keyring does not list.
+    """
+    if not isinstance(statements, list) or not 1 <= len(statements) <= max_owners:
+        raise MessageError(f"share statements must be a list of 1 to {max_owners}, got "
+                           f"{len(statements) if isinstance(statements, list) else type(statements).__name__}")
+    parsed = [ShareStatement.from_json(s) for s in statements]
+    seen: set[str] = set()
+    for st in parsed:
+        if st.owner_id in seen:
+            raise ProtocolError(f"owner ids must be unique in the share statements, got {st.owner_id!r} twice")
+        seen.add(st.owner_id)
+        if st.d != d:
+            raise MessageError(f"share statement of owner {st.owner_id!r} must have d={d}, got {st.d}")
+        if not 1 <= st.n_rows <= max_rows_per_owner:
+            raise MessageError(f"owner {st.owner_id!r} row count must be in [1, {max_rows_per_owner}], "
+                               f"got {st.n_rows}")
+        st.verify(keyring, session=session, key_fingerprint=key_fingerprint)
+    return parsed, sum(st.n_rows for st in parsed)

@@ -1,0 +1,274 @@
+"""The attacks of the threat model (docs/threat-model.md), each reproduced and shown refused or harmless.
+
+Every test here is named in docs/threat-model.md next to the claim it backs.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import tracemalloc
+
+import gmpy2
+import numpy as np
+import phe
+import pytest
+from scipy import stats
+
+from dpdpca.crypto import EncryptedArray
+from dpdpca.errors import (AuthenticationError, DataError, InsecureKeyError, MessageError, ProtocolError)
+from dpdpca.protocol import DataUser, Proxy, ProtocolParams
+from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
+from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+from dpdpca.protocol.ledger import ReleaseLedger
+from dpdpca.protocol.messages import Message, MessageType
+
+
+def _rewrap(share: bytes, *, owner_id: str | None = None, meta: dict | None = None,
+            sections: dict | None = None, mtype: MessageType | None = None) -> bytes:
+    """The share's bytes with another owner id / meta / sections, digest recomputed (anyone can)."""
+    m = Message.from_bytes(share)
+    new_meta = dict(m.meta)
+    if owner_id is not None:
+        new_meta["owner_id"] = owner_id
+    new_meta.update(meta or {})
+    sender = f"owner:{new_meta['owner_id']}" if "owner_id" in new_meta else m.sender
+    return Message(mtype or m.type, m.session, m.key_fingerprint, sender, new_meta,
+                   sections if sections is not None else m.sections).to_bytes()
+
+
+# -- 1. no decryption oracle ------------------------------------------------------------------
+
+def test_crafted_count_request_gets_nothing(make_user, make_owner):
+    """Version 1's attack: E[v_i] of one owner plus a known shift, sent as a count request."""
+    user = make_user(max_rows_per_owner=8)
+    p = user.params
+    share = Message.from_bytes(make_owner(p, "1").share(np.full((5, 2), 0.5)))
+    v0 = EncryptedArray.from_bytes(share.section("v"), p.public_key).select([0])
+    crafted = v0.add_plain([-(5 << 15) + 3], plain_bound=5 << 16)  # lands in [owners, owners * max_rows]
+    body = Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, "proxy",
+                   meta={"owners": ["1"], "d": 2}, sections={"N": crafted.to_bytes()}).to_bytes()
+    raw = bytearray(body[:-32])
+    raw[7] = 2  # the retired COUNT_REQUEST type
+    with pytest.raises(MessageError, match=r"message type must be one of \[1, 4, 5\], got 2"):
+        Message.from_bytes(bytes(raw) + hashlib.sha256(bytes(raw)).digest())
+    assert not hasattr(user, "reveal_count")  # nothing in the data user decrypts for another party
+    # and passed off as a result, the crafted ciphertext is refused before any decryption
+    fake = Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, "proxy",
+                   meta={"owners": ["1"], "d": 1, "N": "3", "frac_bits": 16, "statements": []},
+                   sections={"R2": crafted.to_bytes(), "v2": crafted.to_bytes()}).to_bytes()
+    with pytest.raises(MessageError, match="share statements must be a list of 1 to"):
+        user.reconstruct(fake)
+    assert user.ledger.releases() == {}
+
+
+def test_forged_or_implausible_n_is_refused(make_user, make_owner):
+    user = make_user()
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=2)
+    for oid, n in (("1", 3), ("2", 4)):
+        proxy.receive_share(make_owner(p, oid).share(np.full((n, 2), 0.3)))
+    proxy.close_collection()
+    result = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5))
+    for forged_n in ("-5", "1", "8", "70"):
+        with pytest.raises((MessageError, ProtocolError), match="N must|meta N"):
+            user.reconstruct(_rewrap(result.to_bytes(), meta={"N": forged_n}))
+    statements = result.meta["statements"]
+    inflated = [dict(statements[0], n_rows="30"), statements[1]]
+    with pytest.raises(AuthenticationError, match="must verify"):
+        user.reconstruct(_rewrap(result.to_bytes(), meta={"N": "34", "statements": inflated}))
+    with pytest.raises(ProtocolError, match="unique"):
+        user.reconstruct(_rewrap(result.to_bytes(), meta={"N": "6", "statements": [statements[0]] * 2}))
+    assert user.ledger.releases() == {}  # nothing was decrypted
+    M, _, _, _ = user.reconstruct(result.to_bytes())
+    assert user.n_ == 7 and M.shape == (2, 2)
+
+
+# -- 2. owner identity: replays and unknown signers ----------------------------------------------
+
+def test_replayed_share_under_a_new_id_is_refused(make_user, make_owner, identity):
+    user = make_user()
+    p = user.params
+    alice = make_owner(p, "alice").share(np.full((4, 3), 0.2))
+    proxy = Proxy(p, user.owner_keys)
+    proxy.receive_share(alice)
+    # mallory is not listed: an unknown signer
+    with pytest.raises(AuthenticationError, match="listed owner, got 'mallory'"):
+        proxy.receive_share(_rewrap(alice, owner_id="mallory"))
+    # bob is listed, but alice's signature does not cover bob's id
+    stolen = Message.from_bytes(alice).meta["statement"]
+    with pytest.raises(AuthenticationError, match="must be for owner 'bob'"):
+        proxy.receive_share(_rewrap(alice, owner_id="bob"))
+    with pytest.raises(AuthenticationError, match="must verify"):
+        proxy.receive_share(_rewrap(alice, owner_id="bob", meta={"statement": dict(stolen, owner_id="bob")}))
+    # bob signs alice's ciphertexts with his own key: identical ciphertexts are refused under any id
+    m = Message.from_bytes(alice)
+    bob_statement = ShareStatement.sign(identity("bob"), session=p.session_id, key_fingerprint=p.key_fingerprint,
+                                        d=3, n_rows=4, ciphertext_sha256=ciphertext_digest(m.sections))
+    with pytest.raises(ProtocolError, match="ciphertexts must be fresh"):
+        proxy.receive_share(_rewrap(alice, owner_id="bob", meta={"statement": bob_statement.to_json()}))
+    # unsigned, or signed over other ciphertexts
+    meta = {k: v for k, v in m.meta.items() if k != "statement"}
+    with pytest.raises(MessageError, match="share statement must be an object"):
+        Proxy(p, user.owner_keys).receive_share(Message(m.type, m.session, m.key_fingerprint, m.sender, meta,
+                                                        m.sections).to_bytes())
+    other = Message.from_bytes(make_owner(p, "alice").share(np.full((4, 3), 0.1)))
+    with pytest.raises(AuthenticationError, match="cover these ciphertexts"):
+        Proxy(p, user.owner_keys).receive_share(_rewrap(alice, sections=other.sections))
+    assert proxy.received == ["alice"]
+
+
+def test_a_signature_from_another_session_does_not_verify(make_user, make_owner, identity):
+    user = make_user()
+    other = ProtocolParams.create(user.params.public_key, max_owners=10, max_rows_per_owner=64)
+    share = Message.from_bytes(make_owner(other, "alice").share(np.full((3, 2), 0.2)))
+    # rewrapped into this session (session field changed, digest recomputed): the signature covers the old one
+    moved = Message(share.type, user.params.session_id, share.key_fingerprint, share.sender, share.meta,
+                    share.sections).to_bytes()
+    with pytest.raises(AuthenticationError, match="must verify"):
+        Proxy(user.params, user.owner_keys).receive_share(moved)
+
+
+def test_keyring_and_identity_files(tmp_path, identity):
+    import os
+    import stat
+
+    alice = OwnerIdentity.generate("alice")
+    alice.save(tmp_path / "a.identity.json")
+    assert stat.S_IMODE(os.stat(tmp_path / "a.identity.json").st_mode) == 0o600
+    with pytest.raises(Exception, match="must not exist"):
+        alice.save(tmp_path / "a.identity.json")
+    back = OwnerIdentity.load(tmp_path / "a.identity.json")
+    assert back.verify_key_b64 == alice.verify_key_b64 and "signing" not in repr(back)
+    OwnerKeyring.from_identities([alice]).save(tmp_path / "a.verify.json")
+    OwnerKeyring.from_identities([identity("bob")]).save(tmp_path / "b.verify.json")
+    ring = OwnerKeyring.load([tmp_path / "a.verify.json", tmp_path / "b.verify.json"])
+    assert sorted(ring) == ["alice", "bob"]
+    OwnerKeyring.from_identities([OwnerIdentity.generate("alice")]).save(tmp_path / "a2.verify.json")
+    with pytest.raises(ProtocolError, match="one verify key"):
+        OwnerKeyring.load([tmp_path / "a.verify.json", tmp_path / "a2.verify.json"])
+
+
+# -- 3. one release per session -------------------------------------------------------------------
+
+def test_finish_twice_is_refused_across_processes_and_the_user_decrypts_once(tmp_path, make_user, make_owner):
+    user = make_user()
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=2)
+    for oid in ("1", "2"):
+        proxy.receive_share(make_owner(p, oid).share(np.full((3, 2), 0.3) * (1 + int(oid))))
+    proxy.close_collection()
+    state = proxy.state_bytes()
+    ledger_path = tmp_path / "ledger.json"
+    first = Proxy.from_state(p, user.owner_keys, state, ledger=ReleaseLedger(ledger_path))
+    release = first.finish(epsilon=1.0, delta=1e-5)
+    # a new proxy object (as a new process would build) on the same state and ledger file
+    again = Proxy.from_state(p, user.owner_keys, state, ledger=ReleaseLedger(ledger_path))
+    with pytest.raises(ProtocolError, match="must be released once"):
+        again.finish(epsilon=1.0, delta=1e-5)
+    # a proxy that lost its ledger releases again: the data user's own ledger refuses the second one
+    second = Proxy.from_state(p, user.owner_keys, state).finish(epsilon=1.0, delta=1e-5)
+    user.ledger = ReleaseLedger(tmp_path / "user-ledger.json")
+    user.reconstruct(release)
+    user.reconstruct(release)  # the same release again reveals nothing new
+    fresh = DataUser(user.private_key, p, owner_keys=user.owner_keys, ledger=ReleaseLedger(tmp_path / "user-ledger.json"))
+    with pytest.raises(ProtocolError, match="must be released once"):
+        fresh.reconstruct(second)
+    assert list(ReleaseLedger(ledger_path).releases()) == [p.session_id]
+
+
+# -- 4. sizes are checked before allocation --------------------------------------------------------
+
+def test_a_small_share_declaring_a_huge_d_allocates_nothing(make_user, make_owner, identity):
+    user = make_user()
+    p = user.params
+    share = make_owner(p, "alice").share(np.full((3, 2), 0.2))
+    m = Message.from_bytes(share)
+    for d, err, match in ((3000, MessageError, "must hold"), (30000, DataError, "max_features=4096"),
+                          (10 ** 6, DataError, "max_features=4096")):
+        st = ShareStatement.sign(identity("alice"), session=p.session_id, key_fingerprint=p.key_fingerprint, d=d,
+                                 n_rows=3, ciphertext_sha256=ciphertext_digest(m.sections))
+        forged = _rewrap(share, meta={"d": d, "statement": st.to_json()})
+        tracemalloc.start()
+        try:
+            with pytest.raises(err, match=match):
+                Proxy(p, user.owner_keys).receive_share(forged)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 5 * len(share) + (1 << 20), peak  # a few copies of the message, not O(d^2)
+
+
+# -- 6. the owner's own key policy ----------------------------------------------------------------
+
+def test_owner_refuses_a_weak_key_even_if_public_json_says_insecure(make_user, identity):
+    from dpdpca.protocol import DataOwner
+
+    user = make_user()
+    public = user.params.to_json()
+    assert public["dpdpca_protocol"]["insecure_test_key"] is True  # what the data user wrote
+    params = ProtocolParams.from_json(public)
+    with pytest.raises(InsecureKeyError, match="key bits must be >= 2048 for an owner to encrypt"):
+        DataOwner(params, identity("1"))
+    DataOwner(params, identity("1"), insecure_test_key=True)  # the owner's own, explicit choice
+
+
+# -- 8. rerandomization independent of the owners' encryptor --------------------------------------
+
+def _jacobi(c: int, n: int) -> int:
+    # c = (1 + m n) rho^n mod n^2, so c = rho^n (mod n) and J(c mod n) = J(rho)^n = J(rho):
+    # the Jacobi symbol of a ciphertext's randomness is public.
+    return int(gmpy2.jacobi(int(c) % n, n))
+
+
+def test_djn_rerandomization_keeps_the_jacobi_symbol_and_full_does_not(keypair):
+    pk, _ = keypair
+    n = int(pk.n)
+    r0 = next(r for r in range(2, 1000) if gmpy2.jacobi(r, n) == -1)
+    phe_key = phe.PaillierPublicKey(n)
+    from dpdpca.crypto import SlotLayout
+
+    layout = SlotLayout(slot_bits=64, slots=1)
+    arr = EncryptedArray(pk, layout, [1] * 400, 5, [phe_key.raw_encrypt(3, r_value=r0)] * 400)
+    assert {_jacobi(c, n) for c in arr.rerandomize(method="djn").ciphertexts} == {-1}
+    signs = [_jacobi(c, n) for c in arr.rerandomize(method="standard").ciphertexts]
+    assert stats.binomtest(signs.count(1), len(signs), 0.5).pvalue > 1e-4
+
+
+def _phe_share(share: bytes, params: ProtocolParams, private_key, ident: OwnerIdentity, r0: int) -> bytes:
+    """The same share as an owner using python-paillier would send it: every ciphertext (1 + m n) r0^n."""
+    m = Message.from_bytes(share)
+    phe_key = phe.PaillierPublicKey(int(params.public_key.n))
+    sections = {}
+    for name, body in m.sections.items():
+        arr = EncryptedArray.from_bytes(body, params.public_key)
+        plain = private_key.raw_decrypt(arr.ciphertexts)
+        cts = [phe_key.raw_encrypt(int(x), r_value=r0) for x in plain]
+        sections[name] = EncryptedArray(params.public_key, arr.layout, arr.chunks, arr.bound, cts).to_bytes()
+    st = ShareStatement.from_json(m.meta["statement"])
+    signed = ShareStatement.sign(ident, session=params.session_id, key_fingerprint=params.key_fingerprint,
+                                 d=st.d, n_rows=st.n_rows, ciphertext_sha256=ciphertext_digest(sections))
+    return _rewrap(share, meta={"statement": signed.to_json()}, sections=sections)
+
+
+def test_proxy_output_randomness_is_independent_of_phe_made_owner_ciphertexts(make_user, make_owner, identity):
+    """Owners encrypt with phe and r0 of Jacobi symbol -1: without fresh full randomness every v' ciphertext
+    the user receives has J = -1 and R'' ciphertexts have J = (-1)^(function of the mask's parities)."""
+    user = make_user()
+    p = user.params
+    n = int(p.public_key.n)
+    rng = np.random.default_rng(12)
+    signs: list[int] = []
+    for run in range(6):
+        r0s = [next(r for r in range(2 + 50 * k, 2000) if gmpy2.jacobi(r, n) == -1) for k in range(2)]
+        shares = [_phe_share(make_owner(p, oid).share(rng.uniform(-0.3, 0.3, size=(5, 8))), p, user.private_key,
+                             identity(oid), r0) for oid, r0 in zip(("1", "2"), r0s)]
+        proxy = Proxy(p, user.owner_keys, quorum=2)
+        for s in shares:
+            proxy.receive_share(s)
+        proxy.close_collection()
+        result = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5))
+        for name in ("R2", "v2"):
+            signs += [_jacobi(c, n) for c in EncryptedArray.from_bytes(result.section(name), p.public_key).ciphertexts]
+    assert len(signs) >= 60
+    assert stats.binomtest(signs.count(1), len(signs), 0.5).pvalue > 1e-4
