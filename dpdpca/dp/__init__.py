@@ -4,15 +4,19 @@ Everything that adds noise in dpdpca takes it from here.  This layer knows
 nothing of encryption.  See ``docs/dp.md``.
 """
 
+from dpdpca.dp.accountant import ORDERS, BudgetExceededError, PrivacyLedger, ReleaseCost, rdp_to_delta, rdp_to_epsilon
 from dpdpca.dp.calibration import (
     calibrate_discrete_gaussian,
     calibrate_gaussian,
+    discrete_gaussian_blocks_delta,
     discrete_gaussian_delta,
     discrete_gaussian_delta_1d,
     gaussian_delta,
+    rounding_tv_bound,
     zcdp_delta,
 )
 from dpdpca.dp.cape import CapeNoisePlan, cape_gain, cape_gain_max, exact_zero_sum
+from dpdpca.dp.distributed import DistributedCalibration, calibrate_distributed, ddg_rdp, ddg_tau
 from dpdpca.dp.discrete import bernoulli_exp_neg, sample_discrete_gaussian, sample_discrete_laplace
 from dpdpca.dp.mechanisms import (
     DiscreteGaussianMechanism,
@@ -34,6 +38,16 @@ from dpdpca.dp.noise import (
     upper_triangle_size,
 )
 from dpdpca.dp.randomness import GeneratorNoiseSource, NoiseSource, OsNoiseSource, resolve_source
+from dpdpca.dp.release import (
+    BLOCKS,
+    DEFAULT_RELEASE,
+    NOISE_BY,
+    RELEASES,
+    AddRemoveCalibration,
+    block_scales,
+    calibrate_add_remove,
+    split_weights,
+)
 from dpdpca.dp.report import ADD_REMOVE_ONE, REPLACE_ONE, PrivacyReport, compose_basic
 from dpdpca.dp.sensitivity import (
     centred_scatter_sensitivity,
@@ -44,6 +58,10 @@ from dpdpca.dp.sensitivity import (
 )
 
 __all__ = [
+    "RELEASES", "DEFAULT_RELEASE", "NOISE_BY", "BLOCKS", "AddRemoveCalibration", "calibrate_add_remove",
+    "split_weights", "block_scales", "discrete_gaussian_blocks_delta", "rounding_tv_bound",
+    "DistributedCalibration", "calibrate_distributed", "ddg_rdp", "ddg_tau",
+    "ORDERS", "ReleaseCost", "PrivacyLedger", "BudgetExceededError", "rdp_to_epsilon", "rdp_to_delta",
     "PrivacyReport", "REPLACE_ONE", "ADD_REMOVE_ONE", "compose_basic",
     "resolve_source", "NoiseSource", "OsNoiseSource", "GeneratorNoiseSource",
     "calibrate_gaussian", "gaussian_delta", "zcdp_delta", "calibrate_discrete_gaussian",

@@ -31,6 +31,21 @@ Discrete Gaussian (Canonne, Kamath & Steinke 2020)
     Theorem 7 delta of a scalar release by direct summation, used by the tests
     to check that the reported bound is never below the truth.
 
+Discrete Gaussian, tighter: the rounding coupling (``"analytic"``, with a dimension)
+    The zCDP route above costs 7-10% more sigma than the analytic continuous
+    Gaussian.  For the large sigmas of the protocol (1e9 and more in integer
+    units) we recover it with a bound of our own, proved in
+    :func:`discrete_gaussian_blocks_delta`: the discrete Gaussian is within a
+    total-variation distance ``tv(sigma) <= (sqrt(2)/sigma^2 + sqrt(6)/sigma^3)/48
+    + q/(1-q)``, ``q = exp(-2 pi^2 sigma^2)``, of the *rounded* continuous
+    Gaussian, whose mechanism is post-processing of the continuous Gaussian
+    mechanism.  Hence, for m coordinates,
+    ``delta_DG(eps) <= delta_BW(eps; D) + (1 + e^eps) * sum_j tv(sigma_j)`` with
+    ``delta_BW`` the exact analytic-Gaussian delta (Balle & Wang 2018, Thm 8)
+    at the whitened sensitivity ``D^2 = max sum_j (q_j(x) - q_j(x'))^2 / sigma_j^2``.
+    We report the smaller of this and the zCDP bound (both are valid).  For
+    small sigma the tv term dominates and the zCDP bound wins.
+
 References
 ----------
 B. Balle, Y.-X. Wang, "Improving the Gaussian Mechanism for Differential
@@ -57,6 +72,9 @@ from scipy import optimize, special
 from dpdpca._validation import check_int, check_nonnegative, check_open_unit, check_positive, param_error
 
 __all__ = [
+    "rounding_tv_bound",
+    "discrete_gaussian_blocks_delta",
+    "rounding_coupling_delta",
     "GAUSSIAN_CALIBRATIONS",
     "DISCRETE_GAUSSIAN_CALIBRATIONS",
     "calibrate_gaussian",
@@ -73,7 +91,10 @@ __all__ = [
 ]
 
 GAUSSIAN_CALIBRATIONS = ("analytic", "classic")
-DISCRETE_GAUSSIAN_CALIBRATIONS = ("zcdp", "classic")
+#: ``"analytic"``: the rounding-coupling bound (needs the dimension; the
+#: tightest for large sigma); ``"zcdp"``: CKS Cor. 13 in any dimension;
+#: ``"classic"``: the papers' formula.
+DISCRETE_GAUSSIAN_CALIBRATIONS = ("analytic", "zcdp", "classic")
 # Reported deltas are computed in float64: we inflate them by this factor so
 # that rounding in exp/log/erfc cannot make a bound smaller than the truth.
 _ROUND_UP = 1.0 + 1e-9
@@ -247,7 +268,7 @@ def zcdp_rho_for(epsilon: float, delta: float) -> float:
 
 
 def calibrate_discrete_gaussian(*, epsilon: float, delta: float, sensitivity: int,
-                                calibration: str = "zcdp") -> Fraction:
+                                calibration: str = "zcdp", dimension: int | None = None) -> Fraction:
     """Exact rational ``sigma^2`` of discrete Gaussian noise for an integer L2 ``sensitivity``.
 
     Parameters
@@ -261,6 +282,12 @@ def calibrate_discrete_gaussian(*, epsilon: float, delta: float, sensitivity: in
         rational ``r >= 1/(2 rho*)`` rounded up, ``rho* = zcdp_rho_for(eps, delta)``.
         ``"classic"`` (paper-faithful): ``sigma = D sqrt(2 ln(1.25/delta))/eps``
         rounded up; its true delta is given by :func:`discrete_gaussian_delta`.
+        ``"analytic"`` (needs ``dimension``): the smallest sigma^2 (to 1e-6
+        relative, never above the zCDP one) whose
+        :func:`discrete_gaussian_blocks_delta` is at most delta.
+    dimension : int or None
+        Number of noisy coordinates m (``"analytic"`` only; without it
+        ``"analytic"`` falls back to ``"zcdp"``).
 
     Returns
     -------
@@ -271,16 +298,162 @@ def calibrate_discrete_gaussian(*, epsilon: float, delta: float, sensitivity: in
     delta = check_open_unit("delta", delta)
     sensitivity = check_integer_sensitivity(sensitivity)
     _check_calibration(calibration, DISCRETE_GAUSSIAN_CALIBRATIONS)
+    if calibration == "analytic" and dimension is None:
+        calibration = "zcdp"
     if calibration == "classic":
         c2 = classic_gaussian_sigma(epsilon, delta) ** 2
     else:
         c2 = 1.0 / (2.0 * zcdp_rho_for(epsilon, delta))
     ratio = Fraction(math.nextafter(c2 * (1.0 + 1e-12), math.inf))  # exact, rounded up
-    if calibration == "zcdp":
+    if calibration != "classic":
         # the reported bound is computed from the exact rational sigma^2: make sure it holds
         while discrete_gaussian_delta(epsilon, ratio, 1) > delta:
             ratio *= Fraction(1_000_001, 1_000_000)
+    if calibration == "analytic" and sensitivity > 0:
+        m = check_int("dimension", dimension, minimum=1)
+        sens2 = Fraction(sensitivity) ** 2
+
+        def ok(r: Fraction) -> bool:
+            return discrete_gaussian_blocks_delta(epsilon, [(sens2 * r, m)], 1 / r) <= delta
+
+        ratio = smallest_passing_ratio(ok, analytic_gaussian_sigma(epsilon, delta) ** 2, ratio)
     return Fraction(sensitivity) ** 2 * ratio
+
+
+def smallest_passing_ratio(ok: Any, start: float, ceiling: Fraction) -> Fraction:
+    """Smallest rational ``r`` in ``[start, ceiling]`` with ``ok(r)`` (to 1e-6 relative), else ``ceiling``.
+
+    ``ok`` must be monotone (more noise never hurts).  Geometric steps of 0.1%
+    up from ``start``, then bisection between the last failure and the first
+    success; every returned value has passed ``ok`` (or is the ceiling, which
+    the caller has checked).
+    """
+    lo = Fraction(math.nextafter(start * (1.0 + 1e-12), math.inf))
+    if lo >= ceiling:
+        return ceiling
+    if ok(lo):
+        return lo
+    hi = lo
+    while True:
+        hi = hi * Fraction(1001, 1000)
+        if hi >= ceiling:
+            hi = ceiling
+            break
+        if ok(hi):
+            break
+        lo = hi
+    while (hi - lo) > hi / 1_000_000:
+        mid = Fraction(math.nextafter(float((lo + hi) / 2), math.inf))
+        if not lo < mid < hi:
+            break
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def rounding_tv_bound(sigma_squared: Fraction | int | float) -> float:
+    r"""Upper bound on ``TV(N_Z(0, s^2), round(N(0, s^2)))`` (a proof of ours, below).
+
+    ``tv <= (sqrt(2)/s^2 + sqrt(6)/s^3) / 48 + q/(1 - q)``, ``q = exp(-2 pi^2 s^2)``.
+
+    Proof.  Let ``phi`` be the N(0, s^2) density, ``p_R(k)`` its integral over
+    ``I_k = [k - 1/2, k + 1/2]`` (the rounded Gaussian) and ``p_D(k) = phi(k)/Z``,
+    ``Z = sum_k phi(k)`` (the discrete Gaussian).  (i) Midpoint rule:
+    ``p_R(k) - phi(k) = phi2(xi_k)/24`` for some ``xi_k`` in ``I_k`` (``phi2``,
+    ``phi3``: second and third derivatives), and for a C^1 function on an
+    interval of length 1, ``sup |g| <= int |g| + int |g'|``; so
+    ``sum_k |p_R(k) - phi(k)| <= (int |phi2| + int |phi3|) / 24``.  With
+    ``U = x/s`` standard normal, ``int |phi2| = E|U^2 - 1| / s^2 <= sqrt(2)/s^2``
+    and ``int |phi3| = E|U^3 - 3U| / s^3 <= sqrt(6)/s^3`` (Cauchy-Schwarz:
+    ``E(U^2-1)^2 = 2``, ``E(U^3-3U)^2 = 6``).  (ii) Poisson summation gives
+    ``Z = sum_m exp(-2 pi^2 s^2 m^2)``, in ``[1, 1 + 2q/(1-q)]`` (Canonne, Kamath
+    & Steinke 2020 use the same identity for the discrete Gaussian's
+    normaliser), so ``sum_k |phi(k) - p_D(k)| = Z - 1 <= 2q/(1-q)``.  TV is half
+    the sum of (i) and (ii).
+
+    Parameters
+    ----------
+    sigma_squared : Fraction, int or float, > 0
+
+    Returns
+    -------
+    float
+        The bound, rounded up (``inf`` for ``s^2 < 1/4``, where it is useless).
+    """
+    s2 = float(Fraction(sigma_squared))
+    if not s2 > 0:
+        raise param_error("sigma_squared", "> 0", sigma_squared)
+    if s2 < 0.25:
+        return math.inf
+    s = math.sqrt(s2)
+    q = math.exp(-2.0 * math.pi ** 2 * s2)
+    return ((math.sqrt(2.0) / s2 + math.sqrt(6.0) / (s2 * s)) / 48.0 + q / (1.0 - q)) * _ROUND_UP
+
+
+def discrete_gaussian_blocks_delta(epsilon: float, blocks: Any,
+                                   whitened_sensitivity_squared: Fraction | float) -> float:
+    r"""Provable delta(epsilon) of independent discrete Gaussians on an integer query (tighter than zCDP).
+
+    The mechanism adds ``N_Z(0, sigma_j^2)`` to each integer coordinate j of a
+    query q (coordinates grouped in blocks sharing one sigma), and
+    ``D^2 = max over neighbours of sum_j (q_j(x) - q_j(x'))^2 / sigma_j^2``.
+
+    Returns ``min(zCDP bound, coupling bound)``, both valid:
+
+    * zCDP: the mechanism is ``D^2/2``-zCDP (the discrete Gaussian's Renyi
+      divergence bound, Canonne, Kamath & Steinke 2020, additive over
+      coordinates), converted by :func:`zcdp_delta` (CKS Cor. 13).
+    * coupling (ours): ``delta_BW(eps; D) + (1 + e^eps) * sum_j tv(sigma_j)``.
+      Proof: let ``M_R(x) = q(x) + round(G)``, ``G ~ N(0, diag(sigma^2))``.  As
+      ``q(x)`` is an integer vector, ``M_R(x) = round(q(x) + G)`` is
+      post-processing of the continuous Gaussian mechanism, whose privacy curve
+      depends only on the Mahalanobis length of the shift, at most Balle &
+      Wang's ``delta_BW(eps; D)`` (2018, Thm 8).  Couple ``M_DG(x)`` with
+      ``M_R(x)`` coordinate by coordinate (total variation
+      ``T <= sum_j tv(sigma_j)``, :func:`rounding_tv_bound`).  For every set S,
+      ``P[M_DG(x) in S] <= P[M_R(x) in S] + T <= e^eps P[M_R(x') in S] + delta_BW + T
+      <= e^eps P[M_DG(x') in S] + delta_BW + (1 + e^eps) T``.
+
+    Parameters
+    ----------
+    epsilon : float > 0
+    blocks : sequence of (sigma_squared, count)
+        Exact rational sigma^2 of each block and its number of coordinates.
+    whitened_sensitivity_squared : Fraction or float, >= 0
+        ``D^2``, computed exactly by the caller from integer sensitivities.
+
+    Returns
+    -------
+    float
+        The delta bound (rounded up), at most 1.
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    d2 = float(Fraction(whitened_sensitivity_squared))
+    if d2 < 0:
+        raise param_error("whitened_sensitivity_squared", ">= 0", whitened_sensitivity_squared)
+    if d2 == 0:
+        return 0.0
+    parts = [(Fraction(s2), check_int("count", c, minimum=0)) for s2, c in blocks]
+    zcdp = zcdp_delta(d2 / 2.0, epsilon)
+    return min(1.0, zcdp, rounding_coupling_delta(epsilon, parts, d2))
+
+
+def rounding_coupling_delta(epsilon: float, blocks: Any, whitened_sensitivity_squared: Fraction | float) -> float:
+    """The coupling bound alone: ``delta_BW(eps; D) + (1 + e^eps) sum_j tv(sigma_j)`` (may exceed 1).
+
+    See :func:`discrete_gaussian_blocks_delta` for the proof and the arguments.
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    d2 = float(Fraction(whitened_sensitivity_squared))
+    if d2 <= 0:
+        return 0.0
+    tv = math.fsum(int(c) * rounding_tv_bound(s2) for s2, c in blocks if c)
+    if not math.isfinite(tv):
+        return math.inf
+    d = math.nextafter(math.sqrt(d2) * _ROUND_UP, math.inf)
+    return (gaussian_delta(epsilon, 1.0, d) + (1.0 + math.exp(epsilon)) * tv) * _ROUND_UP
 
 
 def discrete_gaussian_delta(epsilon: float, sigma_squared: Fraction | int, sensitivity: int) -> float:

@@ -24,6 +24,7 @@ from dpdpca.dp.calibration import (
     calibrate_gaussian,
     check_integer_sensitivity,
     check_sensitivity,
+    discrete_gaussian_blocks_delta,
     discrete_gaussian_delta,
     gaussian_delta,
 )
@@ -193,15 +194,18 @@ class DiscreteGaussianMechanism(_Mechanism):
     sensitivity : int, >= 0
         Integer L2 sensitivity, a Python int of any size (e.g. ~60 bits).  A
         float is refused even if integral.
-    calibration : {"zcdp", "classic"}
+    calibration : {"zcdp", "analytic", "classic"}
         ``"zcdp"`` (default, rigorous for vectors of any length: the
         discrete Gaussian's concentrated-DP bound, additive over coordinates, and CKS
         Corollary 13) or ``"classic"`` (paper-faithful
         ``sigma = D sqrt(2 ln(1.25/delta))/epsilon``; the report then carries the
-        provable delta bound if it is larger than the requested one).  The value
-        ``"analytic"`` is accepted as a synonym of ``"zcdp"`` so that callers can
-        pass the same keywords as to :class:`GaussianMechanism`; the report says
-        ``"zcdp"``.
+        provable delta bound if it is larger than the requested one).
+        ``"analytic"`` with a ``dimension``: the tighter rounding-coupling bound
+        (:func:`dpdpca.dp.calibration.discrete_gaussian_blocks_delta`), 7-8% less
+        sigma than zCDP at the protocol's scales; without a ``dimension`` it is a
+        synonym of ``"zcdp"`` (the report then says ``"zcdp"``).
+    dimension : int or None
+        Number of coordinates one release adds noise to (needed by ``"analytic"``).
     neighbouring : {"replace-one", "add/remove-one"}
     sensitivity_mode : {"rigorous", "paper"}
 
@@ -233,21 +237,29 @@ class DiscreteGaussianMechanism(_Mechanism):
     sigma: float
 
     def __init__(self, *, epsilon: float, delta: float, sensitivity: int, calibration: str = "zcdp",
-                 neighbouring: str = REPLACE_ONE, sensitivity_mode: str = "rigorous") -> None:
+                 neighbouring: str = REPLACE_ONE, sensitivity_mode: str = "rigorous",
+                 dimension: int | None = None) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = check_open_unit("delta", delta)
         self.sensitivity = check_integer_sensitivity(sensitivity)
-        if calibration == "analytic":
+        self.dimension = None if dimension is None else check_int("dimension", dimension, minimum=1)
+        if calibration == "analytic" and self.dimension is None:
             calibration = "zcdp"
         self.calibration = _check_calibration(calibration, DISCRETE_GAUSSIAN_CALIBRATIONS)
         self._set_relation(neighbouring, sensitivity_mode)
         if self.sensitivity == 0:
             raise param_error("sensitivity", "> 0 for the discrete Gaussian (add no noise instead)", sensitivity)
         self.sigma_squared = calibrate_discrete_gaussian(epsilon=self.epsilon, delta=self.delta,
-                                                         sensitivity=self.sensitivity, calibration=self.calibration)
+                                                         sensitivity=self.sensitivity, calibration=self.calibration,
+                                                         dimension=self.dimension)
         self.sigma = math.sqrt(self.sigma_squared) if self.sigma_squared < 2 ** 1000 else float(
             math.isqrt(int(self.sigma_squared)))
-        self.delta_bound = discrete_gaussian_delta(self.epsilon, self.sigma_squared, self.sensitivity)
+        if self.dimension is None:
+            self.delta_bound = discrete_gaussian_delta(self.epsilon, self.sigma_squared, self.sensitivity)
+        else:
+            self.delta_bound = discrete_gaussian_blocks_delta(
+                self.epsilon, [(self.sigma_squared, self.dimension)],
+                Fraction(self.sensitivity) ** 2 / self.sigma_squared)
         self.achieved_delta = max(self.delta, self.delta_bound)
         self._note = ""
         if self.achieved_delta > self.delta:

@@ -142,7 +142,8 @@ def test_gaussian_calibration_validation(kw, match):
     (dict(sensitivity=2.0), r"^sensitivity must be an integer, got 2.0$"),
     (dict(sensitivity=-3), r"^sensitivity must be >= 0, got -3$"),
     (dict(sensitivity=Fraction(1, 2)), r"^sensitivity must be an integer, got Fraction\(1, 2\)$"),
-    (dict(calibration="analytic"), r"^calibration must be one of 'zcdp', 'classic', got 'analytic'$"),
+    (dict(calibration="exact"), r"^calibration must be one of 'analytic', 'zcdp', 'classic', got 'exact'$"),
+    (dict(calibration="analytic", dimension=0), r"^dimension must be >= 1, got 0$"),
     (dict(epsilon=0), r"^epsilon must be > 0, got 0$"),
     (dict(delta=2), r"^delta must be in \(0, 1\), got 2$"),
 ])

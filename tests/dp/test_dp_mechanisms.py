@@ -136,7 +136,7 @@ def test_gaussian_mechanism_validation(kw, match):
     (dict(sensitivity=1.0), r"^sensitivity must be an integer, got 1.0$"),
     (dict(sensitivity=-1), r"^sensitivity must be >= 0, got -1$"),
     (dict(sensitivity=0), r"^sensitivity must be > 0 for the discrete Gaussian \(add no noise instead\), got 0$"),
-    (dict(calibration="tight"), r"^calibration must be one of 'zcdp', 'classic', got 'tight'$"),
+    (dict(calibration="tight"), r"^calibration must be one of 'analytic', 'zcdp', 'classic', got 'tight'$"),
 ])
 def test_discrete_gaussian_mechanism_validation(kw, match):
     with pytest.raises(ParameterError, match=match):
