@@ -27,6 +27,7 @@ from dpdpca.dp.mechanisms import (
 from dpdpca.dp.modsulq import modsulq_min_batch, modsulq_omega, streaming_modsulq_omega
 from dpdpca.dp.noise import (
     discrete_gaussian_block,
+    entries_from_symmetric_tensor,
     gaussian_block,
     symmetric_discrete_gaussian_matrix,
     symmetric_discrete_gaussian_tensor,
@@ -71,6 +72,7 @@ __all__ = [
     "symmetric_gaussian_matrix", "symmetric_discrete_gaussian_matrix", "gaussian_block",
     "discrete_gaussian_block", "symmetric_gaussian_tensor", "symmetric_discrete_gaussian_tensor",
     "symmetric_from_upper", "upper_from_symmetric", "upper_triangle_size", "symmetric_tensor_from_entries",
+    "entries_from_symmetric_tensor",
     "second_moment_sensitivity", "scatter_sensitivity", "centred_scatter_sensitivity",
     "quadratic_sketch_sensitivity", "tensor_moment_sensitivity",
     "CapeNoisePlan", "cape_gain", "cape_gain_max", "exact_zero_sum",

@@ -51,7 +51,8 @@ import numpy as np
 
 from dpdpca._validation import check_int, check_nonnegative, check_open_unit, check_positive, param_error
 from dpdpca.dp.calibration import calibrate_gaussian
-from dpdpca.dp.noise import symmetric_from_upper, upper_triangle_size
+from dpdpca.dp.noise import (symmetric_from_upper, symmetric_tensor_from_entries, symmetric_tensor_size,
+                             upper_triangle_size)
 from dpdpca.dp.randomness import resolve_source
 from dpdpca.dp.report import REPLACE_ONE, PrivacyReport
 from dpdpca.errors import InfeasibleError
@@ -337,14 +338,17 @@ class CapeNoisePlan:
         shp = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
         shp = tuple(check_int("shape[i]", v, minimum=1) for v in shp)
         if symmetric:
-            if len(shp) != 2 or shp[0] != shp[1]:
-                raise param_error("shape", "square (d, d) when symmetric=True", shp)
-            return upper_triangle_size(shp[0]), shp, shp[0]
+            if len(shp) not in (2, 3) or len(set(shp)) != 1:
+                raise param_error("shape", "(d, d) or (d, d, d) when symmetric=True", shp)
+            size = upper_triangle_size(shp[0]) if len(shp) == 2 else symmetric_tensor_size(shp[0])
+            return size, shp, shp[0]
         return int(np.prod(shp)), shp, None
 
     @staticmethod
     def _shape(row: np.ndarray, shape: tuple[int, ...], d: int | None) -> np.ndarray:
-        return symmetric_from_upper(row, d) if d is not None else row.reshape(shape)
+        if d is None:
+            return row.reshape(shape)
+        return symmetric_from_upper(row, d) if len(shape) == 2 else symmetric_tensor_from_entries(row, d)
 
     def noise_generator_terms(self, shape: Any = 1, *, symmetric: bool = False, rng: Any = None) -> list[np.ndarray]:
         """The noise generator's ``E_1..E_S``, with ``sum_s mu_s E_s = 0``.
@@ -352,7 +356,10 @@ class CapeNoisePlan:
         Exactly 0 in float64 (any summation order) when all weights are equal;
         otherwise zero up to float64 rounding.
 
-        ``symmetric=True`` (shape (d, d)): i.i.d. upper triangles, mirrored.
+        ``symmetric=True``: shape (d, d) gives i.i.d. upper triangles, mirrored;
+        shape (d, d, d) gives symmetric tensors from ``C(d+2, 3)`` i.i.d. entries
+        each (capeAGN's ``E_3``, Algorithm 3 step 1), copied to every permutation,
+        so the exact zero sum holds entry by entry.
         """
         count, out_shape, d = self._geometry(shape, symmetric)
         src = resolve_source(rng)

@@ -39,6 +39,7 @@ __all__ = [
     "discrete_gaussian_block",
     "symmetric_tensor_size",
     "symmetric_tensor_from_entries",
+    "entries_from_symmetric_tensor",
     "symmetric_gaussian_tensor",
     "symmetric_discrete_gaussian_tensor",
 ]
@@ -94,11 +95,33 @@ def symmetric_tensor_from_entries(values: Any, d: int) -> np.ndarray:
     vals = np.asarray(values)
     if vals.shape != (symmetric_tensor_size(d),):
         raise ValueError(f"values must have shape ({symmetric_tensor_size(d)},) for d={d}, got {vals.shape}")
-    idx = np.array(list(combinations_with_replacement(range(d), 3)), dtype=np.intp)
+    idx = _multiset_indices(d)
     out = np.zeros((d, d, d), dtype=vals.dtype)
     for perm in ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
         out[idx[:, perm[0]], idx[:, perm[1]], idx[:, perm[2]]] = vals
     return out
+
+
+def entries_from_symmetric_tensor(tensor: Any) -> np.ndarray:
+    """The ``C(d+2,3)`` distinct entries ``T[i, j, k]``, ``i <= j <= k``, of a (d, d, d) tensor.
+
+    Inverse of :func:`symmetric_tensor_from_entries` on symmetric tensors; the
+    L2 norm of this vector is the norm in which i.i.d. noise on the distinct
+    entries is calibrated (see :func:`dpdpca.dp.sensitivity.tensor_moment_sensitivity`).
+    """
+    t = np.asarray(tensor)
+    if t.ndim != 3 or len(set(t.shape)) != 1:
+        raise ValueError(f"tensor must have shape (d, d, d), got {t.shape}")
+    idx = _multiset_indices(t.shape[0])
+    return t[idx[:, 0], idx[:, 1], idx[:, 2]]
+
+
+@functools.lru_cache(maxsize=8)
+def _multiset_indices(d: int) -> np.ndarray:
+    """Rows ``(i, j, k)``, ``i <= j <= k``, in ``combinations_with_replacement`` order.  Cached, read-only."""
+    idx = np.array(list(combinations_with_replacement(range(d), 3)), dtype=np.intp).reshape(-1, 3)
+    idx.flags.writeable = False
+    return idx
 
 
 def symmetric_gaussian_tensor(d: int, sigma: float, rng: Any = None) -> np.ndarray:

@@ -13,6 +13,7 @@ from dpdpca.dp import (
     ADD_REMOVE_ONE,
     REPLACE_ONE,
     centred_scatter_sensitivity,
+    entries_from_symmetric_tensor,
     quadratic_sketch_sensitivity,
     scatter_sensitivity,
     second_moment_sensitivity,
@@ -114,7 +115,9 @@ def test_tensor_moment_sensitivities():
     n, d, s2 = 50, 6, 0.3
     rng = np.random.default_rng(2)
     rig = tensor_moment_sensitivity(n, model="mog", order=3, dimension=d, noise_variance=s2)
-    assert rig == pytest.approx((2 + 6 * math.sqrt(d) * s2) / n)
+    assert rig == pytest.approx((2 + 2 * math.sqrt(d + 8) * s2) / n)
+    frob = tensor_moment_sensitivity(n, model="mog", order=3, dimension=d, noise_variance=s2, coordinates="frobenius")
+    assert frob == pytest.approx((2 + 2 * math.sqrt(3 * d + 6) * s2) / n)
     assert tensor_moment_sensitivity(n, model="mog", order=3, dimension=d, noise_variance=s2, mode="paper") == \
         pytest.approx((2 + 6 * d * s2) / n)
     eye = np.eye(d)
@@ -124,12 +127,21 @@ def test_tensor_moment_sensitivities():
                    + np.einsum("i,j,k->ijk", e, e, t) for e in eye)
         return (np.einsum("i,j,k->ijk", t, t, t) - s2 * corr) / n
 
-    worst = 0.0
+    worst = worst_distinct = 0.0
     for _ in range(300):
         t = _clip(rng.normal(size=d) * 2)
         tp = -t if rng.random() < 0.3 else _clip(rng.normal(size=d) * 2)
-        worst = max(worst, np.linalg.norm(m3_term(t) - m3_term(tp)))
-    assert worst <= rig
+        change = m3_term(t) - m3_term(tp)
+        worst = max(worst, np.linalg.norm(change))
+        worst_distinct = max(worst_distinct, np.linalg.norm(entries_from_symmetric_tensor(change)))
+    assert worst <= frob
+    assert worst_distinct <= rig < frob
+    # the correction term's norms are exact identities: sqrt(D+8) ||u|| (distinct), sqrt(3D+6) ||u|| (all)
+    u = rng.normal(size=d)
+    corr = sum(np.einsum("i,j,k->ijk", u, e, e) + np.einsum("i,j,k->ijk", e, u, e)
+               + np.einsum("i,j,k->ijk", e, e, u) for e in eye)
+    assert np.linalg.norm(entries_from_symmetric_tensor(corr)) == pytest.approx(math.sqrt(d + 8) * np.linalg.norm(u))
+    assert np.linalg.norm(corr) == pytest.approx(math.sqrt(3 * d + 6) * np.linalg.norm(u))
     # MOG M2: the paper's spectral-norm 1/N is exceeded in Frobenius norm by orthogonal records
     assert tensor_moment_sensitivity(n, model="mog", order=2, mode="paper") == 1 / n
     e1, e2 = eye[0], eye[1]
@@ -165,6 +177,8 @@ def test_quadratic_sketch_bounds_hold_on_random_records():
     (lambda: quadratic_sketch_sensitivity(np.zeros(3)), r"^omega must be a finite non-empty 2-D array"),
     (lambda: quadratic_sketch_sensitivity(np.eye(2), norm="linf"), r"^norm must be 'l1' or 'l2', got 'linf'$"),
     (lambda: tensor_moment_sensitivity(5, model="lda", order=2), r"^model must be 'stm' or 'mog', got 'lda'$"),
+    (lambda: tensor_moment_sensitivity(5, model="mog", order=2, coordinates="spectral"),
+     r"^coordinates must be 'distinct' or 'frobenius', got 'spectral'$"),
     (lambda: tensor_moment_sensitivity(5, model="mog", order=4), r"^order must be <= 3, got 4$"),
     (lambda: tensor_moment_sensitivity(5, model="mog", order=3), r"^dimension must be an integer >= 1"),
     (lambda: tensor_moment_sensitivity(5, model="mog", order=2, neighbouring=ADD_REMOVE_ONE),
