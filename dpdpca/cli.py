@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "proxy": "dpdpca.commands.protocol:proxy_group",
     "user": "dpdpca.commands.protocol:user_group",
     "compare": "dpdpca.commands.compare:compare_cmd",
+    "tensor": "dpdpca.commands.tensor:tensor_cmd",
     "bench": "dpdpca.bench:bench_group",
 }
 
