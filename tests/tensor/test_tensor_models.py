@@ -154,3 +154,19 @@ def test_data_errors():
         site_moments([np.full((3, 4), np.nan)], model="mog", n_components=2, noise_variance=0.1)
     with pytest.raises(DataError, match="non-empty list"):
         site_moments([], model="mog", n_components=2, noise_variance=0.1)
+
+
+@pytest.mark.parametrize("model", ["mog", "stm"])
+def test_nested_moments_equal_the_moments_of_the_prefix(model):
+    from dpdpca.baselines.tensor.experiment import _nested_moments
+
+    rng = np.random.default_rng(7)
+    truth = make_mog(5, 2, rng=rng) if model == "mog" else make_stm(5, 2, words_per_document=4, rng=rng)
+    parts = sample_partitions(truth, 2, 900, rng)
+    kw = dict(model=model, n_components=2, n_features=5, noise_variance=0.05)
+    nested, _, _ = _nested_moments(parts, [100, 400, 900], **kw)
+    for size in (100, 400, 900):
+        direct, _, _ = site_moments([p[:size] for p in parts], **kw)
+        for a, b in zip(nested[size], direct):
+            assert a.n_samples == b.n_samples == size
+            assert np.allclose(a.m2, b.m2, rtol=0, atol=1e-14) and np.allclose(a.m3, b.m3, rtol=0, atol=1e-14)

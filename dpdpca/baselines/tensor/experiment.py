@@ -27,9 +27,10 @@ from dpdpca.baselines.tensor.capeagn import CapeAGN, NonPrivateTensorDecompositi
 from dpdpca.baselines.tensor.models import (check_components, check_model_kind, check_words_per_document,
                                             make_mog, make_stm, random_components, sample_partitions)
 from dpdpca.dp.mechanisms import check_sensitivity_mode
+from dpdpca.baselines.tensor.moments import SiteMoments, exact_symmetric2, exact_symmetric3
 from dpdpca.metrics import q_comp
 
-__all__ = ["METHODS", "PRIVATE_METHODS", "run_experiment", "check_settings"]
+__all__ = ["METHODS", "PRIVATE_METHODS", "run_experiment", "run_grid", "check_settings"]
 
 METHODS = ("capeagn", "conv", "local", "nonprivate", "random")
 PRIVATE_METHODS = ("capeagn", "conv", "local")
@@ -65,7 +66,7 @@ def run_experiment(*, model: str, n_features: int, n_components: int, n_sites: i
                    noise_variance: float = 0.05, words_per_document: int = 3, budget_split: float = 0.5,
                    sensitivity_mode: str = "rigorous", calibration: str = "analytic",
                    words: str = "all") -> dict[str, Any]:
-    """Run every method ``runs`` times at each epsilon.
+    """Run every method ``runs`` times at each epsilon, at one site size.
 
     Parameters
     ----------
@@ -96,8 +97,41 @@ def run_experiment(*, model: str, n_features: int, n_components: int, n_sites: i
         "q_comp_std": [...], "q_comp_runs": [[per run] per epsilon]}},
         "privacy": {name: report dict at the last epsilon}, "settings": {...}}``.
     """
+    grid = run_grid(model=model, n_features=n_features, n_components=n_components, n_sites=n_sites,
+                    points=[(samples_per_site, e) for e in epsilons], delta=delta, runs=runs, seed=seed,
+                    noise_variance=noise_variance, words_per_document=words_per_document,
+                    budget_split=budget_split, sensitivity_mode=sensitivity_mode, calibration=calibration,
+                    words=words)
+    methods = {name: {key: [pt["methods"][name][key] for pt in grid["points"]]
+                      for key in ("q_comp", "q_comp_std", "q_comp_runs")} for name in METHODS}
+    settings = dict(grid["settings"], samples_per_site=samples_per_site)
+    return {"epsilons": [float(e) for e in epsilons], "methods": methods, "privacy": grid["privacy"],
+            "settings": settings}
+
+
+def run_grid(*, model: str, n_features: int, n_components: int, n_sites: int,
+             points: Sequence[tuple[int, float]], delta: float, runs: int, seed: int | None = None,
+             noise_variance: float = 0.05, words_per_document: int = 3, budget_split: float = 0.5,
+             sensitivity_mode: str = "rigorous", calibration: str = "analytic",
+             words: str = "all") -> dict[str, Any]:
+    """Every method at each ``(N_s, epsilon)`` point, ``runs`` times.
+
+    Each run draws ``max N_s`` records per site once; a smaller ``N_s`` uses the
+    first ``N_s`` of them (nested samples, as when a study grows), and its
+    moments are combined from segment moments (both moments are averages of
+    per-record terms, and the MOG correction is linear in the mean).
+
+    Returns
+    -------
+    dict
+        ``{"points": [{"samples_per_site", "epsilon", "methods": {name: {"q_comp",
+        "q_comp_std", "q_comp_runs"}}}], "privacy": {...}, "settings": {...}}``.
+    """
+    if not points:
+        raise param_error("points", "non-empty", list(points))
+    sizes = sorted({check_int("samples_per_site", n, minimum=1) for n, _ in points})
     check_settings(model=model, n_features=n_features, n_components=n_components, n_sites=n_sites,
-                   samples_per_site=samples_per_site, epsilons=epsilons, delta=delta, runs=runs,
+                   samples_per_site=sizes[-1], epsilons=[e for _, e in points], delta=delta, runs=runs,
                    noise_variance=noise_variance, words_per_document=words_per_document,
                    budget_split=budget_split, sensitivity_mode=sensitivity_mode, calibration=calibration)
     seq = np.random.SeedSequence(seed)
@@ -105,46 +139,78 @@ def run_experiment(*, model: str, n_features: int, n_components: int, n_sites: i
     model_rng = np.random.default_rng(model_seq)
     truth = (make_mog(n_features, n_components, noise_variance=noise_variance, rng=model_rng) if model == "mog"
              else make_stm(n_features, n_components, words_per_document=words_per_document, rng=model_rng))
-    eps_list = [float(e) for e in epsilons]
-    scores: dict[str, list[list[float]]] = {m: [[] for _ in eps_list] for m in METHODS}
+    scores: dict[tuple[int, float, str], list[float]] = {}
     privacy: dict[str, Any] = {}
     common = dict(model=model, n_features=n_features, noise_variance=noise_variance, words=words)
+    scale = 1.0
     for run_seq in run_seqs:
         data_seq, noise_seq, start_seq = run_seq.spawn(3)
         data_rng = np.random.default_rng(data_seq)
         noise_rng = np.random.default_rng(noise_seq) if seed is not None else None
         starts = np.random.default_rng(start_seq)
-        parts = sample_partitions(truth, n_sites, samples_per_site, data_rng)
-        moments, scale, scaled_s2 = site_moments(parts, model=model, n_components=n_components,
-                                                 n_features=n_features, noise_variance=noise_variance,
-                                                 words=words)
+        parts = sample_partitions(truth, n_sites, sizes[-1], data_rng)
+        nested, scale, scaled_s2 = _nested_moments(parts, sizes, model=model, n_components=n_components,
+                                                   n_features=n_features, noise_variance=noise_variance,
+                                                   words=words)
         fit_kw = dict(scale=scale, scaled_noise_variance=scaled_s2)
-        nonpriv = NonPrivateTensorDecomposition(n_components, random_state=starts, **common)  # type: ignore[arg-type]
-        q_np = q_comp(nonpriv.fit_moments(moments, **fit_kw).means_, truth.means)
         q_rand = q_comp(random_components(truth, data_rng), truth.means)
-        for i, eps in enumerate(eps_list):
-            scores["nonprivate"][i].append(q_np)
-            scores["random"][i].append(q_rand)
-            for name in PRIVATE_METHODS:
-                est = CapeAGN(n_components, epsilon=eps, delta=delta, correlated=name == "capeagn",
-                              budget_split=budget_split, sensitivity_mode=sensitivity_mode,
-                              calibration=calibration, rng=noise_rng, random_state=starts,
-                              **common)  # type: ignore[arg-type]
-                est.fit_moments(moments[:1] if name == "local" else moments, **fit_kw)
-                scores[name][i].append(q_comp(est.means_, truth.means))
-                privacy[name] = est.privacy_.to_dict()
-    privacy["nonprivate"] = nonpriv.privacy_.to_dict()
-    methods = {name: {"q_comp": [_mean(v) for v in per_eps], "q_comp_std": [_std(v) for v in per_eps],
-                      "q_comp_runs": per_eps} for name, per_eps in scores.items()}
+        for size in sizes:
+            nonpriv = NonPrivateTensorDecomposition(n_components, random_state=starts, **common)  # type: ignore[arg-type]
+            q_np = q_comp(nonpriv.fit_moments(nested[size], **fit_kw).means_, truth.means)
+            for n, eps in points:
+                if n != size:
+                    continue
+                scores.setdefault((n, eps, "nonprivate"), []).append(q_np)
+                scores.setdefault((n, eps, "random"), []).append(q_rand)
+                for name in PRIVATE_METHODS:
+                    est = CapeAGN(n_components, epsilon=eps, delta=delta, correlated=name == "capeagn",
+                                  budget_split=budget_split, sensitivity_mode=sensitivity_mode,
+                                  calibration=calibration, rng=noise_rng, random_state=starts,
+                                  **common)  # type: ignore[arg-type]
+                    est.fit_moments(nested[size][:1] if name == "local" else nested[size], **fit_kw)
+                    scores.setdefault((n, eps, name), []).append(q_comp(est.means_, truth.means))
+                    privacy[name] = est.privacy_.to_dict()
+        privacy["nonprivate"] = nonpriv.privacy_.to_dict()
+    out_points = [{"samples_per_site": int(n), "epsilon": float(eps),
+                   "methods": {name: {"q_comp": _mean(scores[(n, eps, name)]),
+                                      "q_comp_std": _std(scores[(n, eps, name)]),
+                                      "q_comp_runs": scores[(n, eps, name)]} for name in METHODS}}
+                  for n, eps in points]
     settings = {"model": model, "n_features": n_features, "n_components": n_components, "n_sites": n_sites,
-                "samples_per_site": samples_per_site, "delta": delta, "runs": runs, "seed": seed,
+                "delta": delta, "runs": runs, "seed": seed,
                 "noise_variance": noise_variance if model == "mog" else None,
                 "words_per_document": words_per_document if model == "stm" else None,
                 "budget_split": budget_split, "sensitivity_mode": sensitivity_mode, "calibration": calibration,
                 "words": words if model == "stm" else None,
                 "sample_scale": scale if model == "mog" else None,
                 "noise": "seeded numpy Generator (experiment)" if seed is not None else "OS entropy"}
-    return {"epsilons": eps_list, "methods": methods, "privacy": privacy, "settings": settings}
+    return {"points": out_points, "privacy": privacy, "settings": settings}
+
+
+def _nested_moments(parts: list[np.ndarray], sizes: list[int], **kw: Any) -> tuple[dict[int, list[SiteMoments]],
+                                                                                     float, float]:
+    """Site moments of the first ``n`` records for each ``n`` in ``sizes`` (ascending), from segments."""
+    nested: dict[int, list[SiteMoments]] = {}
+    running: list[SiteMoments] | None = None
+    start, scale, scaled_s2 = 0, 1.0, 0.0
+    for size in sizes:
+        segment, scale, scaled_s2 = site_moments([p[start:size] for p in parts], **kw)
+        if running is None:
+            running = segment
+        else:
+            running = [_combine(a, b) for a, b in zip(running, segment)]
+        nested[size] = running
+        start = size
+    return nested, scale, scaled_s2
+
+
+def _combine(a: SiteMoments, b: SiteMoments) -> SiteMoments:
+    """Moments of the union of two disjoint record sets (size-weighted averages)."""
+    n = a.n_samples + b.n_samples
+    wa, wb = a.n_samples / n, b.n_samples / n
+    m2 = wa * a.m2 + wb * b.m2
+    m3 = wa * a.m3 + wb * b.m3
+    return SiteMoments(exact_symmetric2(m2), exact_symmetric3(m3), n)
 
 
 def _mean(values: Sequence[float]) -> float:

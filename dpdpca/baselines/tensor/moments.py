@@ -41,7 +41,7 @@ from dpdpca._validation import check_int, check_nonnegative, check_positive, par
 from dpdpca.errors import DataError
 
 __all__ = ["SiteMoments", "default_mog_scale", "prepare_mog_records", "mog_moments", "stm_moments",
-           "third_moment", "mean_correction", "project", "WORD_MODES"]
+           "third_moment", "mean_correction", "project", "exact_symmetric2", "exact_symmetric3", "WORD_MODES"]
 
 WORD_MODES = ("all", "first")
 _CHUNK = 2048
@@ -102,7 +102,7 @@ def third_moment(T: np.ndarray) -> np.ndarray:
     full = np.empty((d, d, d))
     full[:, rows, cols] = out
     full[:, cols, rows] = out
-    return _exact_symmetric3(full)
+    return exact_symmetric3(full)
 
 
 def _index_counts(words: np.ndarray, positions: list[tuple[int, ...]], d: int) -> np.ndarray:
@@ -117,7 +117,7 @@ def _index_counts(words: np.ndarray, positions: list[tuple[int, ...]], d: int) -
     return np.bincount(flat, minlength=d ** order).astype(np.float64).reshape((d,) * order)
 
 
-def _exact_symmetric3(X: np.ndarray) -> np.ndarray:
+def exact_symmetric3(X: np.ndarray) -> np.ndarray:
     """Copy each sorted-index entry ``X[i, j, k]``, ``i <= j <= k``, to its permutations (exact symmetry)."""
     return X.reshape(-1)[_sorted_flat_index(X.shape[0])].reshape(X.shape)
 
@@ -131,7 +131,8 @@ def _sorted_flat_index(d: int) -> np.ndarray:
     return idx
 
 
-def _exact_symmetric2(M: np.ndarray) -> np.ndarray:
+def exact_symmetric2(M: np.ndarray) -> np.ndarray:
+    """The symmetric matrix with the upper triangle (diagonal included) of ``M``."""
     upper = np.triu(M)
     return upper + np.triu(M, 1).T
 
@@ -154,9 +155,9 @@ def mog_moments(T: np.ndarray, noise_variance: float) -> SiteMoments:
     T = np.asarray(T, dtype=np.float64)
     n, d = T.shape
     s2 = check_nonnegative("noise_variance", noise_variance)
-    m2 = _exact_symmetric2(T.T @ T / n - s2 * np.eye(d))
+    m2 = exact_symmetric2(T.T @ T / n - s2 * np.eye(d))
     m3 = third_moment(T) / n - s2 * mean_correction(T.mean(axis=0))
-    return SiteMoments(m2, _exact_symmetric3(m3), n)
+    return SiteMoments(m2, exact_symmetric3(m3), n)
 
 
 def _check_words(docs: Any, n_features: int) -> np.ndarray:
@@ -192,11 +193,11 @@ def stm_moments(docs: Any, n_features: int, *, words: str = "all") -> SiteMoment
     if words == "first":
         m2 = _index_counts(w, [(0, 1), (1, 0)], d) / (2.0 * n)
         m3 = _index_counts(w, list(permutations(range(3))), d) / (6.0 * n)
-        return SiteMoments(_exact_symmetric2(m2), _exact_symmetric3(m3), n)
+        return SiteMoments(exact_symmetric2(m2), exact_symmetric3(m3), n)
     if length < d:  # few words: accumulate the L(L-1)(L-2) ordered triples of each document directly
         m2 = _index_counts(w, list(permutations(range(length), 2)), d) / (length * (length - 1) * n)
         m3 = _index_counts(w, list(permutations(range(length), 3)), d)
-        return SiteMoments(_exact_symmetric2(m2), _exact_symmetric3(m3 / (length * (length - 1) * (length - 2) * n)),
+        return SiteMoments(exact_symmetric2(m2), exact_symmetric3(m3 / (length * (length - 1) * (length - 2) * n)),
                            n)
     counts = np.zeros((n, d))
     np.add.at(counts, (np.repeat(np.arange(n), length), w.ravel()), 1.0)
@@ -209,7 +210,7 @@ def stm_moments(docs: Any, n_features: int, *, words: str = "all") -> SiteMoment
     diag3 = np.zeros((d, d, d))
     diag3[np.arange(d), np.arange(d), np.arange(d)] = total
     m3 = (third_moment(counts) - pair_terms + 2.0 * diag3) / (length * (length - 1) * (length - 2) * n)
-    return SiteMoments(_exact_symmetric2(m2), _exact_symmetric3(m3), n)
+    return SiteMoments(exact_symmetric2(m2), exact_symmetric3(m3), n)
 
 
 def project(tensor: np.ndarray, W: np.ndarray) -> np.ndarray:
