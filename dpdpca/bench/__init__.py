@@ -15,9 +15,10 @@ BENCHMARKS: dict[str, str] = {
     "dp": "dpdpca.bench.dp:command",
     "protocol": "dpdpca.bench.protocol:command",
     "baselines": "dpdpca.bench.baselines:command",
+    "tensor": "dpdpca.bench.tensor:command",
 }
 
 
 @click.group(cls=LazyGroup, lazy=BENCHMARKS)
 def bench_group() -> None:
-    """Benchmarks: crypto, dp, protocol, baselines."""
+    """Benchmarks: crypto, dp, protocol, baselines, tensor."""
