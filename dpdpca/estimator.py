@@ -191,7 +191,10 @@ class TensorEstimator(BaseEstimator):
 
     def fit(self, X: Any, y: Any = None) -> "TensorEstimator":
         """Fit on the site partitions (list of (n_s, d) arrays) or one (n, d) array; return ``self``."""
-        result = self._fit_result(as_partitions(X))
+        return self._store_result(self._fit_result(as_partitions(X)))
+
+    def _store_result(self, result: TensorResult) -> "TensorEstimator":
+        """Set the learned attributes from ``result``; return ``self`` (for fits that do not start from data)."""
         if not isinstance(result, TensorResult):
             raise ProtocolError(f"{type(self).__name__} must produce a TensorResult, got {type(result).__name__}")
         self.result_ = result

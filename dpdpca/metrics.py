@@ -261,35 +261,3 @@ def svm_f1(components: Any, X_train: Any, y_train: Any, X_test: Any, y_test: Any
         raise DataError(f"y_train and y_test must have one label per row, got shapes {ytr.shape} and {yte.shape}")
     model = SVC(kernel="rbf", C=C, gamma=gamma).fit(Xtr @ V, ytr)
     return float(f1_score(yte, model.predict(Xte @ V), average=average))
-
-
-def q_comp(estimated: Any, true: Any) -> float:
-    """Component recovery error ``(1/K) sum_k min_k' ||a_hat_k - a_k'||_2`` (Imtiaz & Sarwate 2018, §VI-B).
-
-    Parameters
-    ----------
-    estimated : array of shape (K, D)
-        Recovered components ``a_hat_k`` as rows.
-    true : array of shape (K', D)
-        True components ``a_k'`` as rows.
-
-    Returns
-    -------
-    float
-        Mean over estimates of the distance to the nearest true component
-        (not a matching: two estimates may share a nearest component).
-
-    Examples
-    --------
-    >>> q_comp(np.eye(2), np.eye(2))
-    0.0
-    """
-    est = np.asarray(estimated, dtype=np.float64)
-    ref = np.asarray(true, dtype=np.float64)
-    if est.ndim != 2 or ref.ndim != 2 or est.shape[1] != ref.shape[1] or not est.size or not ref.size:
-        raise param_error("estimated, true", "non-empty 2-D arrays (K, D) with the same D",
-                          (est.shape, ref.shape))
-    if not (np.all(np.isfinite(est)) and np.all(np.isfinite(ref))):
-        raise DataError("estimated and true components must be finite")
-    dists = np.linalg.norm(est[:, None, :] - ref[None, :, :], axis=2)
-    return float(np.mean(dists.min(axis=1)))

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from dpdpca._validation import param_error
 from dpdpca.errors import ParameterError
-from dpdpca.result import RESULT_KINDS, SUBSPACE
+from dpdpca.result import RESULT_KINDS, SUBSPACE, TENSOR_FACTORS
 
 __all__ = ["PipelineSpec", "PIPELINES", "NOISE_OPTIONS", "register", "unregister", "get_spec", "pipeline_names"]
 
@@ -131,6 +131,8 @@ class PipelineSpec:
 
 
 _SITE_DP = ("calibration", "sensitivity_mode")
+#: The tensor pipelines' model options (``dpdpca.baselines.tensor``).
+_TENSOR = ("model", "noise_variance", "n_features", "sample_scale", "words", "n_restarts", "n_iter", "random_state")
 _CAPE = ("weights", "site_epsilons", "site_deltas", "dropped_sites", "scheme", "keep_noise", *_SITE_DP)
 
 #: The built-in pipelines, in the order ``compare`` lists them.  One entry per pipeline.
@@ -163,6 +165,20 @@ _BUILTIN = (
                  options=("n_intermediate", "site_precision", *_SITE_DP)),
     PipelineSpec("nonprivate", "dpdpca.baselines.nonprivate:NonPrivatePCA",
                  "exact PCA of the pooled data (not DP; the q_o reference)", private=False),
+    PipelineSpec("capeagn", "dpdpca.baselines.tensor.capeagn:CapeAGN",
+                 "capeAGN: tensor decomposition (MOG/STM) with CAPE noise on M2 and M3",
+                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_SITE_DP, "budget_split", "scheme"),
+                 fixed={"variant": "capeagn"}),
+    PipelineSpec("capeagn-conv", "dpdpca.baselines.tensor.capeagn:CapeAGN",
+                 "capeAGN's conv: every site noises its own moments, the aggregator averages",
+                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_SITE_DP, "budget_split"), fixed={"variant": "conv"}),
+    PipelineSpec("capeagn-local", "dpdpca.baselines.tensor.capeagn:CapeAGN",
+                 "capeAGN's local: one site's noisy moments alone",
+                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_SITE_DP, "budget_split", "site"),
+                 fixed={"variant": "local"}),
+    PipelineSpec("capeagn-nonprivate", "dpdpca.baselines.tensor.capeagn:NonPrivateTensorDecomposition",
+                 "tensor power method on the pooled moments (not DP)", kind=TENSOR_FACTORS, private=False,
+                 options=_TENSOR),
 )
 
 #: Registry name -> :class:`PipelineSpec`.

@@ -13,6 +13,7 @@ from dpdpca.data import clip_rows, make_covariance_data, partition
 from dpdpca.errors import DataError, ParameterError, ProtocolError
 from dpdpca.result import PCAResult
 
+TENSOR = ["capeagn", "capeagn-conv", "capeagn-local", "capeagn-nonprivate"]
 PLAINTEXT = ["dpdispca", "dpdispca-full", "capepca", "conv", "local", "pooled", "private-local-pca", "nonprivate"]
 
 
@@ -24,7 +25,7 @@ def parts():
 
 
 def test_registry_names():
-    assert set(PLAINTEXT) | {"dpdpca"} == set(driver.METHODS) == set(pipelines.PIPELINES)
+    assert set(PLAINTEXT) | {"dpdpca"} | set(TENSOR) == set(driver.METHODS) == set(pipelines.PIPELINES)
     assert driver.METHODS["dpdpca"].estimator == "dpdpca.protocol.estimator:DPDPCA"
     assert driver.METHODS["dpdpca"].crypto and not driver.METHODS["pooled"].crypto
     assert set(PLAINTEXT) <= set(driver.available_methods())

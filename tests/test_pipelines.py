@@ -81,7 +81,8 @@ def test_spec_options_are_exactly_the_estimators_own(name):
 def test_noise_options_follow_the_spec():
     assert pipelines.get_spec("dpdpca").noisy and not pipelines.get_spec("nonprivate").noisy
     assert pipelines.pipeline_names(crypto=True) == ["dpdpca"]
-    assert pipelines.pipeline_names(private=False) == ["nonprivate"]
+    assert pipelines.pipeline_names(private=False) == ["nonprivate", "capeagn-nonprivate"]
+    assert pipelines.pipeline_names(kind=SUBSPACE, private=False) == ["nonprivate"]
 
 
 # --- one estimator contract, scikit-learn's conventions ----------------------------------------------

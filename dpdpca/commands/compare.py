@@ -17,9 +17,10 @@ import numpy as np
 from dpdpca._io import atomic_write_json
 from dpdpca._validation import check_int, check_open_unit, param_error
 from dpdpca.data import SCALINGS, dataset_names, load_dataset, load_file, partition, preprocess
-from dpdpca.driver import available_methods, compare
+from dpdpca.driver import compare
 from dpdpca.errors import ParameterError
-from dpdpca.pipelines import PIPELINES, get_spec
+from dpdpca.pipelines import get_spec, pipeline_names
+from dpdpca.result import SUBSPACE
 
 __all__ = ["compare_cmd", "run_compare"]
 
@@ -46,9 +47,13 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
     else:
         assert data is not None
         X_raw, name, source = load_file(data), "file", str(data)
-    names = available_methods() if methods is None else [m.strip() for m in methods.split(",") if m.strip()]
+    names = (pipeline_names(kind=SUBSPACE, available=True) if methods is None
+             else [m.strip() for m in methods.split(",") if m.strip()])
     if not names:
         raise param_error("--methods", "a comma-separated list of methods", methods)
+    for m in names:
+        if get_spec(m).kind != SUBSPACE:
+            raise param_error("--methods", "subspace pipelines (tensor pipelines run with 'dpdpca tensor')", m)
     X = preprocess(X_raw, centre=center, scaling=scaling)
     rng = None if seed is None else np.random.default_rng(seed)
     f1_data = None
@@ -121,7 +126,8 @@ def format_table(summary: dict[str, Any]) -> str:
 @click.option("--epsilon", type=float, required=True)
 @click.option("--delta", type=float, required=True)
 @click.option("--methods", default=None,
-              help=f"Comma-separated subset of: {', '.join(PIPELINES)} (default: every available method; "
+              help=f"Comma-separated subset of: {', '.join(pipeline_names(kind=SUBSPACE))} (default: every "
+                   f"available one; "
                    f"the encrypted dpdpca is far slower than the plaintext ones).")
 @click.option("--runs", type=int, default=1, show_default=True, help="Runs per method (fresh noise each).")
 @click.option("--seed", type=int, default=None,

@@ -18,6 +18,7 @@ Gaussian, numpy ``object`` arrays of Python ints).
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from itertools import combinations_with_replacement
 from typing import Any

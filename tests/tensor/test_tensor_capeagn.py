@@ -102,7 +102,7 @@ def test_privacy_report_splits_the_budget_and_states_the_sensitivities():
 def test_conv_noise_is_the_local_level_and_the_aggregate_is_s_times_noisier():
     d, n, s = 5, 500, 5
     cape = CapeAGN(2, epsilon=1.0, delta=0.01, noise_variance=0.05, rng=np.random.default_rng(4))
-    conv = CapeAGN(2, epsilon=1.0, delta=0.01, noise_variance=0.05, correlated=False,
+    conv = CapeAGN(2, epsilon=1.0, delta=0.01, noise_variance=0.05, variant="conv",
                    rng=np.random.default_rng(4))
     for est in (cape, conv):
         est.fit_moments(_zero_moments(d, n, s), scale=1.0, scaled_noise_variance=0.01)
@@ -167,6 +167,7 @@ def test_errors_fall_as_epsilon_and_samples_grow(model):
     (dict(calibration="renyi"), r"^calibration must be 'analytic' or 'classic', got 'renyi'$"),
     (dict(rng=7), r"^rng must be None \(OS entropy\) or an explicit numpy.random.Generator"),
     (dict(random_state=7), r"^random_state must be None or a numpy.random.Generator"),
+    (dict(variant="pooled"), r"^variant must be 'capeagn', 'conv' or 'local', got 'pooled'$"),
 ])
 def test_estimator_validation(kwargs, message):
     params = dict(n_components=2, epsilon=1.0, delta=0.01, noise_variance=0.05)
@@ -176,12 +177,39 @@ def test_estimator_validation(kwargs, message):
         CapeAGN(**params).fit(parts)
 
 
-def test_cape_needs_two_sites_and_conv_runs_on_one():
-    parts = [np.random.default_rng(0).normal(size=(50, 4)) * 0.1]
+def test_cape_needs_two_sites_and_local_uses_one():
+    rng = np.random.default_rng(0)
+    parts = [rng.normal(size=(50, 4)) * 0.1]
     with pytest.raises(ParameterError, match=r"^partitions must be >= 2 sites for CAPE"):
         CapeAGN(2, epsilon=1.0, delta=0.01, noise_variance=0.05).fit(parts)
-    local = CapeAGN(2, epsilon=1.0, delta=0.01, noise_variance=0.05, correlated=False).fit(parts)
+    two = parts + [rng.normal(size=(80, 4)) * 0.1]
+    local = CapeAGN(2, epsilon=1.0, delta=0.01, noise_variance=0.05, variant="local", site=1).fit(two)
     assert local.means_.shape == (2, 4) and local.privacy_.epsilon == pytest.approx(1.0)
+    assert local.result_.extra["n_samples"] == [80] and local.result_.method == "capeagn-local"
+    with pytest.raises(ParameterError, match=r"^site must be <= 1, got 2$"):
+        CapeAGN(2, epsilon=1.0, delta=0.01, noise_variance=0.05, variant="local", site=2).fit(two)
+
+
+def test_registered_pipelines_run_through_the_driver():
+    from dpdpca import driver, pipelines
+    from dpdpca.result import TENSOR_FACTORS
+
+    assert pipelines.pipeline_names(kind=TENSOR_FACTORS) == ["capeagn", "capeagn-conv", "capeagn-local",
+                                                             "capeagn-nonprivate"]
+    rng = np.random.default_rng(9)
+    mog = make_mog(6, 2, rng=rng)
+    parts = sample_partitions(mog, 3, 4000, rng)
+    res = driver.run("capeagn", parts, n_components=2, epsilon=2.0, delta=0.01, rng=rng, noise_variance=0.05,
+                     random_state=rng)
+    assert res.kind == TENSOR_FACTORS and res.method == "capeagn" and res.means.shape == (2, 6)
+    name, value = driver.score(res, truth=mog.means)
+    assert name == "q_comp" and 0 <= value < 0.5
+    est = pipelines.get_spec("capeagn-conv").make(n_components=2, epsilon=1.0, delta=0.01, noise_variance=0.05)
+    assert est.variant == "conv" and est.get_params()["budget_split"] == 0.5
+    with pytest.raises(Exception, match="must be fitted"):
+        from dpdpca.estimator import check_is_fitted
+
+        check_is_fitted(est)
 
 
 def test_cli_json_shape(capsys):

@@ -24,9 +24,11 @@ composition the whole run is ``(epsilon_1 + epsilon_2, delta_1 + delta_2)``-DP
 (and the sites' disjoint data compose in parallel).  The paper splits
 ``epsilon`` and ``delta`` equally (``budget_split=0.5``).
 
-``correlated=False`` is the ``conv`` baseline: each site adds only its own
-``G^s`` at the full local level ``tau_s`` and the aggregator averages.  Fitting
-``conv`` on one site is the ``local`` baseline.
+``variant="conv"`` is the ``conv`` baseline: each site adds only its own
+``G^s`` at the full local level ``tau_s`` and the aggregator averages;
+``variant="local"`` is ``conv`` on one site alone.  The registry
+(:mod:`dpdpca.pipelines`) lists them as ``capeagn``, ``capeagn-conv``,
+``capeagn-local`` and ``capeagn-nonprivate`` (kind ``"tensor-factors"``).
 
 Defaults are rigorous; ``sensitivity_mode="paper"`` with ``calibration="classic"``
 reproduces the paper (its MOG ``M_2`` sensitivity ``1/N_s`` is too small by
@@ -53,8 +55,11 @@ from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, PrivacyReport, calibrate_gaus
                        tensor_moment_sensitivity)
 from dpdpca.dp.mechanisms import check_sensitivity_mode
 from dpdpca.errors import DataError
+from dpdpca.estimator import TensorEstimator
+from dpdpca.result import TensorResult
+from dpdpca.timing import Timings
 
-__all__ = ["CapeAGN", "NonPrivateTensorDecomposition", "site_moments", "check_budget_split"]
+__all__ = ["CapeAGN", "NonPrivateTensorDecomposition", "site_moments", "check_budget_split", "VARIANTS"]
 
 _CAPE_PARTIES = "noise-generator,aggregator,site"
 CALIBRATIONS = ("analytic", "classic")
@@ -114,60 +119,79 @@ def site_moments(partitions: Any, *, model: str, n_components: int, n_features: 
     return [stm_moments(p, d, words=words) for p in partitions], 1.0, 0.0
 
 
-class _TensorEstimator:
-    """Shared parameters, :meth:`fit`, and the decomposition of a released (M_2, M_3(W, W, W))."""
+class _MomentTensorEstimator(TensorEstimator):
+    """Shared by capeAGN and the non-private reference: moments -> released (M_2, M_3(W, W, W)) -> factors.
 
-    def __init__(self, n_components: int, *, model: str = "mog", noise_variance: float | None = None,
-                 n_features: int | None = None, sample_scale: float | None = None, words: str = "all",
-                 n_restarts: int = 10, n_iter: int = 100, random_state: Any = None) -> None:
-        self.n_components = n_components
-        self.model = model
-        self.noise_variance = noise_variance
-        self.n_features = n_features
-        self.sample_scale = sample_scale
-        self.words = words
-        self.n_restarts = n_restarts
-        self.n_iter = n_iter
-        self.random_state = random_state
+    A subclass implements ``_release(moments, k, scaled_s2, timings)``, returning
+    the aggregated ``M_2``, a function ``W -> aggregated M_3(W, W, W)``, the
+    privacy report and the method name.
+    """
 
-    def get_params(self) -> dict[str, Any]:
-        """The constructor arguments, as scikit-learn's ``get_params`` (no nesting)."""
-        import inspect
+    n_components: int
+    model: str
+    noise_variance: float | None
+    n_features: int | None
+    sample_scale: float | None
+    words: str
+    n_restarts: int
+    n_iter: int
+    random_state: Any
 
-        names = [p for p in inspect.signature(type(self).__init__).parameters if p != "self"]
-        return {n: getattr(self, n) for n in names}
+    def _moment_options(self) -> dict[str, Any]:
+        return {"model": self.model, "noise_variance": self.noise_variance, "n_features": self.n_features,
+                "sample_scale": self.sample_scale, "words": self.words}
 
-    def fit(self, partitions: Any) -> "_TensorEstimator":
-        """Fit on per-site data: MOG (N_s, D) float arrays, STM (N_s, L) word-id arrays.  Returns ``self``."""
+    def _fit_result(self, partitions: list[Any]) -> TensorResult:
         self._check_params()
-        moments, scale, scaled_s2 = site_moments(
-            partitions, model=self.model, n_components=self.n_components, n_features=self.n_features,
-            noise_variance=self.noise_variance, sample_scale=self.sample_scale, words=self.words)
-        return self.fit_moments(moments, scale=scale, scaled_noise_variance=scaled_s2)
+        timings = Timings(parallel_roles=("site",))
+        with timings.measure("sites", "moments"):
+            moments, scale, scaled_s2 = site_moments(partitions, n_components=self.n_components,
+                                                     **self._moment_options())
+        return self._result_from_moments(moments, scale, scaled_s2, timings)
 
     def fit_moments(self, moments: Sequence[SiteMoments], *, scale: float = 1.0,
-                    scaled_noise_variance: float = 0.0) -> "_TensorEstimator":
-        """Fit on precomputed per-site moments (:func:`site_moments`); returns ``self``."""
+                    scaled_noise_variance: float = 0.0) -> "_MomentTensorEstimator":
+        """Fit on precomputed per-site moments (from :func:`site_moments`); return ``self``.
+
+        ``scale`` and ``scaled_noise_variance`` are the values :func:`site_moments`
+        returned with them (MOG: ``zeta`` and ``sigma^2/zeta^2``).
+        """
         self._check_params()
         if not moments:
             raise DataError("moments must hold at least one site")
+        result = self._result_from_moments(list(moments), check_positive("scale", scale),
+                                           check_nonnegative("scaled_noise_variance", scaled_noise_variance),
+                                           Timings(parallel_roles=("site",)))
+        self._store_result(result)
+        return self
+
+    def _result_from_moments(self, moments: list[SiteMoments], scale: float, scaled_s2: float,
+                             timings: Timings) -> TensorResult:
         k, d = check_components(self.n_components, moments[0].m2.shape[0])
-        m2, project_m3, privacy = self._release(list(moments), k, scaled_noise_variance)
-        W, U, evals = whiten(m2, k)
+        moments = self._sites_used(moments)
+        m2, project_m3, privacy, method = self._release(moments, k, scaled_s2, timings)
+        with timings.measure("aggregator", "whiten"):
+            W, U, evals = whiten(m2, k)
         tensor = project_m3(W)
         rng = self.random_state if isinstance(self.random_state, np.random.Generator) else np.random.default_rng()
-        lam, vecs = tensor_power_method(tensor, k, n_restarts=self.n_restarts, n_iter=self.n_iter, rng=rng)
-        weights, means = recover_components(lam, vecs, U, evals)
+        with timings.measure("aggregator", "power-method"):
+            lam, vecs = tensor_power_method(tensor, k, n_restarts=self.n_restarts, n_iter=self.n_iter, rng=rng)
+            weights, means = recover_components(lam, vecs, U, evals)
         means = project_to_simplex_rows(means) if self.model == "stm" else means * scale
-        self.weights_ = weights
-        self.means_ = means
         self.eigenvalues_ = lam
         self.whitening_ = W
         self.projected_tensor_ = tensor
-        self.privacy_ = privacy
-        self.n_features_in_ = d
         self.sample_scale_ = scale
-        return self
+        n_sites = len(moments)
+        float_bytes = 8
+        bytes_sent = {f"site:{s + 1}": float_bytes * (d * (d + 1) // 2 + k * (k + 1) * (k + 2) // 6)
+                      for s in range(n_sites)}
+        bytes_sent["aggregator"] = float_bytes * d * k * n_sites
+        return TensorResult(method=method, weights=weights, means=means, privacy=privacy, timings=timings,
+                            bytes_sent=bytes_sent,
+                            params={"n_components": k, "model": self.model, "n_sites": n_sites},
+                            extra={"sample_scale": scale, "eigenvalues": lam.tolist(),
+                                   "n_samples": [m.n_samples for m in moments]})
 
     def _check_params(self) -> None:
         check_model_kind(self.model)
@@ -177,15 +201,22 @@ class _TensorEstimator:
             raise param_error("random_state", "None or a numpy.random.Generator (power-method starts)",
                               self.random_state)
 
-    def _release(self, moments: list[SiteMoments], k: int, scaled_s2: float) -> tuple[Any, Any, PrivacyReport]:
+    def _sites_used(self, moments: list[SiteMoments]) -> list[SiteMoments]:
+        """The sites whose moments enter the release (all, unless a subclass says otherwise)."""
+        return moments
+
+    def _release(self, moments: list[SiteMoments], k: int, scaled_s2: float,
+                 timings: Timings) -> tuple[Any, Any, PrivacyReport, str]:
         raise NotImplementedError  # pragma: no cover - abstract
 
 
-class NonPrivateTensorDecomposition(_TensorEstimator):
+class NonPrivateTensorDecomposition(_MomentTensorEstimator):
     """The ``nonprivate`` reference: tensor power method on the pooled moments, no noise.
 
     The pooled moments are the ``N_s/N``-weighted averages of the site moments
     (both moments are linear in the per-record terms and the mean).
+    ``epsilon`` and ``delta`` are accepted for the common signature and ignored.
+    Other parameters as in :class:`CapeAGN`.
 
     Examples
     --------
@@ -197,16 +228,37 @@ class NonPrivateTensorDecomposition(_TensorEstimator):
     (2, 6)
     """
 
-    def _release(self, moments: list[SiteMoments], k: int, scaled_s2: float) -> tuple[Any, Any, PrivacyReport]:
+    def __init__(self, n_components: int, epsilon: float | None = None, delta: float | None = None, *,
+                 model: str = "mog", noise_variance: float | None = None, n_features: int | None = None,
+                 sample_scale: float | None = None, words: str = "all", n_restarts: int = 10, n_iter: int = 100,
+                 random_state: Any = None) -> None:
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.delta = delta
+        self.model = model
+        self.noise_variance = noise_variance
+        self.n_features = n_features
+        self.sample_scale = sample_scale
+        self.words = words
+        self.n_restarts = n_restarts
+        self.n_iter = n_iter
+        self.random_state = random_state
+
+    def _release(self, moments: list[SiteMoments], k: int, scaled_s2: float,
+                 timings: Timings) -> tuple[Any, Any, PrivacyReport, str]:
         sizes = np.array([m.n_samples for m in moments], dtype=np.float64)
         mus = sizes / sizes.sum()
-        m2 = sum(mu * m.m2 for mu, m in zip(mus, moments))
-        m3 = sum(mu * m.m3 for mu, m in zip(mus, moments))
-        return m2, (lambda W: project(m3, W)), PrivacyReport.non_private()
+        with timings.measure("aggregator", "aggregate"):
+            m2 = sum(mu * m.m2 for mu, m in zip(mus, moments))
+            m3 = sum(mu * m.m3 for mu, m in zip(mus, moments))
+        return m2, (lambda W: project(m3, W)), PrivacyReport.non_private(), "capeagn-nonprivate"
 
 
-class CapeAGN(_TensorEstimator):
-    """Distributed DP orthogonal tensor decomposition with CAPE noise (capeAGN), or ``conv``.
+VARIANTS = ("capeagn", "conv", "local")
+
+
+class CapeAGN(_MomentTensorEstimator):
+    """Distributed DP orthogonal tensor decomposition with CAPE noise (capeAGN), ``conv`` or ``local``.
 
     Parameters
     ----------
@@ -226,9 +278,12 @@ class CapeAGN(_TensorEstimator):
         divided by it and clipped to norm 1.  Never computed from the data.
     words : {"all", "first"}
         STM moment estimator (see :func:`~dpdpca.baselines.tensor.moments.stm_moments`).
-    correlated : bool
-        ``True``: capeAGN (CAPE, needs >= 2 sites).  ``False``: ``conv`` (each
-        site adds its own noise at the local level); on one site, ``local``.
+    variant : {"capeagn", "conv", "local"}
+        ``"capeagn"`` (CAPE, needs >= 2 sites); ``"conv"`` (each site adds its
+        own noise at the local level, the aggregator averages); ``"local"``
+        (``conv`` on site ``site`` alone).
+    site : int, >= 0
+        The site ``"local"`` uses.
     budget_split : float, in (0, 1)
         ``epsilon_1 = budget_split * epsilon``, ``delta_1 = budget_split * delta``
         for ``M_2``; the rest for ``M_3``.  0.5 as in the paper.
@@ -266,12 +321,14 @@ class CapeAGN(_TensorEstimator):
         composition of the sites' reports.
     noise_variances_ : dict
         Per stage: the per-site ``tau_s^2`` and the aggregate's noise variance.
+    result_ : TensorResult
+        Also ``n_components_``, ``n_features_in_``, ``timings_``, ``bytes_sent_``.
 
     Raises
     ------
     ParameterError
-        ``K > D``, ``epsilon <= 0``, ``delta`` outside (0, 1), a bad split, mode or
-        calibration, CAPE with one site.
+        ``K > D``, ``epsilon <= 0``, ``delta`` outside (0, 1), a bad split, mode,
+        calibration or variant, CAPE with one site.
 
     References
     ----------
@@ -293,21 +350,28 @@ class CapeAGN(_TensorEstimator):
 
     def __init__(self, n_components: int, *, epsilon: float, delta: float, model: str = "mog",
                  noise_variance: float | None = None, n_features: int | None = None,
-                 sample_scale: float | None = None, words: str = "all", correlated: bool = True,
+                 sample_scale: float | None = None, words: str = "all", variant: str = "capeagn", site: int = 0,
                  budget_split: float = 0.5, sensitivity_mode: str = "rigorous", calibration: str = "analytic",
                  scheme: str = "projection", n_restarts: int = 10, n_iter: int = 100, rng: Any = None,
                  random_state: Any = None) -> None:
-        super().__init__(n_components, model=model, noise_variance=noise_variance, n_features=n_features,
-                         sample_scale=sample_scale, words=words, n_restarts=n_restarts, n_iter=n_iter,
-                         random_state=random_state)
+        self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
-        self.correlated = correlated
+        self.model = model
+        self.noise_variance = noise_variance
+        self.n_features = n_features
+        self.sample_scale = sample_scale
+        self.words = words
+        self.variant = variant
+        self.site = site
         self.budget_split = budget_split
         self.sensitivity_mode = sensitivity_mode
         self.calibration = calibration
         self.scheme = scheme
+        self.n_restarts = n_restarts
+        self.n_iter = n_iter
         self.rng = rng
+        self.random_state = random_state
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -319,7 +383,15 @@ class CapeAGN(_TensorEstimator):
             raise param_error("calibration", "'analytic' or 'classic'", self.calibration)
         if self.scheme not in ("projection", "paper"):
             raise param_error("scheme", "'projection' or 'paper'", self.scheme)
+        if self.variant not in VARIANTS:
+            raise param_error("variant", "'capeagn', 'conv' or 'local'", self.variant)
+        check_int("site", self.site, minimum=0)
         resolve_source(self.rng)  # refuses an int seed before any work
+
+    def _sites_used(self, moments: list[SiteMoments]) -> list[SiteMoments]:
+        if self.variant != "local":
+            return moments
+        return [moments[check_int("site", self.site, minimum=0, maximum=len(moments) - 1)]]
 
     @property
     def stage_budgets(self) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -334,29 +406,37 @@ class CapeAGN(_TensorEstimator):
                                          noise_variance=check_nonnegative("noise_variance", scaled_s2),
                                          mode=self.sensitivity_mode)
 
-    def _release(self, moments: list[SiteMoments], k: int, scaled_s2: float) -> tuple[Any, Any, PrivacyReport]:
-        s = len(moments)
-        if self.correlated and s < 2:
-            raise param_error("partitions", ">= 2 sites for CAPE (use correlated=False for one site)", s)
+    def _release(self, moments: list[SiteMoments], k: int, scaled_s2: float,
+                 timings: Timings) -> tuple[Any, Any, PrivacyReport, str]:
+        if self.variant == "capeagn" and len(moments) < 2:
+            raise param_error("partitions", ">= 2 sites for CAPE (use variant='local' for one site)", len(moments))
+        correlated = self.variant == "capeagn"
         d = moments[0].m2.shape[0]
         sizes = [m.n_samples for m in moments]
         (eps1, del1), (eps2, del2) = self.stage_budgets
         src = resolve_source(self.rng)
-        stage1 = _NoisyStage(self, 2, sizes, eps1, del1, self._sensitivity_numerator(2, d, scaled_s2))
-        m2 = stage1.aggregate([m.m2 for m in moments], (d, d), src, lambda x: x)
-        stage2 = _NoisyStage(self, 3, sizes, eps2, del2, self._sensitivity_numerator(3, d, scaled_s2))
+        stage1 = _NoisyStage(self, correlated, 2, sizes, eps1, del1, self._sensitivity_numerator(2, d, scaled_s2))
+        with timings.measure("sites", "m2-noise"):
+            m2 = stage1.aggregate([m.m2 for m in moments], (d, d), src, lambda x: x)
+        stage2 = _NoisyStage(self, correlated, 3, sizes, eps2, del2, self._sensitivity_numerator(3, d, scaled_s2))
         m3s = [m.m3 for m in moments]
         self.noise_variances_ = {"m2": stage1.variances(), "m3": stage2.variances()}
         privacy = compose_basic([stage1.report(), stage2.report()],
                                 notes=f"budget_split={float(self.budget_split)}: stage 1 (M2, whitening) "
                                       f"({eps1:.6g}, {del1:.6g}), stage 2 (M3) ({eps2:.6g}, {del2:.6g})")
-        return m2, (lambda W: stage2.aggregate(m3s, (d, d, d), src, lambda x: project(x, W))), privacy
+
+        def project_m3(W: np.ndarray) -> np.ndarray:
+            with timings.measure("sites", "m3-noise-and-projection"):
+                return stage2.aggregate(m3s, (d, d, d), src, lambda x: project(x, W))
+
+        method = "capeagn" if correlated else f"capeagn-{self.variant}"
+        return m2, project_m3, privacy, method
 
 
 class _NoisyStage:
     """One stage of capeAGN / conv: per-site noisy releases and their aggregate."""
 
-    def __init__(self, est: CapeAGN, order: int, sizes: list[int], epsilon: float, delta: float,
+    def __init__(self, est: CapeAGN, correlated: bool, order: int, sizes: list[int], epsilon: float, delta: float,
                  numerator: float) -> None:
         self.est, self.order, self.sizes = est, order, sizes
         self.epsilon, self.delta, self.numerator = epsilon, delta, numerator
@@ -365,7 +445,7 @@ class _NoisyStage:
         self.taus = [calibrate_gaussian(epsilon=epsilon, delta=delta, sensitivity=numerator / n,
                                         calibration=est.calibration) for n in sizes]
         self.plan: CapeNoisePlan | None = None
-        if est.correlated:
+        if correlated:
             self.plan = CapeNoisePlan.from_budgets(
                 epsilons=[epsilon] * len(sizes), deltas=[delta] * len(sizes), sizes=sizes,
                 sensitivity_numerator=numerator, calibration=est.calibration, method=est.scheme)

@@ -6,6 +6,9 @@ Methods (:data:`METHODS`):
 * ``conv``: the same without correlated noise (each site at the local level);
 * ``local``: ``conv`` on site 0 alone;
 * ``nonprivate``: the tensor power method on the pooled moments;
+
+(registry names ``capeagn``, ``capeagn-conv``, ``capeagn-local``, ``capeagn-nonprivate``,
+built through :func:`dpdpca.pipelines.get_spec`);
 * ``random``: random vectors from the generator's prior (the no-information error).
 
 One latent model is drawn per experiment (the paper's "pre-determined ``w`` and
@@ -23,17 +26,21 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
-from dpdpca.baselines.tensor.capeagn import CapeAGN, NonPrivateTensorDecomposition, check_budget_split, site_moments
+from dpdpca.baselines.tensor.capeagn import check_budget_split, site_moments
 from dpdpca.baselines.tensor.models import (check_components, check_model_kind, check_words_per_document,
                                             make_mog, make_stm, random_components, sample_partitions)
 from dpdpca.dp.mechanisms import check_sensitivity_mode
 from dpdpca.baselines.tensor.moments import SiteMoments, exact_symmetric2, exact_symmetric3
 from dpdpca.metrics import q_comp
+from dpdpca.pipelines import get_spec
 
 __all__ = ["METHODS", "PRIVATE_METHODS", "run_experiment", "run_grid", "check_settings"]
 
 METHODS = ("capeagn", "conv", "local", "nonprivate", "random")
 PRIVATE_METHODS = ("capeagn", "conv", "local")
+#: Method name in the output -> registry name (:mod:`dpdpca.pipelines`); ``random`` needs no estimator.
+REGISTRY_NAMES = {"capeagn": "capeagn", "conv": "capeagn-conv", "local": "capeagn-local",
+                  "nonprivate": "capeagn-nonprivate"}
 
 
 def check_settings(*, model: str, n_features: int, n_components: int, n_sites: int, samples_per_site: int,
@@ -155,7 +162,8 @@ def run_grid(*, model: str, n_features: int, n_components: int, n_sites: int,
         fit_kw = dict(scale=scale, scaled_noise_variance=scaled_s2)
         q_rand = q_comp(random_components(truth, data_rng), truth.means)
         for size in sizes:
-            nonpriv = NonPrivateTensorDecomposition(n_components, random_state=starts, **common)  # type: ignore[arg-type]
+            nonpriv = get_spec(REGISTRY_NAMES["nonprivate"]).make(n_components=n_components, epsilon=1.0,
+                                                                  delta=0.5, random_state=starts, **common)
             q_np = q_comp(nonpriv.fit_moments(nested[size], **fit_kw).means_, truth.means)
             for n, eps in points:
                 if n != size:
@@ -163,11 +171,11 @@ def run_grid(*, model: str, n_features: int, n_components: int, n_sites: int,
                 scores.setdefault((n, eps, "nonprivate"), []).append(q_np)
                 scores.setdefault((n, eps, "random"), []).append(q_rand)
                 for name in PRIVATE_METHODS:
-                    est = CapeAGN(n_components, epsilon=eps, delta=delta, correlated=name == "capeagn",
-                                  budget_split=budget_split, sensitivity_mode=sensitivity_mode,
-                                  calibration=calibration, rng=noise_rng, random_state=starts,
-                                  **common)  # type: ignore[arg-type]
-                    est.fit_moments(nested[size][:1] if name == "local" else nested[size], **fit_kw)
+                    est = get_spec(REGISTRY_NAMES[name]).make(
+                        n_components=n_components, epsilon=eps, delta=delta, rng=noise_rng,
+                        budget_split=budget_split, sensitivity_mode=sensitivity_mode, calibration=calibration,
+                        random_state=starts, **common)
+                    est.fit_moments(nested[size], **fit_kw)
                     scores.setdefault((n, eps, name), []).append(q_comp(est.means_, truth.means))
                     privacy[name] = est.privacy_.to_dict()
         privacy["nonprivate"] = nonpriv.privacy_.to_dict()
