@@ -135,7 +135,11 @@ def plot(result: dict[str, Any], model: str) -> bytes:
             _draw_panel(axes[row][col], panel, result["settings"])
     title = "mixture of Gaussians" if model == "mog" else "single topic model"
     fig.suptitle(f"capeAGN, {title}: q_comp (S={SITES}, delta={DELTA}, mean of {result['settings']['runs']} runs)")
-    fig.tight_layout()
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=_STYLE[m][0], marker=_STYLE[m][1], markersize=4) for m in METHODS]
+    fig.legend(handles, [_LABEL[m] for m in METHODS], loc="lower center", ncol=len(METHODS), fontsize=9)
+    fig.tight_layout(rect=(0, 0.035, 1, 1))
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
@@ -152,18 +156,20 @@ def _draw_panel(ax: Any, panel: dict[str, Any], settings: dict[str, Any]) -> Non
             for name in METHODS:
                 color, marker = _STYLE[name]
                 ax.plot(xs, [p["methods"][name]["q_comp"] for p in pts], dash, color=color, marker=marker,
-                        markersize=4, label=f"{_LABEL[name]}, N_s={size}")
+                        markersize=4)
         ax.set_xlabel("epsilon")
-        ax.set_title(f"D={d}, K={k}: q_comp vs epsilon")
+        styles = ", ".join(f"{name} N_s={size}" for size, name in zip(sizes, ("solid", "dashed")))
+        ax.set_title(f"D={d}, K={k}: q_comp vs epsilon\n({styles})", fontsize=10)
     else:
         pts = panel["points"]
         xs = [p["samples_per_site"] for p in pts]
         for name in METHODS:
             color, marker = _STYLE[name]
             ax.plot(xs, [p["methods"][name]["q_comp"] for p in pts], "-", color=color, marker=marker,
-                    markersize=4, label=_LABEL[name])
+                    markersize=4)
         ax.set_xlabel("N_s (samples per site)")
-        ax.set_title(f"D={d}, K={k}: q_comp vs N_s (epsilon={settings['epsilon_for_samples_sweep']:g})")
+        ax.set_title(f"D={d}, K={k}: q_comp vs N_s\n(epsilon={settings['epsilon_for_samples_sweep']:g})",
+                     fontsize=10)
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     ax.set_xscale("log")
@@ -174,7 +180,6 @@ def _draw_panel(ax: Any, panel: dict[str, Any], settings: dict[str, Any]) -> Non
     ax.tick_params(axis="x", labelsize=7)
     ax.set_ylabel("q_comp")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=6, ncol=2, framealpha=0.6)
 
 
 @click.command("tensor")
