@@ -130,7 +130,8 @@ class PipelineSpec:
         return cls(**kwargs)
 
 
-_SITE_DP = ("calibration", "sensitivity_mode")
+_NOISE = ("calibration", "sensitivity_mode")
+_SITE_DP = (*_NOISE, "centering")
 #: The tensor pipelines' model options (``dpdpca.baselines.tensor``).
 _TENSOR = ("model", "noise_variance", "n_features", "sample_scale", "words", "n_restarts", "n_iter", "random_state")
 _CAPE = ("weights", "site_epsilons", "site_deltas", "dropped_sites", "scheme", "keep_noise", *_SITE_DP)
@@ -164,17 +165,18 @@ _BUILTIN = (
                  "PrivateLocalPCA: sites refine a noisy subspace in sequence",
                  options=("n_intermediate", "site_precision", *_SITE_DP)),
     PipelineSpec("nonprivate", "dpdpca.baselines.nonprivate:NonPrivatePCA",
-                 "exact PCA of the pooled data (not DP; the q_o reference)", private=False),
+                 "exact PCA of the pooled data (not DP; the q_o reference)", private=False,
+                 options=("centering",)),
     PipelineSpec("capeagn", "dpdpca.baselines.tensor.capeagn:CapeAGN",
                  "capeAGN: tensor decomposition (MOG/STM) with CAPE noise on M2 and M3",
-                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_SITE_DP, "budget_split", "scheme"),
+                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_NOISE, "budget_split", "scheme"),
                  fixed={"variant": "capeagn"}),
     PipelineSpec("capeagn-conv", "dpdpca.baselines.tensor.capeagn:CapeAGN",
                  "capeAGN's conv: every site noises its own moments, the aggregator averages",
-                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_SITE_DP, "budget_split"), fixed={"variant": "conv"}),
+                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_NOISE, "budget_split"), fixed={"variant": "conv"}),
     PipelineSpec("capeagn-local", "dpdpca.baselines.tensor.capeagn:CapeAGN",
                  "capeAGN's local: one site's noisy moments alone",
-                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_SITE_DP, "budget_split", "site"),
+                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_NOISE, "budget_split", "site"),
                  fixed={"variant": "local"}),
     PipelineSpec("capeagn-nonprivate", "dpdpca.baselines.tensor.capeagn:NonPrivateTensorDecomposition",
                  "tensor power method on the pooled moments (not DP)", kind=TENSOR_FACTORS, private=False,

@@ -118,6 +118,36 @@ def test_transform_agrees_with_sklearn_pca_when_noise_is_negligible(X, name):
     assert np.all(est.components_[np.arange(k), np.abs(est.components_).argmax(axis=1)] > 0)
 
 
+@pytest.mark.parametrize("name", [n for n in pipelines.pipeline_names(kind=SUBSPACE)
+                                  if "centering" in pipelines.get_spec(n).options])
+def test_centring_inside_the_pipeline_matches_sklearn_on_uncentred_data(X, name):
+    """Uncentred rows: a pipeline that centres itself finds scikit-learn's components (and, when it
+    releases the mean, its transform).  Distributed sites centre with their own means, so the two sites
+    here share one mean (the second is the first reflected through it)."""
+    from sklearn.decomposition import PCA
+
+    Y = 0.4 * X + 0.2 / np.sqrt(X.shape[1])  # shifted; norms stay <= 1, reflected rows too
+    spec = pipelines.get_spec(name)
+    two_sites = name in ("capepca", "conv", "nonprivate")
+    parts = [Y[:200], 2 * Y[:200].mean(axis=0) - Y[:200]] if two_sites else [Y]
+    Y = np.vstack(parts)
+    assert np.linalg.norm(Y, axis=1).max() <= 1
+    centering = "pooled" if not spec.private else "site"
+    kw = {"sensitivity_mode": "rigorous"} if spec.noisy else {}
+    est = spec.make(n_components=3, epsilon=1e9, delta=1e-5, rng=np.random.default_rng(0), centering=centering, **kw)
+    est.fit(parts)
+    ref = PCA(3).fit(Y)
+    signs = np.sign(np.sum(est.components_ * ref.components_, axis=1))
+    np.testing.assert_allclose(est.components_ * signs[:, None], ref.components_, atol=1e-6)
+    if not spec.private:  # the non-private reference releases the exact pooled mean
+        np.testing.assert_allclose(est.mean_, ref.mean_, atol=1e-12)
+        np.testing.assert_allclose(est.transform(Y) * signs, ref.transform(Y), atol=1e-8)
+    else:  # no mean is released, the centring was paid inside the release at its own sensitivity
+        np.testing.assert_array_equal(est.mean_, 0.0)
+        n = len(parts[0])  # rows per site
+        assert est.privacy_.sensitivity == pytest.approx(4 * (n - 1) / n**2)
+
+
 @pytest.mark.parametrize("name", pipelines.pipeline_names(kind=SUBSPACE))
 def test_one_not_fitted_error_and_sklearn_params(name):
     est = _estimator(name, 2, epsilon=1.0)

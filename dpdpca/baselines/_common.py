@@ -26,11 +26,12 @@ import numpy as np
 from dpdpca._validation import (check_finite_rows, check_int, check_open_unit, check_positive,
                                 param_error)
 from dpdpca.data.preprocessing import check_partitions
-from dpdpca.dp import REPLACE_ONE, GaussianMechanism, PrivacyReport, resolve_source, second_moment_sensitivity
+from dpdpca.dp import (REPLACE_ONE, GaussianMechanism, PrivacyReport, centred_scatter_sensitivity, resolve_source,
+                       second_moment_sensitivity)
 from dpdpca.dp.mechanisms import check_sensitivity_mode
 from dpdpca.errors import DataError
 from dpdpca.estimator import PCAEstimator
-from dpdpca.linalg import top_eigenpairs
+from dpdpca.linalg import second_moment, top_eigenpairs
 from dpdpca.result import PCAResult
 
 __all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "partial_square_root", "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "symmetric_bytes",
@@ -55,6 +56,8 @@ def partial_square_root(M: np.ndarray, r: int, *, dtype: Any = np.float64) -> np
 
 
 SITE_PRECISIONS = ("auto", "float64")
+#: How a DP pipeline centres (see :class:`NoisySiteEstimator`).
+CENTERINGS = ("none", "site")
 _NOISE_MARGIN = 100.0
 
 
@@ -179,34 +182,60 @@ class NoisySiteEstimator(SiteEstimator):
         ``"paper"`` (default): ``Delta = 1/N_s`` as the papers state.
         ``"rigorous"``: ``sqrt(2)/N_s``, the correct replace-one bound (see
         :func:`dpdpca.dp.second_moment_sensitivity`).
+    centering : {"none", "site"}
+        ``"none"`` (default, the papers): the rows are taken as centred
+        already.  ``"site"``: each party subtracts the mean of the rows it
+        holds and releases the *centred* second moment, with noise calibrated
+        to its sensitivity, ``4 (N_s - 1) / N_s^2`` in rigorous mode (the
+        centred scatter's bound, :func:`dpdpca.dp.centred_scatter_sensitivity`,
+        divided by ``N_s``; the paper mode keeps ``1/N_s``).  So centring is
+        paid for inside the release, as in the encrypted protocol; no mean is
+        released (``mean_`` stays zero).  A pooled curator centres with the
+        pooled mean; distributed sites with their own.
     rng : None or numpy.random.Generator
         ``None``: OS entropy.  A Generator only for experiments.
     """
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
-                 calibration: str = "classic", sensitivity_mode: str = "paper", rng: Any = None) -> None:
+                 calibration: str = "classic", sensitivity_mode: str = "paper", centering: str = "none",
+                 rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, rng=rng)
         self.calibration = calibration
         self.sensitivity_mode = sensitivity_mode
+        self.centering = centering
 
     def _validate(self, partitions: Any) -> tuple[list[np.ndarray], int]:
         parts, k = super()._validate(partitions)
         check_sensitivity_mode(self.sensitivity_mode)
-        self._mechanism(1)  # validates the calibration before any work
+        if self.centering not in CENTERINGS:
+            raise param_error("centering", f"one of {', '.join(CENTERINGS)}", self.centering)
+        self._mechanism(2)  # validates the calibration before any work
         resolve_source(self.rng)  # refuses an int seed before any work
         return parts, k
 
     def _mechanism(self, n_rows: int, epsilon: float | None = None, delta: float | None = None) -> GaussianMechanism:
-        """The Gaussian mechanism for a second moment over ``n_rows`` records (replace-one)."""
-        sens = second_moment_sensitivity(n_rows, neighbouring=REPLACE_ONE, mode=self.sensitivity_mode)
+        """The Gaussian mechanism for a (centred, per ``centering``) second moment over ``n_rows`` records."""
+        sens = self._sensitivity(n_rows)
         return GaussianMechanism(epsilon=self.epsilon if epsilon is None else epsilon,
                                  delta=self.delta if delta is None else delta, sensitivity=sens,
                                  calibration=self.calibration, neighbouring=REPLACE_ONE,
                                  sensitivity_mode=self.sensitivity_mode)
 
+    def _sensitivity(self, n_rows: int) -> float:
+        """Replace-one L2 sensitivity of the second moment a party releases over ``n_rows`` records."""
+        if self.centering == "site":
+            return float(centred_scatter_sensitivity(n_rows, neighbouring=REPLACE_ONE,
+                                                     mode=self.sensitivity_mode)) / n_rows
+        return second_moment_sensitivity(n_rows, neighbouring=REPLACE_ONE, mode=self.sensitivity_mode)
+
+    def _moment(self, X: np.ndarray) -> np.ndarray:
+        """The second moment a party releases: of its rows as given, or centred (``centering="site"``)."""
+        return second_moment(X, center=self.centering == "site")
+
     def _base_params(self, k: int, parts: Sequence[np.ndarray]) -> dict[str, Any]:
         return {"n_components": k, "epsilon": float(self.epsilon), "delta": float(self.delta),
                 "calibration": self.calibration, "sensitivity_mode": self.sensitivity_mode,
+                "centering": self.centering,
                 "n_sites": len(parts), "site_sizes": [int(X.shape[0]) for X in parts]}
 
 

@@ -52,9 +52,9 @@ import numpy as np
 
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
 from dpdpca.baselines._common import FLOAT_BYTES, NoisySiteEstimator, parallel_report, symmetric_bytes
-from dpdpca.dp import REPLACE_ONE, CapeNoisePlan, PrivacyReport, resolve_source, second_moment_sensitivity
+from dpdpca.dp import REPLACE_ONE, CapeNoisePlan, PrivacyReport, resolve_source
 from dpdpca.linalg import pack_upper as upper_from_symmetric
-from dpdpca.linalg import second_moment, top_eigenpairs, upper_triangle_size
+from dpdpca.linalg import top_eigenpairs, upper_triangle_size
 from dpdpca.linalg import unpack_upper as symmetric_from_upper
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -91,6 +91,9 @@ class CapePCA(NoisySiteEstimator):
         diagnostics only: they are the parties' secrets.
     calibration : {"classic", "analytic"}
     sensitivity_mode : {"paper", "rigorous"}
+    centering : {"none", "site"}
+        See :class:`~dpdpca.baselines._common.NoisySiteEstimator` (CAPE
+        calibrates every site to the largest site's centred bound).
     rng : None or numpy.random.Generator
 
     Raises
@@ -122,9 +125,10 @@ class CapePCA(NoisySiteEstimator):
                  weights: Sequence[float] | None = None, site_epsilons: Sequence[float] | None = None,
                  site_deltas: Sequence[float] | None = None, dropped_sites: Sequence[int] = (),
                  scheme: str = "projection", keep_noise: bool = False, calibration: str = "classic",
-                 sensitivity_mode: str = "paper", rng: Any = None) -> None:
+                 sensitivity_mode: str = "paper", centering: str = "none",
+                 rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
-                         sensitivity_mode=sensitivity_mode, rng=rng)
+                         sensitivity_mode=sensitivity_mode, centering=centering, rng=rng)
         self.correlated = correlated
         self.weights = weights
         self.site_epsilons = site_epsilons
@@ -171,7 +175,9 @@ class CapePCA(NoisySiteEstimator):
     def _plan(self, sizes: list[int], eps: list[float], dels: list[float], mus: list[float]) -> CapeNoisePlan:
         if self.scheme not in SCHEMES:
             raise param_error("scheme", f"one of {', '.join(SCHEMES)}", self.scheme)
-        num = second_moment_sensitivity(1, neighbouring=REPLACE_ONE, mode=self.sensitivity_mode)
+        # CAPE takes one numerator Delta for per-site sensitivities Delta/N_s; centred releases have
+        # N_s * sensitivity = 4 (N_s - 1)/N_s, increasing in N_s, so the largest site's bounds every site's
+        num = self._sensitivity(max(sizes)) * max(sizes)
         return CapeNoisePlan.from_budgets(epsilons=eps, deltas=dels, sizes=sizes, sensitivity_numerator=num,
                                           weights=mus, calibration=self.calibration, neighbouring=REPLACE_ONE,
                                           method=self.scheme)
@@ -212,7 +218,7 @@ class CapePCA(NoisySiteEstimator):
         for i in active:
             party = f"site:{i + 1}"
             with timings.measure(party, "second-moment"):
-                a_hat = upper_from_symmetric(second_moment(parts[i]))
+                a_hat = upper_from_symmetric(self._moment(parts[i]))
             with timings.measure(party, "noise"):
                 if plan is not None:
                     g_i = plan.site_term(i, n_upper, rng=src)

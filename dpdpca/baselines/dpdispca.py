@@ -34,7 +34,7 @@ import numpy as np
 from dpdpca._validation import check_int, param_error
 from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, check_site_precision, parallel_report,
                                       partial_square_root, site_eigh_dtype, symmetric_bytes)
-from dpdpca.linalg import second_moment, top_eigenpairs
+from dpdpca.linalg import top_eigenpairs
 from dpdpca.dp import resolve_source, symmetric_gaussian_matrix
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -67,6 +67,7 @@ class DPDisPCA(NoisySiteEstimator):
         ``params["site_eigh_dtypes"]``.
     calibration : {"classic", "analytic"}
     sensitivity_mode : {"paper", "rigorous"}
+    centering : {"none", "site"}
         See :class:`~dpdpca.baselines._common.NoisySiteEstimator`.
     rng : None or numpy.random.Generator
 
@@ -100,9 +101,10 @@ class DPDisPCA(NoisySiteEstimator):
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
                  variant: str = "partial-root", n_intermediate: int | None = None, site: int = 0, site_precision: str = "auto",
-                 calibration: str = "classic", sensitivity_mode: str = "paper", rng: Any = None) -> None:
+                 calibration: str = "classic", sensitivity_mode: str = "paper", centering: str = "none",
+                 rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
-                         sensitivity_mode=sensitivity_mode, rng=rng)
+                         sensitivity_mode=sensitivity_mode, centering=centering, rng=rng)
         self.variant = variant
         self.n_intermediate = n_intermediate
         self.site = site
@@ -140,7 +142,7 @@ class DPDisPCA(NoisySiteEstimator):
             party = f"site:{s}"
             mech = self._mechanism(X.shape[0])
             with timings.measure(party, "second-moment"):
-                A_s = second_moment(X)
+                A_s = self._moment(X)
             with timings.measure(party, "noise"):
                 A_s += symmetric_gaussian_matrix(d, mech.sigma, src)
             if self.variant == "full":
@@ -178,7 +180,7 @@ class DPDisPCA(NoisySiteEstimator):
         bytes_sent = {f"site:{s}": FLOAT_BYTES * X.size for s, X in enumerate(parts, start=1)}
         with timings.measure("aggregator", "second-moment"):
             X = np.vstack(parts)
-            A = second_moment(X)
+            A = self._moment(X)
         mech = self._mechanism(X.shape[0])
         with timings.measure("aggregator", "noise"):
             A += symmetric_gaussian_matrix(d, mech.sigma, src)
@@ -198,7 +200,7 @@ class DPDisPCA(NoisySiteEstimator):
         timings = Timings(parallel_roles=("site",))
         mech = self._mechanism(X.shape[0])
         with timings.measure(party, "second-moment"):
-            A = second_moment(X)
+            A = self._moment(X)
         with timings.measure(party, "noise"):
             A += symmetric_gaussian_matrix(d, mech.sigma, src)
         with timings.measure(party, "eigh"):

@@ -14,6 +14,7 @@ import numpy as np
 
 from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, symmetric_bytes
 from dpdpca.linalg import second_moment, top_eigenpairs
+from dpdpca._validation import param_error
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp.report import PrivacyReport
 from dpdpca.result import PCAResult
@@ -30,13 +31,25 @@ class NonPrivatePCA(SiteEstimator):
     n_components : int, 1 <= K <= D
     epsilon, delta : float
         Accepted for the common signature and ignored.
+    centering : {"none", "pooled"}
+        ``"none"`` (default): the second moment of the rows as given.
+        ``"pooled"``: sites also send their sums and the aggregator subtracts
+        the exact pooled mean, which becomes ``mean_``; then this is exactly
+        scikit-learn's ``PCA`` of the pooled rows.
     rng : ignored
     """
 
     method_name = "nonprivate"
 
+    def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
+                 centering: str = "none", rng: Any = None) -> None:
+        super().__init__(n_components, epsilon, delta, rng=rng)
+        self.centering = centering
+
     def _validate(self, partitions: Any) -> tuple[list[np.ndarray], int]:
         parts = check_partitions(partitions)  # no norm bound needed: nothing is calibrated
+        if self.centering not in ("none", "pooled"):
+            raise param_error("centering", "one of none, pooled", self.centering)
         return parts, self._check_components(parts)
 
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
@@ -49,13 +62,17 @@ class NonPrivatePCA(SiteEstimator):
         for s, X in enumerate(parts, start=1):
             with timings.measure(f"site:{s}", "second-moment"):
                 shares.append(second_moment(X))
-            bytes_sent[f"site:{s}"] = symmetric_bytes(d) + FLOAT_BYTES
+            bytes_sent[f"site:{s}"] = symmetric_bytes(d) + FLOAT_BYTES * (1 + d * (self.centering == "pooled"))
+        mean = None
         with timings.measure("aggregator", "aggregate"):
             for X, A_s in zip(parts, shares):
                 A += (X.shape[0] / n_total) * A_s
+            if self.centering == "pooled":
+                mean = sum(X.sum(axis=0) for X in parts) / n_total
+                A -= np.outer(mean, mean)
         with timings.measure("aggregator", "eigh"):
             w, V = top_eigenpairs(A, k)
         bytes_sent["aggregator"] = FLOAT_BYTES * d * k
-        return PCAResult(method=self.method_name, components=V, eigenvalues=w,
+        return PCAResult(method=self.method_name, components=V, eigenvalues=w, mean=mean,
                          privacy=PrivacyReport.non_private(), timings=timings, bytes_sent=bytes_sent,
-                         params={"n_components": k, "n_sites": len(parts)}, extra={"n_samples": n_total})
+                         params={"n_components": k, "n_sites": len(parts), "centering": self.centering}, extra={"n_samples": n_total})

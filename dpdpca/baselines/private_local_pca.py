@@ -40,7 +40,7 @@ import numpy as np
 from dpdpca._validation import check_int
 from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, check_site_precision, parallel_report,
                                       partial_square_root, site_eigh_dtype)
-from dpdpca.linalg import second_moment, top_eigenpairs
+from dpdpca.linalg import top_eigenpairs
 from dpdpca.dp import resolve_source, symmetric_gaussian_matrix
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -64,6 +64,8 @@ class PrivateLocalPCA(NoisySiteEstimator):
         root in float32 when that rounding is under 1% of its DP noise.
     calibration : {"classic", "analytic"}
     sensitivity_mode : {"paper", "rigorous"}
+    centering : {"none", "site"}
+        See :class:`~dpdpca.baselines._common.NoisySiteEstimator`.
     rng : None or numpy.random.Generator
 
     Attributes
@@ -94,10 +96,10 @@ class PrivateLocalPCA(NoisySiteEstimator):
     method_name = "private-local-pca"
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
-                 n_intermediate: int | None = None, site_precision: str = "auto", calibration: str = "classic", sensitivity_mode: str = "paper",
-                 rng: Any = None) -> None:
+                 n_intermediate: int | None = None, site_precision: str = "auto", calibration: str = "classic",
+                 sensitivity_mode: str = "paper", centering: str = "none", rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
-                         sensitivity_mode=sensitivity_mode, rng=rng)
+                         sensitivity_mode=sensitivity_mode, centering=centering, rng=rng)
         self.n_intermediate = n_intermediate
         self.site_precision = site_precision
 
@@ -117,7 +119,7 @@ class PrivateLocalPCA(NoisySiteEstimator):
             party = f"site:{s}"
             mech = self._mechanism(X.shape[0])
             with timings.measure(party, "second-moment"):
-                M = second_moment(X)
+                M = self._moment(X)
             with timings.measure(party, "noise"):
                 M += symmetric_gaussian_matrix(d, mech.sigma, src)
             reports.append(mech.privacy(noise_added_by=party))

@@ -19,17 +19,58 @@ from dpdpca._validation import check_int, check_open_unit, param_error
 from dpdpca.data import SCALINGS, dataset_names, load_dataset, load_file, partition, preprocess
 from dpdpca.driver import compare
 from dpdpca.errors import ParameterError
-from dpdpca.pipelines import get_spec, pipeline_names
+from dpdpca.dp import ANALYTIC, CALIBRATIONS, CLASSIC, PAPER, RIGOROUS, SENSITIVITY_MODES
+from dpdpca.pipelines import PIPELINES, PipelineSpec, get_spec, pipeline_names
 from dpdpca.result import SUBSPACE
 
-__all__ = ["compare_cmd", "run_compare"]
+__all__ = ["compare_cmd", "run_compare", "settings_for", "format_table"]
+
+
+def settings_for(*, paper: bool, calibration: str | None, sensitivity_mode: str | None, scaling: str | None,
+                 center: bool, exact_mean: bool | None) -> dict[str, Any]:
+    """The one setting every DP method runs under: rigorous by default, the papers' with ``paper``.
+
+    Rigorous (default): rigorous sensitivity, analytic calibration, public
+    clipping to norm 1, and centring paid for inside each release.  ``paper``:
+    the papers' sensitivity and classic calibration, max-norm scaling, and the
+    exact pooled mean subtracted before partitioning (free, not DP).  An
+    explicit ``calibration``, ``sensitivity_mode``, ``scaling`` or
+    ``exact_mean`` overrides one item, for every method alike.
+    """
+    exact = paper if exact_mean is None else bool(exact_mean)
+    return {"paper": bool(paper),
+            "calibration": calibration or (CLASSIC if paper else ANALYTIC),
+            "sensitivity_mode": sensitivity_mode or (PAPER if paper else RIGOROUS),
+            "scaling": scaling or ("max-norm" if paper else "clip"),
+            "center": bool(center), "exact_mean": bool(center and exact)}
+
+
+def _centering(spec: PipelineSpec, settings: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The centring option a method gets under ``settings``, and how its report describes it."""
+    if spec.crypto:  # the protocol always releases the centred scatter, paying for the mean inside
+        return {}, "inside the release (DP)"
+    if not settings["center"]:
+        return ({"centering": "none"} if "centering" in spec.options else {}), "none"
+    if settings["exact_mean"]:
+        return ({"centering": "none"} if "centering" in spec.options else {}), \
+            "exact pooled mean before partitioning (not DP)"
+    if not spec.private:
+        return ({"centering": "pooled"} if "centering" in spec.options else {}), "exact pooled mean (not DP)"
+    return ({"centering": "site"} if "centering" in spec.options else {}), "inside the release (DP)"
+
 
 def run_compare(*, dataset: str | None, data: str | None, sites: int, components: int, epsilon: float,
                 delta: float, methods: str | None = None, runs: int = 1, seed: int | None = None,
-                site_size: int | None = None, center: bool = True, scaling: str = "max-norm",
-                calibration: str | None = None, sensitivity_mode: str | None = None,
-                f1_test_fraction: float | None = None, f1_max_train: int = 5000) -> dict[str, Any]:
+                site_size: int | None = None, center: bool = True, scaling: str | None = None,
+                calibration: str | None = None, sensitivity_mode: str | None = None, paper: bool = False,
+                exact_mean: bool | None = None, f1_test_fraction: float | None = None, f1_max_train: int = 5000,
+                method_options: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """What ``dpdpca compare`` computes, as a JSON-ready dict (see :func:`dpdpca.driver.compare`).
+
+    Every DP method runs under one setting (:func:`settings_for`); each row
+    says which (``privacy``: sensitivity mode, calibration, sigma; ``centering``).
+    ``method_options`` adds library-level options per method (e.g. a small
+    test key for ``dpdpca``).
 
     Raises
     ------
@@ -54,7 +95,10 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
     for m in names:
         if get_spec(m).kind != SUBSPACE:
             raise param_error("--methods", "subspace pipelines (tensor pipelines run with 'dpdpca tensor')", m)
-    X = preprocess(X_raw, centre=center, scaling=scaling)
+    specs = {m: get_spec(m) for m in names}
+    settings = settings_for(paper=paper, calibration=calibration, sensitivity_mode=sensitivity_mode,
+                            scaling=scaling, center=center, exact_mean=exact_mean)
+    X = preprocess(X_raw, centre=settings["exact_mean"], scaling=settings["scaling"])
     rng = None if seed is None else np.random.default_rng(seed)
     f1_data = None
     if f1_test_fraction is None:
@@ -65,17 +109,28 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
         parts = partition(X, sites, sizes=site_size)
         cap = min(sum(p.shape[0] for p in parts), check_int("f1_max_train", f1_max_train, minimum=1))
         f1_data = (np.vstack(parts)[:cap], y_train[:cap], X_test, y_test)
-    noise_opts = {k: v for k, v in (("calibration", calibration), ("sensitivity_mode", sensitivity_mode))
-                  if v is not None}
-    method_options = {m: dict(noise_opts) for m in names if get_spec(m).noisy}
+    noise_opts = {"calibration": settings["calibration"], "sensitivity_mode": settings["sensitivity_mode"]}
+    options: dict[str, dict[str, Any]] = {}
+    centring: dict[str, str] = {}
+    for m, spec in specs.items():
+        opts, centring[m] = _centering(spec, settings)
+        options[m] = {**(noise_opts if spec.noisy else {}), **opts, **dict((method_options or {}).get(m, {}))}
     summary = compare(names, parts, n_components=components, epsilon=epsilon, delta=delta, runs=runs, rng=rng,
-                      X_eval=np.vstack(parts), method_options=method_options, f1_data=f1_data)
+                      X_eval=np.vstack(parts), center=settings["center"], method_options=options,
+                      f1_data=f1_data)
+    for m, row in summary["methods"].items():
+        row["centering"] = centring[m]
+    summary["settings"] = settings
     summary["dataset"] = {"name": name, "source": source, "shape": list(X_raw.shape),
                           "rows_used": int(sum(p.shape[0] for p in parts)), "sites": len(parts),
                           "site_sizes": [int(p.shape[0]) for p in parts]}
-    summary["preprocessing"] = {"center": center, "scaling": scaling,
-                                "note": "centring and max-norm scaling read the data and are not DP; "
-                                        "clip is a public rule"}
+    notes = [f"{settings['scaling']} scaling " + ("reads the data and is not DP" if settings["scaling"] == "max-norm"
+                                                  else "is a public rule" if settings["scaling"] == "clip"
+                                                  else "leaves norms unbounded (DP needs norms <= 1)")]
+    if settings["exact_mean"]:
+        notes.append("the exact pooled mean was subtracted before partitioning (not DP)")
+    summary["preprocessing"] = {"center": settings["center"], "scaling": settings["scaling"],
+                                "exact_mean": settings["exact_mean"], "note": "; ".join(notes)}
     summary["seed"] = seed
     if f1_data is not None:
         summary["f1"] = {"test_rows": int(len(f1_data[3])), "train_rows": int(len(f1_data[1])),
@@ -100,21 +155,42 @@ def _f1_split(X: np.ndarray, labels: Any, fraction: float, rng: np.random.Genera
     return X[:-n_test], y[:-n_test], X[-n_test:], y[-n_test:]
 
 
+def _sigma_over_sensitivity(p: dict[str, Any]) -> str:
+    """``sigma / Delta``, the noise multiplier: unit-free, so methods that release different statistics compare."""
+    if p.get("sigma") is None and p.get("parts"):  # sites of different sizes: the same multiplier at each
+        p = p["parts"][0]
+    sigma, sens = p.get("sigma"), p.get("sensitivity")
+    if not isinstance(sigma, (int, float)) or not isinstance(sens, (int, float)) or not sens:
+        return "-"
+    return f"{sigma / sens:.3g}"
+
+
 def format_table(summary: dict[str, Any]) -> str:
     """The human-readable table ``dpdpca compare`` prints without ``--json``."""
     ds = summary["dataset"]
+    st = summary.get("settings", {})
+    pre = summary["preprocessing"]
+    mode = "papers' settings (--paper)" if st.get("paper") else "rigorous"
     lines = [f"dataset {ds['name']} ({ds['rows_used']} x {ds['shape'][1]}), {ds['sites']} sites, "
              f"K={summary['n_components']}, epsilon={summary['epsilon']:g}, delta={summary['delta']:g}, "
-             f"{summary['runs']} run(s); preprocessing: center={summary['preprocessing']['center']}, "
-             f"scaling={summary['preprocessing']['scaling']}",
-             f"{'method':<19}{'q/q_o':>8}{'std':>9}{'epsilon':>9}{'delta':>10}  {'mechanism':<18}{'time_s':>9}"
+             f"{summary['runs']} run(s); preprocessing: center={pre['center']}, scaling={pre['scaling']}, "
+             f"exact_mean={pre.get('exact_mean', False)}",
+             f"setting: {mode}: sensitivity {st.get('sensitivity_mode', '-')}, calibration "
+             f"{st.get('calibration', '-')}; {pre['note']}",
+             f"{'method':<19}{'q/q_o':>8}{'std':>9}{'epsilon':>9}{'delta':>10}  {'mechanism':<18}"
+             f"{'sens.mode':<10}{'calib.':<9}{'sigma/D':>9}  {'centring':<12}{'time_s':>9}"
              + (f"{'F1':>8}" if "f1" in summary else "")]
     for name, row in summary["methods"].items():
         p = row["privacy"]
         eps = p["epsilon"] if isinstance(p["epsilon"], str) else f"{p['epsilon']:g}"
-        lines.append(f"{name:<19}{row['captured_energy_ratio']:>8.4f}{row['std']:>9.4f}{eps:>9}"
-                     f"{p['delta']:>10.2g}  {p['mechanism']:<18}{row['time_s']:>9.4f}"
-                     + (f"{row['f1']:>8.4f}" if "f1" in row else ""))
+        value = row.get("captured_energy_ratio", row.get("q_comp", float("nan")))
+        centring = row.get("centering", "-")
+        short = ("DP" if "(DP)" in centring else "not DP" if "not DP" in centring else centring)
+        dp = p["mechanism"] != "none"
+        lines.append(f"{name:<19}{value:>8.4f}{row['std']:>9.4f}{eps:>9}"
+                     f"{p['delta']:>10.2g}  {p['mechanism']:<18}{str(dp and p.get('sensitivity_mode') or '-'):<10}"
+                     f"{str(dp and p.get('calibration') or '-'):<9}{_sigma_over_sensitivity(p):>9}  {short:<12}"
+                     f"{row['time_s']:>9.4f}" + (f"{row['f1']:>8.4f}" if "f1" in row else ""))
     return "\n".join(lines)
 
 
@@ -126,21 +202,30 @@ def format_table(summary: dict[str, Any]) -> str:
 @click.option("--epsilon", type=float, required=True)
 @click.option("--delta", type=float, required=True)
 @click.option("--methods", default=None,
-              help=f"Comma-separated subset of: {', '.join(pipeline_names(kind=SUBSPACE))} (default: every "
-                   f"available one; "
-                   f"the encrypted dpdpca is far slower than the plaintext ones).")
+              help="Comma-separated subset of: " + "; ".join(f"{n} ({sp.summary})" for n, sp in PIPELINES.items()
+                                                               if sp.kind == SUBSPACE)
+                   + " (default: every available one; the encrypted dpdpca is far slower than the others).")
 @click.option("--runs", type=int, default=1, show_default=True, help="Runs per method (fresh noise each).")
 @click.option("--seed", type=int, default=None,
               help="Seed an explicit numpy Generator for shuffling and noise (experiments only; "
                    "default: OS entropy, rows kept in order).")
 @click.option("--site-size", type=int, default=None, help="Rows per site N_s (default: all rows, equal split).")
-@click.option("--center/--no-center", default=True, show_default=True, help="Subtract the mean (not DP).")
-@click.option("--scaling", type=click.Choice(SCALINGS), default="max-norm", show_default=True,
-              help="max-norm: divide by the largest row norm (the papers, not DP); clip: public clip to 1.")
-@click.option("--calibration", type=click.Choice(["classic", "analytic"]), default=None,
-              help="Gaussian calibration for every DP method (default: each method's own).")
-@click.option("--sensitivity-mode", type=click.Choice(["paper", "rigorous"]), default=None,
-              help="Sensitivity derivation for every DP method (default: each method's own).")
+@click.option("--paper", is_flag=True,
+              help="Every method under the papers' settings, for reproduction: paper sensitivity, classic "
+                   "calibration, max-norm scaling and the exact pooled mean subtracted first (not DP). "
+                   "Default: rigorous sensitivity, analytic calibration, public clipping, centring paid in DP.")
+@click.option("--center/--no-center", default=True, show_default=True,
+              help="PCA of centred data. Each DP method pays for its centring inside its release (the exact "
+                   "pooled mean, free and not DP, only with --paper or --exact-mean).")
+@click.option("--exact-mean/--no-exact-mean", default=None,
+              help="Subtract the exact pooled mean before partitioning (free, not DP; the --paper default).")
+@click.option("--scaling", type=click.Choice(SCALINGS), default=None,
+              help="clip (default): public clip to norm 1; max-norm (--paper default): divide by the largest "
+                   "row norm (not DP); none.")
+@click.option("--calibration", type=click.Choice(CALIBRATIONS), default=None,
+              help="Gaussian calibration for every DP method (default: analytic; classic with --paper).")
+@click.option("--sensitivity-mode", type=click.Choice(SENSITIVITY_MODES), default=None,
+              help="Sensitivity derivation for every DP method (default: rigorous; paper with --paper).")
 @click.option("--f1-test-fraction", type=float, default=None,
               help="Also report the F1 of an RBF SVM on the projected data (Wang-Chang Fig. 4), holding out "
                    "this fraction of the rows as the test set (labelled datasets only).")
@@ -150,13 +235,14 @@ def format_table(summary: dict[str, Any]) -> str:
               help="Also write the JSON summary to this file (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def compare_cmd(dataset: str | None, data: str | None, sites: int, components: int, epsilon: float, delta: float,
-                methods: str | None, runs: int, seed: int | None, site_size: int | None, center: bool,
-                scaling: str, calibration: str | None, sensitivity_mode: str | None,
+                methods: str | None, runs: int, seed: int | None, site_size: int | None, paper: bool, center: bool,
+                exact_mean: bool | None, scaling: str | None, calibration: str | None, sensitivity_mode: str | None,
                 f1_test_fraction: float | None, f1_max_train: int, output: str | None, as_json: bool) -> None:
     """Run several pipelines on the same partitions and budget; report q/q_o, privacy and time."""
     summary = run_compare(dataset=dataset, data=data, sites=sites, components=components, epsilon=epsilon,
                           delta=delta, methods=methods, runs=runs, seed=seed, site_size=site_size, center=center,
-                          scaling=scaling, calibration=calibration, sensitivity_mode=sensitivity_mode,
+                          scaling=scaling, calibration=calibration, sensitivity_mode=sensitivity_mode, paper=paper,
+                          exact_mean=exact_mean,
                           f1_test_fraction=f1_test_fraction, f1_max_train=f1_max_train)
     if output is not None:
         atomic_write_json(output, summary)

@@ -50,6 +50,7 @@ from dpdpca.dp.release import (
     split_weights,
 )
 from dpdpca.dp.report import ADD_REMOVE_ONE, REPLACE_ONE, PrivacyReport, compose_basic
+from dpdpca.dp.settings import ANALYTIC, CALIBRATIONS, CLASSIC, PAPER, RIGOROUS, SENSITIVITY_MODES
 from dpdpca.dp.sensitivity import (
     centred_scatter_sensitivity,
     quadratic_sketch_sensitivity,
@@ -64,6 +65,7 @@ __all__ = [
     "DistributedCalibration", "calibrate_distributed", "ddg_rdp", "ddg_tau",
     "ORDERS", "ReleaseCost", "PrivacyLedger", "BudgetExceededError", "rdp_to_epsilon", "rdp_to_delta",
     "PrivacyReport", "REPLACE_ONE", "ADD_REMOVE_ONE", "compose_basic",
+    "RIGOROUS", "PAPER", "SENSITIVITY_MODES", "ANALYTIC", "CLASSIC", "CALIBRATIONS",
     "resolve_source", "NoiseSource", "OsNoiseSource", "GeneratorNoiseSource",
     "calibrate_gaussian", "gaussian_delta", "zcdp_delta", "calibrate_discrete_gaussian",
     "discrete_gaussian_delta", "discrete_gaussian_delta_1d",

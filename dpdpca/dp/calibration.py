@@ -71,6 +71,8 @@ from scipy import optimize, special
 
 from dpdpca._validation import check_int, check_nonnegative, check_open_unit, check_positive, param_error
 
+from dpdpca.dp.settings import CALIBRATIONS
+
 __all__ = [
     "rounding_tv_bound",
     "discrete_gaussian_blocks_delta",
@@ -90,7 +92,7 @@ __all__ = [
     "check_integer_sensitivity",
 ]
 
-GAUSSIAN_CALIBRATIONS = ("analytic", "classic")
+GAUSSIAN_CALIBRATIONS = CALIBRATIONS  # the names of dpdpca.dp.settings
 #: ``"analytic"``: the rounding-coupling bound (needs the dimension; the
 #: tightest for large sigma); ``"zcdp"``: CKS Cor. 13 in any dimension;
 #: ``"classic"``: the papers' formula.

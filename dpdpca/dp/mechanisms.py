@@ -31,6 +31,7 @@ from dpdpca.dp.calibration import (
 from dpdpca.dp.discrete import sample_discrete_gaussian, sample_discrete_laplace
 from dpdpca.dp.randomness import resolve_source
 from dpdpca.dp.report import NEIGHBOURING_RELATIONS, REPLACE_ONE, PrivacyReport
+from dpdpca.dp.settings import SENSITIVITY_MODES
 
 __all__ = [
     "GaussianMechanism",
@@ -42,7 +43,7 @@ __all__ = [
     "check_sensitivity_mode",
 ]
 
-SENSITIVITY_MODES = ("rigorous", "paper")
+# SENSITIVITY_MODES is defined in dpdpca.dp.settings (imported above) and re-exported here.
 
 
 def check_neighbouring(neighbouring: str) -> str:

@@ -17,7 +17,8 @@ from typing import Any, Mapping
 
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
 from dpdpca.crypto import PublicKey, SlotLayout
-from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, centred_scatter_sensitivity
+from dpdpca.dp import (CALIBRATIONS, REPLACE_ONE, SENSITIVITY_MODES, DiscreteGaussianMechanism,
+                       centred_scatter_sensitivity)
 from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError
 from dpdpca.protocol.messages import check_session_id
 
@@ -96,8 +97,7 @@ def slot_value_bound(*, d: int, owners: int, rows_per_owner: int, frac_bits: int
 #: integer query N*S_int; ``"integer"`` (paper/ARCHITECTURE form): N*G' with G'
 #: integer on S_int's scale, which leaks v_i v_j mod N to the data user.
 NOISE_LATTICES = ("n-scaled", "integer")
-SENSITIVITY_MODES = ("rigorous", "paper")
-CALIBRATIONS = ("analytic", "classic")
+# SENSITIVITY_MODES and CALIBRATIONS are dpdpca.dp's (imported above), re-exported here.
 #: The noise allowance covers up to 2**40 noisy entries ...
 TAIL_LOG2_ENTRIES = 40
 #: ... with total probability of exceeding it below 2**-80.

@@ -36,8 +36,14 @@ def test_compare_json_on_digits(capsys, tmp_path):
         assert row["privacy"]["epsilon"] == 1.0 and row["privacy"]["delta"] == 1e-5
     assert methods["capepca"]["privacy"]["mechanism"] == "cape"
     assert summary["dataset"]["shape"] == [1797, 64] and summary["dataset"]["sites"] == 4
-    assert summary["preprocessing"] == {"center": True, "scaling": "max-norm",
-                                        "note": summary["preprocessing"]["note"]}
+    assert summary["preprocessing"] == {"center": True, "scaling": "clip", "exact_mean": False,
+                                        "note": "clip scaling is a public rule"}
+    assert summary["settings"] == {"paper": False, "calibration": "analytic", "sensitivity_mode": "rigorous",
+                                   "scaling": "clip", "center": True, "exact_mean": False}
+    for name in ("capepca", "conv", "local"):
+        assert methods[name]["centering"] == "inside the release (DP)" and methods[name]["kind"] == "subspace"
+        assert methods[name]["privacy"]["calibration"] == "analytic"
+    assert methods["nonprivate"]["centering"] == "exact pooled mean (not DP)"
     # the same seed gives the same numbers
     code, out2, _ = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "nonprivate,capepca,conv,local",
                             "--runs", "3", "--seed", "0", "--json")
@@ -51,12 +57,39 @@ def test_compare_table_and_options(capsys):
     lines = out.strip().splitlines()
     assert lines[0].startswith("dataset digits (1797 x 64), 4 sites, K=5")
     assert "scaling=clip" in lines[0]
-    assert [ln.split()[0] for ln in lines[2:]] == ["dpdispca", "pooled", "private-local-pca"]
+    assert lines[1].startswith("setting: rigorous: sensitivity rigorous, calibration analytic")
+    assert [ln.split()[0] for ln in lines[3:]] == ["dpdispca", "pooled", "private-local-pca"]
+    assert all(ln.split()[6:8] == ["rigorous", "analytic"] for ln in lines[3:])
     code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "pooled", "--json",
                              "--calibration", "analytic", "--sensitivity-mode", "rigorous")
     privacy = json.loads(out)["methods"]["pooled"]["privacy"]
     assert privacy["calibration"] == "analytic" and privacy["sensitivity_mode"] == "rigorous"
-    assert privacy["sensitivity"] == pytest.approx(np.sqrt(2) / 1797)
+    # the centred second moment, paid for in the release: 4 (N - 1) / N^2
+    assert privacy["sensitivity"] == pytest.approx(4 * 1796 / 1797**2)
+    code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "pooled", "--json", "--exact-mean")
+    summary = json.loads(out)
+    assert summary["methods"]["pooled"]["privacy"]["sensitivity"] == pytest.approx(np.sqrt(2) / 1797)
+    assert summary["methods"]["pooled"]["centering"] == "exact pooled mean before partitioning (not DP)"
+    assert "(not DP)" in summary["preprocessing"]["note"]
+
+
+def test_compare_paper_moves_every_method_to_the_papers_settings(capsys):
+    code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "dpdispca,capepca,local,nonprivate",
+                             "--paper", "--json", "--seed", "1")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["settings"] == {"paper": True, "calibration": "classic", "sensitivity_mode": "paper",
+                                   "scaling": "max-norm", "center": True, "exact_mean": True}
+    for name in ("dpdispca", "capepca", "local"):
+        row = summary["methods"][name]
+        assert (row["privacy"]["calibration"], row["privacy"]["sensitivity_mode"]) == ("classic", "paper")
+        assert row["centering"] == "exact pooled mean before partitioning (not DP)"
+    assert "max-norm scaling reads the data and is not DP" in summary["preprocessing"]["note"]
+    # one item can still be moved explicitly, for every method alike
+    code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "dpdispca,capepca", "--paper",
+                             "--calibration", "analytic", "--json")
+    rows = json.loads(out)["methods"]
+    assert {r["privacy"]["calibration"] for r in rows.values()} == {"analytic"}
 
 
 def test_compare_data_file_and_site_size(capsys, tmp_path):
@@ -119,3 +152,31 @@ def test_compare_f1_on_held_out_rows(capsys, tmp_path):
     assert code == 2 and "needs a labelled --dataset" in err
     code, _, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "nonprivate", "--f1-test-fraction", "1.5")
     assert code == 2 and "--f1-test-fraction must be in (0, 1), got 1.5" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", [False, True], ids=["rigorous", "paper"])
+def test_dpdpca_and_pooled_agree_at_equal_settings(paper):
+    """The proxy adds pooled-level noise, so at equal settings DPDPCA sits near the trusted curator.
+
+    Digits, 10 owners, k = 10, epsilon = 1.  Measured with 3 runs each:
+    rigorous 0.319 (dpdpca) vs 0.326 (pooled); paper 0.751 vs 0.755.  The
+    per-run standard deviation is about 0.04 (rigorous) and 0.01 (paper).
+    """
+    from dpdpca.commands.compare import run_compare
+
+    s = run_compare(dataset="digits", data=None, sites=10, components=10, epsilon=1.0, delta=1e-5,
+                    methods="dpdpca,pooled", runs=3, seed=3, paper=paper,
+                    method_options={"dpdpca": {"key_bits": 768, "insecure_test_key": True}})
+    dp, pooled = s["methods"]["dpdpca"], s["methods"]["pooled"]
+    assert dp["privacy"]["sensitivity_mode"] == pooled["privacy"]["sensitivity_mode"]
+    # analytic calibration is, for the protocol's discrete Gaussian, its zCDP calibration
+    assert (pooled["privacy"]["calibration"], dp["privacy"]["calibration"]) == \
+        (("classic", "classic") if paper else ("analytic", "zcdp"))
+    # the same noise multiplier sigma / Delta up to the discrete Gaussian's calibration (within 15%)
+    ratio = (dp["privacy"]["sigma"] / dp["privacy"]["sensitivity"]) / \
+        (pooled["privacy"]["sigma"] / pooled["privacy"]["sensitivity"])
+    assert 1.0 <= ratio < 1.15 if not paper else ratio == pytest.approx(1.0, rel=1e-6)
+    tol = 0.12 if not paper else 0.04  # about 4 standard errors of the difference of two 3-run means
+    assert abs(dp["captured_energy_ratio"] - pooled["captured_energy_ratio"]) < tol
+    assert pooled["captured_energy_ratio"] > (0.6 if paper else 0.2)
