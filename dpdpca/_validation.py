@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from dpdpca.errors import DataError, ParameterError
+from dpdpca.errors import DataError, ParameterError, ParameterTypeError
 
 
 def _fmt(value: Any) -> str:
@@ -20,10 +20,15 @@ def param_error(name: str, constraint: str, value: Any) -> ParameterError:
     return ParameterError(f"{name} must be {constraint}, got {_fmt(value)}")
 
 
+def type_error(name: str, constraint: str, value: Any) -> ParameterTypeError:
+    """Return ``ParameterTypeError('<name> must be <constraint>, got <value>')`` (a wrong *type*)."""
+    return ParameterTypeError(f"{name} must be {constraint}, got {_fmt(value)}")
+
+
 def check_real(name: str, value: Any) -> float:
-    """Return ``value`` as a finite float or raise."""
+    """Return ``value`` as a finite float; a non-number is a type error, a non-finite one a value error."""
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
-        raise param_error(name, "a real number", value)
+        raise type_error(name, "a real number", value)
     v = float(value)
     if not math.isfinite(v):
         raise param_error(name, "finite", value)
@@ -58,7 +63,7 @@ def check_int(name: str, value: Any, *, minimum: int | None = None,
               maximum: int | None = None) -> int:
     """An integer (not bool) within optional inclusive bounds."""
     if isinstance(value, bool) or not isinstance(value, (Integral, np.integer)):
-        raise param_error(name, "an integer", value)
+        raise type_error(name, "an integer", value)
     v = int(value)
     if minimum is not None and v < minimum:
         raise param_error(name, f">= {minimum}", value)

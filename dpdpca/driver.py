@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from dpdpca._validation import check_int, param_error
+from dpdpca._validation import check_int, param_error, type_error
 from dpdpca.data.preprocessing import check_partitions
-from dpdpca.errors import ParameterError, ProtocolError
+from dpdpca.errors import ProtocolError
 from dpdpca.metrics import captured_energy_ratio, optimal_energy, q_comp, svm_f1
 from dpdpca.pipelines import PIPELINES, get_spec, pipeline_names
 from dpdpca.result import SUBSPACE, TENSOR_FACTORS, PCAResult, Result, TensorResult
@@ -92,7 +92,7 @@ def run(method: str, partitions: Sequence[Any], *, n_components: int | None, eps
     """
     spec = get_spec(method)
     if rng is not None and not isinstance(rng, np.random.Generator):
-        raise ParameterError(f"rng must be None or a numpy.random.Generator, got {type(rng).__name__}")
+        raise type_error("rng", "None or a numpy.random.Generator", type(rng).__name__)
     # Each pipeline validates its inputs itself (one pass each for NaN and norms);
     # here only the container is checked, so the data are not scanned twice.
     if isinstance(partitions, np.ndarray) or not isinstance(partitions, Sequence):
@@ -126,7 +126,7 @@ def score(result: Result, *, X: Any = None, center: bool = False, q_optimal: flo
         if truth is None:
             raise param_error("truth", "the true factors (k, d) for a tensor-factors result", truth)
         return SCORES[TENSOR_FACTORS], q_comp(result.means, truth)
-    raise param_error("result", "a PCAResult or TensorResult", type(result).__name__)
+    raise type_error("result", "a PCAResult or TensorResult", type(result).__name__)
 
 
 def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: int, epsilon: float,

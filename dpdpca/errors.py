@@ -1,8 +1,11 @@
 """Exception hierarchy shared by every layer of dpdpca.
 
 Every error raised on purpose by dpdpca derives from :class:`DpdpcaError`, and
-also from the builtin that describes its kind (``ValueError`` or
-``TypeError``), so callers may catch either.  Messages are one line and name
+also from the builtin that describes its kind, so callers may catch either: a
+parameter of the wrong *type* (``epsilon="1"``, ``n_components=2.5``) raises
+:class:`ParameterTypeError`, a ``TypeError``; a value outside its range, bad
+data or a protocol violation raises a ``ValueError`` subclass
+(:class:`ParameterError`, :class:`DataError`, ...).  Messages are one line and name
 the parameter, the constraint and the value received, e.g.
 ``epsilon must be > 0, got -1.0``.  The CLI prints that line and exits non-zero.
 """

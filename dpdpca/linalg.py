@@ -65,7 +65,7 @@ def flip_signs(V: np.ndarray) -> np.ndarray:
     Examples
     --------
     >>> flip_signs(np.array([[0.6, 0.1], [-0.8, -0.9]]))
-    array([[-0.6,  0.1],
+    array([[-0.6, -0.1],
            [ 0.8,  0.9]])
     """
     V = np.array(V, dtype=np.float64)

@@ -32,7 +32,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from dpdpca._validation import param_error
+from dpdpca._validation import param_error, type_error
 from dpdpca.errors import ParameterError
 from dpdpca.result import RESULT_KINDS, SUBSPACE, TENSOR_FACTORS
 
@@ -196,7 +196,7 @@ def register(spec: PipelineSpec, *, replace: bool = False) -> PipelineSpec:
         A name already registered (unless ``replace``), or an unknown kind.
     """
     if not isinstance(spec, PipelineSpec):
-        raise param_error("spec", "a PipelineSpec", spec)
+        raise type_error("spec", "a PipelineSpec", spec)
     if spec.kind not in RESULT_KINDS:
         raise param_error("kind", f"one of {', '.join(RESULT_KINDS)}", spec.kind)
     if spec.estimator.count(":") != 1:

@@ -10,7 +10,7 @@ import pytest
 from dpdpca import driver, pipelines
 from dpdpca.estimator import PCAEstimator
 from dpdpca.data import clip_rows, make_covariance_data, partition
-from dpdpca.errors import DataError, ParameterError, ProtocolError
+from dpdpca.errors import DataError, ParameterError, ParameterTypeError, ProtocolError
 from dpdpca.result import PCAResult
 
 TENSOR = ["capeagn", "capeagn-conv", "capeagn-local", "capeagn-nonprivate"]
@@ -101,8 +101,12 @@ def test_budget_and_norm_errors(parts, method):
     huge[2] = 1e200  # finite, but its square overflows: a norm error, not a NaN/inf one
     with pytest.raises(DataError, match=r"L2 norm <= 1 .*got inf in row 2"):
         driver.run(method, [huge, parts[1]], n_components=2, epsilon=1.0, delta=1e-5)
-    with pytest.raises(ParameterError, match="rng must be"):
+    with pytest.raises(ParameterTypeError, match="rng must be None or a numpy.random.Generator, got 'int'"):
         driver.run(method, parts, n_components=2, epsilon=1.0, delta=1e-5, rng=42)
+    with pytest.raises(TypeError, match="epsilon must be a real number, got '1'"):
+        driver.run(method, parts, n_components=2, epsilon="1", delta=1e-5)
+    with pytest.raises(ParameterTypeError, match="n_components must be an integer, got 2.5"):
+        driver.run(method, parts, n_components=2.5, epsilon=1.0, delta=1e-5)
 
 
 def test_compare_summary(parts):

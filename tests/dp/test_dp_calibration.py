@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from dp_errors import error_for
 from scipy import integrate, stats
 
 from dpdpca.dp import (
@@ -134,7 +135,7 @@ def test_discrete_classic_calibration():
 ])
 def test_gaussian_calibration_validation(kw, match):
     args = dict(epsilon=1.0, delta=1e-5, sensitivity=1.0) | kw
-    with pytest.raises(ParameterError, match=match):
+    with pytest.raises(error_for(match), match=match):
         calibrate_gaussian(**args)
 
 
@@ -149,7 +150,7 @@ def test_gaussian_calibration_validation(kw, match):
 ])
 def test_discrete_calibration_validation(kw, match):
     args = dict(epsilon=1.0, delta=1e-5, sensitivity=3) | kw
-    with pytest.raises(ParameterError, match=match):
+    with pytest.raises(error_for(match), match=match):
         calibrate_discrete_gaussian(**args)
 
 

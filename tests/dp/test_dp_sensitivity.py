@@ -7,6 +7,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from dp_errors import error_for
 from scipy import optimize
 
 from dpdpca.dp import (
@@ -20,7 +21,6 @@ from dpdpca.dp import (
     tensor_moment_sensitivity,
     upper_from_symmetric,
 )
-from dpdpca.errors import ParameterError
 
 
 def _clip(v: np.ndarray) -> np.ndarray:
@@ -187,5 +187,5 @@ def test_quadratic_sketch_bounds_hold_on_random_records():
      r"^noise_variance must be >= 0, got -1.0$"),
 ])
 def test_sensitivity_validation(call, match):
-    with pytest.raises(ParameterError, match=match):
+    with pytest.raises(error_for(match), match=match):
         call()
