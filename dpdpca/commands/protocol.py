@@ -41,7 +41,7 @@ NOISE_OPTIONS = [
                  show_default=True, help="rigorous: our replace-one bound; paper: Wang & Chang's Delta = 1."),
     click.option("--noise-lattice", type=click.Choice(["n-scaled", "integer"]), default="n-scaled",
                  show_default=True,
-                 help="n-scaled (rigorous): noise on N*S; integer: the paper/ARCHITECTURE form N*G' (leaks v v^T mod N)."),
+                 help="n-scaled (rigorous): noise on N*S; integer: the paper's form N*G' (leaks v v^T mod N)."),
 ]
 
 

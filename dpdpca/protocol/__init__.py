@@ -2,7 +2,7 @@
 
 Owners encrypt their scatter shares, the proxy aggregates, masks and adds DP
 noise under encryption, and the data user decrypts ``S_bar + G'`` exactly and
-runs PCA (Wang & Chang, Sec. IV; ARCHITECTURE.md "The crypto protocol in
+runs PCA (Wang & Chang, Sec. IV; ``docs/architecture.md``, "The protocol in
 integers").  Composes :mod:`dpdpca.crypto` and :mod:`dpdpca.dp`.
 """
 

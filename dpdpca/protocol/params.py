@@ -3,7 +3,7 @@
 Everything here is declared in advance and public: it never depends on the
 private data.  The slot bound is the largest |value| any packed slot can hold
 at any step of the protocol, from the owners' shares to the proxy's
-``R'' = N*R + v b^T + b v^T + b b^T + G''`` (ARCHITECTURE.md, "The crypto
+``R'' = N*R + v b^T + b v^T + b b^T + G''`` (``docs/architecture.md``, "The
 protocol in integers").
 """
 
@@ -94,7 +94,7 @@ def slot_value_bound(*, d: int, owners: int, rows_per_owner: int, frac_bits: int
 
 
 #: ``"n-scaled"`` (rigorous default): the proxy adds G'' calibrated to the
-#: integer query N*S_int; ``"integer"`` (paper/ARCHITECTURE form): N*G' with G'
+#: integer query N*S_int; ``"integer"`` (the paper's form): N*G' with G'
 #: integer on S_int's scale, which leaks v_i v_j mod N to the data user.
 NOISE_LATTICES = ("n-scaled", "integer")
 # SENSITIVITY_MODES and CALIBRATIONS are dpdpca.dp's (imported above), re-exported here.

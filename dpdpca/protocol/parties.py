@@ -18,7 +18,8 @@ had a count round, which was a decryption oracle).
 
 Each party holds only what its role may hold and talks only in
 :class:`~dpdpca.protocol.messages.Message` bytes.  The exact integer form
-(ARCHITECTURE.md) with the lead's rigorous noise lattice:
+(``docs/architecture.md``, "The protocol in integers") with the rigorous
+(``"n-scaled"``) noise lattice by default:
 
 ``R'' = N*R + v b^T + b v^T + b b^T + G''`` and ``v' = v + b``, so the user
 computes ``M = R'' - v' v'^T = N*R - v v^T + G'' = N*S_int + G''`` in Python
@@ -95,8 +96,8 @@ def draw_mask(d: int, n: int, *, frac_bits: int, kappa: int, source: Any = None)
     """The proxy's mask b: d integers uniform in ``[-B, B]`` from OS entropy.
 
     b is *free*: drawn uniformly over all integers of the range, not as
-    ``N * b~`` (which would leave ``v' = v (mod N)`` and leak ``v mod N``;
-    ARCHITECTURE.md), so ``v' mod N`` is uniform whatever v is.
+    ``N * b~`` (which would leave ``v' = v (mod N)`` and leak ``v mod N``),
+    so ``v' mod N`` is uniform whatever v is.
     ``source`` is for tests only; production always uses
     ``dpdpca.dp.resolve_source(None)`` (the OS CSPRNG).
     """
@@ -513,7 +514,7 @@ class Proxy:
         noise_lattice : {"n-scaled", "integer"}
             ``"n-scaled"`` (rigorous default): G'' integer discrete Gaussian
             calibrated to ``N * S_int``; the user gets ``S_bar + G''/(N 2^2f)``.
-            ``"integer"`` (ARCHITECTURE.md / paper form): ``N * G'`` with G'
+            ``"integer"`` (the paper's form): ``N * G'`` with G'
             calibrated to ``S_int``; then ``M = -v v^T (mod N)``, so the data
             user learns every ``v_i v_j mod N`` and the release is NOT DP.
 
@@ -598,7 +599,7 @@ class Proxy:
         scale = (n << (2 * f)) if noise_lattice == "n-scaled" else (1 << (2 * f))
         lattice_note = ("noise lattice n-scaled (rigorous): G'' discrete Gaussian on the integer query N*S_int"
                         if noise_lattice == "n-scaled" else
-                        "noise lattice integer (paper/ARCHITECTURE form): N*G' added; the user learns "
+                        "noise lattice integer (the paper's form): N*G' added; the user learns "
                         "v_i*v_j mod N, so this release is NOT differentially private")
         report = PrivacyReport(
             epsilon=epsilon, delta=min(1.0, base.delta + tv), mechanism=base.mechanism, calibration=base.calibration,
@@ -774,7 +775,7 @@ class DataUser:
 
         References
         ----------
-        Wang & Chang, eq. (22); ARCHITECTURE.md, "The crypto protocol in integers".
+        Wang & Chang, eq. (22); ``docs/architecture.md``, "The protocol in integers".
         """
         M, scale, report, meta = self.reconstruct(data)
         d = M.shape[0]

@@ -1,6 +1,6 @@
 """Transports: move message bytes between named parties, nothing more.
 
-A transport knows nothing of what the bytes mean (ARCHITECTURE.md).  Three are
+A transport knows nothing of what the bytes mean (``docs/architecture.md``).  Three are
 provided:
 
 * :class:`InProcessTransport` - queues in one process (the default runner);

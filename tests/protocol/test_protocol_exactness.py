@@ -99,7 +99,7 @@ def test_paper_sensitivity_mode_reports_delta_one(make_user, unit_rows):
 
 
 def test_integer_lattice_leaks_v_v_mod_n_and_n_scaled_does_not(make_user, unit_rows):
-    """Why the rigorous default differs from ARCHITECTURE.md: with N*G' the user learns v_i v_j mod N."""
+    """Why the rigorous default differs from the paper's form: with N*G' the user learns v_i v_j mod N."""
     rng = np.random.default_rng(5)
     parts = [unit_rows(rng, 9, 3), unit_rows(rng, 8, 3)]  # N = 17
     leak = run_protocol(parts, n_components=1, noise_lattice="integer", user=make_user(), key_bits=768,
