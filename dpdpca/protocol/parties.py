@@ -44,7 +44,7 @@ from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, PrivacyReport, res
 from dpdpca.crypto.keys import MIN_SECURE_BITS
 from dpdpca.errors import (AuthenticationError, DataError, InsecureKeyError, KeyMismatchError, MessageError,
                            OverflowRiskError, ProtocolError)
-from dpdpca.linalg import top_eigenpairs
+from dpdpca.linalg import top_eigenpairs, unpack_upper
 from dpdpca.protocol.counts import SHARE_SECTIONS, ShareStatement, check_counts, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.protocol.ledger import ReleaseLedger
@@ -620,6 +620,13 @@ class Proxy:
         return out
 
 
+def _int_array(values: Sequence[int]) -> np.ndarray:
+    """A 1-D object array of Python ints (numpy keeps them exact)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
+
+
 def _upper_pairs(d: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(d) for j in range(i, d)]
 
@@ -743,13 +750,8 @@ class DataUser:
             r2 = [int(x) for x in decrypt(self.private_key, enc_r2, executor=self.executor)]
             v2 = [int(x) for x in decrypt(self.private_key, enc_v2, executor=self.executor)]
         with self.timings_.measure(self.party, "reconstruct"):
-            M = np.empty((d, d), dtype=object)
-            k = 0
-            for i in range(d):
-                vi = v2[i]
-                for j in range(i, d):
-                    M[i, j] = M[j, i] = r2[k] - vi * v2[j]
-                    k += 1
+            # Python ints in object arrays: exact at any size
+            M = unpack_upper(_int_array(r2), d) - np.outer(_int_array(v2), _int_array(v2))
         self.noisy_scatter_int_ = M
         self.scale_ = n << (2 * p.frac_bits)
         self.n_ = n

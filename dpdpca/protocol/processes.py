@@ -30,6 +30,7 @@ import dpdpca.errors as errors
 from dpdpca.dp import PrivacyReport
 from dpdpca.errors import DpdpcaError, ProtocolError
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+from dpdpca.linalg import pack_upper
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
 from dpdpca.protocol.rounds import collect_shares, finish_run, verify_exact
@@ -143,8 +144,7 @@ def _user_main(ctrl: Connection, to_proxy: Connection) -> None:
         _send_json(ctrl, {"timings": result.timings.to_dict(), "bytes_sent": net.bytes_sent,
                           "privacy": result.privacy.to_dict(), "params": dict(result.params),
                           "extra": dict(result.extra), "scale": str(user.scale_),
-                          "M_upper": [str(user.noisy_scatter_int_[i, j]) for i in range(user.noisy_scatter_int_.shape[0])
-                                      for j in range(i, user.noisy_scatter_int_.shape[0])]})
+                          "M_upper": [str(x) for x in pack_upper(user.noisy_scatter_int_)]})
         ctrl.send_bytes(_npy_bytes(result.components))
         ctrl.send_bytes(_npy_bytes(result.eigenvalues))
     _guard(ctrl, body)
