@@ -233,7 +233,7 @@ class PrivacyLedger:
     >>> c = ReleaseCost.from_zcdp(0.03, epsilon=1.0, delta=1e-5, neighbouring="add/remove-one")
     >>> _ = led.record(c)
     >>> round(led.spent()["epsilon"], 3)
-    1.0
+    0.99
     """
 
     def __init__(self, path: str | os.PathLike[str], *, budget_epsilon: float | None = None,

@@ -255,7 +255,7 @@ def calibrate_add_remove(*, epsilon: float, delta: float, d: int, frac_bits: int
     --------
     >>> cal = calibrate_add_remove(epsilon=1.0, delta=1e-5, d=64, frac_bits=16)
     >>> cal.delta_bound <= 1e-5, round(cal.sigma("R"), 2)
-    (True, 4.25)
+    (True, 4.08)
     """
     epsilon = check_positive("epsilon", epsilon)
     delta = check_open_unit("delta", delta)
