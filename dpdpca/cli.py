@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "user": "dpdpca.commands.protocol:user_group",
     "compare": "dpdpca.commands.compare:compare_cmd",
     "tensor": "dpdpca.commands.tensor:tensor_cmd",
+    "datasets": "dpdpca.commands.datasets:datasets_cmd",
     "bench": "dpdpca.bench:bench_group",
 }
 

@@ -29,11 +29,14 @@ site.
 
 Timing: the sites work one after another, so ``Timings(parallel_roles=())``
 puts every site on the critical path (Wang & Chang, Fig. 3: time linear in S).
+A ``relay`` callable can carry each ``P_s`` (and the final components, to a
+party named ``"user"``) through a real transport, as the timing benchmark
+does with files; its time is the sender's ``"transfer"`` phase.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -45,7 +48,10 @@ from dpdpca.dp import resolve_source, symmetric_gaussian_matrix
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["PrivateLocalPCA"]
+__all__ = ["PrivateLocalPCA", "Relay"]
+
+#: ``relay(sender, recipient, array) -> array``: moves one message and returns what the recipient read.
+Relay = Callable[[str, str, np.ndarray], np.ndarray]
 
 
 class PrivateLocalPCA(NoisySiteEstimator):
@@ -67,6 +73,11 @@ class PrivateLocalPCA(NoisySiteEstimator):
     centering : {"none", "site"}
         See :class:`~dpdpca.baselines._common.NoisySiteEstimator`.
     rng : None or numpy.random.Generator
+    relay : callable or None
+        ``relay(sender, recipient, array) -> array`` carries ``P_s`` from
+        ``"site:s"`` to ``"site:s+1"`` and the final components from the last
+        site to ``"user"`` (e.g. written to a file and read back); timed as the
+        sender's ``"transfer"`` phase.  ``None``: handed over in memory.
 
     Attributes
     ----------
@@ -97,11 +108,13 @@ class PrivateLocalPCA(NoisySiteEstimator):
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
                  n_intermediate: int | None = None, site_precision: str = "auto", calibration: str = "classic",
-                 sensitivity_mode: str = "paper", centering: str = "none", rng: Any = None) -> None:
+                 sensitivity_mode: str = "paper", centering: str = "none", rng: Any = None,
+                 relay: Relay | None = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
                          sensitivity_mode=sensitivity_mode, centering=centering, rng=rng)
         self.n_intermediate = n_intermediate
         self.site_precision = site_precision
+        self.relay = relay
 
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
         d = parts[0].shape[1]
@@ -132,10 +145,16 @@ class PrivateLocalPCA(NoisySiteEstimator):
                     P_prev = partial_square_root(M, r, dtype=dtype)
                 dtypes.append(np.dtype(dtype).name)
                 bytes_sent[party] = FLOAT_BYTES * d * r
+                if self.relay is not None:
+                    with timings.measure(party, "transfer"):
+                        P_prev = self.relay(party, f"site:{s + 1}", P_prev)
             else:
                 with timings.measure(party, "eigh"):
                     w, V = top_eigenpairs(M, k)
                 bytes_sent[party] = FLOAT_BYTES * d * k
+                if self.relay is not None:
+                    with timings.measure(party, "transfer"):
+                        V = self.relay(party, "user", V)
         params = self._base_params(k, parts)
         params["n_intermediate"] = r
         params["site_precision"] = self.site_precision

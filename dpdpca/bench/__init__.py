@@ -16,9 +16,11 @@ BENCHMARKS: dict[str, str] = {
     "protocol": "dpdpca.bench.protocol:command",
     "baselines": "dpdpca.bench.baselines:command",
     "tensor": "dpdpca.bench.tensor:command",
+    "timing": "dpdpca.bench.timing:command",
+    "utility": "dpdpca.bench.utility:command",
 }
 
 
 @click.group(cls=LazyGroup, lazy=BENCHMARKS)
 def bench_group() -> None:
-    """Benchmarks: crypto, dp, protocol, baselines, tensor."""
+    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility."""

@@ -43,7 +43,6 @@ method...}: best wall times),
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from typing import Any, Sequence
@@ -51,6 +50,7 @@ from typing import Any, Sequence
 import click
 import numpy as np
 
+from dpdpca.bench._data import blas_threads_limited
 from dpdpca.data import load_dataset, make_covariance_data, partition, preprocess
 from dpdpca.driver import run as run_method
 from dpdpca._validation import param_error
@@ -100,19 +100,7 @@ def run(quick: bool = False, repeats: int = 5, blas_threads: int | None = 1,
     work and keeps it stable on a shared machine; it needs threadpoolctl
     (installed with scikit-learn), else the default is kept and reported.
     """
-    limiter: Any = contextlib.nullcontext()
-    used_threads: int | None = None
-    if blas_threads is not None:
-        # load scipy's own BLAS first: a library loaded inside the limit is not limited
-        import scipy.linalg  # noqa: F401
-
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-            pass
-        else:
-            limiter, used_threads = threadpool_limits(limits=blas_threads, user_api="blas"), blas_threads
-    with limiter:
+    with blas_threads_limited(blas_threads) as used_threads:
         out = _measure(quick, repeats, _check_methods(methods))
     out["blas_threads"] = used_threads
     return out

