@@ -168,6 +168,9 @@ def scree_plot(path: str | os.PathLike[str], private: Sequence[float], nonprivat
     positive = np.concatenate([npv[npv > 0], pv[pv > 0]])
     if positive.size and positive.max() / max(positive.min(), 1e-300) > 100:
         ax.set_yscale("log")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("component index")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)

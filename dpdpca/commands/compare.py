@@ -232,7 +232,8 @@ def format_table(summary: dict[str, Any]) -> str:
 @click.option("--f1-max-train", type=int, default=5000, show_default=True,
               help="Train the SVM on at most this many of the pooled training rows.")
 @click.option("--output", type=click.Path(dir_okay=False), default=None,
-              help="Also write the JSON summary to this file (atomically).")
+              help="Also write the JSON summary to this file (atomically), and with matplotlib a bar chart of "
+                   "q/q_o beside it (FILE with the suffix .png).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def compare_cmd(dataset: str | None, data: str | None, sites: int, components: int, epsilon: float, delta: float,
                 methods: str | None, runs: int, seed: int | None, site_size: int | None, paper: bool, center: bool,
@@ -246,4 +247,8 @@ def compare_cmd(dataset: str | None, data: str | None, sites: int, components: i
                           f1_test_fraction=f1_test_fraction, f1_max_train=f1_max_train)
     if output is not None:
         atomic_write_json(output, summary)
+        from dpdpca.commands._figures import compare_figure
+
+        for note in compare_figure(output, summary):
+            click.echo(note, err=True)
     click.echo(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_table(summary))

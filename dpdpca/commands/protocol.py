@@ -140,7 +140,7 @@ class _Pool:
 @click.option("--verify", is_flag=True, help="Check S' - G' == S-bar exactly against a plaintext reference.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="Write components.npz and result.json here.")
+              help="Write components.npz, result.json and (with matplotlib) scree.png, components.png here.")
 def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, epsilon: float, delta: float,
             key_bits: int, insecure_test_key: bool, frac_bits: int, kappa: int, quorum: int | None,
             max_owners: int | None, no_clip: bool, calibration: str, sensitivity_mode: str, noise_lattice: str,
@@ -196,6 +196,10 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         np.savez(buf, components=result.components, eigenvalues=result.eigenvalues)
         atomic_write_bytes(Path(out_dir) / "components.npz", buf.getvalue())
         atomic_write_json(Path(out_dir) / "result.json", summary)
+        from dpdpca.commands._figures import run_figures
+
+        for note in run_figures(out_dir, result=result, X_ref=X_ref, dataset=None if data_file else dataset):
+            click.echo(note, err=True)
     if as_json:
         click.echo(json.dumps(summary, sort_keys=True))
     else:
