@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import importlib
 import io
 import json
 import math
@@ -72,6 +71,8 @@ from dpdpca.data import load_dataset, make_covariance_data, make_synth_power_law
 from dpdpca.data.catalog import install_hint
 from dpdpca.errors import DataError, DpdpcaError
 from dpdpca.metrics import captured_energy_ratio, captured_variance_ratio, optimal_energy, svm_f1
+from dpdpca.pipelines import PIPELINES
+from dpdpca.result import PCAResult
 from dpdpca.runinfo import run_record
 
 __all__ = ["DEFAULTS", "MethodInfo", "registered_methods", "run_utility", "write_outputs", "command"]
@@ -116,20 +117,9 @@ class MethodInfo:
 
 
 def registered_methods() -> list[MethodInfo]:
-    """Every pipeline in the registry, with its result kind, crypto flag and options."""
-    try:
-        pipelines: Any = importlib.import_module("dpdpca.pipelines")  # the pipeline registry, when present
-    except ImportError:  # pragma: no cover - before the registry existed
-        noise = ("calibration", "sensitivity_mode")
-        opts = {"dpdpca": ("key_bits", "insecure_test_key", *noise), "nonprivate": (),
-                "dpdispca": ("n_intermediate", *noise), "private-local-pca": ("n_intermediate", *noise)}
-        return [MethodInfo(name, crypto=(name == "dpdpca"), options=opts.get(name, noise),
-                           noisy=name != "nonprivate") for name in driver.METHODS]
-    out = []
-    for name, spec in pipelines.PIPELINES.items():
-        out.append(MethodInfo(name, kind=spec.kind, crypto=spec.crypto, options=tuple(spec.options),
-                              noisy=spec.noisy))
-    return out
+    """Every pipeline in the registry (:data:`dpdpca.pipelines.PIPELINES`), with kind, crypto flag and options."""
+    return [MethodInfo(name, kind=spec.kind, crypto=spec.crypto, options=tuple(spec.options), noisy=spec.noisy)
+            for name, spec in PIPELINES.items()]
 
 
 @dataclass
@@ -204,6 +194,8 @@ def _point(m: MethodInfo, parts: list[np.ndarray], k: int, epsilon: float, delta
                                 **_options(m, args, extra or {}))
         except DpdpcaError as exc:
             return values, str(exc).splitlines()[0]
+        if not isinstance(result, PCAResult):  # pragma: no cover - only subspace kinds are chosen
+            return values, f"returned a {type(result).__name__}, not a subspace"
         for name, fn in metrics.items():
             values[name].append(float(fn(result.components)))
     return values, None
