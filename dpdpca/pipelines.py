@@ -163,7 +163,7 @@ _BUILTIN = (
                  options=_SITE_DP, fixed={"variant": "pooled"}),
     PipelineSpec("private-local-pca", "dpdpca.baselines.private_local_pca:PrivateLocalPCA",
                  "PrivateLocalPCA: sites refine a noisy subspace in sequence",
-                 options=("n_intermediate", "site_precision", *_SITE_DP)),
+                 options=("n_intermediate", "site_precision", "relay", *_SITE_DP)),
     PipelineSpec("nonprivate", "dpdpca.baselines.nonprivate:NonPrivatePCA",
                  "exact PCA of the pooled data (not DP; the q_o reference)", private=False,
                  options=("centering",)),
