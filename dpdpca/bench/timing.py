@@ -8,8 +8,8 @@ benchmark does the same:
 * **Both protocols pass every message through the same file transport**
   (:class:`~dpdpca.protocol.transport.FileTransport`: one file per message,
   written atomically with ``fsync`` and read back by the recipient).  DPDPCA's
-  owners send their encrypted shares to the proxy, and proxy and data user
-  exchange their three messages; in PrivateLocalPCA site ``s`` writes its
+  owners send their encrypted shares to the proxy, and the proxy sends the
+  masked, noised result to the data user; in PrivateLocalPCA site ``s`` writes its
   ``P_s`` for site ``s + 1`` and the last site writes the components for the
   data user (the baseline's ``relay`` hook; baselines never import the
   protocol package, the relay is built here).
@@ -34,8 +34,9 @@ the baseline time them) plus its own file writes and reads:
   another here: this is the total work, not a deployment's latency).
 * ``dpdpca_bytes``, ``sequential_bytes``: bytes written to the transport.
 * The latency model, reported separately: ``--latency-ms`` (default 20 ms)
-  per message on the critical path: DPDPCA has 4 such hops whatever L is
-  (shares, count request, count, result), the chain has L.
+  per message on the critical path, counted from the transport's log (the
+  owners' shares, sent in parallel, count once): DPDPCA has a fixed number of
+  such hops whatever L is (2: the shares, the result), the chain has L.
 
 ``crossover_L`` is the smallest L of the sweep from which DPDPCA's critical
 path is below the sequential one at every larger L too (null if never);
