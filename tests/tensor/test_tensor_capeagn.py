@@ -259,3 +259,16 @@ def test_site_moments_reports_the_public_scale():
                                       noise_variance=0.05)
     assert scale == pytest.approx(math.sqrt(1 + 6 * 0.05) + 3 * math.sqrt(0.05))
     assert s2 == pytest.approx(0.05 / scale ** 2) and [m.n_samples for m in moments] == [100, 100]
+
+
+def test_unequal_sites_use_size_weights_and_per_site_reports():
+    rng = np.random.default_rng(10)
+    mog = make_mog(5, 2, rng=rng)
+    parts = [sample_partitions(mog, 1, n, rng)[0] for n in (500, 1000, 2000)]
+    est = CapeAGN(2, epsilon=1.0, delta=0.01, noise_variance=0.05, rng=rng, random_state=rng).fit(parts)
+    m2_report = est.privacy_.parts[0]
+    assert [p.sensitivity for p in m2_report.parts] == pytest.approx([math.sqrt(2) / n for n in (500, 1000, 2000)])
+    # the pooled level: tau_c = calibrate(Delta / N), i.e. site 3's tau_s^2 times (N_3 / N)^2
+    variances = est.noise_variances_["m2"]
+    assert variances["aggregate_variance"] == pytest.approx(variances["site_tau2"][2] * (2000 / 3500) ** 2)
+    assert est.means_.shape == (2, 5)
