@@ -155,14 +155,23 @@ def _f1_split(X: np.ndarray, labels: Any, fraction: float, rng: np.random.Genera
     return X[:-n_test], y[:-n_test], X[-n_test:], y[-n_test:]
 
 
-def _sigma_over_sensitivity(p: dict[str, Any]) -> str:
-    """``sigma / Delta``, the noise multiplier: unit-free, so methods that release different statistics compare."""
-    if p.get("sigma") is None and p.get("parts"):  # sites of different sizes: the same multiplier at each
-        p = p["parts"][0]
+def _sigma_columns(p: dict[str, Any]) -> tuple[str, str]:
+    """``sigma`` (the largest site's when sites differ) and ``sigma / Delta``, the unit-free noise multiplier.
+
+    The multiplier lets methods that release different statistics (scatter,
+    second moment) be compared; it is the same at every site of one method.
+    """
+    parts = p.get("parts") or []
+    if p.get("sigma") is None and parts:
+        sigmas = [q.get("sigma") for q in parts if isinstance(q.get("sigma"), (int, float))]
+        sigma_text = f"{max(sigmas):.3g}" if sigmas else "-"
+        p = parts[0]
+    else:
+        sigma_text = f"{p['sigma']:.3g}" if isinstance(p.get("sigma"), (int, float)) else "-"
     sigma, sens = p.get("sigma"), p.get("sensitivity")
     if not isinstance(sigma, (int, float)) or not isinstance(sens, (int, float)) or not sens:
-        return "-"
-    return f"{sigma / sens:.3g}"
+        return sigma_text, "-"
+    return sigma_text, f"{sigma / sens:.3g}"
 
 
 def format_table(summary: dict[str, Any]) -> str:
@@ -178,7 +187,7 @@ def format_table(summary: dict[str, Any]) -> str:
              f"setting: {mode}: sensitivity {st.get('sensitivity_mode', '-')}, calibration "
              f"{st.get('calibration', '-')}; {pre['note']}",
              f"{'method':<19}{'q/q_o':>8}{'std':>9}{'epsilon':>9}{'delta':>10}  {'mechanism':<18}"
-             f"{'sens.mode':<10}{'calib.':<9}{'sigma/D':>9}  {'centring':<12}{'time_s':>9}"
+             f"{'sens.mode':<10}{'calib.':<9}{'sigma':>9}{'sigma/D':>9}  {'centring':<9}{'time_s':>9}"
              + (f"{'F1':>8}" if "f1" in summary else "")]
     for name, row in summary["methods"].items():
         p = row["privacy"]
@@ -187,9 +196,10 @@ def format_table(summary: dict[str, Any]) -> str:
         centring = row.get("centering", "-")
         short = ("DP" if "(DP)" in centring else "not DP" if "not DP" in centring else centring)
         dp = p["mechanism"] != "none"
+        sigma, multiplier = _sigma_columns(p)
         lines.append(f"{name:<19}{value:>8.4f}{row['std']:>9.4f}{eps:>9}"
                      f"{p['delta']:>10.2g}  {p['mechanism']:<18}{str(dp and p.get('sensitivity_mode') or '-'):<10}"
-                     f"{str(dp and p.get('calibration') or '-'):<9}{_sigma_over_sensitivity(p):>9}  {short:<12}"
+                     f"{str(dp and p.get('calibration') or '-'):<9}{sigma:>9}{multiplier:>9}  {short:<9}"
                      f"{row['time_s']:>9.4f}" + (f"{row['f1']:>8.4f}" if "f1" in row else ""))
     return "\n".join(lines)
 

@@ -6,7 +6,7 @@ Gaussian (continuous)
       ``Phi(D/(2 sigma) - eps sigma/D) - e^eps Phi(-D/(2 sigma) - eps sigma/D) <= delta``.
       Exact for every epsilon > 0.
     * ``"classic"``: ``sigma = D sqrt(2 ln(1.25/delta)) / epsilon`` (Dwork & Roth
-      2014, Theorem A.1), the calibration every seed paper uses.  Its proof holds
+      2014, Theorem A.1), the calibration every reproduced paper uses.  Its proof holds
       only for ``epsilon < 1``; for ``epsilon >= 1`` we do not refuse (the papers'
       experiments use it) but :func:`gaussian_delta` gives the delta it really
       achieves, and the mechanisms report that delta when it is larger.

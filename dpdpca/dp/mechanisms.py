@@ -133,7 +133,7 @@ class GaussianMechanism(_Mechanism):
 
     Notes
     -----
-    Float noise is the seed papers' mechanism.  Textbook float samplers are not
+    Float noise is the reproduced papers' mechanism.  Textbook float samplers are not
     exactly DP (Mironov 2012); where integers are released, use
     :class:`DiscreteGaussianMechanism`.
 

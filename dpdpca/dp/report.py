@@ -51,7 +51,7 @@ class PrivacyReport:
     scale : float or None
         Scale of Laplace/geometric noise.
     sensitivity_mode : str
-        ``"rigorous"`` (our derivation) or ``"paper"`` (the seed paper's choice).
+        ``"rigorous"`` (our derivation) or ``"paper"`` (the paper's choice).
     notes : str
         Anything else a reader must know (e.g. an extra delta term).
     parts : tuple of PrivacyReport

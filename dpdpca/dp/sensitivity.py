@@ -5,7 +5,7 @@ before anything private happens).  Every function takes ``mode``:
 
 * ``"rigorous"`` (default): a bound we prove in the docstring, for the
   relation asked for.
-* ``"paper"``: the seed paper's own value, for reproduction.  Where it is wrong
+* ``"paper"``: the reproduced paper's own value, for reproduction.  Where it is wrong
   for the relation used, the docstring says so.
 
 All bounds are L2 (Frobenius) norms of the change of the statistic unless

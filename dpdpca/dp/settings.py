@@ -1,7 +1,7 @@
 """The names of the DP settings every pipeline, command and report uses, defined once.
 
 * Sensitivity modes: :data:`RIGOROUS` (a bound proven for the relation used,
-  the default everywhere) and :data:`PAPER` (the value a seed paper states,
+  the default everywhere) and :data:`PAPER` (the value the reproduced paper states,
   for reproduction; see :mod:`dpdpca.dp.sensitivity` for where it falls short).
 * Calibrations: :data:`ANALYTIC` (Balle & Wang 2018 for the Gaussian; for the
   discrete Gaussian the zCDP bound of Canonne, Kamath & Steinke 2020, valid in
