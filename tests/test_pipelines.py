@@ -12,7 +12,7 @@ import pytest
 from dpdpca import driver, linalg, pipelines
 from dpdpca.data import clip_rows, make_covariance_data, partition
 from dpdpca.dp import PrivacyReport
-from dpdpca.errors import DataError, NotFittedError, ParameterError
+from dpdpca.errors import DataError, NotFittedError, ParameterError, ParameterTypeError
 from dpdpca.estimator import PCAEstimator, TensorEstimator
 from dpdpca.result import SUBSPACE, TENSOR_FACTORS, PCAResult, TensorResult
 
@@ -249,3 +249,12 @@ def test_second_moment_is_one_function(X):
     Xc = X - X.mean(axis=0)
     np.testing.assert_allclose(metrics.second_moment(X, center=True), Xc.T @ Xc)
     np.testing.assert_allclose(metrics.second_moment(X), linalg.second_moment(X))
+
+
+@pytest.mark.parametrize("name", pipelines.pipeline_names(kind=SUBSPACE, private=True))
+def test_a_wrong_type_is_a_type_error_and_a_wrong_value_a_value_error(X, name):
+    with pytest.raises(ParameterTypeError, match="epsilon must be a real number, got '1'"):
+        _estimator(name, 2, epsilon="1").fit(X)
+    with pytest.raises(ParameterError, match="epsilon must be > 0, got -1.0"):
+        _estimator(name, 2, epsilon=-1.0).fit(X)
+    assert issubclass(ParameterTypeError, TypeError) and not issubclass(ParameterTypeError, ValueError)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dpdpca._validation import check_int, param_error
+from dpdpca._validation import check_int, param_error, type_error
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto import compute, wire
 from dpdpca.crypto.compute import EngineLike
@@ -118,9 +118,9 @@ class EncryptedArray:
     def __init__(self, public_key: PublicKey, layout: SlotLayout, chunks: Sequence[int], bound: int,
                  ciphertexts: Sequence[int]) -> None:
         if not isinstance(public_key, PublicKey):
-            raise param_error("public_key", "a PublicKey", type(public_key).__name__)
+            raise type_error("public_key", "a PublicKey", type(public_key).__name__)
         if not isinstance(layout, SlotLayout):
-            raise param_error("layout", "a SlotLayout", type(layout).__name__)
+            raise type_error("layout", "a SlotLayout", type(layout).__name__)
         layout.check_key(public_key)
         chunks = tuple(int(c) for c in chunks)
         if len(chunks) != len(ciphertexts):
@@ -444,7 +444,7 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     [5, -7, 0, 2147483647, -3]
     """
     if not isinstance(public_key, PublicKey):
-        raise param_error("public_key", "a PublicKey", type(public_key).__name__)
+        raise type_error("public_key", "a PublicKey", type(public_key).__name__)
     if method not in METHODS:
         raise param_error("method", f"one of {METHODS}", method)
     layout.check_key(public_key)
@@ -492,7 +492,7 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLik
         key holder's host.
     """
     if not isinstance(private_key, PrivateKey):
-        raise param_error("private_key", "a PrivateKey", type(private_key).__name__)
+        raise type_error("private_key", "a PrivateKey", type(private_key).__name__)
     if not isinstance(enc, EncryptedArray):
         raise param_error("enc", "an EncryptedArray", type(enc).__name__)
     pub = private_key.public_key

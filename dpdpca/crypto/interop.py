@@ -14,7 +14,7 @@ from typing import Any
 
 import phe
 
-from dpdpca._validation import check_int, param_error
+from dpdpca._validation import check_int, param_error, type_error
 from dpdpca.crypto.encrypted import EncryptedArray
 from dpdpca.crypto.keys import PublicKey
 from dpdpca.crypto.packing import SlotLayout
@@ -74,7 +74,7 @@ def from_phe(enc_number: Any, public_key: PublicKey, *, bound: int | None = None
         A ciphertext outside ``[1, n**2)``.
     """
     if not isinstance(enc_number, phe.EncryptedNumber):
-        raise param_error("enc_number", "a phe.EncryptedNumber", type(enc_number).__name__)
+        raise type_error("enc_number", "a phe.EncryptedNumber", type(enc_number).__name__)
     if enc_number.public_key.n != public_key.n:
         raise KeyMismatchError("from_phe: enc_number must be under the key's n, got another modulus")
     if enc_number.exponent != 0:
