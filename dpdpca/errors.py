@@ -26,6 +26,7 @@ __all__ = [
     "ParameterTypeError",
     "AuthenticationError",
     "FileAccessError",
+    "MissingDependencyError",
 ]
 
 
@@ -82,3 +83,7 @@ class AuthenticationError(ProtocolError):
 
 class FileAccessError(DpdpcaError, OSError):
     """A file dpdpca was asked to read or write is missing, too large, unreadable or unwritable."""
+
+
+class MissingDependencyError(DpdpcaError, ImportError):
+    """An optional extra (e.g. ``[server]``) is needed and not installed; the message names it."""

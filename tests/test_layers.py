@@ -19,7 +19,10 @@ RULES = [
     ("dpdpca.crypto", ("dpdpca.dp", "dpdpca.protocol", "dpdpca.baselines", "dpdpca.driver", "dpdpca.pipelines",
                        "dpdpca.estimator", "dpdpca.result", "dpdpca.metrics", "dpdpca.linalg")),
     ("dpdpca.dp", ("dpdpca.crypto", "dpdpca.protocol", "dpdpca.baselines", "dpdpca.driver", "dpdpca.pipelines")),
-    ("dpdpca.baselines", ("dpdpca.protocol", "dpdpca.crypto")),
+    ("dpdpca.baselines", ("dpdpca.protocol", "dpdpca.crypto", "dpdpca.net")),
+    ("dpdpca.protocol", ("dpdpca.net",)),
+    ("dpdpca.crypto", ("dpdpca.net",)),
+    ("dpdpca.dp", ("dpdpca.net",)),
     ("dpdpca", ("dpdpca.cli", "dpdpca.commands")),  # nothing imports the command line...
 ]
 #: ...except the command line itself (the commands package may share helpers).

@@ -18,9 +18,10 @@ BENCHMARKS: dict[str, str] = {
     "tensor": "dpdpca.bench.tensor:command",
     "timing": "dpdpca.bench.timing:command",
     "utility": "dpdpca.bench.utility:command",
+    "network": "dpdpca.bench.network:command",
 }
 
 
 @click.group(cls=LazyGroup, lazy=BENCHMARKS)
 def bench_group() -> None:
-    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility."""
+    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility, network."""

@@ -31,7 +31,9 @@ import click
 import numpy as np
 
 from dpdpca._io import atomic_write_bytes, atomic_write_json, read_bytes_file, read_json_file
-from dpdpca.errors import FileAccessError, MessageError, ProtocolError
+from dpdpca.commands.network import (client_from_options, proxy_client_options, proxy_serve_cmd, result_from_proxy,
+                                     share_to_proxy, user_identity_cmd)
+from dpdpca.errors import FileAccessError, MessageError, ParameterError, ProtocolError
 
 NOISE_OPTIONS = [
     click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True,
@@ -307,17 +309,10 @@ def owner_group() -> None:
 @click.option("--force", is_flag=True, help="Overwrite an existing identity.")
 def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
     """Write <id>.identity.json (Ed25519 signing key, mode 0600) and <id>.verify.json (public)."""
-    from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, check_owner_id
+    from dpdpca.commands._identity import write_identity
+    from dpdpca.protocol.identity import check_owner_id
 
-    check_owner_id(owner_id)
-    ident_path, verify_path = Path(out_dir) / f"{owner_id}.identity.json", Path(out_dir) / f"{owner_id}.verify.json"
-    existing = [str(t) for t in (ident_path, verify_path) if t.exists()]
-    if existing and not force:
-        raise FileAccessError(f"owner keygen output must not exist (pass --force to overwrite), got {existing[0]!r}")
-    identity = OwnerIdentity.generate(owner_id)
-    identity.save(ident_path, overwrite=force)
-    OwnerKeyring.from_identities([identity]).save(verify_path, overwrite=force)
-    click.echo(f"wrote {ident_path} (mode 0600) and {verify_path}; verify key {identity.verify_key_b64}")
+    write_identity(out_dir, check_owner_id(owner_id), force=force, what="owner keygen")
 
 
 @owner_group.command("share")
@@ -326,14 +321,17 @@ def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
               help="This owner's identity file from 'dpdpca owner keygen'.")
 @click.option("--data", "data_file", required=True, type=click.Path(dir_okay=False))
 @click.option("--owner-id", default=None, help="Optional check: must be the identity's owner id.")
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False),
+              help="Write the share to this file; or send it with --proxy.")
 @click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
 @click.option("--insecure-test-key", is_flag=True,
               help="This owner accepts a data-user key below 2048 bits (tests only).")
 @workers_option
-def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_id: str | None, out_path: str,
-                    no_clip: bool, insecure_test_key: bool, workers: int) -> None:
-    """Encrypt this owner's share E[R^l], E[v^l] and sign it with its count N^l into one message file."""
+@proxy_client_options
+def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_id: str | None,
+                    out_path: str | None, no_clip: bool, insecure_test_key: bool, workers: int,
+                    proxy_url: str | None, ca_cert: str | None, token: str | None) -> None:
+    """Encrypt this owner's share E[R^l], E[v^l] and sign it with its count N^l; write it or POST it to the proxy."""
     from dpdpca.data import load_file
     from dpdpca.protocol.identity import OwnerIdentity
     from dpdpca.protocol.parties import DataOwner
@@ -343,12 +341,20 @@ def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_
     if owner_id is not None and owner_id != identity.owner_id:
         raise ProtocolError(f"--owner-id must be the identity's owner id {identity.owner_id!r}, got {owner_id!r:.80}")
     owner_id = identity.owner_id
+    if (out_path is None) == (proxy_url is None):
+        raise ParameterError(f"exactly one of --out and --proxy must be given, got out={out_path!r} "
+                             f"proxy={proxy_url!r:.80}")
+    client = None if proxy_url is None else client_from_options(proxy_url, identity, ca_cert, token)
     X = load_file(data_file)
     with _Pool(workers) as pool:
         owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key)
         data = owner.share(X)
-    atomic_write_bytes(out_path, data)
-    click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {owner.rows_clipped_} clipped; wrote {out_path} "
+    if client is not None:
+        where = share_to_proxy(client, owner_id, data)
+    else:
+        atomic_write_bytes(str(out_path), data)
+        where = f"wrote {out_path}"
+    click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {owner.rows_clipped_} clipped; {where} "
                f"({len(data):,} bytes)")
 
 
@@ -453,24 +459,47 @@ def user_reveal_count_cmd(ignored: tuple[str, ...]) -> None:
               help="Release ledger (default: releases.json beside the private key).")
 @max_features_option
 @workers_option
-@click.argument("result", type=click.Path(dir_okay=False))
+@proxy_client_options
+@click.option("--identity", "identity_path", default=None, type=click.Path(dir_okay=False),
+              help="With --proxy: the data user's identity file from 'dpdpca user identity'.")
+@click.argument("result", type=click.Path(dir_okay=False), required=False)
 def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: int, out_path: str,
-                    ledger_path: str | None, max_features: int, workers: int, result: str) -> None:
-    """Check the owners' signed counts, decrypt R'' and v' (once per session), write the components (.npz)."""
+                    ledger_path: str | None, max_features: int, workers: int, proxy_url: str | None,
+                    ca_cert: str | None, token: str | None, identity_path: str | None, result: str | None) -> None:
+    """Check the owners' signed counts, decrypt R'' and v' (once per session), write the components (.npz).
+
+    RESULT is the proxy's result file; or, with ``--proxy``, the user waits
+    until the proxy service has released the result and fetches it.
+    """
     from dpdpca._validation import check_int
     from dpdpca.protocol.ledger import ReleaseLedger
     from dpdpca.protocol.parties import DataUser
 
     check_int("components", components, minimum=1)
+    if (result is None) == (proxy_url is None):
+        raise ParameterError(f"exactly one of RESULT and --proxy must be given, got result={result!r:.80} "
+                             f"proxy={proxy_url!r:.80}")
+    client = None
+    if proxy_url is not None:
+        from dpdpca.protocol.identity import OwnerIdentity
+
+        if identity_path is None:
+            raise ParameterError("--identity must be given with --proxy (dpdpca user identity), got none")
+        client = client_from_options(proxy_url, OwnerIdentity.load(identity_path), ca_cert, token, user=True)
     sk, params = _load_private(private_path)
     keyring = _load_owner_keys(owner_keys)
     ledger = ReleaseLedger(ledger_path if ledger_path is not None else Path(private_path).parent / "releases.json")
     with _Pool(workers) as pool:
         user = DataUser(sk, params, owner_keys=keyring, executor=pool, ledger=ledger, max_features=max_features)
-        res = user.finish(_read_bytes(result, "result"), n_components=components)
+        data = result_from_proxy(client) if client is not None else _read_bytes(str(result), "result")
+        res = user.finish(data, n_components=components)
     buf = io.BytesIO()
     np.savez(buf, components=res.components, eigenvalues=res.eigenvalues,
              privacy=np.array(json.dumps(res.privacy.to_dict())))
     atomic_write_bytes(out_path, buf.getvalue())
     click.echo(json.dumps({"components_shape": list(res.components.shape), "n_rows": res.extra["n_rows"],
                            "privacy": res.privacy.to_dict(), "out": str(out_path)}, sort_keys=True))
+
+
+proxy_group.add_command(proxy_serve_cmd)
+user_group.add_command(user_identity_cmd)

@@ -70,6 +70,8 @@ class FileTransport(Transport):
         self.root = Path(root)
         self.poll_s = poll_s
         self._seq = 0
+        # One directory listing serves many receives (listing per message made n receives O(n^2)).
+        self._pending: dict[str, collections.deque[Path]] = collections.defaultdict(collections.deque)
 
     @staticmethod
     def _safe(name: str) -> str:
@@ -84,11 +86,17 @@ class FileTransport(Transport):
     def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
         box = self.root / self._safe(recipient)
         deadline = None if timeout is None else time.monotonic() + timeout
+        pending = self._pending[recipient]
         while True:
-            files = sorted(p for p in box.glob("*.msg")) if box.is_dir() else []
-            if files:
-                data = files[0].read_bytes()
-                files[0].unlink()
+            if not pending and box.is_dir():
+                pending.extend(sorted(box.glob("*.msg")))  # names start with time_ns: new files sort later
+            while pending:
+                path = pending.popleft()
+                try:
+                    data = path.read_bytes()
+                    path.unlink()
+                except FileNotFoundError:  # taken by another reader of the same box
+                    continue
                 return data
             if deadline is not None and time.monotonic() >= deadline:
                 return None

@@ -1,0 +1,339 @@
+"""The proxy's collection as a crash-safe state machine, independent of HTTP.
+
+Phases::
+
+    collecting --(quorum reached, or deadline with >= min_shares)--> closed --(finish)--> released
+    collecting --(deadline with < min_shares)--> failed
+    closed --(killed after the ledger claim, before result.msg)--> lost
+
+The proxy finishes (mask, DP noise under encryption) as soon as the
+collection closes; the data user then fetches the one release.  No round
+asks the data user for anything (owners sign their row counts,
+:mod:`dpdpca.protocol.counts`).
+
+Everything the proxy accepts is on disk before it is acknowledged, and every
+file is written whole or not at all (temporary file, fsync, rename, fsync of
+the directory).  Layout of ``state_dir``::
+
+    state.json          phase, deadline, session, accepted owners and N at closing
+    shares/<id>.msg     each accepted owner share, byte for byte
+    aggregate.msg       the aggregated ciphertexts and signed counts (PROXY_STATE)
+    ledger.json         the release ledger (:mod:`dpdpca.protocol.ledger`)
+    result.msg          the one release (MASKED_RESULT)
+
+Commit points, so a SIGKILL at any instant loses no accepted share and never
+releases twice:
+
+* a share is accepted when ``shares/<id>.msg`` exists (it is validated in
+  full first, signature included; a file that fails validation on restart was
+  never acknowledged and is removed);
+* the collection is closed when ``state.json`` says so (aggregating again from
+  the same share files after a crash gives the same aggregate);
+* the release is claimed in the ledger by :meth:`dpdpca.protocol.Proxy.finish`
+  before the result leaves it, then written to ``result.msg`` before anyone
+  sees it; from then on every request gets those same bytes.  A kill between
+  the claim and the write loses the release (phase ``lost``) rather than
+  risking a second one: the ledger refuses to finish the session again.
+
+Retries are idempotent: the same share again is ``duplicate`` (even after
+closing); another share under an accepted owner id is ``conflict``.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpdpca._io import atomic_write_bytes
+from dpdpca.errors import DpdpcaError, MessageError, ParameterError, ProtocolError
+from dpdpca.net.config import NoiseConfig
+from dpdpca.protocol.identity import OwnerKeyring, check_owner_id
+from dpdpca.protocol.ledger import ReleaseLedger
+from dpdpca.protocol.messages import Message
+from dpdpca.protocol.params import ProtocolParams
+from dpdpca.protocol.parties import Proxy
+
+__all__ = ["Collection", "Outcome", "Phase"]
+
+
+class Phase(str, enum.Enum):
+    COLLECTING = "collecting"
+    CLOSED = "closed"
+    RELEASED = "released"
+    FAILED = "failed"
+    LOST = "lost"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one request did: an HTTP-like ``code``, a ``status`` word, a one-line ``detail``, maybe ``body`` bytes."""
+
+    code: int
+    status: str
+    detail: str = ""
+    body: bytes | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "detail": self.detail}
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def durable_write(path: Path, data: bytes) -> None:
+    """Atomic write, then fsync of the directory so the rename itself survives a crash."""
+    atomic_write_bytes(path, data, mode=0o600)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Collection:
+    """Accept owner shares, close at a quorum or a deadline, release once.
+
+    Parameters
+    ----------
+    params : ProtocolParams
+        The data user's public parameters.
+    state_dir : path
+        Created if absent; reopened (after a crash) if present.
+    owner_keys : OwnerKeyring
+        The owners allowed to send a share, with their verify keys.
+    quorum : int
+        Close as soon as this many shares were accepted.
+    min_shares : int
+        At the deadline, close if at least this many arrived, else fail.
+    deadline : float or None
+        Absolute unix time; or ``collection_seconds`` after the first start
+        (persisted in ``state.json``, so a restart keeps it).
+    noise : NoiseConfig
+    release : {"on-close", "on-request"}
+        Finish (mask, noise, release) as soon as the collection closes, or
+        when the data user first asks for the result.
+    executor : Executor or None
+        Runs the homomorphic batches.
+    clock : callable
+        ``time.time``; tests pass a fake clock.
+
+    Raises
+    ------
+    ProtocolError
+        ``state_dir`` belongs to another session or key.
+    """
+
+    def __init__(self, params: ProtocolParams, state_dir: str | os.PathLike[str], *,
+                 owner_keys: OwnerKeyring, quorum: int, min_shares: int = 1, deadline: float | None = None,
+                 collection_seconds: float | None = None, noise: NoiseConfig | None = None,
+                 release: str = "on-close", executor: Executor | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.params = params
+        self.root = Path(state_dir)
+        self.owner_keys = owner_keys
+        self.quorum = int(quorum)
+        self.min_shares = int(min_shares)
+        self.noise = NoiseConfig() if noise is None else noise
+        if release not in ("on-close", "on-request"):
+            raise ParameterError(f"release must be 'on-close' or 'on-request', got {release!r}")
+        self.release = release
+        self.executor = executor
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._broken: str | None = None
+        (self.root / "shares").mkdir(parents=True, exist_ok=True)
+        self.ledger = ReleaseLedger(self.root / "ledger.json")
+        self._proxy = self._new_proxy()
+        self._result: bytes | None = None
+        state = self._read_state()
+        if state is None:
+            if deadline is None and collection_seconds is None:
+                raise ProtocolError("deadline or collection_seconds must be given, got neither")
+            due = float(deadline) if deadline is not None else self.clock() + float(collection_seconds or 0)
+            state = {"phase": Phase.COLLECTING.value, "deadline_unix": due, "session": params.session_id,
+                     "key_fingerprint": params.key_fingerprint, "owners": []}
+            self._write_state(state)
+        if state.get("session") != params.session_id or state.get("key_fingerprint") != params.key_fingerprint:
+            raise ProtocolError(f"state_dir {str(self.root)!r} must belong to session {params.session_id}, "
+                                f"got session {state.get('session')!r}")
+        self._state = state
+        self._recover()
+
+    # -- persistence -----------------------------------------------------------
+    def _new_proxy(self) -> Proxy:
+        return Proxy(self.params, self.owner_keys, quorum=self.min_shares, executor=self.executor, ledger=self.ledger)
+
+    def _read_state(self) -> dict[str, Any] | None:
+        path = self.root / "state.json"
+        if not path.is_file():
+            return None
+        try:
+            state = json.loads(path.read_text())
+            Phase(state["phase"])
+            float(state["deadline_unix"])
+        except (ValueError, KeyError, TypeError):
+            raise MessageError(f"proxy state {str(path)!r} must be JSON written by the service, got other content") \
+                from None
+        return dict(state)
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        durable_write(self.root / "state.json", (json.dumps(state, sort_keys=True, indent=1) + "\n").encode())
+        self._state = state
+
+    def _share_path(self, owner_id: str) -> Path:
+        return self.root / "shares" / f"{owner_id}.msg"
+
+    def _recover(self) -> None:
+        """Rebuild the in-memory proxy from disk after a (re)start."""
+        phase = Phase(self._state["phase"])
+        result = self.root / "result.msg"
+        if phase in (Phase.CLOSED, Phase.RELEASED, Phase.LOST):
+            self._proxy = Proxy.from_state(self.params, self.owner_keys, (self.root / "aggregate.msg").read_bytes(),
+                                           executor=self.executor, ledger=self.ledger)
+            if result.is_file():
+                self._result = result.read_bytes()
+                if phase is not Phase.RELEASED:  # killed between writing result.msg and state.json
+                    self._write_state({**self._state, "phase": Phase.RELEASED.value})
+            elif phase is Phase.CLOSED and self.ledger.is_released(self.params.session_id):
+                self._write_state({**self._state, "phase": Phase.LOST.value})
+            return
+        if phase is Phase.COLLECTING:
+            for path in sorted((self.root / "shares").glob("*.msg"), key=lambda p: p.stat().st_mtime_ns):
+                try:
+                    self._proxy.receive_share(path.read_bytes())
+                except DpdpcaError:
+                    path.unlink()  # validated before every acknowledgement: this one never was
+            for tmp in (self.root / "shares").glob(".*.tmp"):
+                tmp.unlink(missing_ok=True)  # a write cut short by the crash
+            self._close_if_due_locked()
+
+    # -- queries ----------------------------------------------------------------
+    @property
+    def phase(self) -> Phase:
+        return Phase(self._state["phase"])
+
+    @property
+    def deadline(self) -> float:
+        return float(self._state["deadline_unix"])
+
+    def accepted(self) -> list[str]:
+        """Owner ids of the accepted shares (the closed set once collection closed)."""
+        if self.phase is Phase.COLLECTING:
+            return self._proxy.received
+        return list(self._state.get("owners", []))
+
+    def status(self) -> dict[str, Any]:
+        """Public progress: phase, counts, quorum and deadline (no owner data).
+
+        Reads without the lock (one consistent dict), so it answers while the
+        proxy finishes.
+        """
+        state = self._state
+        phase = Phase(state["phase"])
+        accepted = len(self._proxy.received) if phase is Phase.COLLECTING else len(state.get("owners", []))
+        return {"phase": phase.value, "accepted": accepted, "quorum": self.quorum, "n_rows": state.get("n_rows"),
+                "min_shares": self.min_shares, "expected": len(self.owner_keys),
+                "deadline_unix": float(state["deadline_unix"]), "session": self.params.session_id,
+                "seconds_left": max(0.0, float(state["deadline_unix"]) - self.clock())
+                if phase is Phase.COLLECTING else 0.0}
+
+    # -- round 1 ------------------------------------------------------------------
+    def submit_share(self, owner_id: str, data: bytes) -> Outcome:
+        """Accept, re-acknowledge or refuse one owner's share (see the module docstring)."""
+        owner_id = check_owner_id(owner_id)
+        with self._lock:
+            if self._broken is not None:
+                return Outcome(503, "unavailable", self._broken)
+            path = self._share_path(owner_id)
+            if path.is_file():
+                if _sha256(path.read_bytes()) == _sha256(data):
+                    return Outcome(200, "duplicate", f"share of owner {owner_id} was already accepted")
+                return Outcome(409, "conflict", f"owner {owner_id} already has a different accepted share")
+            if owner_id not in self.owner_keys:
+                return Outcome(403, "forbidden", f"owner id must be an expected owner, got {owner_id!r}")
+            if self.phase is not Phase.COLLECTING or self.clock() >= self.deadline:
+                return Outcome(410, "late", f"collection closed ({self.phase.value}) before the share of owner "
+                                            f"{owner_id} arrived")
+            try:
+                msg = Message.from_bytes(data)
+                if msg.meta.get("owner_id") != owner_id or msg.sender != f"owner:{owner_id}":
+                    return Outcome(403, "forbidden", f"share must be owner {owner_id}'s own, got sender "
+                                                     f"{msg.sender!r}")
+                self._proxy.receive_share(data)
+            except DpdpcaError as exc:
+                return Outcome(400, "invalid", str(exc))
+            try:
+                durable_write(path, data)
+            except OSError as exc:
+                # The in-memory proxy now holds a share the disk lacks: refuse everything until a
+                # restart rebuilds the proxy from disk (where this share is absent, as acknowledged).
+                self._broken = f"proxy storage failed ({type(exc).__name__}); restart the service"
+                return Outcome(503, "unavailable", self._broken)
+            return Outcome(201, "accepted", f"share of owner {owner_id} accepted "
+                                            f"({len(self._proxy.received)}/{self.quorum})")
+
+    def close_if_due(self) -> bool:
+        """Close at the quorum or the deadline, then finish; True if the phase changed."""
+        with self._lock:
+            changed = self._close_if_due_locked()
+            if self.release == "on-close":
+                changed = self._finish_locked() or changed
+            return changed
+
+    def _close_if_due_locked(self) -> bool:
+        if self.phase is not Phase.COLLECTING or self._broken is not None:
+            return False
+        n = len(self._proxy.received)
+        if n < self.quorum and self.clock() < self.deadline:
+            return False
+        if n < self.min_shares:
+            self._write_state({**self._state, "phase": Phase.FAILED.value, "owners": self._proxy.received})
+            return True
+        n_rows = self._proxy.close_collection()
+        durable_write(self.root / "aggregate.msg", self._proxy.state_bytes())
+        self._write_state({**self._state, "phase": Phase.CLOSED.value, "owners": self._proxy.owners_,
+                           "n_rows": n_rows, "closed_unix": self.clock()})
+        return True
+
+    def _finish_locked(self) -> bool:
+        """Mask and add the noise once; the release is on disk before anyone can fetch it."""
+        if self.phase is not Phase.CLOSED or self._result is not None or self._broken is not None:
+            return False
+        try:
+            result = self._proxy.finish(**self.noise.as_kwargs())
+        except DpdpcaError as exc:  # e.g. an epsilon too small for the declared noise allowance
+            self._broken = f"proxy finish failed: {exc}"
+            return False
+        durable_write(self.root / "result.msg", result)  # the commit point of the release
+        self._result = result
+        self._write_state({**self._state, "phase": Phase.RELEASED.value, "released_unix": self.clock()})
+        return True
+
+    # -- the data user --------------------------------------------------------------
+    def result(self) -> Outcome:
+        """The released ``MASKED_RESULT``, the same bytes every time."""
+        with self._lock:
+            if self._result is None and self.release == "on-request":
+                self._finish_locked()
+            if self._result is not None:
+                return Outcome(200, "released", body=self._result)
+            phase = self.phase
+            if self._broken is not None:
+                return Outcome(503, "unavailable", self._broken)
+            if phase is Phase.FAILED:
+                return Outcome(409, "failed", f"collection failed: fewer than min_shares={self.min_shares} shares "
+                                              f"by the deadline")
+            if phase is Phase.LOST:
+                return Outcome(410, "lost", "the proxy was stopped between claiming the release and storing it; "
+                                            "the ledger refuses a second release of this session")
+            return Outcome(409, phase.value, f"the result needs a finished collection, got phase {phase.value}")

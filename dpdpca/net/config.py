@@ -1,0 +1,228 @@
+"""``proxy.toml``: everything ``dpdpca proxy serve`` needs, validated once.
+
+Example (relative paths are resolved against the file's directory):
+
+.. code-block:: toml
+
+    [server]
+    host = "127.0.0.1"
+    port = 8443
+    tls_cert = "server.pem"        # certificate chain (PEM)
+    tls_key = "server.key"         # its private key (PEM)
+    state_dir = "proxy-state"      # shares and state, written atomically
+    max_body_bytes = 67108864      # enforced while a body streams in
+
+    [protocol]
+    public = "public.json"         # the data user's public parameters
+    owner_keys = ["alice.verify.json", "bob.verify.json"]   # from dpdpca owner keygen
+    quorum = 3                     # close as soon as this many shares arrived
+    min_shares = 1                 # shares needed when the deadline closes collection
+    collection_seconds = 600       # deadline after the first start (or: deadline = 2030-01-01T00:00:00Z)
+    release = "on-close"           # finish at closing; or "on-request": when the user first asks
+    epsilon = 1.0
+    delta = 1e-5
+    calibration = "analytic"       # see dpdpca proxy finish
+    sensitivity_mode = "rigorous"
+    noise_lattice = "n-scaled"
+
+    [user]
+    verify_keys = "user.verify.json"   # from dpdpca user identity
+    # token = "..."                    # optional bearer token on top (>= 16 characters)
+
+    [tokens]                           # optional bearer tokens of owners, by owner id
+    # alice = "..."
+
+Every owner that may send a share is listed in one of the ``owner_keys``
+files; the proxy's release ledger is ``state_dir/ledger.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpdpca._validation import check_int, param_error
+from dpdpca.errors import MessageError, ParameterError
+from dpdpca.net.auth import USER, PartyKeys
+from dpdpca.protocol.identity import OwnerKeyring
+from dpdpca.protocol.params import check_noise_options
+
+__all__ = ["NoiseConfig", "ServiceConfig", "load_config"]
+
+DEFAULT_MAX_BODY = 64 << 20
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    """The proxy's DP options for :meth:`dpdpca.protocol.Proxy.finish`."""
+
+    epsilon: float = 1.0
+    delta: float = 1e-5
+    calibration: str = "analytic"
+    sensitivity_mode: str = "rigorous"
+    noise_lattice: str = "n-scaled"
+
+    def __post_init__(self) -> None:
+        eps, dl = check_noise_options(epsilon=self.epsilon, delta=self.delta, calibration=self.calibration,
+                                      sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice)
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "delta", dl)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "delta": self.delta, "calibration": self.calibration,
+                "sensitivity_mode": self.sensitivity_mode, "noise_lattice": self.noise_lattice}
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """A validated ``proxy.toml``.
+
+    Parameters
+    ----------
+    public_path : Path
+        The data user's ``public.json``.
+    state_dir : Path
+    owner_keys : OwnerKeyring
+        The owners allowed to send a share.
+    user_keys : OwnerKeyring
+        The data user's verify key (id ``"user"``).
+    tokens : dict of party to bearer token
+        ``"user"`` and ``"owner:<id>"`` that must present a token too.
+    quorum : int
+        Collection closes as soon as this many shares were accepted.
+    min_shares : int
+        Shares needed to proceed when the deadline closes collection.
+    deadline : float or None
+        Absolute unix time at which collection closes.
+    collection_seconds : float or None
+        Or: seconds after the service first started on ``state_dir``
+        (persisted, so a restart keeps the original deadline).
+    noise : NoiseConfig
+    release : {"on-close", "on-request"}
+        When the proxy finishes (see :class:`dpdpca.net.collection.Collection`).
+    max_body_bytes : int
+    host, port : str, int
+    tls_cert, tls_key : Path or None
+        Both or neither; without them the service speaks plain HTTP (tests of
+        the application only; ``dpdpca proxy serve`` requires TLS unless told
+        ``--insecure-http``).
+    """
+
+    public_path: Path
+    state_dir: Path
+    owner_keys: OwnerKeyring
+    user_keys: OwnerKeyring
+    quorum: int
+    tokens: Mapping[str, str] = field(default_factory=dict)
+    min_shares: int = 1
+    deadline: float | None = None
+    collection_seconds: float | None = None
+    noise: NoiseConfig = NoiseConfig()
+    release: str = "on-close"
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    host: str = "127.0.0.1"
+    port: int = 8443
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+
+    def __post_init__(self) -> None:
+        check_int("quorum", self.quorum, minimum=1, maximum=len(self.owner_keys))
+        if self.release not in ("on-close", "on-request"):
+            raise param_error("protocol.release", "'on-close' or 'on-request'", self.release)
+        check_int("min_shares", self.min_shares, minimum=1, maximum=self.quorum)
+        check_int("max_body_bytes", self.max_body_bytes, minimum=1024)
+        check_int("port", self.port, minimum=0, maximum=65535)
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ParameterError(f"tls_cert and tls_key must be given together, got cert={self.tls_cert} "
+                                 f"key={self.tls_key}")
+        if self.deadline is None and self.collection_seconds is None:
+            raise ParameterError("protocol.deadline or protocol.collection_seconds must be set, got neither")
+        if self.collection_seconds is not None and not self.collection_seconds > 0:
+            raise param_error("collection_seconds", "> 0", self.collection_seconds)
+        self.party_keys()  # validates every key
+
+    def party_keys(self) -> PartyKeys:
+        """The known parties: ``user`` and ``owner:<id>`` for every listed owner."""
+        return PartyKeys(self.owner_keys, self.user_keys, self.tokens)
+
+
+def _token(value: Any, where: str) -> str:
+    if not isinstance(value, str) or len(value) < 16:
+        raise ParameterError(f"{where} must be a string of >= 16 characters, got "
+                             f"{'length ' + str(len(value)) if isinstance(value, str) else type(value).__name__}")
+    return value
+
+
+def _unix(value: Any) -> float:
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            raise ParameterError(f"protocol.deadline must carry a time zone (e.g. ...Z), got {value.isoformat()}")
+        return value.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise ParameterError(f"protocol.deadline must be a TOML date-time or unix seconds, got {value!r}")
+
+
+def load_config(path: str | Path) -> ServiceConfig:
+    """Read and validate ``proxy.toml``.
+
+    Raises
+    ------
+    MessageError
+        Missing file, not TOML, or a missing table.
+    ParameterError
+        A value out of range (the message names the key).
+    """
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10 with the [server] extra
+        import tomli as tomllib
+    p = Path(path)
+    if not p.is_file():
+        raise MessageError(f"config file {str(p)!r} must exist, got no such file")
+    try:
+        data = tomllib.loads(p.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise MessageError(f"config file {str(p)!r} must be TOML, got {exc}") from None
+    base = p.parent
+    server, proto = data.get("server", {}), data.get("protocol", {})
+    if "public" not in proto:
+        raise MessageError(f"config file {str(p)!r} must set protocol.public, got keys {sorted(proto)}")
+    user = data.get("user", {})
+    if "owner_keys" not in proto or "verify_keys" not in user:
+        raise MessageError(f"config file {str(p)!r} must set protocol.owner_keys and user.verify_keys, got "
+                           f"protocol keys {sorted(proto)} and user keys {sorted(user)}")
+
+    def path_of(value: Any) -> Path | None:
+        return None if value is None else (base / str(value))
+
+    files = proto["owner_keys"] if isinstance(proto["owner_keys"], list) else [proto["owner_keys"]]
+    owner_keys = OwnerKeyring.load([base / str(f) for f in files])
+    user_keys = OwnerKeyring.load([base / str(user["verify_keys"])])
+    tokens = {f"owner:{oid}": _token(t, f"tokens.{oid}") for oid, t in dict(data.get("tokens", {})).items()}
+    if "token" in user:
+        tokens[USER] = _token(user["token"], "user.token")
+
+    noise = NoiseConfig(**{k: proto[k] for k in ("epsilon", "delta", "calibration", "sensitivity_mode",
+                                                    "noise_lattice") if k in proto})
+    try:
+        return ServiceConfig(
+            public_path=base / str(proto["public"]), state_dir=base / str(server.get("state_dir", "proxy-state")),
+            owner_keys=owner_keys, user_keys=user_keys, tokens=tokens,
+            quorum=int(proto.get("quorum", len(owner_keys))),
+            min_shares=int(proto.get("min_shares", 1)),
+            deadline=None if "deadline" not in proto else _unix(proto["deadline"]),
+            collection_seconds=None if "collection_seconds" not in proto else float(proto["collection_seconds"]),
+            noise=noise, release=str(proto.get("release", "on-close")),
+            max_body_bytes=int(server.get("max_body_bytes", DEFAULT_MAX_BODY)),
+            host=str(server.get("host", "127.0.0.1")), port=int(server.get("port", 8443)),
+            tls_cert=path_of(server.get("tls_cert")), tls_key=path_of(server.get("tls_key")))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, ParameterError):
+            raise
+        raise ParameterError(f"config file {str(p)!r} must have values of the documented types, got {exc}") \
+            from None

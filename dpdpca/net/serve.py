@@ -1,0 +1,60 @@
+"""Build the service from ``proxy.toml`` and run it under uvicorn with TLS."""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import Executor
+from typing import Any
+
+from dpdpca.errors import MessageError, ParameterError
+from dpdpca.net import require
+from dpdpca.net.app import create_app
+from dpdpca.net.collection import Collection
+from dpdpca.net.config import ServiceConfig
+from dpdpca.protocol.params import ProtocolParams
+
+__all__ = ["build_service", "serve"]
+
+
+def build_service(config: ServiceConfig, *, executor: Executor | None = None) -> tuple[Collection, Any]:
+    """The collection (reopened from ``state_dir`` if it exists) and its ASGI application."""
+    path = config.public_path
+    if not path.is_file():
+        raise MessageError(f"public parameters file {str(path)!r} must exist, got no such file")
+    try:
+        params = ProtocolParams.from_json(json.loads(path.read_text()))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MessageError(f"public parameters file {str(path)!r} must be JSON, got {type(exc).__name__}") from None
+    collection = Collection(params, config.state_dir, owner_keys=config.owner_keys, quorum=config.quorum,
+                            min_shares=config.min_shares, deadline=config.deadline,
+                            collection_seconds=config.collection_seconds, noise=config.noise,
+                            release=config.release, executor=executor)
+    return collection, create_app(collection, config.party_keys(), max_body_bytes=config.max_body_bytes)
+
+
+def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Executor | None = None,
+          log_level: str = "warning") -> None:
+    """Run the service until SIGINT/SIGTERM (uvicorn's graceful shutdown).
+
+    Raises
+    ------
+    ParameterError
+        No TLS certificate and key configured, without ``insecure_http``.
+    """
+    if config.tls_cert is None and not insecure_http:
+        raise ParameterError("server.tls_cert and server.tls_key must be set (TLS), got neither")
+    for name, p in (("tls_cert", config.tls_cert), ("tls_key", config.tls_key)):
+        if p is not None and not p.is_file():
+            raise ParameterError(f"server.{name} must be an existing PEM file, got {str(p)!r}")
+    uvicorn = require("uvicorn")
+    collection, app = build_service(config, executor=executor)
+    scheme = "http" if config.tls_cert is None else "https"
+    print(f"dpdpca proxy: serving {scheme}://{config.host}:{config.port} (session {collection.params.session_id}, "
+          f"phase {collection.phase.value}, {len(collection.accepted())} shares accepted)", file=sys.stderr,
+          flush=True)
+    # timeout_graceful_shutdown: an idle TLS keep-alive connection must not hold SIGTERM up forever.
+    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level, lifespan="on",
+                timeout_graceful_shutdown=5,
+                ssl_certfile=None if config.tls_cert is None else str(config.tls_cert),
+                ssl_keyfile=None if config.tls_key is None else str(config.tls_key))

@@ -1,0 +1,131 @@
+"""Real processes over HTTPS on 127.0.0.1: uvicorn, three owners, the user; SIGKILL and restart; 200 owners."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from dpdpca.cli import main
+from dpdpca.net.client import ProxyClient, upload_shares
+from dpdpca.net.launch import ServerProcess, free_port, throwaway_tls, write_proxy_toml
+from dpdpca.protocol import DataOwner, DataUser, ProtocolParams
+from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+
+pytest.importorskip("uvicorn")
+pytest.importorskip("trustme")
+
+KEY = ["--key-bits", "768", "--insecure-test-key"]
+
+
+def _cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dpdpca.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _done(proc: subprocess.Popen) -> str:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return out
+
+
+def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path, rows_for):
+    keys, ids = tmp_path / "keys", tmp_path / "ids"
+    assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "3", "--max-rows-per-owner", "50"]) == 0
+    assert main(["user", "identity", "--out-dir", str(ids)]) == 0
+    rows = {"1": 30, "2": 12, "3": 25}
+    for oid in rows:
+        assert main(["owner", "keygen", "--owner-id", oid, "--out-dir", str(ids)]) == 0
+    owners = {oid: OwnerIdentity.load(ids / f"{oid}.identity.json") for oid in rows}
+    user = OwnerIdentity.load(ids / "user.identity.json")
+    tls = throwaway_tls(tmp_path)
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    # The proxy finishes when the user asks, so the kill below lands between collection and finish.
+    config = write_proxy_toml(tmp_path / "proxy.toml", public=keys / "public.json", owners=owners, user=user,
+                              tls=tls, port=port, state_dir=tmp_path / "state", release="on-request")
+    for oid, n in rows.items():
+        np.savetxt(tmp_path / f"{oid}.csv", rows_for(int(oid), n=n, d=4), delimiter=",")
+    watcher = ProxyClient(url, user, "user", ca_cert=tls.ca_cert)
+    server = ServerProcess(config, url).start(ready_client=watcher)
+
+    def share(oid: str) -> subprocess.Popen:
+        return _cli("owner", "share", "--public", str(keys / "public.json"), "--identity",
+                    str(ids / f"{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.csv"), "--insecure-test-key",
+                    "--proxy", url, "--ca-cert", str(tls.ca_cert))
+    try:
+        for proc in [share(oid) for oid in rows]:
+            assert "proxy: accepted" in _done(proc)
+        for _ in range(100):
+            if watcher.status()["phase"] == "closed":
+                break
+            time.sleep(0.1)
+        assert watcher.status()["phase"] == "closed" and watcher.status()["n_rows"] == sum(rows.values())
+        server.kill()  # between collection and finish
+        assert sorted(json.loads((tmp_path / "state" / "state.json").read_text())["owners"]) == ["1", "2", "3"]
+        server = ServerProcess(config, url).start(ready_client=watcher)
+        assert watcher.status()["phase"] == "closed" and watcher.status()["accepted"] == 3
+        # A fresh encryption is a different share under the same id: refused, nothing changes.
+        retry = share("1")
+        out, err = retry.communicate(timeout=300)
+        assert retry.returncode != 0 and "409 conflict" in err and "Traceback" not in err
+        user_proc = _cli("user", "finish", "--private", str(keys / "private.json"), "--owner-keys",
+                         str(ids / "1.verify.json"), "--owner-keys", str(ids / "2.verify.json"), "--owner-keys",
+                         str(ids / "3.verify.json"), "--components", "2", "--out", str(tmp_path / "pcs.npz"),
+                         "--proxy", url, "--identity", str(ids / "user.identity.json"), "--ca-cert",
+                         str(tls.ca_cert))
+        summary = json.loads(_done(user_proc))
+        assert summary["n_rows"] == sum(rows.values())
+        assert summary["components_shape"] == [4, 2]
+        assert np.load(tmp_path / "pcs.npz")["components"].shape == (4, 2)
+        assert watcher.status()["phase"] == "released"
+        released = watcher.result()
+        server.kill()  # after the release: a restart serves the same bytes, it never draws noise again
+        server = ServerProcess(config, url).start(ready_client=watcher)
+        assert watcher.result() == released
+    finally:
+        watcher.close()
+        code = server.stop()
+    assert code in (0, -signal.SIGTERM)
+
+
+def test_two_hundred_owners_at_once_are_each_counted_once(tmp_path, net_keypair, rows_for):
+    pk, sk = net_keypair
+    n_owners, n_rows = 200, 3
+    params = ProtocolParams.create(pk, max_owners=n_owners, max_rows_per_owner=8)
+    (tmp_path / "public.json").write_text(json.dumps(params.to_json()))
+    ids = [str(i) for i in range(1, n_owners + 1)]
+    owners = {oid: OwnerIdentity.generate(oid) for oid in ids}
+    user = OwnerIdentity.generate("user")
+    tls = throwaway_tls(tmp_path)
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    config = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json", owners=owners, user=user,
+                              tls=tls, port=port, state_dir=tmp_path / "state")
+    shares = {oid: DataOwner(params, owners[oid], insecure_test_key=True).share(rows_for(int(oid), n=n_rows, d=2))
+              for oid in ids}
+    retried = ids[::4]  # 50 owners send twice, at the same time as everyone else
+    uploads = [(owners[o], shares[o]) for o in ids] + [(owners[o], shares[o]) for o in retried]
+    watcher = ProxyClient(url, user, "user", ca_cert=tls.ca_cert)
+    server = ServerProcess(config, url).start(ready_client=watcher)
+    try:
+        codes = asyncio.run(upload_shares(url, uploads, ca_cert=tls.ca_cert, concurrency=len(uploads)))
+        assert sorted(set(codes)) == [200, 201]
+        assert codes.count(201) == n_owners and codes.count(200) == len(retried)
+        status = watcher.wait_released(timeout_s=120, poll_s=0.2)
+        assert status["phase"] == "released" and status["accepted"] == n_owners
+        assert status["n_rows"] == n_owners * n_rows
+        # The aggregate holds every share once: the user's decryption checks N against the signed counts.
+        keyring = OwnerKeyring.from_identities(owners.values())
+        res = DataUser(sk, params, owner_keys=keyring).finish(watcher.result(), n_components=1)
+        assert res.extra["n_rows"] == n_owners * n_rows and len(res.extra["owners"]) == n_owners
+    finally:
+        watcher.close()
+        assert server.stop() in (0, -signal.SIGTERM)
+    assert len(list((tmp_path / "state" / "shares").glob("*.msg"))) == n_owners

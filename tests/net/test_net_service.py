@@ -1,0 +1,284 @@
+"""The proxy service in-process (Starlette's ASGI test client): rounds, credentials, limits, faults, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+with warnings.catch_warnings():  # starlette >= 1.x prefers the httpx2 fork for its test client; httpx works
+    warnings.filterwarnings("ignore", message=".*httpx.*starlette.testclient.*")
+    from starlette.testclient import TestClient
+
+from dpdpca.net.app import create_app
+from dpdpca.net.auth import PartyKeys, sign_headers
+from dpdpca.net.client import ProxyClient, ProxyRefused
+from dpdpca.net.collection import Collection
+from dpdpca.net.config import NoiseConfig
+from dpdpca.protocol import DataUser
+from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+
+OWNERS = ["1", "2", "3"]
+
+
+def _keys(identities, *, tokens: dict[str, str] | None = None) -> PartyKeys:
+    owners = OwnerKeyring.from_identities([identities[o] for o in OWNERS])
+    return PartyKeys(owners, OwnerKeyring.from_identities([identities["user"]]), tokens)
+
+
+def _service(tmp_path, params, identities, *, clock=None, quorum=3, min_shares=1, max_body=1 << 20, tokens=None):
+    owners = OwnerKeyring.from_identities([identities[o] for o in OWNERS])
+    coll = Collection(params, tmp_path / "state", owner_keys=owners, quorum=quorum, min_shares=min_shares,
+                      collection_seconds=60.0, noise=NoiseConfig(epsilon=1.0, delta=1e-5),
+                      **({"clock": clock} if clock is not None else {}))
+    return coll, create_app(coll, _keys(identities, tokens=tokens), max_body_bytes=max_body)
+
+
+def _client(tc, identity, token=None) -> ProxyClient:
+    party = "user" if identity.owner_id == "user" else f"owner:{identity.owner_id}"
+    return ProxyClient("http://testserver", identity, party, client=tc, token=token, retries=0)
+
+
+def _headers(identity, method, path, body, **kwargs):
+    party = "user" if identity.owner_id == "user" else f"owner:{identity.owner_id}"
+    return sign_headers(identity, party, method, path, body, **kwargs)
+
+
+def _stored(tmp_path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "state" / "shares").iterdir())
+
+
+def _user_finish(tc, identities, params, keypair, owner_keyring, k=2):
+    c = _client(tc, identities["user"])
+    assert c.wait_released(timeout_s=30, poll_s=0.05)["phase"] == "released"
+    result = c.result()
+    user = DataUser(keypair[1], params, owner_keys=owner_keyring)
+    return user, result, user.finish(result, n_components=k)
+
+
+def test_three_owners_and_the_user_over_the_asgi_client(tmp_path, net_params, net_keypair, identities, shares,
+                                                        owner_keyring):
+    coll, app = _service(tmp_path, net_params, identities)
+    with TestClient(app) as tc:
+        with pytest.raises(ProxyRefused, match="409 collecting"):
+            _client(tc, identities["user"]).result()
+        for oid in OWNERS:
+            assert _client(tc, identities[oid]).post_share(oid, shares[oid][0])["status"] == "accepted"
+        user, result, res = _user_finish(tc, identities, net_params, net_keypair, owner_keyring)
+        assert _client(tc, identities["user"]).status()["accepted"] == 3
+        assert res.components.shape == (3, 2)
+        assert user.n_ == 60  # 20 rows per owner, counted once each
+        assert sorted(res.extra["owners"]) == OWNERS
+        # Asked again, the proxy answers with the same release, never a fresh draw of noise.
+        assert _client(tc, identities["user"]).result() == result
+    assert coll.phase.value == "released"
+    assert coll.ledger.is_released(net_params.session_id)
+
+
+def test_retried_share_is_idempotent_and_another_share_is_refused(tmp_path, net_params, identities, shares):
+    coll, app = _service(tmp_path, net_params, identities)
+    with TestClient(app) as tc:
+        c = _client(tc, identities["1"])
+        assert c.post_share("1", shares["1"][0])["status"] == "accepted"
+        assert c.post_share("1", shares["1"][0])["status"] == "duplicate"
+        with pytest.raises(ProxyRefused, match="409 conflict") as err:
+            c.post_share("1", shares["1"][1])
+        assert err.value.code == 409
+        assert c.status()["accepted"] == 1
+    assert (tmp_path / "state" / "shares" / "1.msg").read_bytes() == shares["1"][0]
+
+
+def _post(tc, path, body, headers):
+    return tc.post(path, content=body, headers={**headers, "content-type": "application/octet-stream"})
+
+
+def test_unknown_party_and_bad_credentials_change_nothing(tmp_path, net_params, identities, shares):
+    coll, app = _service(tmp_path, net_params, identities, tokens={"owner:2": "t" * 32})
+    body = shares["1"][0]
+    path = "/v1/shares/1"
+    stranger = OwnerIdentity.generate("9")
+    impostor = OwnerIdentity.generate("1")  # right name, wrong key
+    with TestClient(app) as tc:
+        cases = {
+            "missing": (401, {}),
+            "unknown party": (401, _headers(stranger, "POST", path, body)),
+            "wrong key": (401, _headers(impostor, "POST", path, body)),
+            "signature of another body": (401, _headers(identities["1"], "POST", path, shares["1"][1])),
+            "signature of another path": (401, _headers(identities["1"], "POST", "/v1/shares/2", body)),
+            "stale time": (401, _headers(identities["1"], "POST", path, body, now=1.0)),
+            "another owner's route": (403, _headers(identities["2"], "POST", path, body, token="t" * 32)),
+            "the user posting a share": (403, _headers(identities["user"], "POST", path, body)),
+        }
+        for name, (code, headers) in cases.items():
+            r = _post(tc, path, body, headers)
+            assert r.status_code == code, (name, r.text)
+        # A token on top: owner 2 must present it.
+        body2 = shares["2"][0]
+        assert _post(tc, "/v1/shares/2", body2, _headers(identities["2"], "POST", "/v1/shares/2", body2)) \
+            .status_code == 401
+        assert _post(tc, "/v1/shares/2", body2, _headers(identities["2"], "POST", "/v1/shares/2", body2,
+                                                         token="x" * 32)).status_code == 401
+        # An owner's key claiming to be the user.
+        assert tc.get("/v1/result", headers=sign_headers(identities["1"], "user", "GET", "/v1/result", b"")) \
+            .status_code == 401
+        # Owners may not read what is for the user.
+        assert tc.get("/v1/result", headers=_headers(identities["1"], "GET", "/v1/result", b"")).status_code == 403
+        assert coll.status()["accepted"] == 0 and _stored(tmp_path) == []
+        # A share signed by its owner but sent over another owner's authenticated request is refused.
+        assert _post(tc, "/v1/shares/3", body, _headers(identities["3"], "POST", "/v1/shares/3", body)) \
+            .status_code == 403
+        # The same requests, properly signed, go through.
+        assert _post(tc, path, body, _headers(identities["1"], "POST", path, body)).status_code == 201
+        assert _post(tc, "/v1/shares/2", body2, _headers(identities["2"], "POST", "/v1/shares/2", body2,
+                                                         token="t" * 32)).status_code == 201
+    assert _stored(tmp_path) == ["1.msg", "2.msg"]
+
+
+def _asgi_post(app, path, headers, chunks, *, disconnect=False):
+    """Drive the app directly, one body chunk per receive; returns (status, chunks pulled)."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+             "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+             "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 80)}
+    pulled = 0
+    sent = []
+
+    async def receive():
+        nonlocal pulled
+        if pulled < len(chunks):
+            pulled += 1
+            return {"type": "http.request", "body": chunks[pulled - 1],
+                    "more_body": disconnect or pulled < len(chunks)}
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], pulled
+
+
+def test_oversized_body_is_cut_off_while_streaming(tmp_path, net_params, identities, shares):
+    coll, app = _service(tmp_path, net_params, identities, max_body=1024)
+    body = shares["1"][0]
+    assert len(body) > 2 * 1024
+    path = "/v1/shares/1"
+    headers = _headers(identities["1"], "POST", path, body)
+    chunks = [body[i:i + 256] for i in range(0, len(body), 256)]
+    # No Content-Length: the limit is found while reading, after 5 of the chunks, not after all of them.
+    status, pulled = _asgi_post(app, path, headers, chunks)
+    assert status == 413 and pulled == 5 < len(chunks)
+    # A declared Content-Length over the limit is refused before any body is read.
+    status, pulled = _asgi_post(app, path, {**headers, "content-length": str(len(body))}, chunks)
+    assert status == 413 and pulled == 0
+    with TestClient(app) as tc:
+        r = _post(tc, path, body, headers)
+        assert r.status_code == 413 and r.json()["status"] == "too_large"
+    assert coll.status()["accepted"] == 0 and _stored(tmp_path) == []
+
+
+def test_truncated_upload_is_discarded_and_the_owner_can_resend(tmp_path, net_params, identities, shares):
+    coll, app = _service(tmp_path, net_params, identities)
+    body = shares["1"][0]
+    path = "/v1/shares/1"
+    headers = _headers(identities["1"], "POST", path, body)
+    half = [body[:len(body) // 2]]
+    status, _ = _asgi_post(app, path, headers, half, disconnect=True)  # the owner hangs up mid-body
+    assert status == 400
+    assert coll.status()["accepted"] == 0 and _stored(tmp_path) == []
+    # A body that ends early without a disconnect fails the signature (it covers the whole body).
+    status, _ = _asgi_post(app, path, headers, half)
+    assert status == 401 and _stored(tmp_path) == []
+    status, _ = _asgi_post(app, path, headers, [body[:1000], body[1000:]])
+    assert status == 201 and _stored(tmp_path) == ["1.msg"]
+
+
+def test_share_after_the_deadline_is_refused_as_late(tmp_path, net_params, identities, shares, clock):
+    coll, app = _service(tmp_path, net_params, identities, clock=clock)
+    with TestClient(app) as tc:
+        assert _client(tc, identities["1"]).post_share("1", shares["1"][0])["status"] == "accepted"
+        clock.now += 61.0
+        assert coll.close_if_due()
+        assert coll.status()["phase"] == "released" and coll.accepted() == ["1"]
+        with pytest.raises(ProxyRefused, match="410 late") as err:
+            _client(tc, identities["2"]).post_share("2", shares["2"][0])
+        assert err.value.status == "late"
+        # The accepted owner's retry is still recognised after closing.
+        assert _client(tc, identities["1"]).post_share("1", shares["1"][0])["status"] == "duplicate"
+    assert _stored(tmp_path) == ["1.msg"]
+
+
+def test_deadline_without_min_shares_fails_the_collection(tmp_path, net_params, identities, shares, clock):
+    coll, app = _service(tmp_path, net_params, identities, clock=clock, min_shares=2)
+    with TestClient(app) as tc:
+        _client(tc, identities["1"]).post_share("1", shares["1"][0])
+        clock.now += 61.0
+        coll.close_if_due()
+        with pytest.raises(ProxyRefused, match="409 failed"):
+            _client(tc, identities["user"]).result()
+
+
+def test_restart_loses_no_share_and_never_releases_twice(tmp_path, net_params, net_keypair, identities, shares,
+                                                         owner_keyring):
+    coll, app = _service(tmp_path, net_params, identities)
+    with TestClient(app) as tc:
+        for oid in ("1", "2"):
+            _client(tc, identities[oid]).post_share(oid, shares[oid][0])
+    shares_dir = tmp_path / "state" / "shares"
+    # What a SIGKILL can leave behind: a half-written temporary file and a file never acknowledged.
+    (shares_dir / ".3.msg.abc.tmp").write_bytes(shares["3"][0][:100])
+    (shares_dir / "3.msg").write_bytes(shares["3"][0][:-5])
+    del coll, app
+    coll, app = _service(tmp_path, net_params, identities)  # the restart
+    assert coll.accepted() == ["1", "2"] and _stored(tmp_path) == ["1.msg", "2.msg"]
+    with TestClient(app) as tc:
+        assert _client(tc, identities["2"]).post_share("2", shares["2"][0])["status"] == "duplicate"
+        assert _client(tc, identities["3"]).post_share("3", shares["3"][0])["status"] == "accepted"
+        _, result, res = _user_finish(tc, identities, net_params, net_keypair, owner_keyring)
+    coll, app = _service(tmp_path, net_params, identities)  # restart after the release
+    assert coll.phase.value == "released"
+    with TestClient(app) as tc:
+        assert _client(tc, identities["user"]).result() == result
+    state = json.loads((tmp_path / "state" / "state.json").read_text())
+    assert sorted(state["owners"]) == ["1", "2", "3"] and state["n_rows"] == 60
+    assert np.allclose(np.abs(DataUser(net_keypair[1], net_params, owner_keys=owner_keyring)
+                              .finish(result, n_components=2).components), np.abs(res.components))
+
+
+def test_restart_between_writing_the_result_and_the_state_stays_released(tmp_path, net_params, net_keypair,
+                                                                          identities, shares, owner_keyring):
+    coll, app = _service(tmp_path, net_params, identities)
+    with TestClient(app) as tc:
+        for oid in OWNERS:
+            _client(tc, identities[oid]).post_share(oid, shares[oid][0])
+        _, result, _ = _user_finish(tc, identities, net_params, net_keypair, owner_keyring)
+    state_path = tmp_path / "state" / "state.json"
+    state = json.loads(state_path.read_text())
+    state_path.write_text(json.dumps({**state, "phase": "closed"}))  # killed before the last state write
+    coll, _ = _service(tmp_path, net_params, identities)
+    assert coll.phase.value == "released" and coll.result().body == result
+
+
+def test_restart_after_the_ledger_claim_but_before_the_result_never_releases_again(tmp_path, net_params,
+                                                                                    identities, shares):
+    coll, app = _service(tmp_path, net_params, identities)
+    with TestClient(app) as tc:
+        for oid in OWNERS:
+            _client(tc, identities[oid]).post_share(oid, shares[oid][0])
+    assert coll.phase.value == "released"
+    state_path = tmp_path / "state" / "state.json"
+    state = json.loads(state_path.read_text())
+    # Killed after Proxy.finish claimed the session in the ledger, before result.msg was written.
+    (tmp_path / "state" / "result.msg").unlink()
+    state_path.write_text(json.dumps({**state, "phase": "closed"}))
+    coll, app = _service(tmp_path, net_params, identities)
+    assert coll.phase.value == "lost"
+    assert not coll.close_if_due()  # the ledger refuses a second release
+    with TestClient(app) as tc:
+        with pytest.raises(ProxyRefused, match="410 lost"):
+            _client(tc, identities["user"]).result()
+    assert not (tmp_path / "state" / "result.msg").exists()
