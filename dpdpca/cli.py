@@ -10,6 +10,7 @@ with no traceback.
 from __future__ import annotations
 
 import sys
+import traceback
 
 import click
 
@@ -30,14 +31,29 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: Set by ``--debug``: show the traceback of a DpdpcaError above its one-line message.
+_DEBUG = False
+
+
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dpdpca")
-def cli() -> None:
+@click.option("--debug", is_flag=True, help="Show the traceback of an error as well as its one-line message.")
+def cli(debug: bool) -> None:
     """Privacy-preserving distributed PCA (Wang-Chang DPDPCA and DP baselines)."""
+    global _DEBUG
+    _DEBUG = bool(debug)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point: one-line errors, non-zero exit, no traceback."""
+    """Console-script entry point: one-line errors, exit status 2, no traceback.
+
+    Only :class:`~dpdpca.errors.DpdpcaError` is turned into a line (file errors
+    dpdpca raises itself are ``FileAccessError``, a subclass): anything else is
+    a bug and keeps its traceback.  ``dpdpca --debug ...`` also prints the
+    traceback of a DpdpcaError.
+    """
+    global _DEBUG
+    _DEBUG = False
     try:
         cli.main(args=argv, prog_name="dpdpca", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -49,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         exc.show()
         return exc.exit_code
     except DpdpcaError as exc:
-        click.echo(f"dpdpca: error: {exc}", err=True)
-        return 2
-    except (OSError, ValueError) as exc:  # unreadable files, malformed numbers in user files
-        click.echo(f"dpdpca: error: {exc}", err=True)
+        if _DEBUG:
+            traceback.print_exc()
+        message = " ".join(str(exc).split())  # one line, whatever the message holds
+        click.echo(f"dpdpca: error: {message}", err=True)
         return 2
     return 0
 

@@ -130,7 +130,10 @@ def captured_energy_ratio(components: Any, X: Any, *, center: bool = False,
     q = captured_energy(V, X, center=center)
     q_o = optimal_energy(X, V.shape[1], center=center) if q_optimal is None else float(q_optimal)
     if not q_o > 0:
-        raise DataError(f"q_o (optimal captured energy) must be > 0, got {q_o!r}: the data is all zeros")
+        why = ("the centred data is all zeros (every row equal, e.g. constant data or a single row)" if center
+               else "the data is all zeros")
+        raise DataError(f"q_o (optimal captured energy) must be > 0, got {q_o!r}: {why}, so the captured-energy "
+                        f"ratio is undefined")
     return q / q_o
 
 

@@ -135,3 +135,14 @@ def test_subspace_distance_resolves_tiny_angles():
     V = np.column_stack([e[:, 0], np.cos(theta) * e[:, 1] + np.sin(theta) * e[:, 3]])
     assert subspace_distance(U, V) == pytest.approx(theta, rel=1e-6)
     assert subspace_distance(U, V, norm="frobenius") == pytest.approx(np.sqrt(2) * theta, rel=1e-6)
+
+
+def test_captured_energy_ratio_says_why_it_is_undefined_for_constant_data():
+    from dpdpca.errors import DataError
+    from dpdpca.metrics import captured_energy_ratio
+
+    V = np.eye(2)[:, :1]
+    with pytest.raises(DataError, match="centred data is all zeros .every row equal"):
+        captured_energy_ratio(V, np.tile([[0.3, 0.4]], (5, 1)), center=True)
+    with pytest.raises(DataError, match="the data is all zeros, so the captured-energy ratio is undefined"):
+        captured_energy_ratio(V, np.zeros((3, 2)))

@@ -150,6 +150,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     """Run owners, proxy and data user end to end on one machine."""
     from dpdpca._validation import check_int
     from dpdpca.data import clip_rows, load_dataset, load_file, partition
+    from dpdpca.errors import DataError
     from dpdpca.metrics import captured_energy_ratio
     from dpdpca.protocol.params import check_noise_options
     from dpdpca.protocol.runner import progress_steps, run_protocol
@@ -163,6 +164,12 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     else:
         X, source = load_dataset(dataset).X, dataset
     check_int("components", components, minimum=1, maximum=X.shape[1])
+    # Refuse what cannot be measured before any owner encrypts: the summary's captured-energy
+    # ratio needs the non-private PCA of the clipped, centred data to capture some energy.
+    X_clipped = clip_rows(X)[0] if not no_clip else X
+    if not np.any(np.ptp(X_clipped, axis=0) > 0):  # exact: every row equal (constant, all-zero or one row)
+        raise DataError(f"data must vary after clipping and centring (the captured-energy ratio is undefined "
+                        f"otherwise), got {X.shape[0]} row(s) that are all equal; nothing was encrypted")
     parts = partition(X, owners)
     show_bar = not as_json and sys.stderr.isatty()
     with _Pool(workers) as pool, _progress(show_bar, progress_steps(owners)) as tick:

@@ -54,12 +54,15 @@ def _b64url(value: int) -> str:
 
 
 def _unb64url(name: str, text: Any) -> int:
+    # Never echo the value: for p or q even a few characters are bits of a secret prime.
     if not isinstance(text, str) or not text:
-        raise MessageError(f"key field {name} must be a base64url string, got {text!r:.40}")
+        raise MessageError(f"key field {name} must be a non-empty base64url string, got "
+                           f"{'an empty string' if text == '' else type(text).__name__}")
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (ValueError, TypeError) as exc:
-        raise MessageError(f"key field {name} must be base64url, got {text!r:.40}") from exc
+    except (ValueError, TypeError):
+        raise MessageError(f"key field {name} must be base64url, got a malformed value of "
+                           f"{len(text)} characters") from None
     return int.from_bytes(raw, "big")
 
 
@@ -321,7 +324,8 @@ class PrivateKey:
         MessageError
             Malformed fields or ``p * q`` not equal to the public ``n``.
         """
-        if not isinstance(obj, dict) or obj.get("kty") != "DAJ" or "decrypt" not in obj.get("key_ops", []):
+        if (not isinstance(obj, dict) or obj.get("kty") != "DAJ" or not isinstance(obj.get("key_ops"), list)
+                or "decrypt" not in obj["key_ops"]):
             raise MessageError("private key must be a DAJ JSON object with key_ops ['decrypt'], got another object")
         pub = PublicKey.from_json(obj.get("pub", {}), insecure_test_key=insecure_test_key)
         p, q = _unb64url("p", obj.get("p")), _unb64url("q", obj.get("q"))

@@ -228,9 +228,11 @@ def load_dataset(name: str, **kwargs: Any) -> Dataset:
 def load_file(path: str | os.PathLike[str]) -> np.ndarray:
     """Read a data matrix from ``.csv`` or ``.npy``.
 
-    A CSV file is comma separated and numeric; a first row that is not numeric
-    is taken as a header and skipped.  ``.npy`` files are read with
-    ``allow_pickle=False``.
+    A CSV file is comma separated and numeric; a first row in which no cell is
+    a number is taken as a header and skipped (a row with some numbers and a
+    bad or empty cell is data, and refused).  ``.npy`` files have their header
+    checked first (numeric dtype, 2-D, declared size equal to the bytes
+    present) and are read with ``allow_pickle=False``.
 
     Parameters
     ----------
@@ -252,6 +254,7 @@ def load_file(path: str | os.PathLike[str]) -> np.ndarray:
     suffix = p.suffix.lower()
     try:
         if suffix == ".npy":
+            _check_npy_header(p)
             arr = np.load(p, allow_pickle=False)
         elif suffix == ".csv":
             arr = _read_csv(p)
@@ -275,16 +278,57 @@ def load_file(path: str | os.PathLike[str]) -> np.ndarray:
     return arr
 
 
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_npy_header(path: Path) -> None:
+    """Read a ``.npy`` header and refuse it before any array is allocated.
+
+    The declared shape times the item size must equal the bytes present, the
+    dtype must be a plain number type (no objects, so no pickle), and the array
+    must be 2-D.
+
+    Raises
+    ------
+    DataError
+        Not a ``.npy`` file (e.g. an ``.npz`` renamed), a malformed header, a
+        non-numeric dtype, not 2-D, or a shape the file is too short (or too long) for.
+    """
+    fmt = np.lib.format
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        try:
+            version = fmt.read_magic(fh)
+            shape, fortran, dtype = (fmt.read_array_header_1_0(fh) if version == (1, 0)
+                                     else fmt.read_array_header_2_0(fh))
+        except (ValueError, OSError, EOFError, SyntaxError, TypeError) as exc:
+            first = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+            raise DataError(f"data file {str(path)!r} must be a .npy array file, got a malformed header: {first}") \
+                from None
+        offset = fh.tell()
+    if dtype.hasobject or dtype.kind not in "biuf":
+        raise DataError(f"data file {str(path)!r} must hold numbers, got dtype {dtype}")
+    if len(shape) != 2:
+        raise DataError(f"data file {str(path)!r} must hold a 2-D array, got shape {shape}")
+    declared = int(shape[0]) * int(shape[1]) * dtype.itemsize
+    if declared != size - offset:
+        raise DataError(f"data file {str(path)!r} must hold the {declared} bytes its header declares for shape "
+                        f"{shape}, got {size - offset}")
+
+
 def _read_csv(path: Path) -> np.ndarray:
     with open(path, "r", encoding="utf-8") as fh:
         first = fh.readline()
-    skip = 0
     if not first.strip():
         raise DataError(f"data file {str(path)!r} must hold at least one row and one column, got an empty file")
-    try:
-        [float(cell) for cell in first.split(",")]
-    except ValueError:
-        skip = 1  # a header row
+    # A header is a first row in which *no* cell is a number; a row with one bad or
+    # empty cell among numbers is data, and is refused as such (never silently dropped).
+    skip = 0 if any(_is_number(cell) for cell in first.split(",")) else 1
     with warnings.catch_warnings():
         # A header with no rows: loadtxt warns and returns an empty array,
         # which load_file then rejects with a one-line DataError.

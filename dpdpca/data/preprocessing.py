@@ -97,9 +97,14 @@ def clip_rows(X: Any, max_norm: float = 1.0) -> tuple[np.ndarray, int]:
     """
     bound = check_positive("max_norm", max_norm)
     arr = check_data_matrix("X", X)
-    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
-    over = norms > bound
-    arr[over] *= (bound / norms[over])[:, None]
+    # Norms through the row's largest |entry|, so a row like [1e200, 1e200] (whose squared
+    # norm overflows to inf) is scaled to the ball, never turned into a zero row.
+    peak = np.max(np.abs(arr), axis=1) if arr.shape[1] else np.zeros(arr.shape[0])
+    unit = arr / np.where(peak > 0, peak, 1.0)[:, None]
+    rel = np.sqrt(np.einsum("ij,ij->i", unit, unit))  # ||x|| / peak, in [1, sqrt(d)]
+    with np.errstate(over="ignore"):
+        over = peak * rel > bound
+    arr[over] = unit[over] * (bound / rel[over])[:, None]
     return arr, int(np.count_nonzero(over))
 
 

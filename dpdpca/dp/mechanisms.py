@@ -250,17 +250,25 @@ class DiscreteGaussianMechanism(_Mechanism):
         self._set_relation(neighbouring, sensitivity_mode)
         if self.sensitivity == 0:
             raise param_error("sensitivity", "> 0 for the discrete Gaussian (add no noise instead)", sensitivity)
-        self.sigma_squared = calibrate_discrete_gaussian(epsilon=self.epsilon, delta=self.delta,
-                                                         sensitivity=self.sensitivity, calibration=self.calibration,
-                                                         dimension=self.dimension)
-        self.sigma = math.sqrt(self.sigma_squared) if self.sigma_squared < 2 ** 1000 else float(
-            math.isqrt(int(self.sigma_squared)))
-        if self.dimension is None:
-            self.delta_bound = discrete_gaussian_delta(self.epsilon, self.sigma_squared, self.sensitivity)
-        else:
-            self.delta_bound = discrete_gaussian_blocks_delta(
-                self.epsilon, [(self.sigma_squared, self.dimension)],
-                Fraction(self.sensitivity) ** 2 / self.sigma_squared)
+        # huge epsilon: the optimiser's floats overflow (every alpha gives a valid bound, so it only loosens)
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                self.sigma_squared = calibrate_discrete_gaussian(epsilon=self.epsilon, delta=self.delta,
+                                                                 sensitivity=self.sensitivity,
+                                                                 calibration=self.calibration,
+                                                                 dimension=self.dimension)
+                self.sigma = math.sqrt(self.sigma_squared) if self.sigma_squared < 2 ** 1000 else float(
+                    math.isqrt(int(self.sigma_squared)))
+                if self.dimension is None:
+                    self.delta_bound = discrete_gaussian_delta(self.epsilon, self.sigma_squared, self.sensitivity)
+                else:
+                    self.delta_bound = discrete_gaussian_blocks_delta(
+                        self.epsilon, [(self.sigma_squared, self.dimension)],
+                        Fraction(self.sensitivity) ** 2 / self.sigma_squared)
+        except (OverflowError, ZeroDivisionError):
+            # e.g. epsilon = 1e155: rho ~ epsilon**2 leaves double precision
+            raise param_error("epsilon", "small enough for the calibration to stay in double precision",
+                              epsilon) from None
         self.achieved_delta = max(self.delta, self.delta_bound)
         self._note = ""
         if self.achieved_delta > self.delta:

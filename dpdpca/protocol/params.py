@@ -112,9 +112,10 @@ def check_noise_options(*, epsilon: float, delta: float, calibration: str, sensi
     Raises
     ------
     ParameterError
-        epsilon <= 0, delta outside (0, 1), an unknown option, or a
+        epsilon <= 0, delta outside (0, 1), an unknown option, a
         neighbouring relation other than replace-one (the protocol releases N
-        exactly, which is not DP under add/remove-one).
+        exactly, which is not DP under add/remove-one), or a budget whose
+        calibration leaves double precision (e.g. epsilon = 1e155).
     """
     eps = check_positive("epsilon", epsilon)
     dl = check_open_unit("delta", delta)
@@ -126,6 +127,10 @@ def check_noise_options(*, epsilon: float, delta: float, calibration: str, sensi
     if neighbouring != REPLACE_ONE:
         raise param_error("neighbouring", f"{REPLACE_ONE!r} (the protocol releases N exactly, which is not DP "
                           f"under add/remove-one)", neighbouring)
+    # The calibration itself must be computable (an epsilon of 1e155 overflows it): find out now,
+    # at unit sensitivity, before any owner encrypts or the proxy computes.
+    DiscreteGaussianMechanism(epsilon=eps, delta=dl, sensitivity=1, calibration=calibration,
+                              neighbouring=REPLACE_ONE, sensitivity_mode=sensitivity_mode)
     return eps, dl
 
 

@@ -41,7 +41,7 @@ from dpdpca.crypto import (EncryptedArray, PrivateKey, PublicKey, decrypt, encry
                            scalars_times_packed, sum_arrays, upper_triangle_chunks, upper_triangle_flatten)
 from dpdpca.data import clip_rows
 from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, PrivacyReport, resolve_source
-from dpdpca.crypto.keys import MIN_SECURE_BITS
+from dpdpca.crypto.keys import MIN_SECURE_BITS, derive_hs
 from dpdpca.errors import (AuthenticationError, DataError, InsecureKeyError, KeyMismatchError, MessageError,
                            OverflowRiskError, ProtocolError)
 from dpdpca.linalg import top_eigenpairs, unpack_upper
@@ -151,6 +151,10 @@ class DataOwner:
             raise InsecureKeyError(f"data user's key bits must be >= {MIN_SECURE_BITS} for an owner to encrypt "
                                    f"(the owner may pass insecure_test_key=True, CLI --insecure-test-key), got {bits}")
         self.params = params
+        # The owner's own DJN base hs = -x^(2n), x drawn here: never the hs in public.json, which
+        # the data user chose (hs = 1 would make every ciphertext 1 + m n, readable by anyone).
+        self.public_key = PublicKey(int(params.public_key.n), derive_hs(int(params.public_key.n)),
+                                    insecure_test_key=True)  # the size policy was checked just above
         self.identity = identity
         self.owner_id = identity.owner_id
         self.clip = bool(clip)
@@ -220,12 +224,12 @@ class DataOwner:
         bounds = p.share_bounds()
         v_list = [int(x) for x in v]
         with self.timings_.measure(self.party, "encrypt"):
-            enc_r = encrypt(p.public_key, upper_triangle_flatten(R), layout=layout, bound=bounds["R"],
+            enc_r = encrypt(self.public_key, upper_triangle_flatten(R), layout=layout, bound=bounds["R"],
                             chunks=upper_triangle_chunks(d, layout.slots), executor=self.executor)
-            enc_v = encrypt(p.public_key, v_list, layout=layout, bound=bounds["v"], chunks=[1] * d,
+            enc_v = encrypt(self.public_key, v_list, layout=layout, bound=bounds["v"], chunks=[1] * d,
                             executor=self.executor)
             windows = [x for a in range(d) for x in v_list[a:a + layout.slots]]
-            enc_w = encrypt(p.public_key, windows, layout=layout, bound=bounds["v"],
+            enc_w = encrypt(self.public_key, windows, layout=layout, bound=bounds["v"],
                             chunks=window_chunks(d, layout.slots), executor=self.executor)
         with self.timings_.measure(self.party, "serialize"):
             sections = {"R": enc_r.to_bytes(), "v": enc_v.to_bytes(), "vwin": enc_w.to_bytes()}

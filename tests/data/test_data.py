@@ -233,3 +233,24 @@ def test_synth_power_law_singular_values():
     np.testing.assert_allclose(np.linalg.svd(Y, compute_uv=False), np.arange(1, 21) ** -alpha, rtol=1e-10)
     with pytest.raises(ParameterError, match="n_features must be <= 10"):
         make_synth_power_law(10, 20, 1.0)
+
+
+def test_csv_header_only_when_no_cell_is_a_number(tmp_path):
+    from dpdpca.data import load_file
+
+    (tmp_path / "h.csv").write_text("x,y,z\n1,2,3\n")
+    assert load_file(tmp_path / "h.csv").tolist() == [[1.0, 2.0, 3.0]]
+    for first in ("1.0,,3", "1.0,abc,3", ",2,3"):  # a bad or empty cell among numbers: data, refused
+        (tmp_path / "b.csv").write_text(first + "\n4,5,6\n")
+        with pytest.raises(DataError, match="could not be read"):
+            load_file(tmp_path / "b.csv")
+
+
+def test_clip_rows_scales_rows_whose_squared_norm_overflows():
+    from dpdpca.data import clip_rows
+
+    X = np.array([[1e200, -1e200], [1.7e308, 1.7e308], [0.3, 0.4]])
+    Y, n = clip_rows(X)
+    assert n == 2
+    assert np.allclose(Y[:2], [[2 ** -0.5, -(2 ** -0.5)], [2 ** -0.5, 2 ** -0.5]], rtol=1e-12)
+    assert np.allclose(np.linalg.norm(Y[:2], axis=1), 1.0) and Y[2].tolist() == [0.3, 0.4]

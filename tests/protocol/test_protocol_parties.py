@@ -70,6 +70,7 @@ def test_user_never_receives_an_individual_share_and_sends_nothing(make_user, un
     assert to_user == [("proxy", "user")]
     assert all(s.startswith("owner:") for s, r, _ in net.log if r == "proxy")
     assert not [s for s, _, _ in net.log if s == "user"]  # the data user answers nothing: no oracle
+    assert not [r for _, r, _ in net.log if r.startswith("owner:")]  # owners receive nothing
     assert run.result.extra["n_rows"] == 16  # the user learns only the total N
     # and a user handed an owner's share refuses it
     user = make_user()
