@@ -34,7 +34,8 @@ from dpdpca.estimator import PCAEstimator
 from dpdpca.linalg import second_moment, top_eigenpairs
 from dpdpca.result import PCAResult
 
-__all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "partial_square_root", "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "symmetric_bytes",
+__all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "partial_square_root",
+           "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "CENTERINGS", "symmetric_bytes",
            "check_budget", "check_unit_rows"]
 
 FLOAT_BYTES = 8

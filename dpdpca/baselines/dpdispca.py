@@ -100,7 +100,8 @@ class DPDisPCA(NoisySiteEstimator):
     """
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
-                 variant: str = "partial-root", n_intermediate: int | None = None, site: int = 0, site_precision: str = "auto",
+                 variant: str = "partial-root", n_intermediate: int | None = None, site: int = 0,
+                 site_precision: str = "auto",
                  calibration: str = "classic", sensitivity_mode: str = "paper", centering: str = "none",
                  rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,

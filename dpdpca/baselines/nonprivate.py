@@ -75,4 +75,5 @@ class NonPrivatePCA(SiteEstimator):
         bytes_sent["aggregator"] = FLOAT_BYTES * d * k
         return PCAResult(method=self.method_name, components=V, eigenvalues=w, mean=mean,
                          privacy=PrivacyReport.non_private(), timings=timings, bytes_sent=bytes_sent,
-                         params={"n_components": k, "n_sites": len(parts), "centering": self.centering}, extra={"n_samples": n_total})
+                         params={"n_components": k, "n_sites": len(parts), "centering": self.centering},
+                         extra={"n_samples": n_total})

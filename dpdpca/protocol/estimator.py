@@ -86,7 +86,8 @@ class DPDPCA(PCAEstimator):
     """
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
-                 key_bits: int = 2048, frac_bits: int = 16, kappa: int = 40, clip: bool = True, calibration: str = "analytic",
+                 key_bits: int = 2048, frac_bits: int = 16, kappa: int = 40, clip: bool = True,
+                 calibration: str = "analytic",
                  sensitivity_mode: str = "rigorous", noise_lattice: str = "n-scaled",
                  executor: Executor | None = None, insecure_test_key: bool = False, quorum: int | None = None,
                  processes: bool = False) -> None:
