@@ -153,7 +153,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     from dpdpca.errors import DataError
     from dpdpca.metrics import captured_energy_ratio
     from dpdpca.protocol.params import check_noise_options
-    from dpdpca.protocol.runner import progress_steps, run_protocol
+    from dpdpca.protocol.runner import owner_ids, progress_steps, run_protocol
 
     check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
                         noise_lattice=noise_lattice)
@@ -179,7 +179,8 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
                            quorum=quorum, max_owners=max_owners, executor=pool, verify=verify, processes=processes,
                            progress=tick)
     result = run.result
-    X_ref = np.vstack([parts[int(o) - 1] for o in run.owners_present])
+    by_id = dict(zip(owner_ids(len(parts)), parts))  # the runner names owners "1".."L"; look them up by id
+    X_ref = np.vstack([by_id[o] for o in run.owners_present])
     X_ref = clip_rows(X_ref)[0] if not no_clip else X_ref
     ratio = captured_energy_ratio(result.components, X_ref, center=True)
     summary: dict[str, Any] = {

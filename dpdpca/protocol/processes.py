@@ -21,7 +21,7 @@ import json
 import multiprocessing as mp
 import threading
 import traceback
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -118,10 +118,12 @@ def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: C
         from_owners = PipeTransport("proxy", owner_conns)
         collect_shares(proxy, from_owners, deadline_s=cfg["deadline_s"])
         proxy.close_collection()
+        _send_json(ctrl, {"progress": "aggregate"})  # the coordinator ticks when it happens
         # Late shares are refused; keep reading them so no owner blocks on a full pipe.
         threading.Thread(target=_discard_until_closed, args=(from_owners,), daemon=True).start()
         net = PipeTransport("proxy", {"user": to_user})
         net.send("proxy", "user", proxy.finish(**cfg["options"]))
+        _send_json(ctrl, {"progress": "mask and noise"})
         out = {"timings": proxy.timings_.to_dict(), "bytes_sent": net.bytes_sent, "owners": proxy.owners_}
         if cfg["verify"]:
             out["noise_for_testing"] = [str(g) for g in proxy.noise_for_testing_]
@@ -229,15 +231,30 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
         timings = Timings(parallel_roles=("owner",))
         bytes_sent: dict[str, int] = {}
         rows_clipped: dict[str, int] = {}
-        for oid, conn in owner_ctrls.items():
-            rep = _raise_if_error(_recv_json(conn))
-            timings.merge(Timings.from_dict(rep["timings"]))
-            bytes_sent.update(rep["bytes_sent"])
-            rows_clipped[oid] = int(rep["rows_clipped"])
-            tick(f"owner {oid}")
-        prox = _raise_if_error(_recv_json(proxy_ctrl))
-        tick("aggregate")
-        tick("mask and noise")
+        # Tick each step when its party reports it, in the order they happen: every owner's share,
+        # then the proxy's aggregation and its masking and noise.
+        waiting = {conn: oid for oid, conn in owner_ctrls.items()}
+        waiting[proxy_ctrl] = "proxy"
+        prox: dict[str, Any] = {}
+        while waiting:
+            ready = wait(list(waiting), timeout=_TIMEOUT_S)
+            if not ready:
+                raise ProtocolError(f"a party must answer within {_TIMEOUT_S} s, got no answer")
+            for conn in ready:
+                assert isinstance(conn, Connection)
+                rep = _raise_if_error(_recv_json(conn))
+                name = waiting[conn]
+                if name == "proxy":
+                    if "progress" in rep:
+                        tick(str(rep["progress"]))
+                        continue
+                    prox = rep
+                else:
+                    timings.merge(Timings.from_dict(rep["timings"]))
+                    bytes_sent.update(rep["bytes_sent"])
+                    rows_clipped[name] = int(rep["rows_clipped"])
+                    tick(f"owner {name}")
+                del waiting[conn]
         usr = _raise_if_error(_recv_json(user_ctrl))
         components = _from_npy(user_ctrl.recv_bytes())
         eigenvalues = _from_npy(user_ctrl.recv_bytes())

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 from dpdpca.errors import DataError, NotFittedError
 from dpdpca.protocol import DPDPCA, FileTransport, run_protocol
+from dpdpca.protocol.runner import progress_steps
 
 SMALL = dict(key_bits=768, insecure_test_key=True)
 
@@ -85,9 +88,19 @@ def test_file_transport_carries_the_same_protocol(tmp_path, make_user):
 
 def test_processes_dropout_and_verify():
     parts = _data(5, sizes=(8, 9, 10, 11))
+    ticks: list[tuple[str, float]] = []
     run = run_protocol(parts, n_components=2, processes=True, verify=True, absent_owners=[1], quorum=3,
-                       deadline_s=30.0, **SMALL)
+                       deadline_s=30.0, progress=lambda label: ticks.append((label, time.perf_counter())),
+                       **SMALL)
     assert run.verify["max_abs_integer_error"] == 0
+    # Progress is real: each step ticks when its party reports it, so the proxy's masking and noise
+    # lie between the "aggregate" and "mask and noise" ticks (they used to fire together at the end).
+    at = dict(ticks)
+    assert sorted(at) == sorted(["keygen", "owner 1", "owner 3", "owner 4", "aggregate", "mask and noise",
+                                 "decrypt and eigh"]) and len(ticks) == progress_steps(3)
+    proxy = run.result.timings.to_dict()["parties"]["proxy"]
+    finishing = sum(proxy[phase] for phase in ("noise", "mask", "rerandomize"))
+    assert at["mask and noise"] - at["aggregate"] >= 0.8 * finishing > 0
     assert sorted(run.owners_present) == ["1", "3", "4"] and run.result.extra["n_rows"] == 29
     assert set(run.result.bytes_sent) == {"owner:1", "owner:3", "owner:4", "proxy"}  # the user sends nothing
 
