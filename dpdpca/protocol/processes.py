@@ -240,10 +240,9 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
             ready = wait(list(waiting), timeout=_TIMEOUT_S)
             if not ready:
                 raise ProtocolError(f"a party must answer within {_TIMEOUT_S} s, got no answer")
-            for conn in ready:
-                assert isinstance(conn, Connection)
-                rep = _raise_if_error(_recv_json(conn))
-                name = waiting[conn]
+            for reporter in [c for c in waiting if c in ready]:
+                rep = _raise_if_error(_recv_json(reporter))
+                name = waiting[reporter]
                 if name == "proxy":
                     if "progress" in rep:
                         tick(str(rep["progress"]))
@@ -254,7 +253,7 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
                     bytes_sent.update(rep["bytes_sent"])
                     rows_clipped[name] = int(rep["rows_clipped"])
                     tick(f"owner {name}")
-                del waiting[conn]
+                del waiting[reporter]
         usr = _raise_if_error(_recv_json(user_ctrl))
         components = _from_npy(user_ctrl.recv_bytes())
         eigenvalues = _from_npy(user_ctrl.recv_bytes())
