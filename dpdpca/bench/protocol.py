@@ -46,7 +46,8 @@ from dpdpca.bench._data import real_or_synthetic
 from dpdpca.crypto import local_process_pool, upper_triangle_flatten
 from dpdpca.data import clip_rows, load_dataset, partition
 from dpdpca.errors import DataError
-from dpdpca.protocol.parties import DataUser, draw_mask
+from dpdpca.protocol.masking import draw_mask
+from dpdpca.protocol.parties import DataUser
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.protocol.runner import run_protocol
 

@@ -11,6 +11,9 @@
   exact ``(R'' - v'v'^T) / N`` (eq. 22) and the eigendecomposition; decrypts
   one release per session.
 
+The chunk layout of a share is :mod:`dpdpca.protocol.layout`; the mask b
+(bound, total-variation cost, draw) is :mod:`dpdpca.protocol.masking`.
+
 Alg. 1 line 5 (the proxy learning N) needs no round of its own: N is public
 under replace-one, so owners send their counts in the clear, signed, and the
 data user never decrypts anything for the proxy (version 1 of the protocol
@@ -30,7 +33,6 @@ step.
 from __future__ import annotations
 
 import hashlib
-import math
 from concurrent.futures import Executor
 from typing import Any, Sequence
 
@@ -40,14 +42,16 @@ from dpdpca._validation import check_data_matrix, check_int, param_error
 from dpdpca.crypto import (EncryptedArray, PrivateKey, PublicKey, decrypt, encrypt, generate_keypair,
                            scalars_times_packed, sum_arrays, upper_triangle_chunks, upper_triangle_flatten)
 from dpdpca.data import clip_rows
-from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, PrivacyReport, resolve_source
+from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, PrivacyReport
 from dpdpca.crypto.keys import MIN_SECURE_BITS, derive_hs
 from dpdpca.errors import (AuthenticationError, DataError, InsecureKeyError, KeyMismatchError, MessageError,
                            OverflowRiskError, ProtocolError)
 from dpdpca.linalg import top_eigenpairs, unpack_upper
 from dpdpca.protocol.counts import SHARE_SECTIONS, ShareStatement, check_counts, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+from dpdpca.protocol.layout import row_chunk_spans, triangle_chunk_count, window_chunks
 from dpdpca.protocol.ledger import ReleaseLedger
+from dpdpca.protocol.masking import draw_mask, mask_bound, mask_tv_bound
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
 from dpdpca.protocol.params import (DEFAULT_MAX_FEATURES, ProtocolParams, check_features, check_noise_options,
                                     integer_noise_sensitivity)
@@ -55,57 +59,9 @@ from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["DataOwner", "Proxy", "DataUser", "row_chunk_spans", "draw_mask", "mask_tv_bound"]
-
-
-def row_chunk_spans(d: int, slots: int) -> list[tuple[int, int, int]]:
-    """``(row i, first column a, length)`` of each chunk of :func:`dpdpca.crypto.upper_triangle_chunks`."""
-    spans = []
-    i = a = 0
-    for length in upper_triangle_chunks(d, slots):
-        spans.append((i, a, length))
-        a += length
-        if a == d:  # chunks are row-aligned: the next one starts row i + 1 at its diagonal
-            i += 1
-            a = i
-    return spans
-
-
-def window_chunks(d: int, slots: int) -> list[int]:
-    """Sizes of the v windows ``W_a = v[a : min(a + slots, d)]``, ``a = 0..d-1``."""
-    return [min(slots, d - a) for a in range(d)]
-
-
-def mask_bound(n: int, *, frac_bits: int, kappa: int) -> int:
-    """``B = 2**kappa * N * 2**f``: ``|v_i| <= N * 2**f``, so b hides v with kappa bits."""
-    return (n << frac_bits) << kappa
-
-
-def mask_tv_bound(d: int, n: int, *, frac_bits: int, kappa: int) -> float:
-    """Total-variation distance of ``v' = v + b`` between neighbouring datasets.
-
-    Replace-one changes v by ``x - x'`` with ``||x - x'||_1 <= sqrt(d) * 2 * 2**f``;
-    shifting a uniform distribution on ``2B + 1`` integers by ``s`` moves at most
-    ``|s| / (2B + 1)`` of its mass per coordinate.
-    """
-    b = mask_bound(n, frac_bits=frac_bits, kappa=kappa)
-    return 2.0 * math.sqrt(d) * float(1 << frac_bits) / float(2 * b + 1)
-
-
-def draw_mask(d: int, n: int, *, frac_bits: int, kappa: int, source: Any = None) -> list[int]:
-    """The proxy's mask b: d integers uniform in ``[-B, B]`` from OS entropy.
-
-    b is *free*: drawn uniformly over all integers of the range, not as
-    ``N * b~`` (which would leave ``v' = v (mod N)`` and leak ``v mod N``),
-    so ``v' mod N`` is uniform whatever v is.
-    ``source`` is for tests only; production always uses
-    ``dpdpca.dp.resolve_source(None)`` (the OS CSPRNG).
-    """
-    bound = mask_bound(n, frac_bits=frac_bits, kappa=kappa)
-    src = resolve_source(None) if source is None else source
-    # No rejection of "unlucky" draws: conditioning b on anything (even on not
-    # being all multiples of N) would bias v' mod N and leak v mod N.
-    return [int(x) for x in src.uniform_ints(-bound, bound, d)]
+# The layout and mask helpers live in their own modules; re-exported here for older imports.
+__all__ = ["DataOwner", "Proxy", "DataUser", "row_chunk_spans", "window_chunks", "draw_mask", "mask_bound",
+           "mask_tv_bound", "triangle_chunk_count"]
 
 
 class DataOwner:
@@ -241,12 +197,6 @@ class DataOwner:
                           sections=sections)
             data = msg.to_bytes()
         return data
-
-
-def triangle_chunk_count(d: int, slots: int) -> int:
-    """``len(upper_triangle_chunks(d, slots))`` in O(1): ``sum_{m=1..d} ceil(m / slots)``."""
-    q, r = divmod(d, slots)
-    return slots * q * (q + 1) // 2 + (q + 1) * r
 
 
 def check_section_sizes(msg: Message, counts: dict[str, int], ciphertext_bytes: int) -> None:

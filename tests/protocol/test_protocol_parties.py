@@ -14,7 +14,7 @@ from dpdpca.protocol import DataOwner, DataUser, InProcessTransport, Proxy, Prot
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.ledger import ReleaseLedger
-from dpdpca.protocol.parties import draw_mask, mask_bound
+from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.runner import reference_scatter_int
 
 

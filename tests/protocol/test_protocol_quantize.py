@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from dpdpca.errors import DataError
-from dpdpca.protocol.parties import row_chunk_spans
+from dpdpca.protocol.layout import row_chunk_spans
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 
 rows_strategy = st.integers(1, 6).flatmap(

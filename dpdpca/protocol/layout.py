@@ -1,0 +1,37 @@
+"""The public chunk layout of a share: which slots each ciphertext holds.
+
+``R`` travels as its row-aligned, packed upper triangle
+(:func:`dpdpca.crypto.upper_triangle_chunks`); ``v`` as ``d`` single slots
+and as ``d`` windows ``W_a = v[a : min(a + slots, d)]``.  Every party derives
+the same layout from ``d`` and the slot count, so none of it travels.
+"""
+
+from __future__ import annotations
+
+from dpdpca.crypto import upper_triangle_chunks
+
+__all__ = ["row_chunk_spans", "window_chunks", "triangle_chunk_count"]
+
+
+def row_chunk_spans(d: int, slots: int) -> list[tuple[int, int, int]]:
+    """``(row i, first column a, length)`` of each chunk of :func:`dpdpca.crypto.upper_triangle_chunks`."""
+    spans = []
+    i = a = 0
+    for length in upper_triangle_chunks(d, slots):
+        spans.append((i, a, length))
+        a += length
+        if a == d:  # chunks are row-aligned: the next one starts row i + 1 at its diagonal
+            i += 1
+            a = i
+    return spans
+
+
+def window_chunks(d: int, slots: int) -> list[int]:
+    """Sizes of the v windows ``W_a = v[a : min(a + slots, d)]``, ``a = 0..d-1``."""
+    return [min(slots, d - a) for a in range(d)]
+
+
+def triangle_chunk_count(d: int, slots: int) -> int:
+    """``len(upper_triangle_chunks(d, slots))`` in O(1): ``sum_{m=1..d} ceil(m / slots)``."""
+    q, r = divmod(d, slots)
+    return slots * q * (q + 1) // 2 + (q + 1) * r
