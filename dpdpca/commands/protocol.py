@@ -344,14 +344,14 @@ def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_
     from dpdpca.protocol.identity import OwnerIdentity
     from dpdpca.protocol.parties import DataOwner
 
+    if (out_path is None) == (proxy_url is None):
+        raise ParameterError(f"exactly one of --out and --proxy must be given, got out={out_path!r} "
+                             f"proxy={proxy_url!r:.80}")
     params = _load_public(public_path)
     identity = OwnerIdentity.load(identity_path)
     if owner_id is not None and owner_id != identity.owner_id:
         raise ProtocolError(f"--owner-id must be the identity's owner id {identity.owner_id!r}, got {owner_id!r:.80}")
     owner_id = identity.owner_id
-    if (out_path is None) == (proxy_url is None):
-        raise ParameterError(f"exactly one of --out and --proxy must be given, got out={out_path!r} "
-                             f"proxy={proxy_url!r:.80}")
     client = None if proxy_url is None else client_from_options(proxy_url, identity, ca_cert, token)
     X = load_file(data_file)
     with _Pool(workers) as pool:

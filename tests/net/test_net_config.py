@@ -1,0 +1,75 @@
+"""proxy.toml loading and the one-line errors of the HTTP commands."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dpdpca.cli import main
+from dpdpca.crypto import generate_keypair
+from dpdpca.errors import MessageError, ParameterError
+from dpdpca.net.config import load_config
+from dpdpca.net.launch import write_proxy_toml
+from dpdpca.protocol import ProtocolParams
+from dpdpca.protocol.identity import OwnerIdentity
+
+
+@pytest.fixture
+def parties():
+    return {o: OwnerIdentity.generate(o) for o in ("a", "b")}, OwnerIdentity.generate("user")
+
+
+def _write(tmp_path, parties, **kwargs):
+    owners, user = parties
+    (tmp_path / "public.json").write_text("{}")
+    return write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json", owners=owners, user=user,
+                            tls=None, port=8443, state_dir=tmp_path / "state", **kwargs)
+
+
+def test_proxy_toml_round_trip(tmp_path, parties):
+    path = _write(tmp_path, parties, quorum=1, min_shares=1, release="on-request",
+                  tokens={"a": "a" * 20, "user": "u" * 20})
+    cfg = load_config(path)
+    assert sorted(cfg.owner_keys) == ["a", "b"] and list(cfg.user_keys) == ["user"]
+    assert cfg.quorum == 1 and cfg.release == "on-request" and cfg.collection_seconds == 3600.0
+    assert cfg.tokens == {"owner:a": "a" * 20, "user": "u" * 20}
+    keys = cfg.party_keys()
+    assert "owner:a" in keys and "user" in keys and "owner:c" not in keys and "owner:user" not in keys
+
+
+@pytest.mark.parametrize("edit, error, match", [
+    (("quorum = 2", "quorum = 3"), ParameterError, "quorum must be"),
+    (('release = "on-request"', 'release = "sometime"'), ParameterError, "protocol.release"),
+    (("owner_keys = ", "owner_keyz = "), MessageError, "protocol.owner_keys"),
+    (("[protocol]", "[protocol\n"), MessageError, "must be TOML"),
+])
+def test_bad_proxy_toml_is_one_named_error(tmp_path, parties, edit, error, match):
+    path = _write(tmp_path, parties, release="on-request")
+    path.write_text(path.read_text().replace(*edit, 1))
+    with pytest.raises(error, match=match):
+        load_config(path)
+
+
+def _one_line_error(capsys, argv, match):
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpdpca: error: ") and err.count("\n") == 1 and match in err, err
+
+
+def test_http_commands_refuse_bad_input_in_one_line(tmp_path, parties, capsys):
+    path = _write(tmp_path, parties)
+    _one_line_error(capsys, ["proxy", "serve", "--config", str(path)], "tls_cert")
+    _one_line_error(capsys, ["proxy", "serve", "--config", str(tmp_path / "missing.toml")], "must exist")
+    parties[0]["a"].save(tmp_path / "a.identity.json")
+    (tmp_path / "x.csv").write_text("0.1,0.2\n0.3,0.1\n")
+    share = ["owner", "share", "--public", str(tmp_path / "public.json"), "--identity",
+             str(tmp_path / "a.identity.json"), "--data", str(tmp_path / "x.csv")]
+    _one_line_error(capsys, [*share, "--out", str(tmp_path / "s.msg"), "--proxy", "https://127.0.0.1:1"],
+                    "exactly one of --out and --proxy")
+    params = ProtocolParams.create(generate_keypair(768, insecure_test_key=True)[0], max_owners=2,
+                                   max_rows_per_owner=4)
+    (tmp_path / "public.json").write_text(json.dumps(params.to_json()))
+    _one_line_error(capsys, [*share, "--proxy", "http://127.0.0.1:1"], "https://HOST:PORT")
+    assert not (tmp_path / "s.msg").exists()
