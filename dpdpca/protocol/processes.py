@@ -3,7 +3,7 @@
 ``run_in_processes`` (behind ``dpdpca run --processes``) starts, with the
 multiprocessing ``"spawn"`` context, one process for the data user, one for
 the proxy and one per owner, and wires byte pipes between them:
-owner -> proxy, proxy <-> user.  Each process gets only its own inputs over a
+owner -> proxy, proxy -> user (the data user sends nothing).  Each process gets only its own inputs over a
 control pipe from the coordinator, as JSON or ``.npy`` bytes (never pickled
 data): an owner gets its rows and the public parameters, the proxy gets the
 public parameters, the owners' verify keys and the privacy options (never the

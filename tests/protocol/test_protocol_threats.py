@@ -351,3 +351,39 @@ def test_every_test_the_threat_model_names_exists():
     named = {n for n in named if not n.startswith("test_protocol_")}
     assert len(named) >= 20
     assert named <= defined, sorted(named - defined)
+
+
+def test_ledger_claims_race_and_only_one_wins(tmp_path):
+    """Eight concurrent claims of one session with different releases: exactly one is recorded."""
+    import threading
+
+    path = tmp_path / "ledger.json"
+    results: list[object] = []
+
+    def claim(i: int) -> None:
+        try:
+            results.append(ReleaseLedger(path).claim("ab" * 16, role="proxy", digest=f"{i:064x}"))
+        except ProtocolError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count(True) == 1 and sum(isinstance(r, ProtocolError) for r in results) == 7
+    assert len(ReleaseLedger(path).releases()) == 1
+
+
+def test_keygen_refuses_to_overwrite_without_force(tmp_path, capsys):
+    import json
+
+    from dpdpca.cli import main
+
+    argv = ["keygen", "--out-dir", str(tmp_path), "--key-bits", "512", "--insecure-test-key"]
+    assert main(argv) == 0
+    first = json.loads((tmp_path / "private.json").read_text())["p"]
+    assert main(argv) == 2 and "pass --force to overwrite" in capsys.readouterr().err
+    assert json.loads((tmp_path / "private.json").read_text())["p"] == first
+    assert main([*argv, "--force"]) == 0
+    assert json.loads((tmp_path / "private.json").read_text())["p"] != first
