@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import importlib.util
 import io
 import json
 import math
@@ -196,8 +197,11 @@ def _point(m: MethodInfo, parts: list[np.ndarray], k: int, epsilon: float, delta
             return values, str(exc).splitlines()[0]
         if not isinstance(result, PCAResult):  # pragma: no cover - only subspace kinds are chosen
             return values, f"returned a {type(result).__name__}, not a subspace"
-        for name, fn in metrics.items():
-            values[name].append(float(fn(result.components)))
+        try:
+            for name, fn in metrics.items():
+                values[name].append(float(fn(result.components)))
+        except DpdpcaError as exc:
+            return values, str(exc).splitlines()[0]
     return values, None
 
 
@@ -397,7 +401,9 @@ def run_utility(*, quick: bool = False, datasets: Sequence[str] | None = None, m
             entry["sweeps"][sweep] = result["q"]
             if "captured_variance" in result:
                 entry["captured_variance"] = result["captured_variance"]
-        if setup.y is not None:
+        if setup.y is not None and importlib.util.find_spec("sklearn") is None:
+            entry["f1_skipped"] = "scikit-learn is not installed; install it with: pip install 'dpdpca[bench]'"
+        elif setup.y is not None:
             tick(f"{key}: f1")
             entry["f1"] = _f1_sweep(setup, F1_SAMPLES_QUICK if quick else F1_SAMPLES, chosen, args, rng)
         else:

@@ -101,3 +101,14 @@ def test_utility_without_matplotlib_says_so(tmp_path, monkeypatch, tiny):
     notes = utility.write_outputs(result, tmp_path)
     assert notes[-1] == plotting.NO_MATPLOTLIB and not list(tmp_path.glob("*.png"))
     assert (tmp_path / "results.md").exists()
+
+
+def test_f1_panel_says_how_to_get_scikit_learn(monkeypatch, tiny):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
+    result = utility.run_utility(quick=True, datasets=["digits"], methods="nonprivate", runs=1, sweeps=["delta"],
+                                 fpca=False)
+    entry = result["datasets"]["digits"]
+    assert "f1" not in entry and "pip install 'dpdpca[bench]'" in entry["f1_skipped"]
