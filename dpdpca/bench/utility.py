@@ -178,10 +178,11 @@ def _runs(m: MethodInfo, args: dict[str, Any]) -> int:
     return int(args["crypto_runs"] if m.crypto else args["runs"])
 
 
-def _stats(values: list[float]) -> tuple[float, float]:
+def _stats(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sample std; None where undefined (no run: the method could not run; one run: no std)."""
     if not values:
-        return math.nan, math.nan
-    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+        return None, None
+    return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else None
 
 
 def _point(m: MethodInfo, parts: list[np.ndarray], k: int, epsilon: float, delta: float, args: dict[str, Any],
@@ -416,13 +417,15 @@ def run_utility(*, quick: bool = False, datasets: Sequence[str] | None = None, m
     return out
 
 
-def _fmt(mean: float, std: float) -> str:
-    return "—" if not math.isfinite(mean) else f"{mean:.3f} ± {std:.3f}"
+def _fmt(mean: float | None, std: float | None) -> str:
+    if mean is None:
+        return "—"
+    return f"{mean:.3f}" if std is None else f"{mean:.3f} ± {std:.3f}"
 
 
 def _table(title: str, panel: dict[str, Any], xname: str) -> list[str]:
     xs = panel["x"]
-    lines = [f"#### {title}", "", f"| method (runs) | " + " | ".join(f"{xname}={x:g}" for x in xs) + " |",
+    lines = [f"#### {title}", "", "| method (runs) | " + " | ".join(f"{xname}={x:g}" for x in xs) + " |",
              "|---|" + "---|" * len(xs)]
     for name, row in panel["methods"].items():
         cells = [_fmt(m, s) for m, s in zip(row["mean"], row["std"])]
@@ -488,7 +491,11 @@ def _csv(result: dict[str, Any]) -> str:
 
 
 def _series(panel: dict[str, Any]) -> dict[str, tuple[list[float], list[float]]]:
-    return {name: (row["mean"], row["std"]) for name, row in panel["methods"].items()}
+    """Means and stds with None (not run / one run) as NaN: no point, or no error bar."""
+    def nan(v: list[float | None]) -> list[float]:
+        return [math.nan if x is None else float(x) for x in v]
+
+    return {name: (nan(row["mean"]), nan(row["std"])) for name, row in panel["methods"].items()}
 
 
 def write_outputs(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[str]:

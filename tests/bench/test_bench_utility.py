@@ -44,11 +44,11 @@ def test_bench_utility_quick_smoke(tmp_path, capsys, tiny):
         assert panel["x"], sweep
         for name, row in panel["methods"].items():
             assert len(row["mean"]) == len(row["std"]) == len(panel["x"])
-            assert all(0.0 <= m <= 1.0 + 1e-9 for m in row["mean"] if math.isfinite(m)), (sweep, name)
+            assert all(0.0 <= m <= 1.0 + 1e-9 for m in row["mean"] if m is not None), (sweep, name)
     assert set(entry["sweeps"]["r_over_k"]["methods"]) <= {"dpdispca", "private-local-pca"}
     q_eps = entry["sweeps"]["epsilon"]["methods"]
     assert q_eps["nonprivate"]["mean"] == pytest.approx([1.0, 1.0])
-    assert all(math.isfinite(m) for row in q_eps.values() for m in row["mean"])
+    assert all(m is not None and math.isfinite(m) for row in q_eps.values() for m in row["mean"])
     assert set(entry["captured_variance"]["methods"]) == set(plain)
     assert entry["f1"]["x"] == [20, 40] and all(0 <= v <= 1 for v in entry["f1"]["methods"]["nonprivate"]["mean"])
     qa = result["fpca_q_a"]["alphas"]["1.0"]["methods"]
@@ -71,6 +71,7 @@ def test_bench_utility_runs_the_encrypted_protocol_too(tiny, monkeypatch):
     panel = result["datasets"]["synthetic"]["sweeps"]["epsilon"]
     for name in crypto:
         assert all(0 < m <= 1 for m in panel["methods"][name]["mean"]), panel["methods"][name]
+        assert panel["methods"][name]["std"] == [None, None]  # one run: no std, not a fake 0
     assert result["crypto_key_bits"] == 512
 
 
