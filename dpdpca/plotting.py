@@ -110,7 +110,10 @@ def line_plot(path: str | os.PathLike[str], x: Sequence[float], series: Mapping[
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    if len(series) > 4:  # many methods: the legend beside the panel, never over the curves
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    else:
+        ax.legend(fontsize=7, loc="best")
     return _save(fig, path)
 
 
