@@ -30,7 +30,8 @@ from typing import Any, Mapping, Sequence
 from dpdpca.errors import AuthenticationError, MessageError, ProtocolError
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, check_owner_id, statement_bytes
 
-__all__ = ["SHARE_DOMAIN", "SHARE_SECTIONS", "ShareStatement", "ciphertext_digest", "check_counts"]
+__all__ = ["SHARE_DOMAIN", "SHARE_SECTIONS", "ShareStatement", "ciphertext_digest", "check_counts",
+           "check_statements"]
 
 #: Domain string of an owner-share statement (a signature on it verifies as nothing else).
 SHARE_DOMAIN = "dpdpca/owner-share/v2"
@@ -65,8 +66,11 @@ class ShareStatement:
     owner_id : str
     d : int
         Number of features.
-    n_rows : int
-        The owner's row count ``N_l`` (public under replace-one).
+    n_rows : int or None
+        The owner's row count ``N_l`` (public under replace-one).  None in the
+        add/remove-one release, where N is private: the statement then
+        authenticates the ciphertexts only and the count travels encrypted,
+        with noise.
     ciphertext_sha256 : str
         :func:`ciphertext_digest` of the share's sections.
     signature : str
@@ -75,15 +79,17 @@ class ShareStatement:
 
     owner_id: str
     d: int
-    n_rows: int
+    n_rows: int | None
     ciphertext_sha256: str
     signature: str
 
     @staticmethod
-    def payload_for(*, session: str, key_fingerprint: str, owner_id: str, d: int, n_rows: int,
+    def payload_for(*, session: str, key_fingerprint: str, owner_id: str, d: int, n_rows: int | None,
                     ciphertext_sha256: str) -> bytes:
         return statement_bytes(SHARE_DOMAIN, {"session": session, "key_fingerprint": key_fingerprint,
-                                              "owner_id": owner_id, "d": d, "n_rows": n_rows,
+                                              "owner_id": owner_id, "d": d,
+                                              # -1 (never a count) signs "no count" (add/remove release)
+                                              "n_rows": -1 if n_rows is None else n_rows,
                                               "ciphertext_sha256": ciphertext_sha256})
 
     def payload(self, *, session: str, key_fingerprint: str) -> bytes:
@@ -92,7 +98,7 @@ class ShareStatement:
                                 d=self.d, n_rows=self.n_rows, ciphertext_sha256=self.ciphertext_sha256)
 
     @classmethod
-    def sign(cls, identity: OwnerIdentity, *, session: str, key_fingerprint: str, d: int, n_rows: int,
+    def sign(cls, identity: OwnerIdentity, *, session: str, key_fingerprint: str, d: int, n_rows: int | None,
              ciphertext_sha256: str) -> "ShareStatement":
         """The owner's statement, signed with its identity."""
         payload = cls.payload_for(session=session, key_fingerprint=key_fingerprint, owner_id=identity.owner_id,
@@ -116,7 +122,7 @@ class ShareStatement:
         keyring.verify(self.owner_id, self.payload(session=session, key_fingerprint=key_fingerprint), raw)
 
     def to_json(self) -> dict[str, Any]:
-        return {"owner_id": self.owner_id, "d": self.d, "n_rows": str(self.n_rows),
+        return {"owner_id": self.owner_id, "d": self.d, "n_rows": None if self.n_rows is None else str(self.n_rows),
                 "ciphertext_sha256": self.ciphertext_sha256, "signature": self.signature}
 
     @classmethod
@@ -137,13 +143,13 @@ class ShareStatement:
         digest, sig = obj.get("ciphertext_sha256"), obj.get("signature")
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise MessageError(f"share statement d must be an integer >= 1, got {str(d)[:40]!r}")
-        if not isinstance(n, str) or not n.isdigit() or len(n) > 20:
-            raise MessageError(f"share statement n_rows must be a decimal string, got {str(n)[:40]!r}")
+        if n is not None and (not isinstance(n, str) or not n.isdigit() or len(n) > 20):
+            raise MessageError(f"share statement n_rows must be a decimal string or null, got {str(n)[:40]!r}")
         if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise MessageError(f"share statement ciphertext_sha256 must be 64 hex characters, got {str(digest)[:80]!r}")
         if not isinstance(sig, str) or len(sig) > 128:
             raise MessageError(f"share statement signature must be a base64url string, got {type(sig).__name__}")
-        return cls(owner, d, int(n), digest, sig)
+        return cls(owner, d, None if n is None else int(n), digest, sig)
 
 
 def check_counts(statements: Any, keyring: OwnerKeyring, *, session: str, key_fingerprint: str, d: int,
@@ -162,6 +168,30 @@ def check_counts(statements: Any, keyring: OwnerKeyring, *, session: str, key_fi
     AuthenticationError
         A signature that does not verify, or an owner the keyring does not list.
     """
+    parsed = check_statements(statements, keyring, session=session, key_fingerprint=key_fingerprint, d=d,
+                              max_owners=max_owners, counted=True)
+    for st in parsed:
+        if st.n_rows is None or not 1 <= st.n_rows <= max_rows_per_owner:
+            raise MessageError(f"owner {st.owner_id!r} row count must be in [1, {max_rows_per_owner}], "
+                               f"got {st.n_rows}")
+    return parsed, sum(int(st.n_rows or 0) for st in parsed)
+
+
+def check_statements(statements: Any, keyring: OwnerKeyring, *, session: str, key_fingerprint: str, d: int,
+                     max_owners: int, counted: bool) -> list[ShareStatement]:
+    """Verify every owner's signed statement; ``counted`` says whether they carry counts (replace-one) or not.
+
+    Raises
+    ------
+    MessageError
+        Not a non-empty list of at most ``max_owners`` statements, a statement
+        for another d, or a count present where none may be (add/remove-one:
+        N is private) or absent where one must be.
+    ProtocolError
+        The same owner twice.
+    AuthenticationError
+        A signature that does not verify, or an owner the keyring does not list.
+    """
     if not isinstance(statements, list) or not 1 <= len(statements) <= max_owners:
         raise MessageError(f"share statements must be a list of 1 to {max_owners}, got "
                            f"{len(statements) if isinstance(statements, list) else type(statements).__name__}")
@@ -173,8 +203,9 @@ def check_counts(statements: Any, keyring: OwnerKeyring, *, session: str, key_fi
         seen.add(st.owner_id)
         if st.d != d:
             raise MessageError(f"share statement of owner {st.owner_id!r} must have d={d}, got {st.d}")
-        if not 1 <= st.n_rows <= max_rows_per_owner:
-            raise MessageError(f"owner {st.owner_id!r} row count must be in [1, {max_rows_per_owner}], "
-                               f"got {st.n_rows}")
+        if (st.n_rows is None) == counted:
+            raise MessageError(f"share statement of owner {st.owner_id!r} must "
+                               f"{'carry its row count' if counted else 'carry no row count (N is private)'}, "
+                               f"got n_rows={st.n_rows}")
         st.verify(keyring, session=session, key_fingerprint=key_fingerprint)
-    return parsed, sum(st.n_rows for st in parsed)
+    return parsed

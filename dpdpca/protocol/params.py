@@ -17,14 +17,17 @@ from typing import Any, Mapping
 
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
 from dpdpca.crypto import PublicKey, SlotLayout
-from dpdpca.dp import (CALIBRATIONS, REPLACE_ONE, SENSITIVITY_MODES, DiscreteGaussianMechanism,
+from dpdpca.dp import (CALIBRATIONS, DEFAULT_RELEASE, REPLACE_ONE, SENSITIVITY_MODES, DiscreteGaussianMechanism,
                        centred_scatter_sensitivity)
+from dpdpca.dp.calibration import classic_gaussian_sigma, zcdp_rho_for
+from dpdpca.dp.release import check_noise_by, check_release
 from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError
 from dpdpca.protocol.messages import check_session_id
 
 __all__ = ["slot_value_bound", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
            "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int", "check_noise_options",
-           "DEFAULT_MAX_FEATURES", "check_features"]
+           "DEFAULT_MAX_FEATURES", "check_features", "resolve_release", "check_release_options",
+           "add_remove_sigma_bound"]
 
 #: Largest number of features d a proxy or data user accepts by default (CLI ``--max-features``).
 #: A share's d drives O(d^2) work and memory; at 4096 a 2048-bit share is already ~ 1 GB.
@@ -105,6 +108,45 @@ TAIL_LOG2_FAILURE = 80
 PARAMS_KEY = "dpdpca_protocol"
 
 
+def resolve_release(release: str | None, *, sensitivity_mode: str = "rigorous",
+                    noise_lattice: str = "n-scaled") -> str:
+    """The release mode: as given, else ``"centred"`` for the paper's options, else the rigorous default.
+
+    ``--sensitivity-mode paper`` and ``--noise-lattice integer`` describe the
+    paper's centred release, so without an explicit ``release`` they select
+    it; otherwise the default is :data:`dpdpca.dp.DEFAULT_RELEASE`
+    (``"add-remove"``).
+    """
+    if release is not None:
+        return check_release(release)
+    if sensitivity_mode == "paper" or noise_lattice == "integer":
+        return "centred"
+    return DEFAULT_RELEASE
+
+
+def check_release_options(*, release: str, noise_by: str, honest_owners: int | None, owners: int,
+                          quorum: int | None = None) -> None:
+    """Refuse inconsistent release options with a one-line ParameterError.
+
+    Distributed noise needs the add/remove release (the owners cannot know N,
+    and the centred release's sensitivity depends on it), and t in [L - Q + 1, L].
+    """
+    check_release(release)
+    check_noise_by(noise_by)
+    if noise_by == "owners":
+        if release != "add-remove":
+            raise param_error("noise_by", "'proxy' with release 'centred' (owners' noise needs release "
+                              "'add-remove')", noise_by)
+        t = owners if honest_owners is None else check_int("honest_owners", honest_owners, minimum=1,
+                                                           maximum=owners)
+        q = owners if quorum is None else quorum
+        if q - (owners - t) < 1:
+            raise param_error("quorum", f"> L - t = {owners - t} so that an honest owner's noise is always "
+                              f"present", q)
+    elif honest_owners is not None:
+        raise param_error("honest_owners", "given only with noise_by 'owners'", honest_owners)
+
+
 def check_noise_options(*, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
                         noise_lattice: str, neighbouring: str = REPLACE_ONE) -> tuple[float, float]:
     """Validate the budget and noise options; return ``(epsilon, delta)``.
@@ -113,8 +155,9 @@ def check_noise_options(*, epsilon: float, delta: float, calibration: str, sensi
     ------
     ParameterError
         epsilon <= 0, delta outside (0, 1), an unknown option, a
-        neighbouring relation other than replace-one (the protocol releases N
-        exactly, which is not DP under add/remove-one), or a budget whose
+        neighbouring relation other than replace-one for the centred release
+        (it releases N exactly, which is not DP under add/remove-one; the
+        add/remove release checks its own relation), or a budget whose
         calibration leaves double precision (e.g. epsilon = 1e155).
     """
     eps = check_positive("epsilon", epsilon)
@@ -192,9 +235,26 @@ def noise_sigma_int(n: int, *, epsilon: float, delta: float, frac_bits: int, sen
     return float(mech.sigma) * (n if noise_lattice == "integer" else 1)
 
 
+def add_remove_sigma_bound(*, frac_bits: int, min_epsilon: float, min_delta: float,
+                           max_features: int = DEFAULT_MAX_FEATURES) -> float:
+    """Upper bound on every block's sigma (integer units) of the add/remove release, any d <= max_features.
+
+    With the public split (:func:`dpdpca.dp.split_weights`, mean bound 1),
+    ``sigma_j^2 = c^2 / w_j <= c^2 (d + sqrt(2(d+1)) + 1)`` in data units for every
+    block, times the block scale (at most ``2**2f``); ``c`` is the larger of the
+    zCDP and classic per-unit scales at (min_epsilon, min_delta), with 10% room
+    for the distributed calibration's integer orders (owners' shares are
+    smaller still: the central variance divided by the honest owners).
+    """
+    c = max(1.0 / math.sqrt(2.0 * zcdp_rho_for(min_epsilon, min_delta)),
+            classic_gaussian_sigma(min_epsilon, min_delta)) * 1.1
+    d = max_features
+    return c * math.sqrt(d + math.sqrt(2.0 * (d + 1)) + 1.0) * float(1 << (2 * frac_bits))
+
+
 def _noise_allowance(n_max: int, *, frac_bits: int, min_epsilon: float, min_delta: float) -> int:
-    """``ceil(t * sigma_max)`` over every lattice, sensitivity mode and valid calibration."""
-    sigmas = []
+    """``ceil(t * sigma_max)`` over every release, lattice, sensitivity mode and valid calibration."""
+    sigmas = [add_remove_sigma_bound(frac_bits=frac_bits, min_epsilon=min_epsilon, min_delta=min_delta)]
     for lattice in NOISE_LATTICES:
         for mode in SENSITIVITY_MODES:
             for calibration in CALIBRATIONS:
@@ -286,9 +346,17 @@ class ProtocolParams:
     def key_fingerprint(self) -> str:
         return str(self.public_key.fingerprint)
 
-    def share_bounds(self) -> dict[str, int]:
-        """Public per-owner bounds: |R_ij| <= n*2^(2f), |v_i| <= n*2^f, N^l <= n."""
+    def share_bounds(self, release: str = "centred") -> dict[str, int]:
+        """Public per-owner bounds: |R_ij| <= n*2^(2f), |v_i| <= n*2^f, N^l <= n.
+
+        ``release="add-remove"``: every section may carry an owner's noise
+        share (up to the allowance) and N travels encrypted at scale 2^(2f).
+        """
         n = self.max_rows_per_owner
+        if release == "add-remove":
+            a = self.noise_allowance
+            return {"R": (n << (2 * self.frac_bits)) + a, "v": (n << self.frac_bits) + a,
+                    "N": (n << (2 * self.frac_bits)) + a}
         return {"R": n << (2 * self.frac_bits), "v": n << self.frac_bits, "N": n}
 
     def to_json(self) -> dict[str, Any]:

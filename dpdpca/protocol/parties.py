@@ -38,23 +38,26 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpdpca._validation import check_data_matrix, check_int, param_error
+from dpdpca._validation import check_data_matrix, check_int, check_open_unit, check_positive, param_error
 from dpdpca.crypto import (EncryptedArray, PrivateKey, PublicKey, decrypt, encrypt, generate_keypair,
                            scalars_times_packed, sum_arrays, upper_triangle_chunks, upper_triangle_flatten)
 from dpdpca.data import clip_rows
-from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, PrivacyReport
+from dpdpca.dp import (REPLACE_ONE, DiscreteGaussianMechanism, DistributedCalibration, PrivacyReport,
+                       calibrate_add_remove, calibrate_distributed)
+from dpdpca.dp.release import check_release
 from dpdpca.crypto.keys import MIN_SECURE_BITS, derive_hs
 from dpdpca.errors import (AuthenticationError, DataError, InsecureKeyError, KeyMismatchError, MessageError,
                            OverflowRiskError, ProtocolError)
 from dpdpca.linalg import top_eigenpairs, unpack_upper
-from dpdpca.protocol.counts import SHARE_SECTIONS, ShareStatement, check_counts, ciphertext_digest
+from dpdpca.protocol import add_remove
+from dpdpca.protocol.counts import SHARE_SECTIONS, ShareStatement, check_counts, check_statements, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.protocol.layout import row_chunk_spans, triangle_chunk_count, window_chunks
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.masking import draw_mask, mask_bound, mask_tv_bound
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
 from dpdpca.protocol.params import (DEFAULT_MAX_FEATURES, ProtocolParams, check_features, check_noise_options,
-                                    integer_noise_sensitivity)
+                                    check_release_options, integer_noise_sensitivity)
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -83,6 +86,15 @@ class DataOwner:
         The owner's own policy: encrypt under a key below 2048 bits only if
         True.  Never read from the public parameters (the data user writes
         those).
+    release : {"centred", "add-remove"}
+        ``"add-remove"`` (:mod:`dpdpca.protocol.add_remove`): N is private, so
+        it travels encrypted at scale 2^(2f) and the signed statement carries
+        no count.
+    noise : DistributedCalibration or None
+        With ``release="add-remove"``: this owner's share of the distributed
+        noise (``--noise-by owners``), added before encrypting.
+    record_noise_for_testing : bool
+        Keep the drawn noise share in ``noise_blocks_for_testing_`` (tests only).
 
     Attributes
     ----------
@@ -98,7 +110,8 @@ class DataOwner:
     """
 
     def __init__(self, params: ProtocolParams, identity: OwnerIdentity, *, clip: bool = True,
-                 executor: Executor | None = None, insecure_test_key: bool = False) -> None:
+                 executor: Executor | None = None, insecure_test_key: bool = False, release: str = "centred",
+                 noise: DistributedCalibration | None = None, record_noise_for_testing: bool = False) -> None:
         if not isinstance(identity, OwnerIdentity):
             raise ProtocolError(f"identity must be an OwnerIdentity (the owner's signing key), "
                                 f"got {type(identity).__name__}")
@@ -117,6 +130,11 @@ class DataOwner:
         self.executor = executor
         self.party = f"owner:{self.owner_id}"
         self.timings_ = Timings()
+        self.release = check_release(release)
+        if noise is not None and self.release != "add-remove":
+            raise param_error("noise", "None unless release is 'add-remove'", type(noise).__name__)
+        self.noise = noise
+        self.record_noise_for_testing = bool(record_noise_for_testing)
 
     def prepare(self, X: Any) -> np.ndarray:
         """Validate, clip (or check) and quantize: integer rows of shape (n, d).
@@ -177,23 +195,40 @@ class DataOwner:
         d = Xq.shape[1]
         p = self.params
         layout = p.layout
-        bounds = p.share_bounds()
+        bounds = p.share_bounds(self.release)
+        r_upper: Any = upper_triangle_flatten(R)
         v_list = [int(x) for x in v]
+        n_sent: int | None = int(n)
+        if self.release == "add-remove":
+            with self.timings_.measure(self.party, "noise"):
+                noise = None if self.noise is None else add_remove.owner_noise(self.noise, p.noise_allowance)
+                if self.record_noise_for_testing:
+                    self.noise_blocks_for_testing_ = noise
+                r_upper, v_list, n_scaled = add_remove.add_block_noise(r_upper, v_list, int(n) << (2 * p.frac_bits),
+                                                                       noise)
+            n_sent = None  # N is private under add/remove-one: no count in the clear
         with self.timings_.measure(self.party, "encrypt"):
-            enc_r = encrypt(self.public_key, upper_triangle_flatten(R), layout=layout, bound=bounds["R"],
+            enc_r = encrypt(self.public_key, r_upper, layout=layout, bound=bounds["R"],
                             chunks=upper_triangle_chunks(d, layout.slots), executor=self.executor)
             enc_v = encrypt(self.public_key, v_list, layout=layout, bound=bounds["v"], chunks=[1] * d,
                             executor=self.executor)
             windows = [x for a in range(d) for x in v_list[a:a + layout.slots]]
             enc_w = encrypt(self.public_key, windows, layout=layout, bound=bounds["v"],
                             chunks=window_chunks(d, layout.slots), executor=self.executor)
+            if self.release == "add-remove":
+                enc_n = encrypt(self.public_key, [n_scaled], layout=layout, bound=bounds["N"], chunks=[1])
         with self.timings_.measure(self.party, "serialize"):
             sections = {"R": enc_r.to_bytes(), "v": enc_v.to_bytes(), "vwin": enc_w.to_bytes()}
+            if self.release == "add-remove":
+                sections["N"] = enc_n.to_bytes()
             statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
-                                            d=d, n_rows=int(n), ciphertext_sha256=ciphertext_digest(sections))
-            msg = Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, self.party,
-                          meta={"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
-                                "declared_bounds": {k: str(b) for k, b in bounds.items()}},
+                                            d=d, n_rows=n_sent,
+                                            ciphertext_sha256=ciphertext_digest(sections, _sections(self.release)))
+            meta: dict[str, Any] = {"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
+                                    "declared_bounds": {k: str(b) for k, b in bounds.items()}}
+            if self.release == "add-remove":
+                meta["release"] = self.release
+            msg = Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, self.party, meta=meta,
                           sections=sections)
             data = msg.to_bytes()
         return data
@@ -232,17 +267,27 @@ def _load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[
     return arr
 
 
-def _load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: int) -> dict[str, EncryptedArray]:
-    """R, v singles and v windows of one share (``owners=1``) or of an aggregate of ``owners`` shares.
+def _sections(release: str) -> tuple[str, ...]:
+    """The ciphertext sections of a share: the add/remove release adds the encrypted, scaled N."""
+    return SHARE_SECTIONS + ("N",) if release == "add-remove" else SHARE_SECTIONS
+
+
+def _load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: int,
+                       release: str = "centred") -> dict[str, EncryptedArray]:
+    """R, v singles and v windows (and N, add/remove) of one share (``owners=1``) or of an aggregate.
 
     Section sizes are checked against d before any list of length O(d^2) is built.
     """
     slots = params.layout.slots
-    check_section_sizes(msg, {"R": triangle_chunk_count(d, slots), "v": d, "vwin": d},
-                        params.public_key.ciphertext_bytes)
-    bounds = {k: b * owners for k, b in params.share_bounds().items()}
+    sizes = {"R": triangle_chunk_count(d, slots), "v": d, "vwin": d}
+    if release == "add-remove":
+        sizes["N"] = 1
+    check_section_sizes(msg, sizes, params.public_key.ciphertext_bytes)
+    bounds = {k: b * owners for k, b in params.share_bounds(release).items()}
     shapes = {"R": (upper_triangle_chunks(d, slots), bounds["R"]), "v": ([1] * d, bounds["v"]),
               "vwin": (window_chunks(d, slots), bounds["v"])}
+    if release == "add-remove":
+        shapes["N"] = ([1], bounds["N"])
     return {name: _load_array(msg, name, params.public_key, chunks=list(chunks), bound=bound, layout=params.layout)
             for name, (chunks, bound) in shapes.items()}
 
@@ -281,6 +326,8 @@ class Proxy:
         Keep the drawn noise in ``noise_for_testing_`` (the upper triangle of
         G'' as added to R'').  Test and ``--verify`` hook only; a real proxy
         must not disclose it to the data user.
+    release : {"centred", "add-remove"}
+        Which release the owners' shares are for (:mod:`dpdpca.protocol.add_remove`).
 
     Attributes
     ----------
@@ -294,7 +341,8 @@ class Proxy:
 
     def __init__(self, params: ProtocolParams, owner_keys: OwnerKeyring, *, quorum: int | None = None,
                  executor: Executor | None = None, ledger: ReleaseLedger | None = None,
-                 max_features: int = DEFAULT_MAX_FEATURES, record_noise_for_testing: bool = False) -> None:
+                 max_features: int = DEFAULT_MAX_FEATURES, record_noise_for_testing: bool = False,
+                 release: str = "centred") -> None:
         if not isinstance(owner_keys, OwnerKeyring) or len(owner_keys) == 0:
             raise ProtocolError(f"owner_keys must be a non-empty OwnerKeyring (the owners' verify keys), "
                                 f"got {type(owner_keys).__name__}")
@@ -308,6 +356,7 @@ class Proxy:
         self.ledger = ReleaseLedger() if ledger is None else ledger
         self.max_features = check_int("max_features", max_features, minimum=1)
         self.record_noise_for_testing = bool(record_noise_for_testing)
+        self.release = check_release(release)
         self.timings_ = Timings()
         self.party = "proxy"
         self.d: int | None = None
@@ -360,7 +409,9 @@ class Proxy:
         d = check_features(msg.meta_int("d", minimum=1), self.max_features)
         if self.d is not None and d != self.d:
             raise DataError(f"owners must all have d={self.d} features, got d={d} from owner {owner!r}")
-        declared = {k: str(b) for k, b in p.share_bounds().items()}
+        if msg.meta.get("release", "centred") != self.release:
+            raise MessageError(f"share release must be {self.release!r}, got {str(msg.meta.get('release'))[:40]!r}")
+        declared = {k: str(b) for k, b in p.share_bounds(self.release).items()}
         if msg.meta.get("declared_bounds") != declared:
             raise MessageError(f"share declared_bounds must be the public {declared}, "
                                f"got {str(msg.meta.get('declared_bounds'))[:200]}")
@@ -368,12 +419,17 @@ class Proxy:
         if statement.owner_id != owner or statement.d != d:
             raise AuthenticationError(f"share statement must be for owner {owner!r} and d={d}, "
                                       f"got owner {statement.owner_id!r} and d={statement.d}")
-        if statement.ciphertext_sha256 != ciphertext_digest(msg.sections, SHARE_SECTIONS):
+        if statement.ciphertext_sha256 != ciphertext_digest(msg.sections, _sections(self.release)):
             raise AuthenticationError(f"share statement of owner {owner!r} must cover these ciphertexts, "
                                       f"got another digest")
-        check_counts([statement.to_json()], self.owner_keys, session=p.session_id,
-                     key_fingerprint=p.key_fingerprint, d=d, max_owners=1, max_rows_per_owner=p.max_rows_per_owner)
-        share = _load_share_arrays(msg, p, d, owners=1)
+        if self.release == "add-remove":
+            check_statements([statement.to_json()], self.owner_keys, session=p.session_id,
+                             key_fingerprint=p.key_fingerprint, d=d, max_owners=1, counted=False)
+        else:
+            check_counts([statement.to_json()], self.owner_keys, session=p.session_id,
+                         key_fingerprint=p.key_fingerprint, d=d, max_owners=1,
+                         max_rows_per_owner=p.max_rows_per_owner)
+        share = _load_share_arrays(msg, p, d, owners=1, release=self.release)
         fingerprints = _ciphertext_fingerprints(share)
         if not self._seen.isdisjoint(fingerprints):
             raise ProtocolError(f"ciphertexts must be fresh, got owner {owner!r} resending ciphertexts already "
@@ -389,8 +445,10 @@ class Proxy:
         """Owner ids whose shares were accepted, in arrival order."""
         return list(self._shares)
 
-    def close_collection(self) -> int:
+    def close_collection(self) -> int | None:
         """Aggregate (Alg. 1 lines 2-4); return N, the sum of the accepted owners' signed counts.
+
+        None for the add/remove release (N is private and travels encrypted).
 
         Late or missing owners are simply not in the aggregate.
 
@@ -405,13 +463,15 @@ class Proxy:
             raise ProtocolError("close_collection must be called once, got a second call")
         if len(self._shares) < self.quorum:
             raise ProtocolError(f"shares must reach the quorum of {self.quorum}, got {len(self._shares)}")
-        n = sum(st.n_rows for st in self._statements.values())
-        if n < 2:
-            raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {n}")
+        n = None
+        if self.release != "add-remove":
+            n = sum(int(st.n_rows or 0) for st in self._statements.values())
+            if n < 2:
+                raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {n}")
         with self.timings_.measure(self.party, "aggregate"):
             shares = list(self._shares.values())
             self._aggregate = {key: sum_arrays([s[key] for s in shares], executor=self.executor)
-                               for key in SHARE_SECTIONS}
+                               for key in _sections(self.release)}
             self.owners_ = list(self._shares)
             self.statements_ = [self._statements[o] for o in self.owners_]
             self.n_ = n
@@ -426,7 +486,7 @@ class Proxy:
             raise ProtocolError("state_bytes needs a closed collection, got none")
         p = self.params
         return Message(MessageType.PROXY_STATE, p.session_id, p.key_fingerprint, self.party,
-                       meta={"owners": self.owners_, "d": self.d,
+                       meta={"owners": self.owners_, "d": self.d, "release": self.release,
                              "statements": [st.to_json() for st in self.statements_]},
                        sections={k: a.to_bytes() for k, a in self._aggregate.items()}).to_bytes()
 
@@ -438,22 +498,34 @@ class Proxy:
         msg = Message.from_bytes(data).expect(MessageType.PROXY_STATE, session=params.session_id,
                                               key_fingerprint=params.key_fingerprint)
         d = check_features(msg.meta_int("d", minimum=1), max_features)
-        statements, n = check_counts(msg.meta.get("statements"), owner_keys, session=params.session_id,
-                                     key_fingerprint=params.key_fingerprint, d=d, max_owners=params.max_owners,
-                                     max_rows_per_owner=params.max_rows_per_owner)
+        release = check_release(str(msg.meta.get("release", "centred")))
+        n: int | None = None
+        if release == "add-remove":
+            statements = check_statements(msg.meta.get("statements"), owner_keys, session=params.session_id,
+                                          key_fingerprint=params.key_fingerprint, d=d,
+                                          max_owners=params.max_owners, counted=False)
+        else:
+            statements, n = check_counts(msg.meta.get("statements"), owner_keys, session=params.session_id,
+                                         key_fingerprint=params.key_fingerprint, d=d, max_owners=params.max_owners,
+                                         max_rows_per_owner=params.max_rows_per_owner)
         owners = [st.owner_id for st in statements]
         if msg.meta.get("owners") != owners:
             raise MessageError(f"proxy state owners must be those of its statements {owners}, "
                                f"got {str(msg.meta.get('owners'))[:200]}")
-        proxy = cls(params, owner_keys, quorum=1, executor=executor, ledger=ledger, max_features=max_features)
-        proxy._aggregate = _load_share_arrays(msg, params, d, owners=len(owners))
+        proxy = cls(params, owner_keys, quorum=1, executor=executor, ledger=ledger, max_features=max_features,
+                    release=release)
+        proxy._aggregate = _load_share_arrays(msg, params, d, owners=len(owners), release=release)
         proxy.owners_, proxy.d, proxy.statements_, proxy.n_ = owners, d, statements, n
         return proxy
 
     # -- round 4 ------------------------------------------------------------
     def finish(self, *, epsilon: float, delta: float, calibration: str = "analytic",
-               sensitivity_mode: str = "rigorous", noise_lattice: str = "n-scaled") -> bytes:
+               sensitivity_mode: str = "rigorous", noise_lattice: str = "n-scaled", noise_by: str = "proxy",
+               honest_owners: int | None = None, owners: int | None = None) -> bytes:
         """Mask, build G and add the DP noise under encryption (Alg. 1 lines 6-11).
+
+        For the add/remove release this is :meth:`finish_add_remove` instead
+        (no mask; ``noise_by``, ``honest_owners`` and ``owners`` apply there).
 
         Parameters
         ----------
@@ -489,6 +561,9 @@ class Proxy:
             session (the ledger already holds a release; this survives the
             process when the ledger is a file).
         """
+        if self.release == "add-remove":
+            return self.finish_add_remove(epsilon=epsilon, delta=delta, calibration=calibration, noise_by=noise_by,
+                                          honest_owners=honest_owners, owners=owners)
         epsilon, delta = check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration,
                                              sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
         if self._aggregate is None or self.n_ is None:
@@ -569,6 +644,82 @@ class Proxy:
         out = Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
                       sections={"R2": r2.to_bytes(), "v2": v2.to_bytes()}).to_bytes()
         # Recorded before the release leaves the proxy: a crash can lose it, never duplicate it.
+        self.ledger.claim(p.session_id, role="proxy", digest=hashlib.sha256(out).hexdigest())
+        self.privacy_ = report
+        return out
+
+    def finish_add_remove(self, *, epsilon: float, delta: float, calibration: str = "analytic",
+                          noise_by: str = "proxy", honest_owners: int | None = None,
+                          owners: int | None = None) -> bytes:
+        """The add/remove release: noise on E[R], E[v], E[N 2^2f] (or the owners' noise already in), no mask.
+
+        Parameters
+        ----------
+        epsilon : float > 0
+        delta : float in (0, 1)
+        calibration : {"analytic", "classic"}
+            ``"analytic"``: the rounding-coupling bound
+            (:func:`dpdpca.dp.calibrate_add_remove`); ``"classic"``: the papers'
+            formula.  Owners' noise always uses the distributed accountant.
+        noise_by : {"proxy", "owners"}
+        honest_owners : int or None
+            t (owners' noise; default L).
+        owners : int or None
+            L (owners' noise; default the number of listed owners).
+
+        Returns
+        -------
+        bytes
+            The ``MASKED_RESULT`` message (``R2``, ``v2``, ``N2`` sections).
+
+        Raises
+        ------
+        ProtocolError
+            Called before the collection closed, or a second time for this session.
+        ParameterError, OverflowRiskError
+            As :meth:`finish`.
+        """
+        eps = check_positive("epsilon", epsilon)
+        dl = check_open_unit("delta", delta)
+        if calibration not in ("analytic", "classic"):
+            raise param_error("calibration", "one of ('analytic', 'classic')", calibration)
+        n_owners = len(self.owner_keys) if owners is None else check_int("owners", owners, minimum=1)
+        check_release_options(release="add-remove", noise_by=noise_by, honest_owners=honest_owners,
+                              owners=n_owners, quorum=self.quorum if noise_by == "owners" else None)
+        if self._aggregate is None:
+            raise ProtocolError("finish must follow close_collection, got it first")
+        if self.ledger.is_released(self.params.session_id):
+            raise ProtocolError(f"session {self.params.session_id} must be released once, got a second release "
+                                f"(the ledger holds one)")
+        p, d, agg = self.params, int(self.d or 0), self._aggregate
+        slots = p.layout.slots
+        v_packed = agg["vwin"].select(list(range(0, d, slots)))  # the windows at 0, slots, ... tile v
+        extra: dict[str, Any] = {}
+        with self.timings_.measure(self.party, "noise"):
+            if noise_by == "proxy":
+                cal = calibrate_add_remove(epsilon=eps, delta=dl, d=d, frac_bits=p.frac_bits,
+                                           calibration=calibration)
+                noise = add_remove.proxy_noise(cal, p.noise_allowance)
+                if self.record_noise_for_testing:
+                    self.noise_blocks_for_testing_ = noise
+                r2 = agg["R"].add_plain(noise["R"], plain_bound=p.noise_allowance)
+                v2 = v_packed.add_plain(noise["v"], plain_bound=p.noise_allowance)
+                n2 = agg["N"].add_plain(noise["N"], plain_bound=p.noise_allowance)
+                report = cal.report("proxy")
+            else:
+                dist = calibrate_distributed(epsilon=eps, delta=dl, d=d, frac_bits=p.frac_bits, owners=n_owners,
+                                             honest=n_owners if honest_owners is None else honest_owners,
+                                             quorum=self.quorum)
+                r2, v2, n2 = agg["R"], v_packed, agg["N"]
+                report = dist.report(present=len(self.owners_))
+                extra["coalitions"] = dist.coalition_report(present=len(self.owners_))
+        with self.timings_.measure(self.party, "rerandomize"):
+            r2, v2, n2 = (a.rerandomize(method="standard", executor=self.executor) for a in (r2, v2, n2))
+        meta = {"owners": self.owners_, "d": d, "frac_bits": p.frac_bits, "release": "add-remove",
+                "noise_by": noise_by, "statements": [st.to_json() for st in self.statements_],
+                "privacy": report.to_dict(), **extra}
+        out = Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
+                      sections={"R2": r2.to_bytes(), "v2": v2.to_bytes(), "N2": n2.to_bytes()}).to_bytes()
         self.ledger.claim(p.session_id, role="proxy", digest=hashlib.sha256(out).hexdigest())
         self.privacy_ = report
         return out
@@ -712,6 +863,57 @@ class DataUser:
         self.masked_sum_ = v2
         return M, self.scale_, report, dict(msg.meta)
 
+    def reconstruct_add_remove(self, data: bytes) -> tuple[np.ndarray, PrivacyReport, dict[str, Any]]:
+        """Check and decrypt the add/remove release; return ``S~ = R~ - v~ v~^T / N~``, report, meta.
+
+        The owners' statements must verify (they carry no counts: N is
+        private) and the ledger must not hold another release of this session.
+        Sets ``noisy_blocks_`` (the decrypted integers) and ``n_noisy_``.
+
+        Raises
+        ------
+        MessageError, AuthenticationError, ProtocolError
+            As :meth:`reconstruct`.
+        """
+        p = self.params
+        if self.owner_keys is None:
+            raise ProtocolError("data user must be given the owners' verify keys (owner_keys), got none")
+        msg = Message.from_bytes(data).expect(MessageType.MASKED_RESULT, session=p.session_id,
+                                              key_fingerprint=p.key_fingerprint)
+        d = check_features(msg.meta_int("d", minimum=1), self.max_features)
+        if msg.meta.get("frac_bits") != p.frac_bits:
+            raise MessageError(f"result frac_bits must be {p.frac_bits}, got {str(msg.meta.get('frac_bits'))[:40]}")
+        statements = check_statements(msg.meta.get("statements"), self.owner_keys, session=p.session_id,
+                                      key_fingerprint=p.key_fingerprint, d=d, max_owners=p.max_owners,
+                                      counted=False)
+        owners = [st.owner_id for st in statements]
+        if msg.meta.get("owners") != owners:
+            raise MessageError(f"result owners must be those of the signed statements {owners}, "
+                               f"got {str(msg.meta.get('owners'))[:200]}")
+        slots = p.layout.slots
+        v_chunks = [min(slots, d - a) for a in range(0, d, slots)]
+        check_section_sizes(msg, {"R2": triangle_chunk_count(d, slots), "v2": len(v_chunks), "N2": 1},
+                            p.public_key.ciphertext_bytes)
+        try:
+            report = PrivacyReport.from_dict(msg.meta["privacy"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MessageError(f"result must carry a privacy report, got {type(exc).__name__}") from None
+        arrays = {"R2": _load_array(msg, "R2", p.public_key, chunks=list(upper_triangle_chunks(d, slots)),
+                                    bound=p.layout.max_abs, layout=p.layout),
+                  "v2": _load_array(msg, "v2", p.public_key, chunks=v_chunks, bound=p.layout.max_abs,
+                                    layout=p.layout),
+                  "N2": _load_array(msg, "N2", p.public_key, chunks=[1], bound=p.layout.max_abs, layout=p.layout)}
+        self.ledger.claim(p.session_id, role="user", digest=hashlib.sha256(bytes(data)).hexdigest())
+        with self.timings_.measure(self.party, "decrypt"):
+            blocks = {k: [int(x) for x in decrypt(self.private_key, a, executor=self.executor)]
+                      for k, a in arrays.items()}
+        with self.timings_.measure(self.party, "reconstruct"):
+            S, n_noisy = add_remove.centred_from_noisy(blocks["R2"], blocks["v2"], blocks["N2"][0], d=d,
+                                                       frac_bits=p.frac_bits)
+        self.noisy_blocks_ = {"R": blocks["R2"], "v": blocks["v2"], "N": blocks["N2"]}
+        self.n_noisy_ = n_noisy
+        return S, report, dict(msg.meta)
+
     def finish(self, data: bytes, *, n_components: int) -> PCAResult:
         """Round 4: ``S_bar + G'`` exactly, then ``eigh``; a :class:`PCAResult`.
 
@@ -733,6 +935,8 @@ class DataUser:
         ----------
         Wang & Chang, eq. (22); ``docs/architecture.md``, "The protocol in integers".
         """
+        if Message.from_bytes(data).meta.get("release") == "add-remove":
+            return self._finish_add_remove(data, n_components=n_components)
         M, scale, report, meta = self.reconstruct(data)
         d = M.shape[0]
         k = check_int("n_components", n_components, minimum=1, maximum=d)
@@ -750,3 +954,22 @@ class DataUser:
                                                         "noise_lattice": meta.get("noise_lattice")},
                          extra={"n_rows": n_rows, "owners": list(meta.get("owners", [])),
                                 "explained_variance": [float(x) / max(n_rows - 1, 1) for x in eig]})
+
+    def _finish_add_remove(self, data: bytes, *, n_components: int) -> PCAResult:
+        """:meth:`finish` for the add/remove release: ``S~`` by post-processing, then ``eigh``."""
+        S, report, meta = self.reconstruct_add_remove(data)
+        k = check_int("n_components", n_components, minimum=1, maximum=S.shape[0])
+        with self.timings_.measure(self.party, "eigh"):
+            self.noisy_scatter_ = S
+            eig, comps = top_eigenpairs(S, k)
+        n_est = self.n_noisy_
+        extra: dict[str, Any] = {"n_rows_noisy": n_est, "owners": list(meta.get("owners", [])),
+                                 "explained_variance": [float(x) / max(n_est - 1.0, 1.0) for x in eig],
+                                 "release": "add-remove", "noise_by": meta.get("noise_by", "proxy")}
+        if "coalitions" in meta:
+            extra["coalitions"] = meta["coalitions"]
+        return PCAResult(method="dpdpca", components=comps, eigenvalues=eig, privacy=report,
+                         explained_variance=eig / max(n_est - 1.0, 1.0), timings=self.timings_,
+                         params={"n_components": k, "frac_bits": self.params.frac_bits, "release": "add-remove",
+                                 "noise_by": meta.get("noise_by", "proxy")},
+                         extra=extra)

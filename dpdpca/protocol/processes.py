@@ -33,7 +33,9 @@ from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.linalg import pack_upper
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
-from dpdpca.protocol.rounds import collect_shares, finish_run, verify_exact
+from dpdpca.protocol.add_remove import owner_noise_calibration
+from dpdpca.protocol.add_remove import owner_noise_calibration
+from dpdpca.protocol.rounds import collect_shares, finish_run, verify_add_remove, verify_exact
 from dpdpca.protocol.transport import PipeTransport
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -93,14 +95,21 @@ def _owner_main(ctrl: Connection, to_proxy: Connection) -> None:
         cfg = json.loads(ctrl.recv_bytes().decode())
         params = ProtocolParams.from_json(cfg["params"])
         identity = OwnerIdentity.generate(cfg["owner_id"])  # the signing key never leaves this process
-        owner = DataOwner(params, identity, clip=cfg["clip"], insecure_test_key=cfg["insecure_test_key"])
         _send_json(ctrl, {"verify_key": identity.verify_key_b64})
         X = _from_npy(ctrl.recv_bytes())
+        noise = cfg.get("noise") or {}
+        cal = owner_noise_calibration(noise, d=int(X.shape[1]), frac_bits=params.frac_bits,
+                                      owners=int(noise.get("owners", 1)), quorum=noise.get("quorum"),
+                                      present=int(noise.get("present", 1))) if noise else None
+        owner = DataOwner(params, identity, clip=cfg["clip"], insecure_test_key=cfg["insecure_test_key"],
+                          release=cfg.get("release", "centred"), noise=cal, record_noise_for_testing=cfg["verify"])
         net = PipeTransport(owner.party, {"proxy": to_proxy})
         data = owner.share(X)
         net.send(owner.party, "proxy", data)
-        _send_json(ctrl, {"timings": owner.timings_.to_dict(), "bytes_sent": net.bytes_sent,
-                          "rows_clipped": owner.rows_clipped_})
+        out = {"timings": owner.timings_.to_dict(), "bytes_sent": net.bytes_sent, "rows_clipped": owner.rows_clipped_}
+        if cfg["verify"] and cal is not None:
+            out["noise_blocks"] = {b: [str(z) for z in v] for b, v in (owner.noise_blocks_for_testing_ or {}).items()}
+        _send_json(ctrl, out)
     _guard(ctrl, body)
 
 
@@ -114,7 +123,7 @@ def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: C
         cfg = json.loads(ctrl.recv_bytes().decode())
         params = ProtocolParams.from_json(cfg["params"])
         proxy = Proxy(params, OwnerKeyring.from_json(cfg["owner_keys"]), quorum=cfg["quorum"],
-                      record_noise_for_testing=cfg["verify"])
+                      record_noise_for_testing=cfg["verify"], release=cfg.get("release", "centred"))
         from_owners = PipeTransport("proxy", owner_conns)
         collect_shares(proxy, from_owners, deadline_s=cfg["deadline_s"])
         proxy.close_collection()
@@ -125,7 +134,11 @@ def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: C
         net.send("proxy", "user", proxy.finish(**cfg["options"]))
         _send_json(ctrl, {"progress": "mask and noise"})
         out = {"timings": proxy.timings_.to_dict(), "bytes_sent": net.bytes_sent, "owners": proxy.owners_}
-        if cfg["verify"]:
+        if cfg["verify"] and proxy.release == "add-remove":
+            blocks = getattr(proxy, "noise_blocks_for_testing_", None)
+            if blocks is not None:
+                out["noise_blocks"] = {b: [str(z) for z in v] for b, v in blocks.items()}
+        elif cfg["verify"]:
             out["noise_for_testing"] = [str(g) for g in proxy.noise_for_testing_]
         _send_json(ctrl, out)
     _guard(ctrl, body)
@@ -143,10 +156,15 @@ def _user_main(ctrl: Connection, to_proxy: Connection) -> None:
         if final is None:
             raise ProtocolError("user must receive the masked result, got none")
         result = user.finish(final, n_components=cfg["n_components"])
-        _send_json(ctrl, {"timings": result.timings.to_dict(), "bytes_sent": net.bytes_sent,
-                          "privacy": result.privacy.to_dict(), "params": dict(result.params),
-                          "extra": dict(result.extra), "scale": str(user.scale_),
-                          "M_upper": [str(x) for x in pack_upper(user.noisy_scatter_int_)]})
+        reply: dict[str, Any] = {"timings": result.timings.to_dict(), "bytes_sent": net.bytes_sent,
+                                 "privacy": result.privacy.to_dict(), "params": dict(result.params),
+                                 "extra": dict(result.extra)}
+        if hasattr(user, "noisy_blocks_"):
+            reply["blocks"] = {b: [str(z) for z in v] for b, v in user.noisy_blocks_.items()}
+        else:
+            reply["scale"] = str(user.scale_)
+            reply["M_upper"] = [str(x) for x in pack_upper(user.noisy_scatter_int_)]
+        _send_json(ctrl, reply)
         ctrl.send_bytes(_npy_bytes(result.components))
         ctrl.send_bytes(_npy_bytes(result.eigenvalues))
     _guard(ctrl, body)
@@ -161,10 +179,32 @@ def _raise_if_error(reply: Any) -> Any:
     return reply
 
 
+def _add_remove_run(usr: dict[str, Any], prox: dict[str, Any], owner_noise: dict[str, Any],
+                    used: list[np.ndarray], components: np.ndarray, eigenvalues: np.ndarray, timings: Timings,
+                    bytes_sent: dict[str, int], rows_clipped: dict[str, int], public: Any, *, verify: bool,
+                    clip: bool, n_owners: int) -> Any:
+    """The run record of an add/remove release (no M, no scale: the user holds noisy R, v, N)."""
+    params = ProtocolParams.from_json(public)
+    blocks = {b: [int(z) for z in v] for b, v in usr["blocks"].items()}
+    check = None
+    if verify:
+        shares = ([owner_noise[o] for o in prox["owners"]] if owner_noise else [prox["noise_blocks"]])
+        noises = [{b: [int(z) for z in v] for b, v in sh.items()} for sh in shares]
+        check = verify_add_remove(blocks, noises, used, frac_bits=params.frac_bits, clip=clip)
+    extra = {**usr["extra"], "n_rows": int(sum(p.shape[0] for p in used))}
+    result = PCAResult(method="dpdpca", components=components, eigenvalues=eigenvalues,
+                       explained_variance=np.asarray(usr["extra"]["explained_variance"], dtype=np.float64),
+                       privacy=PrivacyReport.from_dict(usr["privacy"]), params=usr["params"], extra=extra)
+    run = finish_run(result, timings, bytes_sent, prox["owners"], rows_clipped, check,
+                     np.empty((0, 0), dtype=object), 0, params, n_owners)
+    run.extra["noisy_blocks"] = blocks
+    return run
+
+
 def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: list[int], n_components: int,
                      key_bits: int, insecure_test_key: bool, param_kwargs: dict[str, Any], clip: bool,
                      quorum: int | None, deadline_s: float | None, verify: bool, options: dict[str, Any],
-                     progress: Callable[[str], None] | None = None) -> Any:
+                     progress: Callable[[str], None] | None = None, release: str = "centred") -> Any:
     """Run the protocol with one OS process per party (see the module docstring)."""
     from dpdpca.crypto import upper_triangle_unflatten
 
@@ -217,14 +257,18 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
             proc.start()
             c_child.close()
             b.close()
+            noise = ({**{k: options[k] for k in ("epsilon", "delta", "honest_owners", "noise_by")},
+                      "owners": len(ids), "quorum": quorum, "present": len(present)}
+                     if options.get("noise_by") == "owners" else None)
             _send_json(owner_ctrls[ids[i]], {"params": public, "owner_id": ids[i], "clip": clip,
-                                             "insecure_test_key": insecure_test_key})
+                                             "insecure_test_key": insecure_test_key, "release": release,
+                                             "noise": noise, "verify": verify})
         # Each owner made its own signing key; only the verify keys come back.
         keyring = OwnerKeyring({ids[i]: _raise_if_error(_recv_json(owner_ctrls[ids[i]]))["verify_key"]
                                 for i in present}).to_json()
         _send_json(proxy_ctrl, {"params": public, "owner_keys": keyring, "deadline_s": deadline_s,
                                 "verify": verify, "quorum": len(present) if quorum is None else quorum,
-                                "options": options})
+                                "options": options, "release": release})
         _send_json(user_ctrl, {"owner_keys": keyring})
         for i in present:
             owner_ctrls[ids[i]].send_bytes(_npy_bytes(parts[i]))
@@ -233,6 +277,7 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
         rows_clipped: dict[str, int] = {}
         # Tick each step when its party reports it, in the order they happen: every owner's share,
         # then the proxy's aggregation and its masking and noise.
+        owner_noise: dict[str, Any] = {}
         waiting = {conn: oid for oid, conn in owner_ctrls.items()}
         waiting[proxy_ctrl] = "proxy"
         prox: dict[str, Any] = {}
@@ -249,6 +294,8 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
                         continue
                     prox = rep
                 else:
+                    if "noise_blocks" in rep:
+                        owner_noise[name] = rep["noise_blocks"]
                     timings.merge(Timings.from_dict(rep["timings"]))
                     bytes_sent.update(rep["bytes_sent"])
                     rows_clipped[name] = int(rep["rows_clipped"])
@@ -263,6 +310,13 @@ def run_in_processes(parts: Sequence[np.ndarray], *, ids: list[str], present: li
             for name, nb in party["bytes_sent"].items():
                 bytes_sent[name] = bytes_sent.get(name, 0) + int(nb)
         d = components.shape[0]
+        used = [parts[ids.index(o)] for o in prox["owners"]]
+        if release == "add-remove":
+            run = _add_remove_run(usr, prox, owner_noise, used, components, eigenvalues, timings, bytes_sent,
+                                  rows_clipped, public, verify=verify, clip=clip, n_owners=len(ids))
+            run.extra["processes"] = len(procs)
+            ok = True
+            return run
         M = upper_triangle_unflatten([int(x) for x in usr["M_upper"]], d)
         check = None
         if verify:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -21,7 +21,8 @@ from dpdpca.protocol.transport import Transport
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["ProtocolRun", "collect_shares", "reference_scatter_int", "verify_exact", "finish_run"]
+__all__ = ["ProtocolRun", "collect_shares", "reference_scatter_int", "verify_exact", "finish_run",
+           "reference_blocks_int", "verify_add_remove"]
 
 
 @dataclass
@@ -94,6 +95,34 @@ def verify_exact(M: np.ndarray, noise_upper: Sequence[int], partitions: Sequence
     diff = pack_upper(M).astype(object) - np.array([int(g) for g in noise_upper], dtype=object) \
         - pack_upper(ref).astype(object)
     return {"max_abs_integer_error": max((abs(int(x)) for x in diff), default=0)}
+
+
+def reference_blocks_int(partitions: Sequence[np.ndarray], *, frac_bits: int, clip: bool) -> dict[str, list[int]]:
+    """Plaintext reference of the add/remove release: upper triangle of R, v, and ``N * 2**2f`` (exact ints)."""
+    from dpdpca.crypto import upper_triangle_flatten
+    from dpdpca.data import clip_rows
+
+    total_r: Any = 0
+    total_v: Any = 0
+    n = 0
+    for X in partitions:
+        Xc = clip_rows(X)[0] if clip else X
+        R, v, m = exact_scatter_share(quantize_rows(Xc, frac_bits), frac_bits)
+        total_r, total_v, n = total_r + R, total_v + v, n + m
+    return {"R": [int(x) for x in upper_triangle_flatten(total_r)], "v": [int(x) for x in total_v],
+            "N": [n << (2 * frac_bits)]}
+
+
+def verify_add_remove(blocks: Mapping[str, Sequence[int]], noises: Sequence[Mapping[str, Sequence[int]]],
+                      partitions: Sequence[np.ndarray], *, frac_bits: int, clip: bool) -> dict[str, Any]:
+    """``max |decrypted - sum of noise shares - reference|`` over R, v and N (0 when exact)."""
+    ref = reference_blocks_int(partitions, frac_bits=frac_bits, clip=clip)
+    err = 0
+    for b, values in ref.items():
+        for i, r in enumerate(values):
+            z = sum(int(nz[b][i]) for nz in noises)
+            err = max(err, abs(int(blocks[b][i]) - z - r))
+    return {"max_abs_integer_error": err}
 
 
 def finish_run(result: PCAResult, timings: Timings, bytes_sent: dict[str, int], owners: list[str],

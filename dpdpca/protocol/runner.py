@@ -14,6 +14,7 @@ protocol's production randomness to a seeded source.
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import Executor
 from typing import Any, Callable, Sequence
 
@@ -23,10 +24,12 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.data import check_partitions
 from dpdpca.dp import REPLACE_ONE
 from dpdpca.errors import DataError, OverflowRiskError, ParameterError, ProtocolError
+from dpdpca.protocol.add_remove import owner_noise_calibration
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
-from dpdpca.protocol.params import check_noise_options
+from dpdpca.protocol.params import check_noise_options, check_release_options, resolve_release
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
-from dpdpca.protocol.rounds import ProtocolRun, collect_shares, finish_run, reference_scatter_int, verify_exact
+from dpdpca.protocol.rounds import (ProtocolRun, collect_shares, finish_run, reference_scatter_int,
+                                    verify_add_remove, verify_exact)
 from dpdpca.protocol.transport import InProcessTransport, Transport
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -50,7 +53,8 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
                  max_owners: int | None = None, max_rows_per_owner: int | None = None,
                  executor: Executor | None = None, verify: bool = False, processes: bool = False,
                  user: DataUser | None = None, progress: Progress | None = None,
-                 transport: Transport | None = None) -> ProtocolRun:
+                 transport: Transport | None = None, release: str | None = None, noise_by: str = "proxy",
+                 honest_owners: int | None = None) -> ProtocolRun:
     """Run owners, proxy and data user end to end.
 
     Parameters
@@ -68,7 +72,16 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     calibration, sensitivity_mode, noise_lattice : str
         See :meth:`Proxy.finish`.
     neighbouring : str
-        Only ``"replace-one"`` (N is released exactly).
+        ``"replace-one"`` for the centred release (N is released exactly); the
+        add/remove release states its own relation.
+    release : {"add-remove", "centred"} or None
+        Default (None): ``"add-remove"`` (:mod:`dpdpca.protocol.add_remove`),
+        or ``"centred"`` when ``sensitivity_mode="paper"`` or
+        ``noise_lattice="integer"`` ask for the paper's release.
+    noise_by : {"proxy", "owners"}
+        Who adds the noise (``"owners"``: distributed, needs ``"add-remove"``).
+    honest_owners : int or None
+        t for ``noise_by="owners"`` (default L).
     quorum : int or None
         Shares the proxy needs; default all present owners.
     absent_owners : sequence of int
@@ -99,11 +112,13 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     DataError, ParameterError, OverflowRiskError, ProtocolError
         Bad input; one-line messages.
     """
+    rel = resolve_release(release, sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
     eps, dl = check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration,
                                   sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice,
                                   neighbouring=neighbouring)
     parts = check_partitions(list(partitions))
     L = len(parts)
+    check_release_options(release=rel, noise_by=noise_by, honest_owners=honest_owners, owners=L, quorum=quorum)
     d = parts[0].shape[1]
     k = check_int("n_components", n_components, minimum=1, maximum=d)
     ids = owner_ids(L)
@@ -125,12 +140,14 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
                         kappa=kappa, min_epsilon=min(eps, 0.01), min_delta=min(dl, 1e-12))
     options: dict[str, Any] = dict(epsilon=eps, delta=dl, calibration=calibration,
                                    sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
+    if rel == "add-remove":
+        options.update(noise_by=noise_by, honest_owners=honest_owners, owners=L)
     if processes:
         from dpdpca.protocol.processes import run_in_processes
         return run_in_processes(parts, ids=ids, present=present, n_components=k, key_bits=key_bits,
                                 insecure_test_key=insecure_test_key, param_kwargs=param_kwargs, clip=clip,
                                 quorum=quorum, deadline_s=deadline_s, verify=verify, options=options,
-                                progress=progress)
+                                progress=progress, release=rel)
 
     tick = progress or (lambda label: None)
     if user is None:
@@ -147,14 +164,20 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     net = transport if transport is not None else InProcessTransport()
     timings = Timings(parallel_roles=("owner",))
     rows_clipped: dict[str, int] = {}
+    owner_cal = owner_noise_calibration(options, d=d, frac_bits=params.frac_bits, owners=L, quorum=quorum,
+                                        present=len(present))
+    owner_noises: dict[str, Any] = {}
     for i in present:
-        owner = DataOwner(params, identities[i], clip=clip, executor=executor, insecure_test_key=insecure_test_key)
+        owner = DataOwner(params, identities[i], clip=clip, executor=executor, insecure_test_key=insecure_test_key,
+                          release=rel, noise=owner_cal, record_noise_for_testing=verify)
         net.send(owner.party, "proxy", owner.share(parts[i]))
+        if verify and owner_cal is not None:
+            owner_noises[ids[i]] = owner.noise_blocks_for_testing_
         rows_clipped[ids[i]] = owner.rows_clipped_
         timings.merge(owner.timings_)
         tick(f"owner {ids[i]}")
     proxy = Proxy(params, keyring, quorum=len(present) if quorum is None else quorum,
-                  executor=executor, record_noise_for_testing=verify)
+                  executor=executor, record_noise_for_testing=verify, release=rel)
     collect_shares(proxy, net, deadline_s=deadline_s)
     proxy.close_collection()
     late = _reject_late_shares(proxy, net)
@@ -166,9 +189,24 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     timings.merge(proxy.timings_)
     timings.merge(user.timings_)
     check = None
+    used = [parts[ids.index(o)] for o in proxy.owners_]
+    if rel == "add-remove":
+        if verify:
+            noises = ([owner_noises[o] for o in proxy.owners_] if owner_cal is not None
+                      else [proxy.noise_blocks_for_testing_])
+            check = verify_add_remove(user.noisy_blocks_, noises, used, frac_bits=params.frac_bits, clip=clip)
+        result = dataclasses.replace(result, extra={**dict(result.extra),
+                                                    "n_rows": int(sum(p.shape[0] for p in used))})
+        run = finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
+                         np.empty((0, 0), dtype=object), 0, params, L)
+        run.extra["noisy_blocks"] = user.noisy_blocks_
+        if verify:
+            run.extra["noise_blocks"] = noises
+        run.extra["late_shares_rejected"] = late
+        return run
     if verify:
-        check = verify_exact(user.noisy_scatter_int_, proxy.noise_for_testing_,
-                             [parts[ids.index(o)] for o in proxy.owners_], frac_bits=params.frac_bits, clip=clip)
+        check = verify_exact(user.noisy_scatter_int_, proxy.noise_for_testing_, used, frac_bits=params.frac_bits,
+                             clip=clip)
     run = finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
                       user.noisy_scatter_int_, user.scale_, params, L)
     run.noise_for_testing = list(proxy.noise_for_testing_) if verify else None

@@ -1,0 +1,102 @@
+"""The add/remove-one release inside the protocol: noise on encrypted R, v and N, no mask.
+
+This module composes :mod:`dpdpca.dp.release` / :mod:`dpdpca.dp.distributed`
+(the noise and what it promises) with the encrypted arrays of
+:mod:`dpdpca.crypto`; the parties call it from their rounds.
+
+* Owners encrypt ``R^l`` (upper triangle, scale ``2**2f``), ``v^l`` (scale
+  ``2**f``) and ``N^l * 2**2f``.  With ``noise_by="owners"`` each owner first
+  adds its share of the distributed discrete Gaussian
+  (:func:`owner_noise`) to those integers: the noise lives on the lattice of
+  the released integers, never on multiples of N.
+* With ``noise_by="proxy"`` the proxy adds ``N_Z(0, sigma_j^2)`` per block
+  (:func:`proxy_noise`) under encryption, and rerandomizes.  There is no mask
+  (:mod:`dpdpca.dp.release` explains why) and no count round: nothing in this
+  release needs N, which stays hidden (add/remove-one neighbouring).
+* The data user decrypts ``R~``, ``v~``, ``N~`` and post-processes
+  (:func:`centred_from_noisy`): ``S~ = R~ - v~ v~^T / max(N~, 1)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from dpdpca.dp import (BLOCKS, AddRemoveCalibration, DistributedCalibration, block_scales, calibrate_distributed,
+                       sample_discrete_gaussian)
+from dpdpca.errors import OverflowRiskError
+
+__all__ = ["owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy", "add_block_noise",
+           "owner_noise_calibration"]
+
+
+def _draw(sigma_squared: dict[str, Any], counts: dict[str, int], source: Any = None) -> dict[str, list[int]]:
+    # ``source`` is for tests only; production noise comes from OS entropy (None).
+    return {b: [int(z) for z in sample_discrete_gaussian(sigma_squared[b], counts[b], source)] for b in BLOCKS}
+
+
+def check_noise_fits(noise: Mapping[str, Sequence[int]], allowance: int, *, who: str) -> None:
+    """Raise OverflowRiskError if a drawn sample exceeds the public allowance (a 2**-80 tail event)."""
+    top = max((abs(z) for vals in noise.values() for z in vals), default=0)
+    if top > allowance:
+        raise OverflowRiskError(f"{who} noise sample must be <= the allowance {allowance}, got {top} "
+                                f"(a 2**-80 tail event, or epsilon below the keygen min_epsilon)")
+
+
+def proxy_noise(cal: AddRemoveCalibration, allowance: int, source: Any = None) -> dict[str, list[int]]:
+    """The proxy's noise for R (upper triangle), v and N, exact integers from OS entropy."""
+    noise = _draw(cal.sigma_squared_int, cal.counts, source)
+    check_noise_fits(noise, allowance, who="proxy")
+    return noise
+
+
+def owner_noise(cal: DistributedCalibration, allowance: int, source: Any = None) -> dict[str, list[int]]:
+    """One owner's share of the distributed noise, exact integers from OS entropy."""
+    noise = _draw(cal.local_sigma_squared_int, cal.counts, source)
+    check_noise_fits(noise, allowance, who="owner")
+    return noise
+
+
+def add_block_noise(R_upper: Sequence[int], v: Sequence[int], n_scaled: int,
+                    noise: Mapping[str, Sequence[int]] | None) -> tuple[list[int], list[int], int]:
+    """``(R + z_R, v + z_v, N 2**2f + z_N)`` in Python integers (no noise: unchanged)."""
+    r = [int(x) for x in R_upper]
+    vv = [int(x) for x in v]
+    if noise is None:
+        return r, vv, int(n_scaled)
+    return ([a + z for a, z in zip(r, noise["R"])], [a + z for a, z in zip(vv, noise["v"])],
+            int(n_scaled) + int(noise["N"][0]))
+
+
+def centred_from_noisy(r_upper: Sequence[int], v: Sequence[int], n_scaled: int, *, d: int,
+                       frac_bits: int) -> tuple[np.ndarray, float]:
+    """Post-processing: the centred scatter ``R~ - v~ v~^T / N~`` (data units) and ``N~ = max(N, 1)``.
+
+    ``r_upper`` is the row-major upper triangle at scale ``2**2f``, ``v`` at
+    ``2**f`` and ``n_scaled`` is ``N * 2**2f`` with noise.  A noisy count below 1
+    is replaced by 1 (a true count never is).
+    """
+    scales = block_scales(frac_bits)
+    R = np.empty((d, d), dtype=np.float64)
+    rows, cols = np.triu_indices(d)
+    vals = np.array([x / scales["R"] for x in r_upper], dtype=np.float64)
+    R[rows, cols] = vals
+    R[cols, rows] = vals
+    vf = np.array([x / scales["v"] for x in v], dtype=np.float64)
+    n = max(1.0, n_scaled / scales["N"])
+    return R - np.outer(vf, vf) / n, n
+
+
+def owner_noise_calibration(options: dict[str, Any], *, d: int, frac_bits: int, owners: int, quorum: int | None,
+                            present: int) -> DistributedCalibration | None:
+    """Each owner's share of the distributed noise (None unless ``noise_by="owners"``).
+
+    Sized for the quorum (default: the owners expected to be present): every
+    owner computes it alike from public values.
+    """
+    if options.get("noise_by", "proxy") != "owners":
+        return None
+    t = options.get("honest_owners") or owners
+    return calibrate_distributed(epsilon=options["epsilon"], delta=options["delta"], d=d, frac_bits=frac_bits,
+                                 owners=owners, honest=t, quorum=present if quorum is None else quorum)
