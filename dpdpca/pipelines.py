@@ -134,15 +134,27 @@ _NOISE = ("calibration", "sensitivity_mode")
 _SITE_DP = (*_NOISE, "centering")
 #: The tensor pipelines' model options (``dpdpca.baselines.tensor``).
 _TENSOR = ("model", "noise_variance", "n_features", "sample_scale", "words", "n_restarts", "n_iter", "random_state")
+_PROTOCOL = ("key_bits", "frac_bits", "kappa", "clip", "calibration", "sensitivity_mode", "noise_lattice",
+             "executor", "insecure_test_key", "quorum", "processes")
 _CAPE = ("weights", "site_epsilons", "site_deltas", "dropped_sites", "scheme", "keep_noise", *_SITE_DP)
 
 #: The built-in pipelines, in the order ``compare`` lists them.  One entry per pipeline.
 _BUILTIN = (
     PipelineSpec("dpdpca", "dpdpca.protocol.estimator:DPDPCA",
-                 "the Wang-Chang protocol: encrypted scatter, noise added by the proxy under Paillier",
-                 crypto=True,
-                 options=("key_bits", "frac_bits", "kappa", "clip", "calibration", "sensitivity_mode",
-                          "noise_lattice", "executor", "insecure_test_key", "quorum", "processes")),
+                 "the Wang-Chang protocol: encrypted scatter, noise added by the proxy under Paillier "
+                 "(default release add-remove)",
+                 crypto=True, options=_PROTOCOL + ("release", "noise_by", "honest_owners")),
+    PipelineSpec("dpdpca-centred", "dpdpca.protocol.estimator:DPDPCA",
+                 "the protocol's centred release S-bar + G' (replace-one, sensitivity 4(N-1)/N)",
+                 crypto=True, options=_PROTOCOL, fixed={"release": "centred"}),
+    PipelineSpec("dpdpca-paper", "dpdpca.protocol.estimator:DPDPCA",
+                 "the centred release with Wang-Chang's Delta = 1 (paper mode, for reproduction)",
+                 crypto=True, options=tuple(o for o in _PROTOCOL if o != "sensitivity_mode"),
+                 fixed={"release": "centred", "sensitivity_mode": "paper"}),
+    PipelineSpec("dpdpca-distributed", "dpdpca.protocol.estimator:DPDPCA",
+                 "the add/remove release with the owners' distributed discrete-Gaussian noise",
+                 crypto=True, options=_PROTOCOL + ("honest_owners",),
+                 fixed={"release": "add-remove", "noise_by": "owners"}),
     PipelineSpec("dpdispca", "dpdpca.baselines.dpdispca:DPDisPCA",
                  "DPdisPCA (Imtiaz-Sarwate 2018): noisy partial square roots averaged",
                  options=("n_intermediate", "site_precision", *_SITE_DP), fixed={"variant": "partial-root"}),

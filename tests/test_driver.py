@@ -25,7 +25,8 @@ def parts():
 
 
 def test_registry_names():
-    assert set(PLAINTEXT) | {"dpdpca"} | set(TENSOR) == set(driver.METHODS) == set(pipelines.PIPELINES)
+    protocol = {"dpdpca", "dpdpca-centred", "dpdpca-paper", "dpdpca-distributed"}
+    assert set(PLAINTEXT) | protocol | set(TENSOR) == set(driver.METHODS) == set(pipelines.PIPELINES)
     assert driver.METHODS["dpdpca"].estimator == "dpdpca.protocol.estimator:DPDPCA"
     assert driver.METHODS["dpdpca"].crypto and not driver.METHODS["pooled"].crypto
     assert set(PLAINTEXT) <= set(driver.available_methods())

@@ -452,7 +452,7 @@ def rounding_coupling_delta(epsilon: float, blocks: Any, whitened_sensitivity_sq
     if d2 <= 0:
         return 0.0
     tv = math.fsum(int(c) * rounding_tv_bound(s2) for s2, c in blocks if c)
-    if not math.isfinite(tv):
+    if not math.isfinite(tv) or epsilon > 700.0:  # e^eps would overflow: the bound is useless there anyway
         return math.inf
     d = math.nextafter(math.sqrt(d2) * _ROUND_UP, math.inf)
     return (gaussian_delta(epsilon, 1.0, d) + (1.0 + math.exp(epsilon)) * tv) * _ROUND_UP

@@ -19,6 +19,7 @@ This module composes :mod:`dpdpca.dp.release` / :mod:`dpdpca.dp.distributed`
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -26,6 +27,7 @@ import numpy as np
 from dpdpca.dp import (BLOCKS, AddRemoveCalibration, DistributedCalibration, block_scales, calibrate_distributed,
                        sample_discrete_gaussian)
 from dpdpca.errors import OverflowRiskError
+from dpdpca.protocol.params import ProtocolParams
 
 __all__ = ["owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy", "add_block_noise",
            "owner_noise_calibration"]
@@ -44,17 +46,27 @@ def check_noise_fits(noise: Mapping[str, Sequence[int]], allowance: int, *, who:
                                 f"(a 2**-80 tail event, or epsilon below the keygen min_epsilon)")
 
 
-def proxy_noise(cal: AddRemoveCalibration, allowance: int, source: Any = None) -> dict[str, list[int]]:
-    """The proxy's noise for R (upper triangle), v and N, exact integers from OS entropy."""
+def proxy_noise(cal: AddRemoveCalibration, params: ProtocolParams, source: Any = None) -> dict[str, list[int]]:
+    """The proxy's noise for R (upper triangle), v and N, exact integers from OS entropy.
+
+    Raises
+    ------
+    OverflowRiskError
+        The noise for this epsilon does not fit the keygen allowance (checked
+        before drawing), or a drawn sample exceeds it (a 2**-80 tail event).
+    """
+    params.check_noise_fits(max(math.sqrt(float(s2)) for s2 in cal.sigma_squared_int.values()), epsilon=cal.epsilon)
     noise = _draw(cal.sigma_squared_int, cal.counts, source)
-    check_noise_fits(noise, allowance, who="proxy")
+    check_noise_fits(noise, params.noise_allowance, who="proxy")
     return noise
 
 
-def owner_noise(cal: DistributedCalibration, allowance: int, source: Any = None) -> dict[str, list[int]]:
-    """One owner's share of the distributed noise, exact integers from OS entropy."""
+def owner_noise(cal: DistributedCalibration, params: ProtocolParams, source: Any = None) -> dict[str, list[int]]:
+    """One owner's share of the distributed noise, exact integers from OS entropy (checks as :func:`proxy_noise`)."""
+    params.check_noise_fits(max(math.sqrt(float(s2)) for s2 in cal.local_sigma_squared_int.values()),
+                            epsilon=cal.epsilon)
     noise = _draw(cal.local_sigma_squared_int, cal.counts, source)
-    check_noise_fits(noise, allowance, who="owner")
+    check_noise_fits(noise, params.noise_allowance, who="owner")
     return noise
 
 

@@ -50,6 +50,17 @@ class DPDPCA(PCAEstimator):
         Shares the proxy needs before it proceeds (default: all owners).
     processes : bool
         Run every party as its own OS process.
+    release : {"add-remove", "centred"} or None
+        ``"add-remove"`` (the rigorous default): noisy uncentred R, v and N
+        under add/remove-one neighbouring, centred by the data user
+        (:mod:`dpdpca.protocol.add_remove`).  ``"centred"``: the paper's
+        release of ``S_bar + G'`` under replace-one.  None: add-remove unless
+        ``sensitivity_mode="paper"`` or ``noise_lattice="integer"``.
+    noise_by : {"proxy", "owners"}
+        ``"owners"``: distributed noise, DP even against a proxy colluding
+        with the data user (and ``L - honest_owners`` owners).
+    honest_owners : int or None
+        t for ``noise_by="owners"`` (default: every owner).
 
     Attributes
     ----------
@@ -90,7 +101,8 @@ class DPDPCA(PCAEstimator):
                  calibration: str = "analytic",
                  sensitivity_mode: str = "rigorous", noise_lattice: str = "n-scaled",
                  executor: Executor | None = None, insecure_test_key: bool = False, quorum: int | None = None,
-                 processes: bool = False) -> None:
+                 processes: bool = False, release: str | None = None, noise_by: str = "proxy",
+                 honest_owners: int | None = None) -> None:
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -105,6 +117,9 @@ class DPDPCA(PCAEstimator):
         self.insecure_test_key = insecure_test_key
         self.quorum = quorum
         self.processes = processes
+        self.release = release
+        self.noise_by = noise_by
+        self.honest_owners = honest_owners
 
     def _fit_result(self, partitions: list[Any]) -> PCAResult:
         k = self.n_components
@@ -118,6 +133,7 @@ class DPDPCA(PCAEstimator):
                            delta=self.delta, key_bits=self.key_bits, insecure_test_key=self.insecure_test_key,
                            frac_bits=self.frac_bits, kappa=self.kappa, clip=self.clip, calibration=self.calibration,
                            sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice,
-                           executor=self.executor, quorum=self.quorum, processes=self.processes)
+                           executor=self.executor, quorum=self.quorum, processes=self.processes,
+                           release=self.release, noise_by=self.noise_by, honest_owners=self.honest_owners)
         self.run_ = run
         return run.result

@@ -201,7 +201,7 @@ class DataOwner:
         n_sent: int | None = int(n)
         if self.release == "add-remove":
             with self.timings_.measure(self.party, "noise"):
-                noise = None if self.noise is None else add_remove.owner_noise(self.noise, p.noise_allowance)
+                noise = None if self.noise is None else add_remove.owner_noise(self.noise, p)
                 if self.record_noise_for_testing:
                     self.noise_blocks_for_testing_ = noise
                 r_upper, v_list, n_scaled = add_remove.add_block_noise(r_upper, v_list, int(n) << (2 * p.frac_bits),
@@ -699,7 +699,7 @@ class Proxy:
             if noise_by == "proxy":
                 cal = calibrate_add_remove(epsilon=eps, delta=dl, d=d, frac_bits=p.frac_bits,
                                            calibration=calibration)
-                noise = add_remove.proxy_noise(cal, p.noise_allowance)
+                noise = add_remove.proxy_noise(cal, p)
                 if self.record_noise_for_testing:
                     self.noise_blocks_for_testing_ = noise
                 r2 = agg["R"].add_plain(noise["R"], plain_bound=p.noise_allowance)

@@ -279,4 +279,4 @@ def test_run_with_the_default_2048_bit_key(tmp_path, capsys):
     assert main(["run", "--data", str(data), "--owners", "3", "--components", "2", "--verify", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["params"]["key_bits"] == 2048 and summary["verify"]["max_abs_integer_error"] == 0
-    assert summary["privacy"]["neighbouring"] == "replace-one" and summary["privacy"]["sensitivity_mode"] == "rigorous"
+    assert summary["privacy"]["neighbouring"] == "add/remove-one" and summary["privacy"]["sensitivity_mode"] == "rigorous"

@@ -33,7 +33,7 @@ def _top_subspace(parts, k):
 def test_fit_returns_self_with_sklearn_attributes_and_copies_input():
     parts = _data(0)
     before = [p.copy() for p in parts]
-    est = DPDPCA(n_components=3, epsilon=2.0, delta=1e-6, **SMALL)
+    est = DPDPCA(n_components=3, epsilon=2.0, delta=1e-6, release="centred", **SMALL)
     assert est.fit(parts) is est
     assert all(np.array_equal(a, b) for a, b in zip(parts, before))
     assert est.components_.shape == (3, 6) and est.n_features_in_ == 6
@@ -74,7 +74,7 @@ def test_driver_runs_the_protocol_by_name():
 
     result = run("dpdpca", _data(3), n_components=2, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(0), **SMALL)
     assert result.method == "dpdpca" and result.components.shape == (6, 2)
-    assert result.privacy.neighbouring == "replace-one"
+    assert result.privacy.neighbouring == "add/remove-one"  # the default release
 
 
 def test_file_transport_carries_the_same_protocol(tmp_path, make_user):

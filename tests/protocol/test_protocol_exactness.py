@@ -30,7 +30,7 @@ partitions_strategy = st.integers(1, 5).flatmap(_partitions)
 def test_user_result_minus_noise_is_the_exact_centred_scatter(make_user, parts, lattice):
     """Hypothesis partitions: negative values, uneven N^l, L = 1 ... 4."""
     user = make_user(max_owners=4, max_rows_per_owner=8)
-    run = run_protocol(parts, n_components=1, epsilon=1.0, delta=1e-5, noise_lattice=lattice, user=user,
+    run = run_protocol(parts, release="centred", n_components=1, epsilon=1.0, delta=1e-5, noise_lattice=lattice, user=user,
                        verify=True, key_bits=user.params.public_key.bits, insecure_test_key=True)
     assert run.verify == {"max_abs_integer_error": 0}
     # The same identity over the rationals, as the user sees it: (S_bar + G') - G' == S_bar.
@@ -51,7 +51,7 @@ def test_user_result_minus_noise_is_the_exact_centred_scatter(make_user, parts, 
 
 def test_identity_holds_for_two_equal_rows_and_a_single_owner(make_user):
     user = make_user(max_owners=1, max_rows_per_owner=2)
-    run = run_protocol([np.array([[-0.5, 0.25, 0.0]] * 2)], n_components=1, user=user, verify=True,
+    run = run_protocol([np.array([[-0.5, 0.25, 0.0]] * 2)], release="centred", n_components=1, user=user, verify=True,
                        key_bits=768, insecure_test_key=True)
     assert run.verify["max_abs_integer_error"] == 0
     # Two equal rows: S_bar = 0, so the user's matrix is pure noise.
@@ -63,7 +63,7 @@ def test_a_single_row_is_refused_before_anyone_encrypts(make_user):
 
     user = make_user(max_owners=1, max_rows_per_owner=1)
     with pytest.raises(DataError, match="rows in total must be >= 2"):
-        run_protocol([np.array([[-0.5, 0.25, 0.0]])], n_components=1, user=user, key_bits=768,
+        run_protocol([np.array([[-0.5, 0.25, 0.0]])], release="centred", n_components=1, user=user, key_bits=768,
                      insecure_test_key=True)
     assert "decrypt" not in user.timings_.to_dict()["parties"].get("user", {})
 
@@ -72,7 +72,7 @@ def test_noise_has_the_reported_sigma_and_stays_inside_the_allowance(make_user, 
     rng = np.random.default_rng(3)
     parts = [unit_rows(rng, 40, 12) for _ in range(3)]
     user = make_user(max_owners=3, max_rows_per_owner=40)
-    run = run_protocol(parts, n_components=2, epsilon=0.5, delta=1e-6, user=user, verify=True,
+    run = run_protocol(parts, release="centred", n_components=2, epsilon=0.5, delta=1e-6, user=user, verify=True,
                        key_bits=768, insecure_test_key=True)
     n = 120
     sigma_int = noise_sigma_int(n, epsilon=0.5, delta=1e-6, frac_bits=16)
@@ -91,7 +91,7 @@ def test_noise_has_the_reported_sigma_and_stays_inside_the_allowance(make_user, 
 def test_paper_sensitivity_mode_reports_delta_one(make_user, unit_rows):
     rng = np.random.default_rng(4)
     parts = [unit_rows(rng, 10, 3) for _ in range(2)]
-    run = run_protocol(parts, n_components=1, sensitivity_mode="paper", calibration="classic", epsilon=0.5,
+    run = run_protocol(parts, release="centred", n_components=1, sensitivity_mode="paper", calibration="classic", epsilon=0.5,
                        user=make_user(), key_bits=768, insecure_test_key=True)
     assert run.result.privacy.sensitivity == 1.0
     assert run.result.privacy.sensitivity_mode == "paper"
@@ -102,9 +102,9 @@ def test_integer_lattice_leaks_v_v_mod_n_and_n_scaled_does_not(make_user, unit_r
     """Why the rigorous default differs from the paper's form: with N*G' the user learns v_i v_j mod N."""
     rng = np.random.default_rng(5)
     parts = [unit_rows(rng, 9, 3), unit_rows(rng, 8, 3)]  # N = 17
-    leak = run_protocol(parts, n_components=1, noise_lattice="integer", user=make_user(), key_bits=768,
+    leak = run_protocol(parts, release="centred", n_components=1, noise_lattice="integer", user=make_user(), key_bits=768,
                         insecure_test_key=True)
-    safe = run_protocol(parts, n_components=1, noise_lattice="n-scaled", user=make_user(), key_bits=768,
+    safe = run_protocol(parts, release="centred", n_components=1, noise_lattice="n-scaled", user=make_user(), key_bits=768,
                         insecure_test_key=True)
     ref = reference_scatter_int(parts, frac_bits=16, clip=True)
     n = 17

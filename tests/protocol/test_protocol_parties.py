@@ -83,6 +83,7 @@ def test_dropout_two_of_ten_owners_missing(make_user, unit_rows):
     rng = np.random.default_rng(3)
     parts = [unit_rows(rng, 4 + i, 3) for i in range(10)]
     run = run_protocol(parts, n_components=2, absent_owners=[2, 7], quorum=8, deadline_s=0.05, verify=True,
+                       release="centred",
                        user=make_user(), key_bits=768, insecure_test_key=True)
     present = [p for i, p in enumerate(parts) if i not in (2, 7)]
     assert run.owners_present == ["1", "2", "4", "5", "6", "7", "9", "10"]
@@ -202,7 +203,7 @@ def test_epsilon_below_the_declared_allowance_raises_overflow_risk(make_user, un
     user = make_user(min_epsilon=0.5, min_delta=1e-6)
     with pytest.raises(OverflowRiskError, match="epsilon must be large enough .* got 0.001"):
         run_protocol([unit_rows(rng, 4, 2)], n_components=1, epsilon=0.001, delta=1e-6, user=user,
-                     key_bits=768, insecure_test_key=True)
+                     key_bits=768, insecure_test_key=True, release="centred")
 
 
 def test_rounds_out_of_order(make_user, unit_rows):
