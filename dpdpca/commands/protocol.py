@@ -33,7 +33,26 @@ import numpy as np
 from dpdpca._io import atomic_write_bytes, atomic_write_json, read_bytes_file, read_json_file
 from dpdpca.commands.network import (client_from_options, proxy_client_options, proxy_serve_cmd, result_from_proxy,
                                      share_to_proxy, user_identity_cmd)
+from dpdpca.commands.privacy_options import (apply_feature_bounds, bounds_options, ledger_options, open_ledger,
+                                             release_options)
+from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, MessageError, ParameterError, ProtocolError
+from dpdpca.protocol.add_remove import owner_noise_calibration
+from dpdpca.protocol.params import check_release_options, resolve_release
+
+
+def _json_safe(obj: Any) -> Any:
+    """Infinite or NaN floats as strings, so that the JSON stays strict."""
+    import math
+
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
 
 NOISE_OPTIONS = [
     click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True,
@@ -137,6 +156,9 @@ class _Pool:
 @click.option("--max-owners", default=None, type=int, help="Declared maximum owners (slot width); default --owners.")
 @click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
 @noise_options
+@release_options
+@bounds_options
+@ledger_options
 @workers_option
 @click.option("--processes", is_flag=True, help="Run every party as a separate OS process (messages only).")
 @click.option("--verify", is_flag=True, help="Check S' - G' == S-bar exactly against a plaintext reference.")
@@ -146,30 +168,48 @@ class _Pool:
 def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, epsilon: float, delta: float,
             key_bits: int, insecure_test_key: bool, frac_bits: int, kappa: int, quorum: int | None,
             max_owners: int | None, no_clip: bool, calibration: str, sensitivity_mode: str, noise_lattice: str,
+            release: str | None, noise_by: str, honest_owners: int | None, feature_bounds: Any,
+            feature_bounds_file: str | None, no_feature_bounds: bool, ledger_path: str | None,
+            budget_epsilon: float | None, budget_delta: float | None,
             workers: int, processes: bool, verify: bool, as_json: bool, out_dir: str | None) -> None:
     """Run owners, proxy and data user end to end on one machine."""
     from dpdpca._validation import check_int
     from dpdpca.data import clip_rows, load_dataset, load_file, partition
     from dpdpca.errors import DataError
     from dpdpca.metrics import captured_energy_ratio
-    from dpdpca.protocol.params import check_noise_options
+    from dpdpca.dp.costs import protocol_release_cost
+    from dpdpca.protocol.params import check_noise_options, check_release_options, resolve_release
     from dpdpca.protocol.runner import owner_ids, progress_steps, run_protocol
 
     check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
                         noise_lattice=noise_lattice)
     check_int("owners", owners, minimum=1)
     check_int("components", components, minimum=1)
+    rel = resolve_release(release, sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
+    check_release_options(release=rel, noise_by=noise_by, honest_owners=honest_owners, owners=owners, quorum=quorum)
+    ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
+    dataset_bounds = None
     if data_file is not None:
         X, source = load_file(data_file), str(data_file)
     else:
-        X, source = load_dataset(dataset).X, dataset
+        ds = load_dataset(dataset)
+        X, source, dataset_bounds = ds.X, dataset, ds.bounds
     check_int("components", components, minimum=1, maximum=X.shape[1])
+    X, bounds_info = apply_feature_bounds(X, dataset_bounds=dataset_bounds, feature_bounds=feature_bounds,
+                                          bounds_file=feature_bounds_file, no_feature_bounds=no_feature_bounds)
     # Refuse what cannot be measured before any owner encrypts: the summary's captured-energy
     # ratio needs the non-private PCA of the clipped, centred data to capture some energy.
     X_clipped = clip_rows(X)[0] if not no_clip else X
     if not np.any(np.ptp(X_clipped, axis=0) > 0):  # exact: every row equal (constant, all-zero or one row)
         raise DataError(f"data must vary after clipping and centring (the captured-energy ratio is undefined "
                         f"otherwise), got {X.shape[0]} row(s) that are all equal; nothing was encrypted")
+    cost = None
+    if ledger is not None:  # refused here, before anyone encrypts or draws noise
+        cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=rel, noise_by=noise_by, d=X.shape[1],
+                                     frac_bits=frac_bits, calibration=calibration, owners=owners,
+                                     honest_owners=honest_owners, quorum=quorum, kappa=kappa,
+                                     label=f"dpdpca run {source}")
+        ledger.check(cost)
     parts = partition(X, owners)
     show_bar = not as_json and sys.stderr.isatty()
     with _Pool(workers) as pool, _progress(show_bar, progress_steps(owners)) as tick:
@@ -177,7 +217,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
                            insecure_test_key=insecure_test_key, frac_bits=frac_bits, kappa=kappa, clip=not no_clip,
                            calibration=calibration, sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice,
                            quorum=quorum, max_owners=max_owners, executor=pool, verify=verify, processes=processes,
-                           progress=tick)
+                           progress=tick, release=rel, noise_by=noise_by, honest_owners=honest_owners)
     result = run.result
     by_id = dict(zip(owner_ids(len(parts)), parts))  # the runner names owners "1".."L"; look them up by id
     X_ref = np.vstack([by_id[o] for o in run.owners_present])
@@ -196,9 +236,16 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         "timings": result.timings.to_dict(),
         "bytes_sent": dict(result.bytes_sent),
         "rows_clipped": run.rows_clipped,
+        "feature_bounds": bounds_info,
+        "release": rel,
+        "noise_by": noise_by,
         "params": {**dict(result.params), "epsilon": epsilon, "delta": delta, "calibration": calibration,
                    "sensitivity_mode": sensitivity_mode, "clip": not no_clip, "processes": processes},
     }
+    if "coalitions" in result.extra:
+        summary["coalitions"] = result.extra["coalitions"]
+    if ledger is not None and cost is not None:
+        summary["ledger"] = {"path": str(ledger.path), **_json_safe(ledger.record(cost))}
     if run.verify is not None:
         summary["verify"] = run.verify
     if out_dir is not None:
@@ -256,8 +303,20 @@ def _human_summary(s: dict[str, Any]) -> str:
         detail = ", ".join(f"{ph} {sec:.2f}" for ph, sec in phases.items())
         lines.append(f"  {party:<10} {sum(phases.values()):8.2f} s  ({detail})")
     lines.append("bytes sent: " + ", ".join(f"{k} {v:,}" for k, v in s["bytes_sent"].items()))
-    if s["rows_clipped"]:
-        lines.append("rows clipped: " + ", ".join(f"owner {k}: {v}" for k, v in s["rows_clipped"].items()))
+    lines.append("rows clipped to norm 1: " + (", ".join(f"owner {k}: {v}" for k, v in s["rows_clipped"].items())
+                                               or "none"))
+    if s.get("feature_bounds"):
+        fb = s["feature_bounds"]
+        lines.append(f"feature bounds [{fb['lo']:g}, {fb['hi']:g}] ({fb['source']}): rows scaled into the unit ball, "
+                     f"{fb['rows_out_of_bounds']} outside the bounds clipped to them")
+    for who, g in (s.get("coalitions") or {}).items():
+        eps = g["epsilon"] if isinstance(g["epsilon"], str) else f"{g['epsilon']:.4g}"
+        lines.append(f"  against {who}: epsilon {eps}, delta {g['delta']:g} ({g['what']})")
+    if "ledger" in s:
+        led = s["ledger"]
+        eps = led["epsilon"] if isinstance(led["epsilon"], str) else f"{led['epsilon']:.4g}"
+        lines.append(f"ledger {led['path']}: {led['releases']} releases, composed ({eps}, {led['delta']:g})-DP "
+                     f"({led['method']})")
     if "verify" in s:
         lines.append(f"verify: max |S' - G' - S-bar| in the integer domain = {s['verify']['max_abs_integer_error']}")
     return "\n".join(lines)
@@ -334,12 +393,22 @@ def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
 @click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
 @click.option("--insecure-test-key", is_flag=True,
               help="This owner accepts a data-user key below 2048 bits (tests only).")
+@release_options
+@click.option("--owners", type=int, default=None, help="L, with --noise-by owners (the proxy's --owners).")
+@click.option("--quorum", type=int, default=None, help="Q, with --noise-by owners: shares are sized for it.")
+@click.option("--epsilon", type=float, default=None, help="With --noise-by owners: the release's epsilon.")
+@click.option("--delta", type=float, default=None, help="With --noise-by owners: the release's delta.")
+@bounds_options
 @workers_option
 @proxy_client_options
 def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_id: str | None,
-                    out_path: str | None, no_clip: bool, insecure_test_key: bool, workers: int,
-                    proxy_url: str | None, ca_cert: str | None, token: str | None) -> None:
-    """Encrypt this owner's share E[R^l], E[v^l] and sign it with its count N^l; write it or POST it to the proxy."""
+                    out_path: str | None, no_clip: bool, insecure_test_key: bool, release: str | None, noise_by: str,
+                    honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
+                    delta: float | None, feature_bounds: Any, feature_bounds_file: str | None,
+                    no_feature_bounds: bool, workers: int, proxy_url: str | None, ca_cert: str | None,
+                    token: str | None) -> None:
+    """Encrypt this owner's share E[R^l], E[v^l] and sign it (with its count N^l in the centred release); write
+    it or POST it to the proxy."""
     from dpdpca.data import load_file
     from dpdpca.protocol.identity import OwnerIdentity
     from dpdpca.protocol.parties import DataOwner
@@ -354,8 +423,22 @@ def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_
     owner_id = identity.owner_id
     client = None if proxy_url is None else client_from_options(proxy_url, identity, ca_cert, token)
     X = load_file(data_file)
+    X, _ = apply_feature_bounds(X, dataset_bounds=None, feature_bounds=feature_bounds, bounds_file=feature_bounds_file,
+                                no_feature_bounds=no_feature_bounds)
+    rel = resolve_release(release)
+    noise = None
+    if noise_by == "owners":
+        if owners is None or epsilon is None or delta is None:
+            raise ParameterError(f"--owners, --epsilon and --delta must be given with --noise-by owners, got "
+                                 f"owners={owners}, epsilon={epsilon}, delta={delta}")
+        check_release_options(release=rel, noise_by=noise_by, honest_owners=honest_owners, owners=owners,
+                              quorum=quorum)
+        noise = owner_noise_calibration({"noise_by": "owners", "epsilon": epsilon, "delta": delta,
+                                         "honest_owners": honest_owners}, d=X.shape[1], frac_bits=params.frac_bits,
+                                        owners=owners, quorum=quorum, present=owners)
     with _Pool(workers) as pool:
-        owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key)
+        owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,
+                          release=rel, noise=noise)
         data = owner.share(X)
     if client is not None:
         where = share_to_proxy(client, owner_id, data)
@@ -380,11 +463,13 @@ def proxy_group() -> None:
 @owner_keys_option
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--quorum", default=None, type=int, help="Minimum shares (default: all given).")
+@click.option("--release", type=click.Choice(RELEASES), default=None,
+              help="The release the owners' shares are for (default add-remove).")
 @max_features_option
 @workers_option
 @click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: str, quorum: int | None,
-                        max_features: int, workers: int, shares: tuple[str, ...]) -> None:
+                        release: str | None, max_features: int, workers: int, shares: tuple[str, ...]) -> None:
     """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json)."""
     from dpdpca.protocol.parties import Proxy
 
@@ -394,7 +479,7 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
         # Default quorum: every share given (more than max_owners fail on receipt, naming the slot width).
         default_quorum = min(len(shares), params.max_owners, len(keyring))
         proxy = Proxy(params, keyring, quorum=quorum if quorum is not None else default_quorum,
-                      executor=pool, max_features=max_features)
+                      executor=pool, max_features=max_features, release=resolve_release(release))
         for path in shares:
             proxy.receive_share(_read_bytes(path, "share"))
         n = proxy.close_collection()
@@ -403,7 +488,8 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
     atomic_write_json(out / "public.json", params.to_json())
     atomic_write_json(out / "owner-keys.json", keyring.to_json())
     atomic_write_bytes(out / "state.msg", state)
-    click.echo(f"aggregated {len(proxy.owners_)} signed shares ({', '.join(proxy.owners_)}), N = {n}; "
+    click.echo(f"aggregated {len(proxy.owners_)} signed shares ({', '.join(proxy.owners_)}), "
+               f"N = {n if n is not None else 'private (add/remove release)'}; "
                f"wrote {out / 'state.msg'}")
 
 
@@ -412,11 +498,18 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
 @click.option("--epsilon", required=True, type=float)
 @click.option("--delta", required=True, type=float)
 @noise_options
+@click.option("--noise-by", type=click.Choice(NOISE_BY), default="proxy", show_default=True,
+              help="owners: the owners' shares already carry the noise (add-remove release).")
+@click.option("--honest-owners", type=int, default=None, help="t, with --noise-by owners (default L).")
+@click.option("--owners", type=int, default=None, help="L, with --noise-by owners (default: the listed owners).")
+@ledger_options
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
 @max_features_option
 @workers_option
 def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
-                     noise_lattice: str, out_path: str, max_features: int, workers: int) -> None:
+                     noise_lattice: str, noise_by: str, honest_owners: int | None, owners: int | None,
+                     ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None,
+                     out_path: str, max_features: int, workers: int) -> None:
     """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user (once per session)."""
     from dpdpca.protocol.identity import OwnerKeyring
     from dpdpca.protocol.ledger import ReleaseLedger
@@ -432,9 +525,25 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
         proxy = Proxy.from_state(params, keyring, _read_bytes(str(state / "state.msg"), "proxy state"),
                                  executor=pool, ledger=ReleaseLedger(state / "ledger.json"),
                                  max_features=max_features)
+        ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
+        cost = None
+        if ledger is not None:  # refused before any noise is drawn
+            from dpdpca.dp.costs import protocol_release_cost
+
+            n_owners = owners if owners is not None else len(keyring)
+            cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=proxy.release, noise_by=noise_by,
+                                         d=int(proxy.d or 1), frac_bits=params.frac_bits, calibration=calibration,
+                                         owners=n_owners, honest_owners=honest_owners, quorum=proxy.quorum,
+                                         kappa=params.kappa, label=f"proxy finish {state_dir}")
+            ledger.check(cost)
         data = proxy.finish(epsilon=epsilon, delta=delta, calibration=calibration,
-                            sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
+                            sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice, noise_by=noise_by,
+                            honest_owners=honest_owners, owners=owners)
     atomic_write_bytes(out_path, data)
+    if ledger is not None and cost is not None:
+        spent = ledger.record(cost)
+        click.echo(f"privacy ledger {ledger.path}: {spent['releases']} releases, composed "
+                   f"({spent['epsilon']:.4g}, {spent['delta']:g})-DP ({spent['method']})")
     p = proxy.privacy_
     click.echo(f"wrote {out_path} ({len(data):,} bytes); ({p.epsilon:g}, {p.delta:.3g})-DP, sigma={p.sigma:.4g}; "
                f"session recorded in {state / 'ledger.json'}")
@@ -505,7 +614,8 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
     np.savez(buf, components=res.components, eigenvalues=res.eigenvalues,
              privacy=np.array(json.dumps(res.privacy.to_dict())))
     atomic_write_bytes(out_path, buf.getvalue())
-    click.echo(json.dumps({"components_shape": list(res.components.shape), "n_rows": res.extra["n_rows"],
+    n_rows = res.extra["n_rows"] if "n_rows" in res.extra else f"private (noisy {res.extra['n_rows_noisy']:.1f})"
+    click.echo(json.dumps({"components_shape": list(res.components.shape), "n_rows": n_rows,
                            "privacy": res.privacy.to_dict(), "out": str(out_path)}, sort_keys=True))
 
 
