@@ -10,9 +10,11 @@ release mode, the calibration, d and the fixed-point bits, never the data.
   curve with the honest shares the quorum guarantees
   (:meth:`~dpdpca.dp.DistributedCalibration.cost`): the guarantee against the
   largest coalition.
-* centred release: ``rho = Delta^2/(2 sigma^2)`` of its calibration per unit
-  sensitivity, replace-one, plus the mask's total-variation term as additive
-  delta (at most ``sqrt(d) 2^-kappa``).
+* centred release: ``rho = Delta^2/(2 sigma^2)`` per unit sensitivity,
+  replace-one, with sigma the continuous analytic one (never above the
+  calibrated discrete sigma, so rho is an upper bound) or the classic one,
+  plus the mask's total-variation term as additive delta (at most
+  ``sqrt(d) 2^-kappa``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 from typing import Any
 
 from dpdpca.dp.accountant import ReleaseCost
-from dpdpca.dp.calibration import calibrate_discrete_gaussian
+from dpdpca.dp.calibration import analytic_gaussian_sigma, calibrate_discrete_gaussian
 from dpdpca.dp.distributed import calibrate_distributed
 from dpdpca.dp.release import calibrate_add_remove, check_noise_by, check_release
 from dpdpca.dp.report import ADD_REMOVE_ONE, REPLACE_ONE, PrivacyReport
@@ -62,9 +64,12 @@ def protocol_release_cost(*, epsilon: float, delta: float, release: str, noise_b
         ar = calibrate_add_remove(epsilon=epsilon, delta=delta, d=d, frac_bits=frac_bits, calibration=calibration)
         return ReleaseCost.from_zcdp(ar.rho, epsilon=epsilon, delta=max(delta, ar.delta_bound),
                                      neighbouring=ADD_REMOVE_ONE, mechanism="discrete-gaussian", label=label)
-    dg = "classic" if calibration == "classic" else "zcdp"
-    ratio = calibrate_discrete_gaussian(epsilon=epsilon, delta=delta, sensitivity=1, calibration=dg)
-    rho = 1.0 / (2.0 * float(ratio))
+    if calibration == "classic":
+        ratio = calibrate_discrete_gaussian(epsilon=epsilon, delta=delta, sensitivity=1, calibration="classic")
+        rho = 1.0 / (2.0 * float(ratio))
+    else:
+        # the rounding-coupling sigma is never below the continuous analytic one: this rho bounds the true one
+        rho = 1.0 / (2.0 * analytic_gaussian_sigma(epsilon, delta) ** 2)
     tv = math.sqrt(d) * 2.0 ** -kappa
     return ReleaseCost.from_zcdp(rho, epsilon=epsilon, delta=min(1.0, delta + tv), neighbouring=REPLACE_ONE,
                                  delta_extra=tv, mechanism="discrete-gaussian", label=label)

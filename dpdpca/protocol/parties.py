@@ -579,9 +579,10 @@ class Proxy:
         with self.timings_.measure(self.party, "noise"):
             sens_real, sens_int = integer_noise_sensitivity(n, frac_bits=f, sensitivity_mode=sensitivity_mode,
                                                             noise_lattice=noise_lattice)
+            # dimension: the rounding-coupling bound (7-8% less sigma than zCDP) with "analytic"
             mech = DiscreteGaussianMechanism(epsilon=epsilon, delta=delta, sensitivity=sens_int,
                                              calibration=calibration, neighbouring=REPLACE_ONE,
-                                             sensitivity_mode=sensitivity_mode)
+                                             sensitivity_mode=sensitivity_mode, dimension=d * (d + 1) // 2)
             factor = n if noise_lattice == "integer" else 1
             p.check_noise_fits(float(mech.sigma) * factor, epsilon=epsilon)
             noise = [int(g) * factor for g in mech.sample_symmetric_upper(d)]

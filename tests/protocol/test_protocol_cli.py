@@ -101,7 +101,7 @@ def test_per_role_sequence_as_separate_processes(tmp_path):
     with np.load(tmp_path / "pcs.npz", allow_pickle=False) as npz:
         V = npz["components"]
         privacy = json.loads(str(npz["privacy"]))
-    assert privacy["epsilon"] == 100 and privacy["neighbouring"] == "replace-one"
+    assert privacy["epsilon"] == 100 and privacy["neighbouring"] == "add/remove-one"
     # epsilon = 100: the subspace is the non-private one of the centred pooled data
     X = np.vstack(parts)
     Xc = X - X.mean(axis=0)
@@ -243,7 +243,7 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
     base = ["proxy", "finish", "--state", str(state), "--out", str(result)]
     _expect_error(capsys, base + ["--epsilon", "-1", "--delta", "1e-5"], "epsilon must be > 0", no_file=result)
     _expect_error(capsys, base + ["--epsilon", "1", "--delta", "2"], "delta must be in (0, 1)", no_file=result)
-    _expect_error(capsys, base + ["--epsilon", "1e-6", "--delta", "1e-5"], "noise fits the declared allowance",
+    _expect_error(capsys, base + ["--epsilon", "1e-8", "--delta", "1e-11"], "noise fits the declared allowance",
                   no_file=result)
     assert main(base + ["--epsilon", "1", "--delta", "1e-5"]) == 0
     # one release per session, even across processes: the ledger in the state refuses a second
