@@ -17,6 +17,7 @@ import numpy as np
 from dpdpca._io import atomic_write_json
 from dpdpca._validation import check_int, check_open_unit, param_error
 from dpdpca.data import SCALINGS, dataset_names, load_dataset, load_file, partition, preprocess
+from dpdpca.commands.privacy_options import apply_feature_bounds, ledger_options, open_ledger
 from dpdpca.driver import compare
 from dpdpca.errors import ParameterError
 from dpdpca.dp import ANALYTIC, CALIBRATIONS, CLASSIC, PAPER, RIGOROUS, SENSITIVITY_MODES
@@ -64,13 +65,19 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
                 site_size: int | None = None, center: bool = True, scaling: str | None = None,
                 calibration: str | None = None, sensitivity_mode: str | None = None, paper: bool = False,
                 exact_mean: bool | None = None, f1_test_fraction: float | None = None, f1_max_train: int = 5000,
-                method_options: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                method_options: dict[str, dict[str, Any]] | None = None, feature_bounds: Any = None,
+                feature_bounds_file: str | None = None, ledger: Any = None) -> dict[str, Any]:
     """What ``dpdpca compare`` computes, as a JSON-ready dict (see :func:`dpdpca.driver.compare`).
 
     Every DP method runs under one setting (:func:`settings_for`); each row
     says which (``privacy``: sensitivity mode, calibration, sigma; ``centering``).
     ``method_options`` adds library-level options per method (e.g. a small
-    test key for ``dpdpca``).
+    test key for ``dpdpca``).  With ``feature_bounds`` (``(lo, hi)``) or
+    ``feature_bounds_file`` the rows are mapped into the unit ball by those
+    public bounds (:func:`dpdpca.data.scale_by_bounds`) instead of the
+    scaling.  With a ``ledger`` (:class:`dpdpca.dp.PrivacyLedger`) every run
+    of every private method is priced first (refused past the budget before
+    anything runs) and recorded afterwards.
 
     Raises
     ------
@@ -98,7 +105,10 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
     specs = {m: get_spec(m) for m in names}
     settings = settings_for(paper=paper, calibration=calibration, sensitivity_mode=sensitivity_mode,
                             scaling=scaling, center=center, exact_mean=exact_mean)
-    X = preprocess(X_raw, centre=settings["exact_mean"], scaling=settings["scaling"])
+    X, bounds_info = apply_feature_bounds(X_raw, dataset_bounds=None, feature_bounds=feature_bounds,
+                                          bounds_file=feature_bounds_file, no_feature_bounds=False)
+    if bounds_info is None:
+        X = preprocess(X_raw, centre=settings["exact_mean"], scaling=settings["scaling"])
     rng = None if seed is None else np.random.default_rng(seed)
     f1_data = None
     if f1_test_fraction is None:
@@ -115,6 +125,11 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
     for m, spec in specs.items():
         opts, centring[m] = _centering(spec, settings)
         options[m] = {**(noise_opts if spec.noisy else {}), **opts, **dict((method_options or {}).get(m, {}))}
+    costs = _price(names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], sites=sites,
+                   calibration=settings.get("calibration") or "analytic",
+                   sensitivity_mode=settings.get("sensitivity_mode"), label=name)
+    if ledger is not None:
+        ledger.check_all(costs)  # refused before any method runs
     summary = compare(names, parts, n_components=components, epsilon=epsilon, delta=delta, runs=runs, rng=rng,
                       X_eval=np.vstack(parts), center=settings["center"], method_options=options,
                       f1_data=f1_data)
@@ -132,10 +147,51 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
     summary["preprocessing"] = {"center": settings["center"], "scaling": settings["scaling"],
                                 "exact_mean": settings["exact_mean"], "note": "; ".join(notes)}
     summary["seed"] = seed
+    if bounds_info is not None:
+        summary["preprocessing"]["feature_bounds"] = bounds_info
+        summary["preprocessing"]["note"] = ("public feature bounds: rows mapped into the unit ball (instead of the "
+                                            "scaling); " + summary["preprocessing"]["note"])
+    if ledger is not None:
+        spent: dict[str, Any] = {}
+        for cost in costs:
+            spent = ledger.record(cost)
+        summary["ledger"] = {"path": str(ledger.path), **spent}
     if f1_data is not None:
         summary["f1"] = {"test_rows": int(len(f1_data[3])), "train_rows": int(len(f1_data[1])),
                          "classifier": "sklearn.svm.SVC(kernel='rbf') on X V", "average": "macro"}
     return summary
+
+
+def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int, sites: int, calibration: str,
+           sensitivity_mode: str | None, label: str) -> list[Any]:
+    """The ledger cost of every run of every private method, from the public request only.
+
+    Protocol methods are priced by :func:`dpdpca.dp.costs.protocol_release_cost`
+    (their RDP curves); the plaintext pipelines release (epsilon, delta)-DP
+    results under replace-one (their sensitivities are replace-one bounds) and
+    are priced by basic composition.
+    """
+    from dpdpca.dp import REPLACE_ONE, ReleaseCost
+    from dpdpca.dp.costs import protocol_release_cost
+
+    costs = []
+    for name in names:
+        spec = get_spec(name)
+        if not spec.private:
+            continue
+        if spec.crypto:
+            fixed = dict(spec.fixed)
+            paper = fixed.get("sensitivity_mode", sensitivity_mode) == "paper"
+            release = fixed.get("release") or ("centred" if paper else "add-remove")
+            cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=release,
+                                         noise_by=fixed.get("noise_by", "proxy"), d=d,
+                                         calibration="classic" if calibration == "classic" else "analytic",
+                                         owners=sites, label=f"compare {label} {name}")
+        else:
+            cost = ReleaseCost.from_rdp(lambda a: float("inf"), epsilon=epsilon, delta=delta,
+                                        neighbouring=REPLACE_ONE, mechanism=name, label=f"compare {label} {name}")
+        costs.extend([cost] * runs)
+    return costs
 
 
 def _f1_split(X: np.ndarray, labels: Any, fraction: float, rng: np.random.Generator | None
@@ -201,6 +257,10 @@ def format_table(summary: dict[str, Any]) -> str:
                      f"{p['delta']:>10.2g}  {p['mechanism']:<18}{str(dp and p.get('sensitivity_mode') or '-'):<10}"
                      f"{str(dp and p.get('calibration') or '-'):<9}{sigma:>9}{multiplier:>9}  {short:<9}"
                      f"{row['time_s']:>9.4f}" + (f"{row['f1']:>8.4f}" if "f1" in row else ""))
+    if "ledger" in summary:
+        led = summary["ledger"]
+        lines.append(f"ledger {led['path']}: {led['releases']} releases, composed ({led['epsilon']:.4g}, "
+                     f"{led['delta']:g})-DP ({led['method']})")
     return "\n".join(lines)
 
 
@@ -244,17 +304,26 @@ def format_table(summary: dict[str, Any]) -> str:
 @click.option("--output", type=click.Path(dir_okay=False), default=None,
               help="Also write the JSON summary to this file (atomically), and with matplotlib a bar chart of "
                    "q/q_o beside it (FILE with the suffix .png).")
+@click.option("--feature-bounds", type=(float, float), default=None, metavar="LO HI",
+              help="Public bounds of every feature: rows mapped into the unit ball by them (instead of --scaling).")
+@click.option("--feature-bounds-file", type=click.Path(dir_okay=False), default=None,
+              help="Per-feature public bounds (JSON {\"lo\", \"hi\"} or a CSV of two rows).")
+@ledger_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def compare_cmd(dataset: str | None, data: str | None, sites: int, components: int, epsilon: float, delta: float,
                 methods: str | None, runs: int, seed: int | None, site_size: int | None, paper: bool, center: bool,
                 exact_mean: bool | None, scaling: str | None, calibration: str | None, sensitivity_mode: str | None,
-                f1_test_fraction: float | None, f1_max_train: int, output: str | None, as_json: bool) -> None:
+                f1_test_fraction: float | None, f1_max_train: int, output: str | None, feature_bounds: Any,
+                feature_bounds_file: str | None, ledger_path: str | None, budget_epsilon: float | None,
+                budget_delta: float | None, as_json: bool) -> None:
     """Run several pipelines on the same partitions and budget; report q/q_o, privacy and time."""
     summary = run_compare(dataset=dataset, data=data, sites=sites, components=components, epsilon=epsilon,
                           delta=delta, methods=methods, runs=runs, seed=seed, site_size=site_size, center=center,
                           scaling=scaling, calibration=calibration, sensitivity_mode=sensitivity_mode, paper=paper,
                           exact_mean=exact_mean,
-                          f1_test_fraction=f1_test_fraction, f1_max_train=f1_max_train)
+                          f1_test_fraction=f1_test_fraction, f1_max_train=f1_max_train,
+                          feature_bounds=feature_bounds, feature_bounds_file=feature_bounds_file,
+                          ledger=open_ledger(ledger_path, budget_epsilon, budget_delta))
     if output is not None:
         atomic_write_json(output, summary)
         from dpdpca.commands._figures import compare_figure

@@ -16,6 +16,10 @@ two valid compositions:
 * **basic** (Dwork & Roth 2014, Thm 3.16): epsilons and deltas add.  With one
   release it is that release's own (epsilon, delta), which RDP cannot beat.
 
+Releases whose RDP curve is unknown (the plaintext baselines) enter the RDP
+route by basic composition: the curves of the others are converted at
+``delta - sum(their deltas)``, then their epsilons are added.
+
 Composition needs one neighbouring relation.  A ledger takes the relation of
 its first entry.  An add/remove-one release entering a replace-one ledger is
 converted by group privacy (a replace is a remove and an add): zCDP/RDP of
@@ -197,11 +201,18 @@ def compose(costs: Sequence[ReleaseCost], delta: float) -> dict[str, Any]:
     if not costs:
         return {"epsilon": 0.0, "delta": 0.0, "method": "none", "releases": 0,
                 "rdp": {"epsilon": 0.0, "delta": 0.0, "order": None}, "basic": {"epsilon": 0.0, "delta": 0.0}}
-    extra = math.fsum(c.delta_extra for c in costs)
-    total = [math.fsum(c.rdp[i] for c in costs) for i in range(len(ORDERS))]
+    # Releases without an RDP curve (plaintext baselines) join by basic composition: the RDP part is
+    # converted at what is left of delta, then their epsilons and deltas add (sequential composition).
+    curved = [c for c in costs if all(math.isfinite(r) for r in c.rdp)]
+    flat = [c for c in costs if c not in curved]
+    extra = math.fsum(c.delta_extra for c in curved) + math.fsum(c.delta for c in flat)
+    total = [math.fsum(c.rdp[i] for c in curved) for i in range(len(ORDERS))]
     target = delta - extra
-    if target > 0:
+    if not curved:
+        eps_rdp, order = (math.fsum(c.epsilon for c in flat), float("nan")) if target >= 0 else (math.inf, math.nan)
+    elif target > 0:
         eps_rdp, order = rdp_to_epsilon(ORDERS, total, target)
+        eps_rdp += math.fsum(c.epsilon for c in flat)
     else:
         eps_rdp, order = math.inf, float("nan")
     rdp = {"epsilon": eps_rdp, "delta": delta, "order": order}
@@ -222,8 +233,8 @@ class PrivacyLedger:
     budget_epsilon, budget_delta : float or None
         Declare (or confirm) the total budget.  A ledger's budget is fixed
         once declared: a different value raises ParameterError.  ``budget_delta``
-        is also the delta at which the composed epsilon is reported (default
-        1e-5 without a budget).
+        is also the delta at which the composed epsilon is reported (without a
+        budget: twice the recorded deltas, at least 1e-5).
 
     Examples
     --------
@@ -271,7 +282,11 @@ class PrivacyLedger:
 
     @property
     def report_delta(self) -> float:
-        return self.budget["delta"] if self.budget else 1e-5
+        """The budget's delta; without a budget, twice the recorded deltas (at least 1e-5, at most 0.5)."""
+        if self.budget:
+            return float(self.budget["delta"])
+        total = math.fsum(float(e["cost"]["delta"]) + float(e["cost"].get("delta_extra", 0.0)) for e in self.entries)
+        return min(0.5, max(1e-5, 2.0 * total))
 
     def costs(self) -> list[ReleaseCost]:
         """Recorded costs, in the ledger's relation."""
@@ -300,6 +315,22 @@ class PrivacyLedger:
         if self.budget is not None and after["epsilon"] > self.budget["epsilon"] * (1 + 1e-12):
             raise BudgetExceededError(
                 f"release must keep the ledger {str(self.path)!r} within its budget (epsilon="
+                f"{self.budget['epsilon']:g}, delta={self.budget['delta']:g}), got composed epsilon "
+                f"{after['epsilon']:.4g} after {after['releases']} releases ({after['method']})")
+        return after
+
+    def check_all(self, costs: Sequence[ReleaseCost]) -> dict[str, Any]:
+        """:meth:`check` for several releases at once (a sweep): all or nothing."""
+        if not costs:
+            return self.spent()
+        if self.neighbouring is None:  # a fresh ledger takes the relation every cost converts to
+            self.neighbouring = (REPLACE_ONE if any(c.neighbouring == REPLACE_ONE for c in costs)
+                                 else costs[0].neighbouring)
+        rel = self.neighbouring
+        after = compose(self.costs() + [c.as_relation(rel) for c in costs], self.report_delta)
+        if self.budget is not None and after["epsilon"] > self.budget["epsilon"] * (1 + 1e-12):
+            raise BudgetExceededError(
+                f"releases must keep the ledger {str(self.path)!r} within its budget (epsilon="
                 f"{self.budget['epsilon']:g}, delta={self.budget['delta']:g}), got composed epsilon "
                 f"{after['epsilon']:.4g} after {after['releases']} releases ({after['method']})")
         return after

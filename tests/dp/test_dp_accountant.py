@@ -98,3 +98,13 @@ def test_ledger_rejects_a_foreign_file(tmp_path):
     bad.write_text("{\"hello\": 1}")
     with pytest.raises(Exception, match=r"^ledger file .* must be a dpdpca ledger, got KeyError$"):
         PrivacyLedger(bad)
+
+
+def test_releases_without_a_curve_join_by_basic_composition():
+    curved = ReleaseCost.from_zcdp(0.03, epsilon=1.0, delta=1e-6, neighbouring=REPLACE_ONE)
+    flat = ReleaseCost.from_rdp(lambda a: math.inf, epsilon=0.5, delta=1e-6, neighbouring=REPLACE_ONE)
+    out = compose([curved, curved, flat], 1e-5)
+    alone = compose([curved, curved], 1e-5 - 1e-6)
+    assert out["rdp"]["epsilon"] == pytest.approx(alone["rdp"]["epsilon"] + 0.5)
+    assert out["basic"] == {"epsilon": 2.5, "delta": pytest.approx(3e-6)}
+    assert out["epsilon"] == min(out["rdp"]["epsilon"], out["basic"]["epsilon"])
