@@ -171,7 +171,8 @@ class Collection:
 
     # -- persistence -----------------------------------------------------------
     def _new_proxy(self) -> Proxy:
-        return Proxy(self.params, self.owner_keys, quorum=self.min_shares, executor=self.executor, ledger=self.ledger)
+        return Proxy(self.params, self.owner_keys, quorum=self.min_shares, executor=self.executor, ledger=self.ledger,
+                     release=str(self.noise.release_mode))
 
     def _read_state(self) -> dict[str, Any] | None:
         path = self.root / "state.json"

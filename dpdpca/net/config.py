@@ -49,7 +49,7 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.errors import MessageError, ParameterError
 from dpdpca.net.auth import USER, PartyKeys
 from dpdpca.protocol.identity import OwnerKeyring
-from dpdpca.protocol.params import check_noise_options
+from dpdpca.protocol.params import check_noise_options, resolve_release
 
 __all__ = ["NoiseConfig", "ServiceConfig", "load_config"]
 
@@ -58,23 +58,38 @@ DEFAULT_MAX_BODY = 64 << 20
 
 @dataclass(frozen=True)
 class NoiseConfig:
-    """The proxy's DP options for :meth:`dpdpca.protocol.Proxy.finish`."""
+    """The proxy's DP options for :meth:`dpdpca.protocol.Proxy.finish`.
+
+    ``release_mode`` is the scatter release (:data:`dpdpca.dp.RELEASES`).  The
+    service keeps ``"centred"`` as its default for now (its owners send signed
+    counts); ``release_mode = "add-remove"`` in ``proxy.toml`` selects the
+    add/remove release, with ``noise_by`` and ``honest_owners``.
+    """
 
     epsilon: float = 1.0
     delta: float = 1e-5
     calibration: str = "analytic"
     sensitivity_mode: str = "rigorous"
     noise_lattice: str = "n-scaled"
+    release_mode: str | None = "centred"
+    noise_by: str = "proxy"
+    honest_owners: int | None = None
 
     def __post_init__(self) -> None:
         eps, dl = check_noise_options(epsilon=self.epsilon, delta=self.delta, calibration=self.calibration,
                                       sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice)
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", dl)
+        object.__setattr__(self, "release_mode", resolve_release(self.release_mode,
+                                                                 sensitivity_mode=self.sensitivity_mode,
+                                                                 noise_lattice=self.noise_lattice))
 
     def as_kwargs(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "calibration": self.calibration,
-                "sensitivity_mode": self.sensitivity_mode, "noise_lattice": self.noise_lattice}
+        out: dict[str, Any] = {"epsilon": self.epsilon, "delta": self.delta, "calibration": self.calibration,
+                               "sensitivity_mode": self.sensitivity_mode, "noise_lattice": self.noise_lattice}
+        if self.release_mode == "add-remove":
+            out.update(noise_by=self.noise_by, honest_owners=self.honest_owners)
+        return out
 
 
 @dataclass(frozen=True)
@@ -208,7 +223,8 @@ def load_config(path: str | Path) -> ServiceConfig:
         tokens[USER] = _token(user["token"], "user.token")
 
     noise = NoiseConfig(**{k: proto[k] for k in ("epsilon", "delta", "calibration", "sensitivity_mode",
-                                                    "noise_lattice") if k in proto})
+                                                    "noise_lattice", "release_mode", "noise_by", "honest_owners")
+                           if k in proto})
     try:
         return ServiceConfig(
             public_path=base / str(proto["public"]), state_dir=base / str(server.get("state_dir", "proxy-state")),

@@ -58,6 +58,7 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
     def share(oid: str) -> subprocess.Popen:
         return _cli("owner", "share", "--public", str(keys / "public.json"), "--identity",
                     str(ids / f"{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.csv"), "--insecure-test-key",
+                    "--release", "centred",  # the service's default release
                     "--proxy", url, "--ca-cert", str(tls.ca_cert))
     try:
         for proc in [share(oid) for oid in rows]:
