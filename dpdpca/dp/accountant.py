@@ -310,8 +310,21 @@ class PrivacyLedger:
         ParameterError
             A replace-one release into an add/remove-one ledger.
         """
-        rel = self.neighbouring or cost.neighbouring
-        after = compose(self.costs() + [cost.as_relation(rel)], self.report_delta)
+        return self.check_all([cost])
+
+    def check_all(self, costs: Sequence[ReleaseCost]) -> dict[str, Any]:
+        """:meth:`check` for several releases at once (a sweep): all or nothing.
+
+        A fresh ledger takes replace-one if any of ``costs`` is replace-one
+        (add/remove costs convert to it), else add/remove-one.
+        """
+        if not costs:
+            return self.spent()
+        if self.neighbouring is None:
+            self.neighbouring = (REPLACE_ONE if any(c.neighbouring == REPLACE_ONE for c in costs)
+                                 else costs[0].neighbouring)
+        rel = self.neighbouring
+        after = compose(self.costs() + [c.as_relation(rel) for c in costs], self.report_delta)
         if self.budget is not None and after["epsilon"] > self.budget["epsilon"] * (1 + 1e-12):
             raise BudgetExceededError(
                 f"release must keep the ledger {str(self.path)!r} within its budget (epsilon="
@@ -319,27 +332,9 @@ class PrivacyLedger:
                 f"{after['epsilon']:.4g} after {after['releases']} releases ({after['method']})")
         return after
 
-    def check_all(self, costs: Sequence[ReleaseCost]) -> dict[str, Any]:
-        """:meth:`check` for several releases at once (a sweep): all or nothing."""
-        if not costs:
-            return self.spent()
-        if self.neighbouring is None:  # a fresh ledger takes the relation every cost converts to
-            self.neighbouring = (REPLACE_ONE if any(c.neighbouring == REPLACE_ONE for c in costs)
-                                 else costs[0].neighbouring)
-        rel = self.neighbouring
-        after = compose(self.costs() + [c.as_relation(rel) for c in costs], self.report_delta)
-        if self.budget is not None and after["epsilon"] > self.budget["epsilon"] * (1 + 1e-12):
-            raise BudgetExceededError(
-                f"releases must keep the ledger {str(self.path)!r} within its budget (epsilon="
-                f"{self.budget['epsilon']:g}, delta={self.budget['delta']:g}), got composed epsilon "
-                f"{after['epsilon']:.4g} after {after['releases']} releases ({after['method']})")
-        return after
-
     def record(self, cost: ReleaseCost) -> dict[str, Any]:
         """Check, append and write the ledger atomically; return the composed guarantee."""
         after = self.check(cost)
-        if self.neighbouring is None:
-            self.neighbouring = cost.neighbouring
         self.entries.append({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cost": cost.to_dict()})
         self._write()
         return after

@@ -820,27 +820,17 @@ class DataUser:
             another release of this session was already decrypted.
         """
         p = self.params
-        if self.owner_keys is None:
-            raise ProtocolError("data user must be given the owners' verify keys (owner_keys) to check N, got none")
-        msg = Message.from_bytes(data).expect(MessageType.MASKED_RESULT, session=p.session_id,
-                                              key_fingerprint=p.key_fingerprint)
-        d = check_features(msg.meta_int("d", minimum=1), self.max_features)
+        msg, d, keyring = self._result_header(data)
         n = msg.meta_int("N", minimum=1)
-        if msg.meta.get("frac_bits") != p.frac_bits:
-            raise MessageError(f"result frac_bits must be {p.frac_bits}, got {str(msg.meta.get('frac_bits'))[:40]}")
-        statements, n_signed = check_counts(msg.meta.get("statements"), self.owner_keys, session=p.session_id,
+        statements, n_signed = check_counts(msg.meta.get("statements"), keyring, session=p.session_id,
                                             key_fingerprint=p.key_fingerprint, d=d, max_owners=p.max_owners,
                                             max_rows_per_owner=p.max_rows_per_owner)
         if n != n_signed:
             raise ProtocolError(f"result N must be the sum of the owners' signed counts {n_signed}, got {n}")
         if n < 2:
             raise MessageError(f"result N must be >= 2, got {n}")
-        owners = [st.owner_id for st in statements]
-        if msg.meta.get("owners") != owners:
-            raise MessageError(f"result owners must be those of the signed counts {owners}, "
-                               f"got {str(msg.meta.get('owners'))[:200]}")
         slots = p.layout.slots
-        v_chunks = [min(slots, d - a) for a in range(0, d, slots)]
+        v_chunks = self._check_owners(msg, statements, d, slots)
         check_section_sizes(msg, {"R2": triangle_chunk_count(d, slots), "v2": len(v_chunks)},
                             p.public_key.ciphertext_bytes)
         try:
@@ -864,6 +854,27 @@ class DataUser:
         self.masked_sum_ = v2
         return M, self.scale_, report, dict(msg.meta)
 
+    def _result_header(self, data: bytes) -> tuple[Message, int, OwnerKeyring]:
+        """The ``MASKED_RESULT`` message and its d, after the checks both releases share."""
+        p = self.params
+        if self.owner_keys is None:
+            raise ProtocolError("data user must be given the owners' verify keys (owner_keys) to check N, got none")
+        msg = Message.from_bytes(data).expect(MessageType.MASKED_RESULT, session=p.session_id,
+                                              key_fingerprint=p.key_fingerprint)
+        d = check_features(msg.meta_int("d", minimum=1), self.max_features)
+        if msg.meta.get("frac_bits") != p.frac_bits:
+            raise MessageError(f"result frac_bits must be {p.frac_bits}, got {str(msg.meta.get('frac_bits'))[:40]}")
+        return msg, d, self.owner_keys
+
+    @staticmethod
+    def _check_owners(msg: Message, statements: Sequence[ShareStatement], d: int, slots: int) -> list[int]:
+        """The result must name the owners of its statements; returns the chunk sizes of the packed v."""
+        owners = [st.owner_id for st in statements]
+        if msg.meta.get("owners") != owners:
+            raise MessageError(f"result owners must be those of the signed statements {owners}, "
+                               f"got {str(msg.meta.get('owners'))[:200]}")
+        return [min(slots, d - a) for a in range(0, d, slots)]
+
     def reconstruct_add_remove(self, data: bytes) -> tuple[np.ndarray, PrivacyReport, dict[str, Any]]:
         """Check and decrypt the add/remove release; return ``S~ = R~ - v~ v~^T / N~``, report, meta.
 
@@ -877,22 +888,12 @@ class DataUser:
             As :meth:`reconstruct`.
         """
         p = self.params
-        if self.owner_keys is None:
-            raise ProtocolError("data user must be given the owners' verify keys (owner_keys), got none")
-        msg = Message.from_bytes(data).expect(MessageType.MASKED_RESULT, session=p.session_id,
-                                              key_fingerprint=p.key_fingerprint)
-        d = check_features(msg.meta_int("d", minimum=1), self.max_features)
-        if msg.meta.get("frac_bits") != p.frac_bits:
-            raise MessageError(f"result frac_bits must be {p.frac_bits}, got {str(msg.meta.get('frac_bits'))[:40]}")
-        statements = check_statements(msg.meta.get("statements"), self.owner_keys, session=p.session_id,
+        msg, d, keyring = self._result_header(data)
+        statements = check_statements(msg.meta.get("statements"), keyring, session=p.session_id,
                                       key_fingerprint=p.key_fingerprint, d=d, max_owners=p.max_owners,
                                       counted=False)
-        owners = [st.owner_id for st in statements]
-        if msg.meta.get("owners") != owners:
-            raise MessageError(f"result owners must be those of the signed statements {owners}, "
-                               f"got {str(msg.meta.get('owners'))[:200]}")
         slots = p.layout.slots
-        v_chunks = [min(slots, d - a) for a in range(0, d, slots)]
+        v_chunks = self._check_owners(msg, statements, d, slots)
         check_section_sizes(msg, {"R2": triangle_chunk_count(d, slots), "v2": len(v_chunks), "N2": 1},
                             p.public_key.ciphertext_bytes)
         try:

@@ -74,8 +74,8 @@ def collect_shares(proxy: Proxy, transport: Transport, *, deadline_s: float | No
         proxy.receive_share(data)
 
 
-def reference_scatter_int(partitions: Sequence[np.ndarray], *, frac_bits: int, clip: bool) -> np.ndarray:
-    """Plaintext reference ``N*R - v v^T`` (exact ints) over the same quantized rows."""
+def pooled_scatter_shares(partitions: Sequence[np.ndarray], *, frac_bits: int, clip: bool) -> tuple[Any, Any, int]:
+    """Exact pooled ``(R, v, N)`` (Python ints) over the owners' quantized rows, as the owners compute them."""
     from dpdpca.data import clip_rows
 
     total_r: Any = 0
@@ -85,6 +85,12 @@ def reference_scatter_int(partitions: Sequence[np.ndarray], *, frac_bits: int, c
         Xc = clip_rows(X)[0] if clip else X
         R, v, m = exact_scatter_share(quantize_rows(Xc, frac_bits), frac_bits)
         total_r, total_v, n = total_r + R, total_v + v, n + m
+    return total_r, total_v, n
+
+
+def reference_scatter_int(partitions: Sequence[np.ndarray], *, frac_bits: int, clip: bool) -> np.ndarray:
+    """Plaintext reference ``N*R - v v^T`` (exact ints) over the same quantized rows."""
+    total_r, total_v, n = pooled_scatter_shares(partitions, frac_bits=frac_bits, clip=clip)
     return n * total_r - np.outer(total_v, total_v)
 
 
@@ -100,15 +106,8 @@ def verify_exact(M: np.ndarray, noise_upper: Sequence[int], partitions: Sequence
 def reference_blocks_int(partitions: Sequence[np.ndarray], *, frac_bits: int, clip: bool) -> dict[str, list[int]]:
     """Plaintext reference of the add/remove release: upper triangle of R, v, and ``N * 2**2f`` (exact ints)."""
     from dpdpca.crypto import upper_triangle_flatten
-    from dpdpca.data import clip_rows
 
-    total_r: Any = 0
-    total_v: Any = 0
-    n = 0
-    for X in partitions:
-        Xc = clip_rows(X)[0] if clip else X
-        R, v, m = exact_scatter_share(quantize_rows(Xc, frac_bits), frac_bits)
-        total_r, total_v, n = total_r + R, total_v + v, n + m
+    total_r, total_v, n = pooled_scatter_shares(partitions, frac_bits=frac_bits, clip=clip)
     return {"R": [int(x) for x in upper_triangle_flatten(total_r)], "v": [int(x) for x in total_v],
             "N": [n << (2 * frac_bits)]}
 

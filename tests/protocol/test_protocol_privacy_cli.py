@@ -56,5 +56,5 @@ def test_compare_prices_every_run_first(tmp_path, capsys):
     s = json.loads(capsys.readouterr().out)
     assert s["ledger"]["releases"] == 2 and s["ledger"]["basic"]["epsilon"] == 2.0
     assert main(base + ["--runs", "2", "--budget-epsilon", "3", "--budget-delta", "1e-3"]) == 2
-    assert "releases must keep the ledger" in capsys.readouterr().err
+    assert "release must keep the ledger" in capsys.readouterr().err
     assert len(json.loads(ledger.read_text())["entries"]) == 2
