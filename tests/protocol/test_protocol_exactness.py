@@ -81,7 +81,8 @@ def test_noise_has_the_reported_sigma_and_stays_inside_the_allowance(make_user, 
     assert 0.7 < noise.std() / sigma_int < 1.3
     assert np.abs(noise).max() < noise_tail_factor() * sigma_int <= user.params.noise_allowance
     p = run.result.privacy
-    assert p.sigma == pytest.approx(sigma_int / (n << 32))
+    # the rounding-coupling calibration: 6-10% below the zCDP sigma the allowance is sized for
+    assert 0.9 * sigma_int / (n << 32) < p.sigma < sigma_int / (n << 32)
     assert p.sensitivity == pytest.approx(4 * (n - 1) / n)
     assert p.neighbouring == "replace-one" and p.noise_added_by == "proxy"
     assert 1e-6 < p.delta < 1e-6 * (1 + 1e-6)  # the mask's TV term is added, and tiny
