@@ -107,15 +107,17 @@ def corpus(tmp_path_factory):
         for keys, suffix in (("keys", ""), ("other", ".other")):
             assert main(["owner", "share", "--public", str(root / keys / "public.json"), "--identity",
                          str(root / "ids" / f"{oid}.identity.json"), "--data", str(root / f"{oid}.npy"),
-                         "--insecure-test-key", "--out", str(root / f"{oid}{suffix}.msg")]) == 0
+                         "--insecure-test-key", "--release", "centred",  # the corpus forges counts and N
+                         "--out", str(root / f"{oid}{suffix}.msg")]) == 0
     verify = [a for o in ("alice", "bob") for a in ("--owner-keys", str(root / "ids" / f"{o}.verify.json"))]
     assert main(["proxy", "aggregate", "--public", str(root / "keys" / "public.json"), *verify, "--out-dir",
-                 str(root / "state"), str(root / "alice.msg"), str(root / "bob.msg")]) == 0
+                 str(root / "state"), "--release", "centred", str(root / "alice.msg"), str(root / "bob.msg")]) == 0
     shutil.copytree(root / "state", root / "state-fresh")  # before any release
     assert main(["proxy", "finish", "--state", str(root / "state"), "--epsilon", "1", "--delta", "1e-5",
                  "--out", str(root / "result.msg")]) == 0
     assert main(["proxy", "aggregate", "--public", str(root / "other" / "public.json"), *verify, "--out-dir",
-                 str(root / "other-state"), str(root / "alice.other.msg"), str(root / "bob.other.msg")]) == 0
+                 str(root / "other-state"), "--release", "centred", str(root / "alice.other.msg"),
+                 str(root / "bob.other.msg")]) == 0
     assert main(["proxy", "finish", "--state", str(root / "other-state"), "--epsilon", "1", "--delta", "1e-5",
                  "--out", str(root / "other-result.msg")]) == 0
     return root
@@ -191,7 +193,7 @@ def _aggregate(make: Callable[[Path], bytes] | None, *, keys: Callable[[Path, Pa
             a for o in ("alice", "bob") for a in ("--owner-keys", str(root / "ids" / f"{o}.verify.json"))]
         out = d / "state"
         return ["proxy", "aggregate", "--public", str(root / "keys" / "public.json"), *verify,
-                "--out-dir", str(out), *shares], out / "state.msg"
+                "--release", "centred", "--out-dir", str(out), *shares], out / "state.msg"
     return build
 
 
