@@ -19,9 +19,10 @@ BENCHMARKS: dict[str, str] = {
     "timing": "dpdpca.bench.timing:command",
     "utility": "dpdpca.bench.utility:command",
     "network": "dpdpca.bench.network:command",
+    "scale": "dpdpca.bench.scale:command",
 }
 
 
 @click.group(cls=LazyGroup, lazy=BENCHMARKS)
 def bench_group() -> None:
-    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility, network."""
+    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility, network, scale."""

@@ -104,10 +104,13 @@ def run_packed(kernel: Callable[..., list[Any]], out_width: int, args: tuple[Any
     return bk.ints_to_bytes(kernel(*[_unpack_arg(a) for a in args]), out_width)
 
 
-def product_pair(modulus: int, width: int, left: bytes, right: bytes) -> bytes:
-    """Worker side: element-wise product of two packed runs modulo ``modulus`` (a tree node)."""
-    rows = [bk.bytes_to_ints(left, width), bk.bytes_to_ints(right, width)]
-    return bk.ints_to_bytes(bk.columnwise_prod_mod(rows, modulus), width)
+def product_node(modulus: int, width: int, *blobs: bytes) -> bytes:
+    """Worker side: element-wise product of packed runs modulo ``modulus`` (a node of the tree)."""
+    return bk.ints_to_bytes(bk.columnwise_prod_mod([bk.bytes_to_ints(b, width) for b in blobs], modulus), width)
+
+
+#: Children per node of the Dask aggregation tree (fewer levels, fewer conversions to bytes).
+TREE_FAN_IN = 4
 
 
 class Engine:
@@ -145,6 +148,10 @@ class Engine:
         returns the same integers whatever the order of the products.
         """
         return self.map(_product_kernel, [(int(modulus), *g) for g in groups], width)
+
+    def task_items(self, count: int) -> int:
+        """Items per task for a batch of ``count`` (:func:`task_size`)."""
+        return task_size(count, self.workers)
 
     def close(self) -> None:
         """Release what the engine started (nothing for engines wrapping the caller's executor)."""
@@ -202,8 +209,9 @@ class DaskEngine(Engine):
     """A Dask ``distributed.Client``: every task on the cluster, packed bytes in and out.
 
     The aggregation is a tree reduction: the runs of a group are scattered to
-    the workers and multiplied pairwise, level by level, with the inner nodes
-    left on the workers; only each group's root comes back.
+    the workers and multiplied :data:`TREE_FAN_IN` at a time, level by level,
+    with the inner nodes left on the workers; only each group's root comes
+    back.
 
     Parameters
     ----------
@@ -230,6 +238,16 @@ class DaskEngine(Engine):
         except (KeyError, TypeError, OSError):  # a failed info call only costs the task sizing
             self.workers = 2
 
+    def task_items(self, count: int) -> int:
+        """About four tasks per worker thread, at least 64 items: a Dask task costs about a millisecond."""
+        return max(64, -(-count // (4 * self.workers)))
+
+    def _worker_addresses(self) -> list[str]:
+        try:
+            return sorted(self.client.scheduler_info()["workers"])
+        except (KeyError, TypeError, OSError):
+            return []
+
     def map(self, kernel: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]], out_width: int) -> list[bk.mpz]:
         packed = [tuple(_pack_arg(a) for a in args) for args in tasks]
         # Blobs go to the workers by scatter (not inside the task graph), then one task each.
@@ -239,19 +257,28 @@ class DaskEngine(Engine):
 
     def tree_product(self, modulus: int, width: int, groups: Sequence[Sequence[Ints]]) -> list[bk.mpz]:
         client = self.client
-        flat = [bk.ints_to_bytes(run.values, width) for g in groups for run in g]
-        leaves = client.scatter(flat, hash=False)
+        workers = self._worker_addresses() or [None]
+        # Each group's runs go to one worker (round robin over groups, one scatter per worker),
+        # so the nodes of its tree need no transfer; runs already spread over several workers
+        # (e.g. left there by the owners' encryption) would meet at the nodes instead.
+        placed: dict[int, Any] = {}
+        for w, address in enumerate(workers):
+            mine = [k for k in range(len(groups)) if k % len(workers) == w]
+            blobs = [bk.ints_to_bytes(run.values, width) for k in mine for run in groups[k]]
+            if not blobs:
+                continue
+            futures = client.scatter(blobs, hash=False, workers=None if address is None else [address])
+            pos = 0
+            for k in mine:
+                placed[k] = futures[pos:pos + len(groups[k])]
+                pos += len(groups[k])
         roots = []
-        pos = 0
-        for g in groups:
-            level = list(leaves[pos:pos + len(g)])
-            pos += len(g)
+        for k in range(len(groups)):
+            level = list(placed[k])
             while len(level) > 1:
-                nxt = [client.submit(product_pair, int(modulus), width, level[i], level[i + 1], pure=False)
-                       for i in range(0, len(level) - 1, 2)]
-                if len(level) % 2:
-                    nxt.append(level[-1])
-                level = nxt
+                level = [client.submit(product_node, int(modulus), width, *level[i:i + TREE_FAN_IN], pure=False)
+                         if len(level[i:i + TREE_FAN_IN]) > 1 else level[i]
+                         for i in range(0, len(level), TREE_FAN_IN)]
             roots.append(level[0])
         return bk.bytes_to_ints(b"".join(client.gather(roots)), width)
 
@@ -371,7 +398,9 @@ def spans(count: int, engine: Engine, size: int | None = None) -> list[tuple[int
         return []
     if isinstance(engine, SerialEngine):
         return [(0, count)]
-    step = task_size(count, engine.workers) if size is None else size
+    if size is None:
+        size = engine.task_items(count)
+    step = size
     return [(s, min(s + step, count)) for s in range(0, count, step)]
 
 

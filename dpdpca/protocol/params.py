@@ -24,7 +24,7 @@ from dpdpca.dp.release import check_noise_by, check_release
 from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError
 from dpdpca.protocol.messages import check_session_id
 
-__all__ = ["slot_value_bound", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
+__all__ = ["slot_value_bound", "final_value_bound", "carry_value_bound", "PACKINGS", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
            "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int", "check_noise_options",
            "DEFAULT_MAX_FEATURES", "check_features", "resolve_release", "check_release_options",
            "add_remove_sigma_bound"]
@@ -90,9 +90,56 @@ def slot_value_bound(*, d: int, owners: int, rows_per_owner: int, frac_bits: int
     return n_max * (n_max << (2 * frac_bits)) + 2 * v_bound * b_bound + b_bound * b_bound + noise_bound
 
 
+def final_value_bound(*, owners: int, rows_per_owner: int, frac_bits: int = 16, kappa: int = 40,
+                      noise_bound: int = 0) -> int:
+    """Largest |slot| of any value the data user decrypts under wide packing.
+
+    The user decrypts ``v' = v + b`` and ``M = R'' - v' v'^T = N*S_int + G''``
+    (after subtracting ``v' v'^T`` homomorphically), nothing else.  With
+    ``N <= N_max``, integer rows of L2 norm ``<= 2**f``, ``V = N_max 2**f``
+    and ``B = 2**kappa V``:
+
+    * ``|v'_i| <= V + B``;
+    * ``N*S_int = N R - v v^T = N * sum_rows (x - mu)(x - mu)^T`` is ``N``
+      times a positive semi-definite matrix S, so ``|S_ij| <= sqrt(S_ii S_jj)``
+      and ``S_ii = sum_rows (x_i - mu_i)**2 <= sum_rows x_i**2 <= N 2**(2f)``
+      (each ``|x_i| <= ||x|| <= 2**f``); hence ``|N S_ij| <= N_max**2 2**(2f)``;
+    * ``|G''_ij| <= noise_bound`` (the declared allowance, checked when the
+      noise is drawn).
+
+    Returns ``max(N_max**2 2**(2f) + noise_bound, V + B)``.
+    """
+    n_max = check_int("owners", owners, minimum=1) * check_int("rows_per_owner", rows_per_owner, minimum=1)
+    v_bound = n_max << check_int("frac_bits", frac_bits, minimum=0, maximum=52)
+    b_bound = v_bound << check_int("kappa", kappa, minimum=40)
+    return max(n_max * (n_max << (2 * frac_bits)) + check_int("noise_bound", noise_bound, minimum=0),
+               v_bound + b_bound)
+
+
+def carry_value_bound(*, owners: int, rows_per_owner: int, frac_bits: int = 16, kappa: int = 40,
+                      noise_bound: int = 0) -> int:
+    """Largest |slot| of any intermediate value under wide packing.
+
+    ``|R''_ij| <= slot_value_bound(...)`` and the user subtracts
+    ``|v'_i v'_j| <= (V + B)**2``; the crypto layer checks
+    ``bound(R'') + (V + B)**2 <= carry_bound`` before the subtraction, so the
+    carry bound is their sum.
+    """
+    n_max = owners * rows_per_owner
+    v_bound = n_max << frac_bits
+    b_bound = v_bound << kappa
+    return slot_value_bound(d=1, owners=owners, rows_per_owner=rows_per_owner, frac_bits=frac_bits, kappa=kappa,
+                            noise_bound=noise_bound) + (v_bound + b_bound) ** 2
+
+
 # ---------------------------------------------------------------------------
 # The public parameters every party derives the same slot layout from.
 # ---------------------------------------------------------------------------
+
+#: ``"wide"`` (default): slots sized for the values the user decrypts, with a
+#: carry bound for R'' (the user subtracts v'v'^T under encryption first);
+#: ``"plain"``: slots sized for R'' itself (the earlier layout, ~half the slots).
+PACKINGS = ("wide", "plain")
 
 
 
@@ -293,8 +340,15 @@ class ProtocolParams:
     noise_allowance : int
         ``ceil(t * sigma_max) + 1``: the declared bound on |noise| per slot of
         ``R''`` (see :func:`noise_tail_factor`).
+    packing : {"wide", "plain"}
+        ``"wide"`` (default): ``SlotLayout.for_final_bound(public_key,
+        final_value_bound(...), carry_value_bound(...))``, about twice the
+        slots per ciphertext; the user subtracts ``v' v'^T`` homomorphically
+        and decrypts only small values.  ``"plain"``:
+        ``SlotLayout.for_bound(public_key, slot_value_bound(...))``, every
+        slot holds R'' itself.
     layout : SlotLayout
-        ``SlotLayout.for_bound(public_key, slot_value_bound(...))``.
+        Derived from the above.
     """
 
     public_key: PublicKey
@@ -307,11 +361,12 @@ class ProtocolParams:
     min_delta: float
     noise_allowance: int
     layout: SlotLayout = field(compare=False)
+    packing: str = "wide"
 
     @classmethod
     def create(cls, public_key: PublicKey, *, max_owners: int, max_rows_per_owner: int, frac_bits: int = 16,
                kappa: int = 40, min_epsilon: float = 0.01, min_delta: float = 1e-12,
-               session_id: str | None = None) -> "ProtocolParams":
+               session_id: str | None = None, packing: str = "wide") -> "ProtocolParams":
         """Derive the noise allowance and slot layout from declared public bounds.
 
         Raises
@@ -331,11 +386,23 @@ class ProtocolParams:
         session_id = secrets.token_hex(16) if session_id is None else check_session_id(session_id)
         n_max = max_owners * max_rows_per_owner
         allowance = _noise_allowance(n_max, frac_bits=frac_bits, min_epsilon=min_epsilon, min_delta=min_delta)
-        bound = slot_value_bound(d=1, owners=max_owners, rows_per_owner=max_rows_per_owner, frac_bits=frac_bits,
-                                 kappa=kappa, noise_bound=allowance)
-        layout = SlotLayout.for_bound(public_key, bound)
+        if packing not in PACKINGS:
+            raise param_error("packing", f"one of {PACKINGS}", packing)
+        declared = dict(owners=max_owners, rows_per_owner=max_rows_per_owner, frac_bits=frac_bits, kappa=kappa,
+                        noise_bound=allowance)
+        if packing == "wide":
+            layout = SlotLayout.for_final_bound(public_key, final_value_bound(**declared),
+                                                carry_value_bound(**declared))
+        else:
+            layout = SlotLayout.for_bound(public_key, slot_value_bound(d=1, **declared))
         return cls(public_key, session_id, max_owners, max_rows_per_owner, frac_bits, kappa, min_epsilon,
-                   min_delta, allowance, layout)
+                   min_delta, allowance, layout, packing)
+
+    @property
+    def final_bound(self) -> int:
+        """:func:`final_value_bound` of these parameters (wide packing's declared bound on M)."""
+        return final_value_bound(owners=self.max_owners, rows_per_owner=self.max_rows_per_owner,
+                                 frac_bits=self.frac_bits, kappa=self.kappa, noise_bound=self.noise_allowance)
 
     @property
     def n_max(self) -> int:
@@ -374,6 +441,7 @@ class ProtocolParams:
             "noise_allowance": str(self.noise_allowance),
             "slot_bits": self.layout.slot_bits,
             "slots": self.layout.slots,
+            "packing": self.packing,
             "insecure_test_key": bool(getattr(self.public_key, "insecure_test_key", False)),
         }
         return out
@@ -401,7 +469,7 @@ class ProtocolParams:
             params = cls.create(pk, max_owners=int(p["max_owners"]), max_rows_per_owner=int(p["max_rows_per_owner"]),
                                 frac_bits=int(p["frac_bits"]), kappa=int(p["kappa"]),
                                 min_epsilon=float(p["min_epsilon"]), min_delta=float(p["min_delta"]),
-                                session_id=p["session_id"])
+                                session_id=p["session_id"], packing=str(p.get("packing", "plain")))
             layout_ok = (str(params.noise_allowance) == str(p.get("noise_allowance"))
                          and params.layout.slot_bits == int(p.get("slot_bits", -1))
                          and params.layout.slots == int(p.get("slots", -1)))

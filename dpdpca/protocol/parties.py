@@ -800,6 +800,21 @@ class DataUser:
         user.timings_.merge(t)
         return user
 
+    def _decrypt_minus_known(self, r2: EncryptedArray, v2_bound: int, v2: list[int], d: int) -> list[int]:
+        """Wide packing: ``E[R''] * (1 + n)**(-P(v' v'^T))`` decrypted, i.e. the upper triangle of M.
+
+        The slots of R'' overflow the wide layout's ``max_abs`` (they hold
+        ``b_i b_j``); ``M = R'' - v' v'^T = N*S_int + G''`` fits it
+        (:func:`~dpdpca.protocol.params.final_value_bound`).  The user already
+        holds v' (it is masked and part of the protocol's output), and the
+        subtraction is a local operation on ciphertexts it received, so this
+        reveals nothing the plain path does not.  The crypto layer refuses the
+        subtraction if ``bound(R'') + bound(v')**2`` could wrap mod n.
+        """
+        vv = [v2[i] * v2[j] for i in range(d) for j in range(i, d)]
+        m = r2.sub_plain(vv, plain_bound=v2_bound * v2_bound, result_bound=self.params.final_bound)
+        return [int(x) for x in decrypt(self.private_key, m, executor=self.executor)]
+
     def reconstruct(self, data: bytes) -> tuple[np.ndarray, int, PrivacyReport, dict[str, Any]]:
         """Check and decrypt ``R''`` and ``v'``; return ``M`` (exact ints), ``scale``, report, meta.
 
@@ -838,16 +853,22 @@ class DataUser:
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"result must carry a privacy report, got {type(exc).__name__}") from None
         enc_r2 = _load_array(msg, "R2", p.public_key, chunks=list(upper_triangle_chunks(d, slots)),
-                             bound=p.layout.max_abs, layout=p.layout)
+                             bound=p.layout.limit, layout=p.layout)  # wide packing: R'' carries
         enc_v2 = _load_array(msg, "v2", p.public_key, chunks=v_chunks, bound=p.layout.max_abs, layout=p.layout)
         # One release per session: recorded before anything is decrypted.
         self.ledger.claim(p.session_id, role="user", digest=hashlib.sha256(bytes(data)).hexdigest())
         with self.timings_.measure(self.party, "decrypt"):
-            r2 = [int(x) for x in decrypt(self.private_key, enc_r2, executor=self.executor)]
             v2 = [int(x) for x in decrypt(self.private_key, enc_v2, executor=self.executor)]
+            if p.packing == "wide":
+                m_flat = self._decrypt_minus_known(enc_r2, enc_v2.bound, v2, d)
+            else:
+                r2 = [int(x) for x in decrypt(self.private_key, enc_r2, executor=self.executor)]
         with self.timings_.measure(self.party, "reconstruct"):
             # Python ints in object arrays: exact at any size
-            M = unpack_upper(_int_array(r2), d) - np.outer(_int_array(v2), _int_array(v2))
+            if p.packing == "wide":
+                M = unpack_upper(_int_array(m_flat), d)
+            else:
+                M = unpack_upper(_int_array(r2), d) - np.outer(_int_array(v2), _int_array(v2))
         self.noisy_scatter_int_ = M
         self.scale_ = n << (2 * p.frac_bits)
         self.n_ = n
