@@ -170,6 +170,10 @@ class SlotLayout:
         carry_abs = check_int("carry_abs", carry_abs, minimum=0)
         slot_bits = max(2, final_abs.bit_length() + 1)
         usable = public_key.bits - 2
+        if slot_bits > usable:
+            raise OverflowRiskError(
+                f"final_abs must fit one slot of at most bits(n) - 2 = {usable} bits, "
+                f"got a {slot_bits}-bit slot for final_abs {final_abs}")
         n_min = 1 << (public_key.bits - 1)
         slots = usable // slot_bits
         while slots >= 1 and 2 * carry_abs * ((1 << (slots * slot_bits)) - 1) >= n_min * ((1 << slot_bits) - 1):

@@ -114,3 +114,26 @@ def test_integer_lattice_leaks_v_v_mod_n_and_n_scaled_does_not(make_user, unit_r
     assert "NOT differentially private" in leak.result.privacy.notes
     matches = sum(int(safe.noisy_scatter_int[i, j]) % n == int(ref[i, j]) % n for i in range(3) for j in range(i, 3))
     assert matches < 6  # 6 entries each match with prob. ~1/17
+
+
+def _exact_run(make_user, unit_rows, d, packing, rows=4, owners=2):
+    rng = np.random.default_rng(d)
+    parts = [unit_rows(rng, rows, d) for _ in range(owners)]
+    user = make_user(max_owners=owners, max_rows_per_owner=rows, packing=packing)
+    run = run_protocol(parts, n_components=1, user=user, verify=True, key_bits=768, insecure_test_key=True)
+    assert run.verify == {"max_abs_integer_error": 0}
+    return user, run
+
+
+@pytest.mark.parametrize("packing", ["wide", "plain"])
+@pytest.mark.parametrize("d", [1, 2, 64])
+def test_both_packings_are_exact(make_user, unit_rows, d, packing):
+    user, run = _exact_run(make_user, unit_rows, d, packing)
+    layout = user.params.layout
+    assert run.result.params["slots"] == layout.slots and layout.carries == (packing == "wide")
+
+
+@pytest.mark.slow
+def test_wide_packing_is_exact_at_d784(make_user, unit_rows):
+    user, _ = _exact_run(make_user, unit_rows, 784, "wide", rows=2)
+    assert user.params.layout.carries

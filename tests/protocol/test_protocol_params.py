@@ -9,7 +9,8 @@ import pytest
 
 from dpdpca.errors import MessageError, OverflowRiskError, ParameterError
 from dpdpca.protocol.params import (PARAMS_KEY, ProtocolParams, check_noise_options, integer_noise_sensitivity,
-                                    noise_sigma_int, noise_tail_factor, slot_value_bound)
+                                    noise_sigma_int, noise_tail_factor, slot_value_bound,
+                                    final_value_bound, carry_value_bound)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def test_json_round_trip_rederives_the_same_layout(params):
 
 
 @pytest.mark.parametrize("field,value", [("slot_bits", 7), ("slots", 99), ("noise_allowance", "5"),
-                                         ("version", 2)])
+                                         ("version", 2), ("packing", "plain")])
 def test_tampered_public_parameters_are_refused(params, field, value):
     data = copy.deepcopy(params.to_json())
     data[PARAMS_KEY][field] = value
@@ -42,11 +43,22 @@ def test_missing_protocol_fields_are_refused(params):
         ProtocolParams.from_json(params.public_key.to_json())
 
 
-def test_layout_holds_the_largest_slot_value(params):
-    bound = slot_value_bound(d=1, owners=5, rows_per_owner=100, frac_bits=12, kappa=40,
-                             noise_bound=params.noise_allowance)
-    assert params.layout.max_abs >= bound
-    assert params.layout.slots * params.layout.slot_bits <= params.public_key.bits - 2
+def test_layout_holds_the_largest_slot_value(params, keypair):
+    declared = dict(owners=5, rows_per_owner=100, frac_bits=12, kappa=40, noise_bound=params.noise_allowance)
+    # wide (default): final values within max_abs, intermediates within the carry bound
+    assert params.packing == "wide" and params.layout.carries
+    assert params.layout.max_abs >= final_value_bound(**declared) == params.final_bound
+    assert params.layout.limit >= carry_value_bound(**declared) >= slot_value_bound(d=1, **declared)
+    params.layout.check_key(params.public_key)
+    # plain: every slot holds R'' itself
+    plain = ProtocolParams.create(keypair[0], max_owners=5, max_rows_per_owner=100, frac_bits=12, min_epsilon=0.1,
+                                  min_delta=1e-9, packing="plain")
+    assert not plain.layout.carries and plain.layout.max_abs >= slot_value_bound(d=1, **declared)
+    assert plain.layout.slots * plain.layout.slot_bits <= plain.public_key.bits - 2
+    assert params.layout.slots > plain.layout.slots  # 11 vs 6 at 768 bits; ~2x at 2048
+    assert ProtocolParams.from_json(plain.to_json()).layout == plain.layout
+    with pytest.raises(ParameterError, match="packing must be one of"):
+        ProtocolParams.create(keypair[0], max_owners=5, max_rows_per_owner=100, packing="narrow")
 
 
 def test_noise_allowance_covers_every_option_at_the_declared_minimum_budget(params):

@@ -177,9 +177,13 @@ def test_owners_with_different_d_and_too_many_owners(make_user, unit_rows, make_
                      insecure_test_key=True)
 
 
-def test_key_too_small_for_the_declared_bounds(keypair):
-    with pytest.raises(OverflowRiskError, match="max_abs must fit one slot"):
-        ProtocolParams.create(keypair[0], max_owners=2 ** 200, max_rows_per_owner=2 ** 200)
+@pytest.mark.parametrize("packing,match", [("plain", "max_abs must fit one slot"),
+                                           ("wide", "final_abs must fit one slot")])
+def test_key_too_small_for_the_declared_bounds(keypair, packing, match):
+    with pytest.raises(OverflowRiskError, match=match):
+        ProtocolParams.create(keypair[0], max_owners=2 ** 200, max_rows_per_owner=2 ** 200, packing=packing)
+    with pytest.raises(OverflowRiskError, match="carry_abs must fit one slot below n/2"):
+        ProtocolParams.create(keypair[0], max_owners=2 ** 60, max_rows_per_owner=2 ** 60, kappa=300)
 
 
 def test_budget_and_component_errors(make_user, unit_rows):
