@@ -117,14 +117,31 @@ owner_keys_option = click.option("--owner-keys", "owner_keys", required=True, mu
                                  help="Owners' verify-key file(s) from 'dpdpca owner keygen' (repeatable).")
 
 
-class _Pool:
-    """Context manager: a process pool with ``workers > 1``, else None."""
+#: A Dask scheduler for the crypto batches of owners and proxy (optional extra [distributed]).
+scheduler_option = click.option("--scheduler", default=None, metavar="tcp://HOST:8786",
+                                help="Run the crypto batches on this Dask cluster (pip install "
+                                     "'dpdpca[distributed]'); decryption always stays local.")
+#: Slot layout of new public parameters.
+packing_option = click.option("--packing", type=click.Choice(["wide", "plain"]), default="wide", show_default=True,
+                              help="wide: slots sized for the decrypted values (the user subtracts v'v'^T under "
+                                   "encryption first); plain: the earlier layout sized for R''.")
 
-    def __init__(self, workers: int) -> None:
+
+class _Pool:
+    """Context manager: a Dask engine with ``scheduler``, a process pool with ``workers > 1``, else None."""
+
+    def __init__(self, workers: int, scheduler: str | None = None) -> None:
         self.workers = workers
+        self.scheduler = scheduler
         self.pool: Any = None
+        self.engine: Any = None
 
     def __enter__(self) -> Any:
+        if self.scheduler:
+            from dpdpca.crypto.compute import dask_engine
+
+            self.engine = dask_engine(self.scheduler)
+            return self.engine
         if self.workers > 1:
             from dpdpca.crypto import local_process_pool
 
@@ -134,6 +151,8 @@ class _Pool:
     def __exit__(self, *exc: Any) -> None:
         if self.pool is not None:
             self.pool.shutdown()
+        if self.engine is not None:
+            self.engine.close()
 
 
 # ---------------------------------------------------------------------------
@@ -160,6 +179,8 @@ class _Pool:
 @bounds_options
 @ledger_options
 @workers_option
+@scheduler_option
+@packing_option
 @click.option("--processes", is_flag=True, help="Run every party as a separate OS process (messages only).")
 @click.option("--verify", is_flag=True, help="Check S' - G' == S-bar exactly against a plaintext reference.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
@@ -171,7 +192,8 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
             release: str | None, noise_by: str, honest_owners: int | None, feature_bounds: Any,
             feature_bounds_file: str | None, no_feature_bounds: bool, ledger_path: str | None,
             budget_epsilon: float | None, budget_delta: float | None,
-            workers: int, processes: bool, verify: bool, as_json: bool, out_dir: str | None) -> None:
+            workers: int, scheduler: str | None, packing: str, processes: bool, verify: bool, as_json: bool,
+            out_dir: str | None) -> None:
     """Run owners, proxy and data user end to end on one machine."""
     from dpdpca._validation import check_int
     from dpdpca.data import clip_rows, load_dataset, load_file, partition
@@ -212,12 +234,13 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         ledger.check(cost)
     parts = partition(X, owners)
     show_bar = not as_json and sys.stderr.isatty()
-    with _Pool(workers) as pool, _progress(show_bar, progress_steps(owners)) as tick:
+    with _Pool(workers, scheduler) as pool, _progress(show_bar, progress_steps(owners)) as tick:
         run = run_protocol(parts, n_components=components, epsilon=epsilon, delta=delta, key_bits=key_bits,
                            insecure_test_key=insecure_test_key, frac_bits=frac_bits, kappa=kappa, clip=not no_clip,
                            calibration=calibration, sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice,
                            quorum=quorum, max_owners=max_owners, executor=pool, verify=verify, processes=processes,
-                           progress=tick, release=rel, noise_by=noise_by, honest_owners=honest_owners)
+                           progress=tick, release=rel, noise_by=noise_by, honest_owners=honest_owners,
+                           packing=packing)
     result = run.result
     by_id = dict(zip(owner_ids(len(parts)), parts))  # the runner names owners "1".."L"; look them up by id
     X_ref = np.vstack([by_id[o] for o in run.owners_present])
@@ -340,8 +363,9 @@ def _human_summary(s: dict[str, Any]) -> str:
 @click.option("--min-delta", default=1e-12, show_default=True, type=float,
               help="Smallest delta the noise allowance is sized for.")
 @click.option("--force", is_flag=True, help="Overwrite an existing private.json / public.json.")
+@packing_option
 def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners: int, max_rows_per_owner: int,
-               frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool) -> None:
+               frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool, packing: str) -> None:
     """Data user: generate the key pair and the public protocol parameters."""
     from dpdpca.crypto import generate_keypair
     from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
@@ -352,7 +376,8 @@ def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners:
         raise FileAccessError(f"keygen output must not exist (pass --force to overwrite), got {existing[0]!r}")
     pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
     params = ProtocolParams.create(pk, max_owners=max_owners, max_rows_per_owner=max_rows_per_owner,
-                                   frac_bits=frac_bits, kappa=kappa, min_epsilon=min_epsilon, min_delta=min_delta)
+                                   frac_bits=frac_bits, kappa=kappa, min_epsilon=min_epsilon, min_delta=min_delta,
+                                   packing=packing)
     public = params.to_json()
     private = {**sk.to_json(), PARAMS_KEY: public[PARAMS_KEY]}
     atomic_write_json(targets[0], private, mode=0o600, exclusive=not force)
@@ -400,13 +425,14 @@ def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
 @click.option("--delta", type=float, default=None, help="With --noise-by owners: the release's delta.")
 @bounds_options
 @workers_option
+@scheduler_option
 @proxy_client_options
 def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_id: str | None,
                     out_path: str | None, no_clip: bool, insecure_test_key: bool, release: str | None, noise_by: str,
                     honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
                     delta: float | None, feature_bounds: Any, feature_bounds_file: str | None,
-                    no_feature_bounds: bool, workers: int, proxy_url: str | None, ca_cert: str | None,
-                    token: str | None) -> None:
+                    no_feature_bounds: bool, workers: int, scheduler: str | None, proxy_url: str | None,
+                    ca_cert: str | None, token: str | None) -> None:
     """Encrypt this owner's share E[R^l], E[v^l] and sign it (with its count N^l in the centred release); write
     it or POST it to the proxy."""
     from dpdpca.data import load_file
@@ -436,7 +462,7 @@ def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_
         noise = owner_noise_calibration({"noise_by": "owners", "epsilon": epsilon, "delta": delta,
                                          "honest_owners": honest_owners}, d=X.shape[1], frac_bits=params.frac_bits,
                                         owners=owners, quorum=quorum, present=owners)
-    with _Pool(workers) as pool:
+    with _Pool(workers, scheduler) as pool:
         owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,
                           release=rel, noise=noise)
         data = owner.share(X)
@@ -467,15 +493,17 @@ def proxy_group() -> None:
               help="The release the owners' shares are for (default add-remove).")
 @max_features_option
 @workers_option
+@scheduler_option
 @click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: str, quorum: int | None,
-                        release: str | None, max_features: int, workers: int, shares: tuple[str, ...]) -> None:
+                        release: str | None, max_features: int, workers: int, scheduler: str | None,
+                        shares: tuple[str, ...]) -> None:
     """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json)."""
     from dpdpca.protocol.parties import Proxy
 
     params = _load_public(public_path)
     keyring = _load_owner_keys(owner_keys)
-    with _Pool(workers) as pool:
+    with _Pool(workers, scheduler) as pool:
         # Default quorum: every share given (more than max_owners fail on receipt, naming the slot width).
         default_quorum = min(len(shares), params.max_owners, len(keyring))
         proxy = Proxy(params, keyring, quorum=quorum if quorum is not None else default_quorum,
@@ -506,10 +534,11 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
 @max_features_option
 @workers_option
+@scheduler_option
 def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
                      noise_lattice: str, noise_by: str, honest_owners: int | None, owners: int | None,
                      ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None,
-                     out_path: str, max_features: int, workers: int) -> None:
+                     out_path: str, max_features: int, workers: int, scheduler: str | None) -> None:
     """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user (once per session)."""
     from dpdpca.protocol.identity import OwnerKeyring
     from dpdpca.protocol.ledger import ReleaseLedger
@@ -521,7 +550,7 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
     state = Path(state_dir)
     params = _load_public(str(state / "public.json"))
     keyring = OwnerKeyring.from_json(read_json_file(state / "owner-keys.json", "proxy owner keys"))
-    with _Pool(workers) as pool:
+    with _Pool(workers, scheduler) as pool:
         proxy = Proxy.from_state(params, keyring, _read_bytes(str(state / "state.msg"), "proxy state"),
                                  executor=pool, ledger=ReleaseLedger(state / "ledger.json"),
                                  max_features=max_features)

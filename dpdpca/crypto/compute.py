@@ -257,7 +257,7 @@ class DaskEngine(Engine):
 
     def tree_product(self, modulus: int, width: int, groups: Sequence[Sequence[Ints]]) -> list[bk.mpz]:
         client = self.client
-        workers = self._worker_addresses() or [None]
+        workers: list[str | None] = list(self._worker_addresses()) or [None]
         # Each group's runs go to one worker (round robin over groups, one scatter per worker),
         # so the nodes of its tree need no transfer; runs already spread over several workers
         # (e.g. left there by the owners' encryption) would meet at the nodes instead.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
+from dpdpca.crypto.compute import EngineLike
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ class DPDPCA(PCAEstimator):
     noise_lattice : {"n-scaled", "integer"}
         ``"n-scaled"`` is the rigorous default; ``"integer"`` is the
         paper's form and leaks ``v_i v_j mod N`` (not DP).
-    executor : concurrent.futures.Executor or None
+    executor : Executor, compute engine, distributed.Client or None
         Process pool for the crypto batches.
     insecure_test_key : bool
         Allow keys below 2048 bits (tests only).
@@ -100,7 +100,7 @@ class DPDPCA(PCAEstimator):
                  key_bits: int = 2048, frac_bits: int = 16, kappa: int = 40, clip: bool = True,
                  calibration: str = "analytic",
                  sensitivity_mode: str = "rigorous", noise_lattice: str = "n-scaled",
-                 executor: Executor | None = None, insecure_test_key: bool = False, quorum: int | None = None,
+                 executor: EngineLike = None, insecure_test_key: bool = False, quorum: int | None = None,
                  processes: bool = False, release: str | None = None, noise_by: str = "proxy",
                  honest_owners: int | None = None) -> None:
         self.n_components = n_components

@@ -33,7 +33,7 @@ step.
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import Executor
+from dpdpca.crypto.compute import EngineLike
 from typing import Any, Sequence
 
 import numpy as np
@@ -80,7 +80,7 @@ class DataOwner:
     clip : bool
         True: rows are clipped to L2 norm <= 1 with the public rule
         :func:`dpdpca.data.clip_rows`; False: a row of norm > 1 raises.
-    executor : concurrent.futures.Executor or None
+    executor : Executor, compute engine, distributed.Client or None
         Runs the encryption batches (e.g. :func:`dpdpca.crypto.local_process_pool`).
     insecure_test_key : bool
         The owner's own policy: encrypt under a key below 2048 bits only if
@@ -110,7 +110,7 @@ class DataOwner:
     """
 
     def __init__(self, params: ProtocolParams, identity: OwnerIdentity, *, clip: bool = True,
-                 executor: Executor | None = None, insecure_test_key: bool = False, release: str = "centred",
+                 executor: EngineLike = None, insecure_test_key: bool = False, release: str = "centred",
                  noise: DistributedCalibration | None = None, record_noise_for_testing: bool = False) -> None:
         if not isinstance(identity, OwnerIdentity):
             raise ProtocolError(f"identity must be an OwnerIdentity (the owner's signing key), "
@@ -315,7 +315,7 @@ class Proxy:
         Unsigned shares and unknown signers are refused.
     quorum : int or None
         Minimum number of shares to proceed; default every listed owner.
-    executor : Executor or None
+    executor : Executor, compute engine, distributed.Client or None
         Runs the homomorphic batches.
     ledger : ReleaseLedger or None
         Where the one release of the session is recorded; default in memory.
@@ -340,7 +340,7 @@ class Proxy:
     """
 
     def __init__(self, params: ProtocolParams, owner_keys: OwnerKeyring, *, quorum: int | None = None,
-                 executor: Executor | None = None, ledger: ReleaseLedger | None = None,
+                 executor: EngineLike = None, ledger: ReleaseLedger | None = None,
                  max_features: int = DEFAULT_MAX_FEATURES, record_noise_for_testing: bool = False,
                  release: str = "centred") -> None:
         if not isinstance(owner_keys, OwnerKeyring) or len(owner_keys) == 0:
@@ -492,7 +492,7 @@ class Proxy:
 
     @classmethod
     def from_state(cls, params: ProtocolParams, owner_keys: OwnerKeyring, data: bytes, *,
-                   executor: Executor | None = None, ledger: ReleaseLedger | None = None,
+                   executor: EngineLike = None, ledger: ReleaseLedger | None = None,
                    max_features: int = DEFAULT_MAX_FEATURES) -> "Proxy":
         """Rebuild a proxy whose collection is closed from :meth:`state_bytes`; re-checks every signature."""
         msg = Message.from_bytes(data).expect(MessageType.PROXY_STATE, session=params.session_id,
@@ -751,7 +751,7 @@ class DataUser:
     owner_keys : OwnerKeyring or None
         The owners' verify keys (the data user's own copy); needed by
         :meth:`reconstruct` to check N.  May be set later (``user.owner_keys = ...``).
-    executor : Executor or None
+    executor : Executor, compute engine, distributed.Client or None
         Runs the CRT batch decryption.
     ledger : ReleaseLedger or None
         Records the one release decrypted for this session; default in memory.
@@ -770,7 +770,7 @@ class DataUser:
     """
 
     def __init__(self, private_key: PrivateKey, params: ProtocolParams, *, owner_keys: OwnerKeyring | None = None,
-                 executor: Executor | None = None, ledger: ReleaseLedger | None = None,
+                 executor: EngineLike = None, ledger: ReleaseLedger | None = None,
                  max_features: int = DEFAULT_MAX_FEATURES) -> None:
         if private_key.public_key != params.public_key:
             raise KeyMismatchError(f"private key must match the public parameters' key "
@@ -788,7 +788,7 @@ class DataUser:
         return f"DataUser(key={self.params.key_fingerprint[:16]}, session={self.params.session_id})"
 
     @classmethod
-    def generate(cls, *, key_bits: int = 2048, insecure_test_key: bool = False, executor: Executor | None = None,
+    def generate(cls, *, key_bits: int = 2048, insecure_test_key: bool = False, executor: EngineLike = None,
                  owner_keys: OwnerKeyring | None = None, ledger: ReleaseLedger | None = None,
                  **param_kwargs: Any) -> "DataUser":
         """Generate the key pair (Sec. IV-C step 1) and the public parameters."""

@@ -15,12 +15,12 @@ protocol's production randomness to a seeded source.
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import Executor
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from dpdpca._validation import check_int, param_error
+from dpdpca.crypto.compute import EngineLike, as_engine
 from dpdpca.data import check_partitions
 from dpdpca.dp import REPLACE_ONE
 from dpdpca.errors import DataError, OverflowRiskError, ParameterError, ProtocolError
@@ -51,10 +51,11 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
                  noise_lattice: str = "n-scaled", neighbouring: str = REPLACE_ONE, quorum: int | None = None,
                  absent_owners: Sequence[int] = (), deadline_s: float | None = None,
                  max_owners: int | None = None, max_rows_per_owner: int | None = None,
-                 executor: Executor | None = None, verify: bool = False, processes: bool = False,
+                 executor: EngineLike = None, verify: bool = False, processes: bool = False,
                  user: DataUser | None = None, progress: Progress | None = None,
                  transport: Transport | None = None, release: str | None = None, noise_by: str = "proxy",
-                 honest_owners: int | None = None) -> ProtocolRun:
+                 honest_owners: int | None = None, packing: str = "wide",
+                 user_executor: EngineLike | str = "auto") -> ProtocolRun:
     """Run owners, proxy and data user end to end.
 
     Parameters
@@ -90,8 +91,14 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
         How long the proxy waits for shares.
     max_owners, max_rows_per_owner : int or None
         Declared public bounds (default: L and the largest partition).
-    executor : Executor or None
-        Process pool for the crypto batches.
+    executor : Executor, compute engine, distributed.Client or None
+        Runs the crypto batches of owners and proxy (a local process pool, or
+        a Dask cluster: :func:`dpdpca.crypto.compute.dask_engine`).
+    user_executor : local executor, None or "auto"
+        The data user's decryption batches; ``"auto"`` (default): ``executor``
+        if it is local, else serial in this process (the secret key never
+        leaves the key holder's host; a remote engine is refused at
+        decryption).
     verify : bool
         Compare with a plaintext reference in the integer domain; the proxy
         discloses its noise to the runner (not to the user) for this.
@@ -100,6 +107,10 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
         :mod:`dpdpca.protocol.processes`).
     user : DataUser or None
         Reuse an existing key pair (its parameters must fit this run).
+    packing : {"wide", "plain"}
+        Slot layout of new parameters (:class:`~dpdpca.protocol.params.ProtocolParams`):
+        wide (default) subtracts v'v'^T under encryption before decrypting,
+        plain is the earlier layout sized for R''.
     progress : callable or None
         Called with a label after each step (:func:`progress_steps` steps).
 
@@ -137,7 +148,7 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     declared_rows = max(p.shape[0] for p in parts) if max_rows_per_owner is None else \
         check_int("max_rows_per_owner", max_rows_per_owner, minimum=1)
     param_kwargs: dict[str, Any] = dict(max_owners=declared_owners, max_rows_per_owner=declared_rows, frac_bits=frac_bits,
-                        kappa=kappa, min_epsilon=min(eps, 0.01), min_delta=min(dl, 1e-12))
+                        kappa=kappa, min_epsilon=min(eps, 0.01), min_delta=min(dl, 1e-12), packing=packing)
     options: dict[str, Any] = dict(epsilon=eps, delta=dl, calibration=calibration,
                                    sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
     if rel == "add-remove":
@@ -150,11 +161,13 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
                                 progress=progress, release=rel)
 
     tick = progress or (lambda label: None)
+    if isinstance(user_executor, str):
+        user_executor = None if as_engine(executor).remote else executor
     if user is None:
-        user = DataUser.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, executor=executor,
+        user = DataUser.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, executor=user_executor,
                                  **param_kwargs)
     else:
-        user.executor = executor
+        user.executor = user_executor
     params = user.params
     # Every owner has its own signing key; the proxy and the user list the verify keys.
     identities = [OwnerIdentity.generate(oid) for oid in ids]
