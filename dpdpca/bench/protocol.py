@@ -44,9 +44,11 @@ import phe
 
 from dpdpca.bench._data import real_or_synthetic
 from dpdpca.crypto import local_process_pool, upper_triangle_flatten
+from dpdpca.crypto.compute import dask_engine
 from dpdpca.data import clip_rows, load_dataset, partition
 from dpdpca.errors import DataError
 from dpdpca.protocol.masking import draw_mask
+from dpdpca.protocol.params import PACKINGS, ProtocolParams
 from dpdpca.protocol.parties import DataUser
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.protocol.runner import run_protocol
@@ -119,27 +121,34 @@ def _work_s(timings: dict[str, Any]) -> float:
 
 
 def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float) -> dict[str, Any]:
+    """The d = 64 ratio for both slot layouts (wide is the headline), against one phe extrapolation."""
     parts = _digits_partitions()
-    user = DataUser.generate(key_bits=KEY_BITS, max_owners=OWNERS, max_rows_per_owner=max(p.shape[0] for p in parts),
-                             min_epsilon=min(epsilon, 0.01), min_delta=min(delta, 1e-12))
+    users = {packing: DataUser.generate(key_bits=KEY_BITS, max_owners=OWNERS,
+                                        max_rows_per_owner=max(p.shape[0] for p in parts),
+                                        min_epsilon=min(epsilon, 0.01), min_delta=min(delta, 1e-12), packing=packing)
+             for packing in PACKINGS}
 
-
-    def ours() -> tuple[Any, float]:
+    def ours(packing: str) -> tuple[Any, float]:
         t0 = time.perf_counter()
-        run = run_protocol(parts, n_components=5, epsilon=epsilon, delta=delta, user=user)
+        run = run_protocol(parts, n_components=5, epsilon=epsilon, delta=delta, user=users[packing])
         return run, time.perf_counter() - t0
 
+    def work(rw: tuple[Any, float]) -> float:
+        return _work_s(rw[0].result.timings.to_dict())
+
     # Ours before and after the phe sampling; the faster run counts, as the fastest phe sample does.
-    first = ours()
-    phe_part = _phe_protocol_seconds(parts, user, 6 if quick else 24, epsilon, delta)
-    second = ours()
-    run, wall = min(first, second, key=lambda rw: _work_s(rw[0].result.timings.to_dict()))
+    first = {packing: ours(packing) for packing in PACKINGS}
+    phe_part = _phe_protocol_seconds(parts, users["wide"], 6 if quick else 24, epsilon, delta)
+    second = {packing: ours(packing) for packing in PACKINGS}
+    best = {packing: min(first[packing], second[packing], key=work) for packing in PACKINGS}
+    run, wall = best["wide"]
     timings = run.result.timings.to_dict()
-    work = _work_s(timings)
-    return {
-        "ratio_vs_per_element_phe": phe_part["phe_total_s"] / work,
-        "d64_ours_work_s": work,
-        "d64_ours_work_s_both_runs": [_work_s(r.result.timings.to_dict()) for r, _ in (first, second)],
+    out = {
+        "ratio_vs_per_element_phe": phe_part["phe_total_s"] / work(best["wide"]),
+        "ratio_vs_per_element_phe_plain": phe_part["phe_total_s"] / work(best["plain"]),
+        "d64_ours_work_s": work(best["wide"]),
+        "d64_ours_work_s_plain": work(best["plain"]),
+        "d64_ours_work_s_both_runs": [work(r) for r in (first["wide"], second["wide"])],
         "d64_ours_wall_s": wall,
         "d64_ours_critical_path_s": timings["critical_path_s"],
         "d64_phe_total_s": phe_part["phe_total_s"],
@@ -147,8 +156,10 @@ def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float) -> dict[str, Any]
         "phe_sampled_ops": phe_part["phe_sampled_ops"],
         "phe_samples_per_op": phe_part["phe_samples_per_op"],
         "d64_dataset": "digits (1797 x 64, bundled)",
-        "d64_slots_per_ciphertext": run.result.params["slots"],
+        "d64_slots_per_ciphertext": {packing: users[packing].params.layout.slots for packing in PACKINGS},
+        "d64_slot_bits": {packing: users[packing].params.layout.slot_bits for packing in PACKINGS},
     }
+    return out
 
 
 def _fashion(quick: bool) -> tuple[np.ndarray, str]:
@@ -166,21 +177,29 @@ def _fashion(quick: bool) -> tuple[np.ndarray, str]:
     return clip_rows(X)[0], name
 
 
-def large_run(*, quick: bool, workers: int, epsilon: float, delta: float) -> dict[str, Any]:
+def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, packing: str = "wide",
+              scheduler: str | None = None) -> dict[str, Any]:
     X, name = _fashion(quick)
     parts = partition(X, OWNERS)
     d = X.shape[1]
     pool = local_process_pool(workers) if workers > 1 else None
+    engine = dask_engine(scheduler) if scheduler else None
+    declared = dict(max_owners=OWNERS, max_rows_per_owner=max(p.shape[0] for p in parts),
+                    min_epsilon=min(epsilon, 0.01), min_delta=min(delta, 1e-12))
     try:
         t0 = time.perf_counter()
-        run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, key_bits=KEY_BITS, executor=pool)
+        user = DataUser.generate(key_bits=KEY_BITS, packing=packing, **declared)  # timed: keygen is part of the run
+        run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, user=user,
+                           executor=engine if engine is not None else pool, user_executor=pool)
         wall = time.perf_counter() - t0
     finally:
         if pool is not None:
             pool.shutdown()
+        if engine is not None:
+            engine.close()
     t = run.result.timings.to_dict()
     per_party = {p: round(sum(ph.values()), 3) for p, ph in t["parties"].items()}
-    key = f"d{d}"
+    key = f"d{d}" + ("" if packing == "wide" else f"_{packing}")
     return {
         f"{key}_total_s": wall,
         f"{key}_critical_path_s": t["critical_path_s"],
@@ -190,7 +209,11 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float) -> dic
         f"{key}_bytes_sent": dict(run.result.bytes_sent),
         f"{key}_dataset": name,
         f"{key}_rows": int(X.shape[0]),
-        f"{key}_slots_per_ciphertext": run.result.params["slots"],
+        f"{key}_slots_per_ciphertext": {other: (user.params.layout.slots if other == packing else
+                                                ProtocolParams.create(user.params.public_key, packing=other,
+                                                                      **declared).layout.slots)
+                                         for other in PACKINGS},
+        f"{key}_scheduler": scheduler or "none",
         "d784_skipped": quick,
     }
 
@@ -201,14 +224,25 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float) -> dic
 @click.option("--workers", default=max(1, min(2, os.cpu_count() or 1)), show_default=True, type=int,
               help="Process-pool workers for the large run.")
 @click.option("--skip-large", is_flag=True, help="Only the d = 64 ratio.")
-def command(quick: bool, as_json: bool, workers: int, skip_large: bool) -> None:
+@click.option("--large-plain", is_flag=True, help="Also run the large case with the plain layout (about 2x longer).")
+@click.option("--scheduler", default=None, metavar="tcp://HOST:8786",
+              help="Owners' and proxy's batches of the large run on this Dask cluster (decryption stays local).")
+def command(quick: bool, as_json: bool, workers: int, skip_large: bool, large_plain: bool,
+            scheduler: str | None) -> None:
     """End to end: packed protocol vs per-element python-paillier (d=64), and d=784 on Fashion-MNIST."""
     epsilon, delta = 1.0, 1e-5
     out: dict[str, Any] = {"key_bits": KEY_BITS, "owners": OWNERS, "epsilon": epsilon, "delta": delta,
                            "quick": quick, "workers": workers, "cpu_count": os.cpu_count()}
     out.update(ratio_vs_phe(quick=quick, epsilon=epsilon, delta=delta))
     if not skip_large:
-        out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta))
+        out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta, scheduler=scheduler))
+        if large_plain:
+            out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta, packing="plain",
+                                 scheduler=scheduler))
+    for k in ("d784_slots_per_ciphertext", "d196_slots_per_ciphertext", "d64_slots_per_ciphertext"):
+        if k in out:  # the headline: the largest run's layouts
+            out["slots_per_ciphertext"] = out[k]
+            break
     if as_json:
         click.echo(json.dumps(out, sort_keys=True))
     else:

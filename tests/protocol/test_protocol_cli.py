@@ -282,3 +282,28 @@ def test_run_with_the_default_2048_bit_key(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["params"]["key_bits"] == 2048 and summary["verify"]["max_abs_integer_error"] == 0
     assert summary["privacy"]["neighbouring"] == "add/remove-one" and summary["privacy"]["sensitivity_mode"] == "rigorous"
+
+
+    assert summary["privacy"]["neighbouring"] == "replace-one" and summary["privacy"]["sensitivity_mode"] == "rigorous"
+
+
+def test_run_on_a_dask_scheduler_and_role_commands_accept_it(capsys, keys, tmp_path):
+    """``--scheduler``: owners and proxy on the cluster, the user's decryption local; exact result."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        address = cluster.scheduler_address
+        capsys.readouterr()
+        code = main(["run", "--owners", "2", "--components", "2", *KEY, "--scheduler", address, "--verify",
+                     "--json", "--dataset", "digits"])
+        out = json.loads(capsys.readouterr().out)
+        assert code == 0 and out["verify"]["max_abs_integer_error"] == 0
+        share = tmp_path / "share.msg"
+        data = tmp_path / "x.npy"
+        np.save(data, _rows(np.random.default_rng(1), 20, 4))
+        assert main(["owner", "share", "--public", str(keys / "public.json"), "--data", str(data),
+                     "--owner-id", "a", "--out", str(share), "--scheduler", address]) == 0
+        with Client(address) as client:  # the cluster is still healthy after the commands closed their clients
+            assert len(client.scheduler_info()["workers"]) == 2
+    _expect_error(capsys, ["run", *KEY, "--scheduler", "localhost:8786"],
+                  "scheduler must be an address like tcp://HOST:8786")
