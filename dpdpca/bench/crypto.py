@@ -6,8 +6,10 @@ ratios.  Each ratio is taken between two measurements run back to back
 (3 pairs with ``--quick``, 5 otherwise) and the median pair is reported,
 which resists load from other jobs on a shared machine; the per-second rates
 are the best run.  Values are packed with the slot parameters the protocol needs for
-d = 784, L = 100 owners and 10**5 rows per owner
-(:func:`dpdpca.protocol.params.slot_value_bound`).
+d = 784, L = 100 owners and 10**5 rows per owner: the wide layout
+(:func:`dpdpca.protocol.params.final_value_bound` and ``carry_value_bound``)
+for the headline figures, the plain one (``slot_value_bound``) for the
+``*_plain`` figures.
 
 JSON keys: ``key_bits``, ``values`` (slots encrypted by our layer),
 ``phe_values``, ``phe_encrypt_values_per_s``, ``encrypt_values_per_s``,
@@ -20,7 +22,8 @@ right after it, and the median of the paired ratios is reported),
 ``peak_rss_mb`` (peak RSS of a fresh process encrypting the upper triangle of
 a d x d matrix), ``triangle_d``, ``triangle_ciphertexts``,
 ``triangle_encrypt_s``, ``triangle_bytes``, ``slots_per_ciphertext``,
-``slot_bits``, ``slot_bound_bits``, ``table_build_s``, ``keygen_s``,
+``slot_bits``, ``slot_bound_bits``, ``carry_bound_bits``, ``encrypt_ratio_plain``,
+``decrypt_ratio_plain``, ``slots_per_ciphertext_plain``, ``slot_bits_plain``, ``table_build_s``, ``keygen_s``,
 ``packed_power_speedup`` (scalar_times_packed against a plain powmod by the
 packed exponent), ``quick``; with ``--workers N > 1`` also
 ``parallel_workers`` and ``parallel_encrypt_speedup`` (serial time / time on a
@@ -57,7 +60,7 @@ from dpdpca.crypto import (
 )
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.matrix import EncryptedSymmetricMatrix
-from dpdpca.protocol.params import slot_value_bound
+from dpdpca.protocol.params import carry_value_bound, final_value_bound, slot_value_bound
 
 #: Protocol sizes the slots are derived for.
 D, OWNERS, ROWS_PER_OWNER = 784, 100, 10**5
@@ -112,10 +115,10 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _triangle_child(pub_json: str, d: int, bound: int) -> dict[str, Any]:
+def _triangle_child(pub_json: str, d: int, bound: int, slot_bits: int, slots: int, carry: int) -> dict[str, Any]:
     """Encrypt the upper triangle of a d x d integer matrix in this (fresh) process."""
     pk = PublicKey.from_json(json.loads(pub_json), insecure_test_key=True)
-    layout = SlotLayout.for_bound(pk, bound)
+    layout = SlotLayout(slot_bits=slot_bits, slots=slots, carry_bound=carry)
     rng = np.random.default_rng(1)
     half = rng.integers(-(2**48), 2**48, size=(d, d))
     mat = np.triu(half) + np.triu(half, 1).T
@@ -125,10 +128,12 @@ def _triangle_child(pub_json: str, d: int, bound: int) -> dict[str, Any]:
             "triangle_bytes": enc.nbytes}
 
 
-def _measure_triangle(pk: PublicKey, d: int, bound: int) -> dict[str, Any]:
+def _measure_triangle(pk: PublicKey, d: int, bound: int, layout: SlotLayout) -> dict[str, Any]:
     code = ("import json, sys; from dpdpca.bench.crypto import _triangle_child; "
-            "a = json.loads(sys.stdin.read()); print(json.dumps(_triangle_child(a['pub'], a['d'], a['bound'])))")
-    payload = json.dumps({"pub": json.dumps(pk.to_json()), "d": d, "bound": bound})
+            "a = json.loads(sys.stdin.read()); print(json.dumps(_triangle_child(a['pub'], a['d'], a['bound'], "
+            "a['slot_bits'], a['slots'], int(a['carry']))))")
+    payload = json.dumps({"pub": json.dumps(pk.to_json()), "d": d, "bound": bound, "slot_bits": layout.slot_bits,
+                          "slots": layout.slots, "carry": str(layout.carry_bound)})
     out = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -140,8 +145,11 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
     codec = FixedPointCodec(frac_bits=16)
     runs = 3 if quick else 5  # back-to-back pairs per ratio
     (pk, sk), keygen_s = _timed(lambda: generate_keypair(key_bits, insecure_test_key=insecure_test_key))
-    bound = slot_value_bound(d=D, owners=OWNERS, rows_per_owner=ROWS_PER_OWNER)
-    layout = SlotLayout.for_bound(pk, bound)
+    declared = dict(owners=OWNERS, rows_per_owner=ROWS_PER_OWNER)
+    bound = final_value_bound(**declared)
+    layout = SlotLayout.for_final_bound(pk, bound, carry_value_bound(**declared))  # the protocol's wide packing
+    plain_bound = slot_value_bound(d=D, **declared)
+    plain_layout = SlotLayout.for_bound(pk, plain_bound)  # the plain packing: slots hold R'' itself
     _, table_s = _timed(lambda: pk.hs_table)
 
     # -- encryption and decryption throughput, same values for both libraries --
@@ -158,6 +166,10 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
         raise RuntimeError("python-paillier round trip failed in the benchmark")
     if plain != values:
         raise RuntimeError("dpdpca.crypto round trip failed in the benchmark")
+    plain_values = values[:n_ours_ct * plain_layout.slots]
+    _, enc_p, phe_enc_tp, enc_tp = _paired(lambda: [ppk.encrypt(v) for v in values[:n_phe]],
+                                           lambda: encrypt(pk, plain_values, layout=plain_layout, bound=plain_bound), runs)
+    _, _, phe_dec_tp, dec_tp = _paired(lambda: [psk.decrypt(c) for c in phe_cts], lambda: decrypt(sk, enc_p), runs)
 
     # -- aggregation: L arrays, one mulmod per ciphertext and array after the first --
     n_arrays = 100
@@ -210,6 +222,13 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
         "slots_per_ciphertext": layout.slots,
         "slot_bits": layout.slot_bits,
         "slot_bound_bits": bound.bit_length(),
+        "carry_bound_bits": layout.carry_bound.bit_length(),
+        "encrypt_ratio_plain": statistics.median((len(plain_values) / b) / (n_phe / a)
+                                                 for a, b in zip(phe_enc_tp, enc_tp)),
+        "decrypt_ratio_plain": statistics.median((len(plain_values) / b) / (n_phe / a)
+                                                 for a, b in zip(phe_dec_tp, dec_tp)),
+        "slots_per_ciphertext_plain": plain_layout.slots,
+        "slot_bits_plain": plain_layout.slot_bits,
         "table_build_s": table_s,
         "keygen_s": keygen_s,
         "packed_power_speedup": statistics.median((b / naive_n) / (a / n_vec) for a, b in zip(fast_t, naive_t)),
@@ -224,7 +243,7 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
         out["parallel_workers"] = workers
         out["parallel_encrypt_speedup"] = statistics.median(a / b for a, b in zip(ser_t, par_t))
     if triangle:
-        out.update(_measure_triangle(pk, d, bound))
+        out.update(_measure_triangle(pk, d, bound, layout))
         out["triangle_d"] = d
         out["triangle_chunks_check"] = len(upper_triangle_chunks(d, layout.slots)) == out["triangle_ciphertexts"]
     return out

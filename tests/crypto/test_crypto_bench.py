@@ -18,7 +18,9 @@ def test_bench_crypto_json_small_key():
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert KEYS <= set(out)
-    assert out["key_bits"] == 1024 and out["slot_bits"] == 160 and out["slots_per_ciphertext"] == 6
+    assert out["key_bits"] == 1024 and out["slot_bits"] == 81 and out["slots_per_ciphertext"] == 11  # wide
+    assert out["slot_bits_plain"] == 160 and out["slots_per_ciphertext_plain"] == 6
+    assert out["decrypt_ratio_plain"] > 0 and out["encrypt_ratio_plain"] > 0
     assert out["triangle_d"] == 30 and out["triangle_chunks_check"] is True
     assert out["parallel_workers"] == 2 and out["parallel_encrypt_speedup"] > 0
     assert out["peak_rss_mb"] > 0 and out["encrypt_ratio"] > 0 and out["aggregate_efficiency"] > 0
