@@ -287,7 +287,7 @@ def test_run_with_the_default_2048_bit_key(tmp_path, capsys):
     assert summary["privacy"]["neighbouring"] == "replace-one" and summary["privacy"]["sensitivity_mode"] == "rigorous"
 
 
-def test_run_on_a_dask_scheduler_and_role_commands_accept_it(capsys, keys, tmp_path):
+def test_run_on_a_dask_scheduler_and_role_commands_accept_it(capsys, keys, ids, tmp_path):
     """``--scheduler``: owners and proxy on the cluster, the user's decryption local; exact result."""
     from distributed import Client, LocalCluster
 
@@ -301,8 +301,10 @@ def test_run_on_a_dask_scheduler_and_role_commands_accept_it(capsys, keys, tmp_p
         share = tmp_path / "share.msg"
         data = tmp_path / "x.npy"
         np.save(data, _rows(np.random.default_rng(1), 20, 4))
-        assert main(["owner", "share", "--public", str(keys / "public.json"), "--data", str(data),
-                     "--owner-id", "a", "--out", str(share), "--scheduler", address]) == 0
+        assert main(["owner", "share", "--public", str(keys / "public.json"), "--insecure-test-key",
+                     "--identity", str(ids / "1.identity.json"), "--data", str(data), "--out", str(share),
+                     "--scheduler", address]) == 0
+        assert share.stat().st_size > 0
         with Client(address) as client:  # the cluster is still healthy after the commands closed their clients
             assert len(client.scheduler_info()["workers"]) == 2
     _expect_error(capsys, ["run", *KEY, "--scheduler", "localhost:8786"],
