@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from dpdpca.crypto import local_process_pool
 from dpdpca.protocol import run_protocol
 from dpdpca.protocol.params import noise_sigma_int, noise_tail_factor
 from dpdpca.protocol.runner import reference_scatter_int
@@ -116,11 +117,12 @@ def test_integer_lattice_leaks_v_v_mod_n_and_n_scaled_does_not(make_user, unit_r
     assert matches < 6  # 6 entries each match with prob. ~1/17
 
 
-def _exact_run(make_user, unit_rows, d, packing, rows=4, owners=2):
+def _exact_run(make_user, unit_rows, d, packing, rows=4, owners=2, executor=None):
     rng = np.random.default_rng(d)
     parts = [unit_rows(rng, rows, d) for _ in range(owners)]
     user = make_user(max_owners=owners, max_rows_per_owner=rows, packing=packing)
-    run = run_protocol(parts, n_components=1, user=user, verify=True, key_bits=768, insecure_test_key=True)
+    run = run_protocol(parts, n_components=1, user=user, verify=True, key_bits=768, insecure_test_key=True,
+                       executor=executor)
     assert run.verify == {"max_abs_integer_error": 0}
     return user, run
 
@@ -135,5 +137,7 @@ def test_both_packings_are_exact(make_user, unit_rows, d, packing):
 
 @pytest.mark.slow
 def test_wide_packing_is_exact_at_d784(make_user, unit_rows):
-    user, _ = _exact_run(make_user, unit_rows, 784, "wide", rows=2)
+    """307 720 triangle entries in ~28 000 ciphertexts per owner: two local processes share the work."""
+    with local_process_pool(2) as pool:
+        user, _ = _exact_run(make_user, unit_rows, 784, "wide", rows=2, executor=pool)
     assert user.params.layout.carries
