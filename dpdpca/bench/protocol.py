@@ -129,8 +129,13 @@ def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float) -> dict[str, Any]
              for packing in PACKINGS}
 
     def ours(packing: str) -> tuple[Any, float]:
+        # One release per session: every run gets a fresh session under the same key.
+        params = users[packing].params
+        user = DataUser(users[packing].private_key, ProtocolParams.create(
+            params.public_key, max_owners=params.max_owners, max_rows_per_owner=params.max_rows_per_owner,
+            min_epsilon=params.min_epsilon, min_delta=params.min_delta, packing=packing))
         t0 = time.perf_counter()
-        run = run_protocol(parts, n_components=5, epsilon=epsilon, delta=delta, user=users[packing])
+        run = run_protocol(parts, n_components=5, epsilon=epsilon, delta=delta, user=user)
         return run, time.perf_counter() - t0
 
     def work(rw: tuple[Any, float]) -> float:
