@@ -284,9 +284,6 @@ def test_run_with_the_default_2048_bit_key(tmp_path, capsys):
     assert summary["privacy"]["neighbouring"] == "add/remove-one" and summary["privacy"]["sensitivity_mode"] == "rigorous"
 
 
-    assert summary["privacy"]["neighbouring"] == "replace-one" and summary["privacy"]["sensitivity_mode"] == "rigorous"
-
-
 def test_run_on_a_dask_scheduler_and_role_commands_accept_it(capsys, keys, ids, tmp_path):
     """``--scheduler``: owners and proxy on the cluster, the user's decryption local; exact result."""
     from distributed import Client, LocalCluster
