@@ -14,7 +14,8 @@ from dpdpca.errors import DataError, ParameterError, ParameterTypeError, Protoco
 from dpdpca.result import PCAResult
 
 TENSOR = ["capeagn", "capeagn-conv", "capeagn-local", "capeagn-nonprivate"]
-PLAINTEXT = ["dpdispca", "dpdispca-full", "capepca", "conv", "local", "pooled", "private-local-pca", "nonprivate"]
+PLAINTEXT = ["dpdispca", "dpdispca-full", "capepca", "conv", "local", "pooled", "private-local-pca", "nonprivate",
+             "fpca", "mod-sulq", "sketch", "frequent-directions"]
 
 
 @pytest.fixture(scope="module")

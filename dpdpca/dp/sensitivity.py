@@ -29,6 +29,7 @@ import numpy as np
 
 from dpdpca._validation import check_int, check_nonnegative, param_error
 from dpdpca.dp.mechanisms import check_neighbouring, check_sensitivity_mode
+from dpdpca.dp.quadratic_sketch import quadratic_sketch_bounds
 from dpdpca.dp.report import ADD_REMOVE_ONE, REPLACE_ONE
 
 __all__ = [
@@ -169,7 +170,8 @@ def centred_scatter_sensitivity(n: int, *, neighbouring: str = REPLACE_ONE, mode
 
 
 def quadratic_sketch_sensitivity(omega: Any, *, norm: str = "l2", neighbouring: str = ADD_REMOVE_ONE,
-                                 mode: str = "rigorous") -> float:
+                                 mode: str = "rigorous", features_per_sample: int | None = None,
+                                 mask: str = "uniform") -> float:
     r"""Sensitivity of the quadratic sketch ``Sigma(X) = sum_i (Omega^T x_i)^2`` (entrywise), ``||x|| <= 1``.
 
     Parameters
@@ -181,46 +183,36 @@ def quadratic_sketch_sensitivity(omega: Any, *, norm: str = "l2", neighbouring: 
     neighbouring : {"add/remove-one", "replace-one"}
         Chatalic et al.'s table is for add/remove-one (UDP).
     mode : {"rigorous", "paper"}
+    features_per_sample, mask :
+        Feature subsampling (``r`` of ``m`` features per record, rescaled by
+        ``m/r``); see :func:`dpdpca.dp.quadratic_sketch.quadratic_sketch_bounds`.
 
     Returns
     -------
     float
-        With ``u = Omega^T x``:
-
-        * add/remove-one, L1: ``sup ||u||_2^2 = ||Omega||_2^2`` (spectral norm; exact, as in
-          Chatalic et al.'s table).
-        * add/remove-one, L2: the table's ``||Omega^T||_{2->4}^2`` has no closed form;
-          rigorous mode returns the upper bound
-          ``min(||Omega||_2^2, max_j ||omega_j|| * ||Omega||_2)`` (from
-          ``sum_j u_j^4 <= max_j u_j^2 * sum_j u_j^2``); paper mode returns
-          ``||Omega||_2^2`` (the same bound's first term).
-        * replace-one (rigorous): twice the add/remove value (triangle inequality through
-          the empty record ``x = 0``, a valid record); paper mode keeps the
-          add/remove value.
+        * rigorous: :func:`~dpdpca.dp.quadratic_sketch.quadratic_sketch_bounds`
+          (L1 exact ``||Omega||_2^2`` without subsampling; L2 the smallest of three
+          proven upper bounds on ``||Omega^T||_{2->4}^2``; replace-one doubles L1
+          and multiplies L2 by ``sqrt(2)``, as the features are non-negative).
+        * paper: the add/remove-one value whatever the relation, with
+          ``||Omega||_2^2`` (times ``m/r``) standing in for the 2->4 norm.
 
     References
     ----------
     Chatalic, Schellekens, Houssiau, de Montjoye, Jacques & Gribonval (2022),
     "Compressive learning with privacy guarantees", table "Privacy results".
     """
-    om = np.asarray(omega, dtype=np.float64)
-    if om.ndim != 2 or om.size == 0 or not np.all(np.isfinite(om)):
-        raise param_error("omega", "a finite non-empty 2-D array (d, m)", f"array of shape {om.shape}")
     if norm not in ("l1", "l2"):
         raise param_error("norm", "'l1' or 'l2'", norm)
     check_neighbouring(neighbouring)
     mode = check_sensitivity_mode(mode, "mode")
-    spec = float(np.linalg.norm(om, 2))
-    if norm == "l1":
-        base = spec ** 2
-    elif mode == "paper":
-        base = spec ** 2
-    else:
-        col_max = float(np.max(np.linalg.norm(om, axis=0)))
-        base = min(spec ** 2, col_max * spec)
-    if neighbouring == REPLACE_ONE and mode == "rigorous":
-        return 2.0 * base
-    return base
+    if mode == "paper":
+        b = quadratic_sketch_bounds(omega, features_per_sample=features_per_sample, mask=mask,
+                                    neighbouring=ADD_REMOVE_ONE, lower_starts=1)
+        return b.l1
+    b = quadratic_sketch_bounds(omega, features_per_sample=features_per_sample, mask=mask,
+                                neighbouring=neighbouring)
+    return b.l1 if norm == "l1" else b.l2
 
 
 def tensor_moment_sensitivity(n: int, *, model: str, order: int, dimension: int | None = None,
