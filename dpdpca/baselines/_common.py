@@ -246,16 +246,18 @@ def parallel_report(reports: Sequence[PrivacyReport], *, mechanism: str, noise_a
 
     A person's record is in one site only, so the whole release is
     (max epsilon_s, max delta_s)-DP (parallel composition, replace-one within a
-    site; the site sizes are public).  ``sigma`` is the common per-site sigma,
-    or None when sites differ (see ``parts``).
+    site; the site sizes are public).  ``sigma`` (``scale``) is the common
+    per-site sigma (Laplace scale), or None when sites differ (see ``parts``).
     """
     first = reports[0]
     sigmas = {r.sigma for r in reports}
+    scales = {r.scale for r in reports}
     extra = "; ".join(sorted({r.notes for r in reports if r.notes}))
     text = "; ".join(t for t in ("parallel composition over disjoint sites", notes, extra) if t)
     return PrivacyReport(epsilon=max(r.epsilon for r in reports), delta=max(r.delta for r in reports),
                          mechanism=mechanism, calibration=first.calibration,
                          sensitivity=max(r.sensitivity for r in reports), neighbouring=first.neighbouring,
                          noise_added_by=noise_added_by, sigma=sigmas.pop() if len(sigmas) == 1 else None,
+                         scale=scales.pop() if len(scales) == 1 else None,
                          sensitivity_mode=first.sensitivity_mode, notes=text,
                          parts=tuple(reports) if len(reports) > 1 else ())

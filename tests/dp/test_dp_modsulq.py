@@ -52,3 +52,37 @@ def test_lemma_2_minimum_batch(omega0):
 def test_modsulq_validation(call, match):
     with pytest.raises(ParameterError, match=match):
         call()
+
+
+def test_modsulq_mechanism_sigmas_reports_and_the_gaussian_check():
+    import numpy as np
+    from scipy import stats
+
+    from dp_stats import P_MIN
+    from dpdpca.dp import GeneratorNoiseSource, calibrate_gaussian
+    from dpdpca.dp.modsulq import ModSulqMechanism
+
+    eps, delta, d, n = 0.5, 0.05, 30, 400
+    sym = ModSulqMechanism(epsilon=eps, delta=delta, d=d, n=n, mask="symmetric")
+    stream = ModSulqMechanism(epsilon=eps, delta=delta, d=d, n=n)
+    ana = ModSulqMechanism(epsilon=eps, delta=delta, d=d, n=n, calibration="analytic")
+    assert sym.sigma == modsulq_omega(eps, delta, d, n) and stream.sigma == streaming_modsulq_omega(eps, delta, d, n)
+    assert ana.sigma == calibrate_gaussian(epsilon=eps, delta=delta, sensitivity=math.sqrt(2) / n)
+    for m in (sym, stream):  # eq. (6)/(8) dominate the analytic Gaussian sigma: (eps, delta) holds by Balle-Wang too
+        assert m.sigma > m.analytic_sigma and m.achieved_delta == delta
+        rep = m.privacy("curator")
+        assert rep.sigma == m.sigma and rep.sensitivity == pytest.approx(math.sqrt(2) / n)
+        assert rep.epsilon == eps and rep.delta == delta and rep.neighbouring == "replace-one"
+    src = GeneratorNoiseSource(np.random.default_rng(0))
+    g = sym.sample_symmetric(src)
+    assert np.array_equal(g, g.T)
+    upper = g[np.triu_indices(d)]
+    blocks = np.concatenate([stream.sample_block(7, src).ravel() for _ in range(60)])
+    for z, omega in ((upper, sym.sigma), (blocks, stream.sigma)):
+        stat = float(np.sum((z / omega) ** 2))
+        assert 2 * min(stats.chi2.cdf(stat, z.size), stats.chi2.sf(stat, z.size)) > P_MIN
+        assert stats.kstest(z / omega, "norm").pvalue > P_MIN
+    with pytest.raises(ParameterError, match=r"^mask must be 'streaming' or 'symmetric', got 'x'$"):
+        ModSulqMechanism(epsilon=1, delta=0.1, d=3, n=10, mask="x")
+    with pytest.raises(ParameterError, match=r"^calibration must be 'modsulq' or 'analytic', got 'classic'$"):
+        ModSulqMechanism(epsilon=1, delta=0.1, d=3, n=10, calibration="classic")
