@@ -38,8 +38,8 @@ Privacy (per site, before anything leaves it)
 
 The decoder
 -----------
-We fit a rank-``k`` PSD matrix ``V V^T`` (``V`` d x k) to the sketch by least
-squares, ``min_V sum_j (||V^T omega_j||^2 - z_j)^2`` (Burer-Monteiro
+We fit a PSD matrix ``V V^T`` of rank ``2k`` (``V`` d x 2k; at most d) to the
+sketch by least squares, ``min_V sum_j (||V^T omega_j||^2 - z_j)^2`` (Burer-Monteiro
 factorisation), by L-BFGS (scipy) from a spectral start: the top-``k``
 eigenvectors of ``sum_j z_j omega_j omega_j^T - shift I``, computed matrix-free
 by subspace iteration (for rotation-invariant frequencies this matrix is
@@ -49,8 +49,10 @@ decoder: it is the maximum-likelihood fit under Gaussian noise, costs O(m d k)
 per iteration and O(m d) memory (no d x d matrix in the loop), and with
 ``m >= c k d`` measurements of a rank-k PSD matrix the factorised problem has
 no spurious local minima in the noiseless case, so it recovers the subspace
-exactly.  The components are the left singular vectors of ``V``; the
-eigenvalues are ``sigma_i(V)^2`` (second-moment units).
+exactly.  The components are the top-k left singular vectors of ``V``; the
+eigenvalues are ``sigma_i(V)^2`` (second-moment units).  Fitting 2k directions
+and keeping k stops the energy beyond the k-th component from being forced
+into the top k.
 """
 
 from __future__ import annotations
@@ -62,9 +64,10 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 
-from dpdpca._validation import check_data_matrix, check_int, check_open_unit, param_error
+from dpdpca._validation import check_int, check_open_unit, param_error
 from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, check_budget, parallel_report
 from dpdpca.baselines.subspace import deterministic_signs
+from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp import (ADD_REMOVE_ONE, REPLACE_ONE, GaussianMechanism, LaplaceMechanism, PrivacyReport,
                        compose_basic, resolve_source)
 from dpdpca.dp.mechanisms import check_neighbouring
@@ -224,9 +227,9 @@ def _subspace_iteration(op_apply: Any, d: int, k: int, *, iterations: int, seed:
     return w[order], V @ Y[:, order]
 
 
-def decode_subspace(z: np.ndarray, omega: np.ndarray, k: int, *, max_iter: int = 500,
+def decode_subspace(z: np.ndarray, omega: np.ndarray, k: int, *, fit_rank: int | None = None, max_iter: int = 500,
                     init_iterations: int = 60) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Least-squares rank-k PSD fit to the sketch (Burer-Monteiro, L-BFGS, spectral start).
+    """Least-squares low-rank PSD fit to the sketch (Burer-Monteiro, L-BFGS, spectral start); its top-k subspace.
 
     Parameters
     ----------
@@ -234,7 +237,12 @@ def decode_subspace(z: np.ndarray, omega: np.ndarray, k: int, *, max_iter: int =
         The (noisy) normalised sketch.
     omega : array of shape (d, m)
     k : int
-        Rank.
+        Components returned.
+    fit_rank : int or None
+        Rank of the fitted ``V V^T`` (default ``min(d, 2k)``).  Fitting a few
+        more directions than returned keeps the energy beyond the k-th
+        component from being forced into the top k (measured: q/q_o 0.90 ->
+        0.98 at m = 4 k d' on the streaming benchmark's data).
 
     Returns
     -------
@@ -244,6 +252,8 @@ def decode_subspace(z: np.ndarray, omega: np.ndarray, k: int, *, max_iter: int =
         ``iterations``, ``converged``, ``relative_residual``.
     """
     d, m = omega.shape
+    k_out = check_int("n_components", k, minimum=1, maximum=d)
+    k = min(d, 2 * k_out) if fit_rank is None else check_int("fit_rank", fit_rank, minimum=k_out, maximum=d)
     z = np.asarray(z, dtype=np.float64)
     scale = float(np.mean(np.abs(z))) or 1.0
     zs = z / scale
@@ -271,8 +281,8 @@ def decode_subspace(z: np.ndarray, omega: np.ndarray, k: int, *, max_iter: int =
     V = opt.x.reshape(d, k)
     Uv, sv, _ = np.linalg.svd(V, full_matrices=False)
     resid = math.sqrt(2.0 * m * float(opt.fun)) / max(float(np.linalg.norm(zs)), 1e-300)
-    return Uv, sv ** 2 * scale, {"iterations": int(opt.nit), "converged": bool(opt.success),
-                                 "relative_residual": resid}
+    return Uv[:, :k_out], sv[:k_out] ** 2 * scale, {"iterations": int(opt.nit), "converged": bool(opt.success),
+                                                    "relative_residual": resid, "fit_rank": k}
 
 
 class SketchPCA(SiteEstimator):
@@ -331,7 +341,6 @@ class SketchPCA(SiteEstimator):
         if self.private:
             parts, k = super()._validate(partitions)
         else:
-            from dpdpca.data.preprocessing import check_partitions
             parts = check_partitions(partitions)
             k = check_int("n_components", self.n_components, minimum=1, maximum=parts[0].shape[1])
         if self.noise not in SKETCH_NOISES:

@@ -40,6 +40,9 @@ __all__ = ["Subspace", "empty_subspace", "svd_r", "merge_r", "block_update", "ad
 
 Subspace = tuple[np.ndarray, np.ndarray]
 
+#: A residual column whose R diagonal is below this fraction of the scale is treated as rank-deficient.
+_RANK_TOL = 1e-8
+
 
 def empty_subspace(d: int) -> Subspace:
     """The rank-0 subspace of R^d."""
@@ -105,11 +108,13 @@ def merge_r(U1: np.ndarray, s1: np.ndarray, U2: np.ndarray, s2: np.ndarray, r: i
     resid -= U1 @ Z2
     Z += Z2
     Q, R = scipy.linalg.qr(resid, mode="economic", check_finite=False)
-    # Householder Q is orthonormal, but where R is (numerically) singular its columns need not be
-    # orthogonal to U1: project once more and re-orthonormalise (a no-op when R is well conditioned)
-    Q -= U1 @ (U1.T @ Q)
-    Q, R2 = scipy.linalg.qr(Q, mode="economic", check_finite=False)
-    R = R2 @ R
+    diag = np.abs(np.diag(R))
+    if diag.size and diag.min() <= _RANK_TOL * max(float(diag.max()), float(np.max(s1, initial=0.0)), 1e-300):
+        # Householder Q is orthonormal, but where R is (numerically) singular its columns need not be
+        # orthogonal to U1: project once more and re-orthonormalise (skipped when R is well conditioned)
+        Q -= U1 @ (U1.T @ Q)
+        Q, R2 = scipy.linalg.qr(Q, mode="economic", check_finite=False)
+        R = R2 @ R
     n1, n2 = r1, Q.shape[1]
     block = np.zeros((n1 + n2, r1 + r2))
     block[:n1, :r1] = np.diag(forgetting * s1)

@@ -20,9 +20,10 @@ BENCHMARKS: dict[str, str] = {
     "utility": "dpdpca.bench.utility:command",
     "network": "dpdpca.bench.network:command",
     "scale": "dpdpca.bench.scale:command",
+    "streaming": "dpdpca.bench.streaming:command",
 }
 
 
 @click.group(cls=LazyGroup, lazy=BENCHMARKS)
 def bench_group() -> None:
-    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility, network, scale."""
+    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility, network, scale, streaming."""

@@ -25,8 +25,6 @@ import math
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
 from dpdpca._validation import check_int, check_nonnegative, param_error
 from dpdpca.dp.mechanisms import check_neighbouring, check_sensitivity_mode
 from dpdpca.dp.quadratic_sketch import quadratic_sketch_bounds

@@ -119,9 +119,13 @@ def test_larger_m_lowers_the_error_without_noise():
 def test_decoder_reports_convergence_and_needs_no_d_by_d_matrix_in_the_loop():
     X = low_rank(1000, 12, 2, seed=12)
     op = QuadraticSketchOperator(12, 96, kind="gaussian", seed=0)
-    V, w, info = decode_subspace(site_sketch(X, op) / 1000, op.omega, 2)
-    assert info["converged"] and info["relative_residual"] < 1e-6
+    z = site_sketch(X, op) / 1000
+    V, w, info = decode_subspace(z, op.omega, 2, fit_rank=2)
+    assert info["converged"] and info["relative_residual"] < 1e-6 and info["fit_rank"] == 2
     np.testing.assert_allclose(w, np.linalg.eigh(X.T @ X / 1000)[0][::-1][:2], rtol=1e-6)
+    V2, w2, info2 = decode_subspace(z, op.omega, 2)  # default: fit rank 2k, keep the top k
+    assert info2["fit_rank"] == 4 and V2.shape == (12, 2)
+    np.testing.assert_allclose(V2 @ V2.T, V @ V.T, atol=1e-4)
 
 
 @pytest.mark.parametrize("kwargs,match", [
