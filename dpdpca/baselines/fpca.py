@@ -21,8 +21,8 @@
   is simply left out.
 * :class:`FederatedPCA` is the scikit-learn-shaped estimator (``fit`` on
   partitions, ``partial_fit`` for a single streaming client as
-  :class:`sklearn.decomposition.IncrementalPCA` does); :func:`run_fpca` is the
-  driver entry ``"fpca"``.
+  :class:`sklearn.decomposition.IncrementalPCA` does), registered as
+  ``"fpca"`` in :mod:`dpdpca.pipelines`.
 
 The noise scale: 1/b, decided from Lemma 2
 -------------------------------------------
@@ -54,6 +54,7 @@ Component Analysis", NeurIPS 2020: Alg. 1-3, eqs. (2)-(8), Lemmas 1-2.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -61,17 +62,18 @@ import numpy as np
 
 from dpdpca._validation import check_data_matrix, check_int, check_positive, check_real, param_error
 from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, check_budget, parallel_report
-from dpdpca.baselines.subspace import (Subspace, adjust_rank, block_update, check_forgetting, deterministic_signs,
-                                       empty_subspace, merge_r)
+from dpdpca.baselines.subspace import Subspace, adjust_rank, block_update, check_forgetting, empty_subspace, merge_r
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp import PrivacyReport, resolve_source
 from dpdpca.dp.modsulq import ModSulqMechanism, check_modsulq_calibration, modsulq_min_batch
 from dpdpca.dp.randomness import NoiseSource
 from dpdpca.errors import DataError
+from dpdpca.estimator import check_is_fitted
+from dpdpca.linalg import flip_signs
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["FPCAEdge", "tree_merge", "subspace_bytes", "FederatedPCA", "run_fpca"]
+__all__ = ["FPCAEdge", "tree_merge", "subspace_bytes", "FederatedPCA"]
 
 _NORM_TOL = 1e-9
 
@@ -271,7 +273,9 @@ class FederatedPCA(SiteEstimator):
     private : bool
         Add the streaming MOD-SuLQ mask (default True).  Rows must have ``||x|| <= 1``.
     rank : int or None
-        Working rank ``r`` of the clients and merges (default ``n_components``).
+        Working rank ``r`` of the clients and merges, ``K <= r <= D`` (default
+        ``min(D, K + 10)``: oversampled, as a randomized SVD oversamples, so
+        the truncation at every block barely touches the top K).
     block_size : int
         ``b`` (default 100).  With DP, each block's noise is calibrated to its
         own size (see the module docstring).
@@ -293,9 +297,10 @@ class FederatedPCA(SiteEstimator):
 
     Attributes
     ----------
-    components_ : (D, K), explained_variance_ : (K,) squared singular values / N,
+    components_ : (K, D), explained_variance_ : (K,) squared singular values / (N - 1),
     singular_values_ : (K,), subspace_ : the root (U, s) at the working rank,
-    n_samples_seen_, privacy_, timings_, bytes_sent_, result_.
+    n_samples_seen_, mean_ (zeros: the rows are taken as centred), privacy_,
+    timings_, bytes_sent_, result_.
 
     Examples
     --------
@@ -303,12 +308,13 @@ class FederatedPCA(SiteEstimator):
     >>> X = np.random.default_rng(0).normal(size=(300, 6)) / 6
     >>> est = FederatedPCA(2, 1.0, 1e-5, private=False).fit([X[:150], X[150:]])
     >>> est.components_.shape
-    (6, 2)
+    (2, 6)
     """
 
     method_name = "fpca"
 
-    def __init__(self, n_components: int, epsilon: float = 1.0, delta: float = 1e-5, *, private: bool = True,
+    def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
+                 private: bool = True,
                  rank: int | None = None, block_size: int = 100, calibration: str = "modsulq",
                  omega0: float | None = None, mask_columns: int = 32, forgetting: float = 1.0,
                  adaptive_rank: bool = False, alpha: float = 0.01, beta: float = 0.10, branching: int = 2,
@@ -335,7 +341,7 @@ class FederatedPCA(SiteEstimator):
         return b
 
     def _edge(self, d: int, k: int, source: NoiseSource | None) -> FPCAEdge:
-        r = k if self.rank is None else check_int("rank", self.rank, minimum=k, maximum=d)
+        r = min(d, k + 10) if self.rank is None else check_int("rank", self.rank, minimum=k, maximum=d)
         factory = None
         if self.private:
             check_budget(self.epsilon, self.delta)
@@ -354,7 +360,7 @@ class FederatedPCA(SiteEstimator):
         if isinstance(partitions, np.ndarray):
             partitions = [partitions]
         parts = check_partitions(partitions)
-        k = check_int("n_components", self.n_components, minimum=1, maximum=parts[0].shape[1])
+        k = self._check_components(parts)
         if not isinstance(self.private, bool):
             raise param_error("private", "True or False", self.private)
         check_int("branching", self.branching, minimum=2)
@@ -388,7 +394,7 @@ class FederatedPCA(SiteEstimator):
         self.subspace_ = (U, s)
         self.singular_values_ = s[:k].copy()
         self.n_samples_seen_ = n_total
-        components = deterministic_signs(U[:, :k])
+        components = flip_signs(U[:, :k])
         privacy = self._privacy(edges)
         params = {"n_components": k, "epsilon": float(self.epsilon), "delta": float(self.delta),
                   "private": self.private, "rank": int(U.shape[1]), "block_size": self._block_size(U.shape[0]),
@@ -398,6 +404,7 @@ class FederatedPCA(SiteEstimator):
         extra = dict(extra, n_samples=n_total, client_ranks=[int(e.U_.shape[1]) for e in edges],
                      client_blocks=[e.n_blocks_ for e in edges])
         return PCAResult(method=self.method_name, components=components, eigenvalues=s[:k] ** 2 / max(n_total, 1),
+                         explained_variance=s[:k] ** 2 / max(n_total - 1, 1),
                          privacy=privacy, timings=timings, bytes_sent=bytes_sent, params=params, extra=extra)
 
     def _privacy(self, edges: list[FPCAEdge]) -> PrivacyReport:
@@ -413,11 +420,6 @@ class FederatedPCA(SiteEstimator):
                                notes="FPCA-Edge on each client (Grammenos et al. 2020 Alg. 3, Lemma 2 with n = block "
                                      "size); the tree merge is post-processing")
 
-    def fit(self, partitions: Any) -> "FederatedPCA":
-        """Run every client on its partition and merge (``partitions``: list of (N_s, D) arrays, or one array)."""
-        super().fit(partitions)
-        return self
-
     def partial_fit(self, X: Any) -> "FederatedPCA":
         """Stream one more batch of rows into a single client (as ``IncrementalPCA.partial_fit``).
 
@@ -428,7 +430,7 @@ class FederatedPCA(SiteEstimator):
         """
         arr = check_data_matrix("X", X)
         if not hasattr(self, "_stream"):
-            k = check_int("n_components", self.n_components, minimum=1, maximum=arr.shape[1])
+            k = self._check_components([arr])
             self._stream_timings = Timings(parallel_roles=("site",))
             self._stream = self._edge(arr.shape[1], k, resolve_source(self.rng) if self.private else None)
         edge = self._stream
@@ -450,11 +452,10 @@ class FederatedPCA(SiteEstimator):
         edge = self._stream
         if edge.n_blocks_ == 0:
             return
-        k = min(check_int("n_components", self.n_components, minimum=1), edge.U_.shape[1])
-        d = edge.d
-        result = self._result(edge.U_, edge.s_, k, edge.n_samples_seen_, [edge], self._stream_timings,
-                              {"site:1": subspace_bytes(d, edge.U_.shape[1])}, {"tree_depth": 0, "n_clients": 1})
-        self._publish(result, d)
+        k = min(self._check_components([np.empty((0, edge.d))]), edge.U_.shape[1])
+        self._set_result(self._result(edge.U_, edge.s_, k, edge.n_samples_seen_, [edge], self._stream_timings,
+                                      {"site:1": subspace_bytes(edge.d, edge.U_.shape[1])},
+                                      {"tree_depth": 0, "n_clients": 1}))
 
     def merge_update(self, U: np.ndarray, s: np.ndarray, n_samples: int = 0) -> "FederatedPCA":
         """Merge a late client's subspace (a straggler) into the fitted root; returns ``self``.
@@ -463,8 +464,7 @@ class FederatedPCA(SiteEstimator):
         the client from the start.  The client's own privacy report must be
         composed by the caller if it differs from this estimator's.
         """
-        if not hasattr(self, "subspace_"):
-            raise DataError("FederatedPCA must be fitted before merge_update")
+        check_is_fitted(self, "subspace_")
         U0, s0 = self.subspace_
         U1 = check_data_matrix("U", U, n_features=None)
         if U1.shape[0] != U0.shape[0]:
@@ -473,22 +473,15 @@ class FederatedPCA(SiteEstimator):
         r = max(U0.shape[1], U1.shape[1])
         with self.timings_.measure("aggregator", "late-merge"):
             Um, sm = merge_r(U0, s0, U1, s1, r)
-        k = self.components_.shape[1]
-        self.subspace_ = (Um, sm)
-        self.n_samples_seen_ = int(self.n_samples_seen_) + check_int("n_samples", n_samples, minimum=0)
-        self.components_ = deterministic_signs(Um[:, :k])
-        self.singular_values_ = sm[:k].copy()
-        self.explained_variance_ = sm[:k] ** 2 / max(self.n_samples_seen_, 1)
+        k = self.n_components_
+        n = int(self.n_samples_seen_) + check_int("n_samples", n_samples, minimum=0)
+        self.subspace_, self.n_samples_seen_, self.singular_values_ = (Um, sm), n, sm[:k].copy()
+        old = self.result_
+        self._set_result(dataclasses.replace(
+            old, components=flip_signs(Um[:, :k]), eigenvalues=sm[:k] ** 2 / max(n, 1),
+            explained_variance=sm[:k] ** 2 / max(n - 1, 1), extra=dict(old.extra, n_samples=n, late_merges=int(
+                old.extra.get("late_merges", 0)) + 1)))
         return self
-
-    def _publish(self, result: PCAResult, d: int) -> None:
-        self.result_ = result
-        self.components_ = result.components
-        self.explained_variance_ = result.eigenvalues
-        self.privacy_ = result.privacy
-        self.timings_ = result.timings
-        self.bytes_sent_ = dict(result.bytes_sent)
-        self.n_features_in_ = d
 
 
 def _worst(mechs: list[ModSulqMechanism]) -> ModSulqMechanism:
@@ -503,9 +496,3 @@ def _inner_nodes(leaves: int, fan: int) -> int:
         level = -(-level // fan)
         count += level
     return max(count - 1, 0)
-
-
-def run_fpca(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float, rng: Any = None,
-             **options: Any) -> PCAResult:
-    """Driver entry for ``"fpca"``: :class:`FederatedPCA` with ``options`` (DP on by default)."""
-    return FederatedPCA(n_components, epsilon, delta, rng=rng, **options).fit(partitions).result_

@@ -1,9 +1,12 @@
 """Frequent Directions (Liberty 2013; Ghashami, Liberty, Phillips & Woodruff 2016): a non-private streaming comparator.
 
 The sketch ``B`` has ``ell`` rows (buffer of ``2 ell``).  Rows are appended; when
-the buffer is full, ``B = diag(sqrt(max(s^2 - s_ell^2, 0))) V^T`` from the SVD of
-the buffer, which keeps ``0 <= X^T X - B^T B`` and ``||X^T X - B^T B||_2 <=
-||X - X_k||_F^2 / (ell - k)``.  Sketches of disjoint sites merge by stacking
+the buffer is full, ``B = diag(sqrt(max(s_i^2 - s_{ell+1}^2, 0))) V^T`` (top ``ell``
+rows) from the SVD of the buffer.  Shrinking by the (ell+1)-th squared singular
+value (Liberty's original shrinks by the ell-th) keeps ``ell`` rows and loses
+nothing when the data have rank <= ell; the guarantees are those of FD with
+``ell + 1`` rows: ``0 <= X^T X - B^T B`` and ``||X^T X - B^T B||_2 <=
+||X - X_k||_F^2 / (ell + 1 - k)``.  Sketches of disjoint sites merge by stacking
 and shrinking again (mergeable summaries), so it runs as a distributed pipeline:
 each site sends its ``ell x d`` sketch.  Memory O(ell d).  Not DP.
 """
@@ -17,13 +20,13 @@ import scipy.linalg
 
 from dpdpca._validation import check_data_matrix, check_int
 from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator
-from dpdpca.baselines.subspace import deterministic_signs
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp.report import PrivacyReport
+from dpdpca.linalg import flip_signs
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["FrequentDirections", "FrequentDirectionsPCA", "run_frequent_directions"]
+__all__ = ["FrequentDirections", "FrequentDirectionsPCA"]
 
 
 class FrequentDirections:
@@ -59,7 +62,7 @@ class FrequentDirections:
 
     def _shrink(self) -> None:
         _, s, Vt = scipy.linalg.svd(self._buf[:self._fill], full_matrices=False, check_finite=False)
-        cut = s[self.ell - 1] ** 2 if s.size >= self.ell else 0.0
+        cut = s[self.ell] ** 2 if s.size > self.ell else 0.0
         keep = min(self.ell, s.size)
         shrunk = np.sqrt(np.maximum(s[:keep] ** 2 - cut, 0.0))
         self._buf[:] = 0.0
@@ -98,14 +101,15 @@ class FrequentDirectionsPCA(SiteEstimator):
 
     method_name = "frequent-directions"
 
-    def __init__(self, n_components: int, epsilon: float = 1.0, delta: float = 1e-5, *, ell: int | None = None,
+    def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
+                 ell: int | None = None,
                  rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, rng=rng)
         self.ell = ell
 
     def _validate(self, partitions: Any) -> tuple[list[np.ndarray], int]:
         parts = check_partitions(partitions)
-        return parts, check_int("n_components", self.n_components, minimum=1, maximum=parts[0].shape[1])
+        return parts, self._check_components(parts)
 
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
         d = parts[0].shape[1]
@@ -121,13 +125,7 @@ class FrequentDirectionsPCA(SiteEstimator):
                 root.merge(sk)
             V, w = root.components(k)
         n = sum(X.shape[0] for X in parts)
-        return PCAResult(method=self.method_name, components=deterministic_signs(V), eigenvalues=w / n,
+        return PCAResult(method=self.method_name, components=flip_signs(V), eigenvalues=w / n,
                          privacy=PrivacyReport.non_private(), timings=timings,
                          bytes_sent={f"site:{i}": FLOAT_BYTES * ell * d for i in range(1, len(parts) + 1)},
                          params={"n_components": k, "ell": ell, "n_sites": len(parts)}, extra={"n_samples": n})
-
-
-def run_frequent_directions(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float,
-                            rng: Any = None, **options: Any) -> PCAResult:
-    """Driver entry for ``"frequent-directions"`` (``epsilon``, ``delta``, ``rng`` ignored; not DP)."""
-    return FrequentDirectionsPCA(n_components, epsilon, delta, rng=rng, **options).fit(partitions).result_

@@ -66,16 +66,16 @@ import scipy.optimize
 
 from dpdpca._validation import check_int, check_open_unit, param_error
 from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, check_budget, parallel_report
-from dpdpca.baselines.subspace import deterministic_signs
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp import (ADD_REMOVE_ONE, REPLACE_ONE, GaussianMechanism, LaplaceMechanism, PrivacyReport,
                        compose_basic, resolve_source)
 from dpdpca.dp.mechanisms import check_neighbouring
 from dpdpca.dp.quadratic_sketch import SUBSAMPLING_MASKS, SketchSensitivity, quadratic_sketch_bounds
+from dpdpca.linalg import flip_signs
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["QuadraticSketchOperator", "site_sketch", "decode_subspace", "SketchPCA", "run_sketch",
+__all__ = ["QuadraticSketchOperator", "site_sketch", "decode_subspace", "SketchPCA",
            "FREQUENCY_KINDS", "SKETCH_NOISES"]
 
 FREQUENCY_KINDS = ("gaussian", "orthonormal")
@@ -316,12 +316,12 @@ class SketchPCA(SiteEstimator):
     >>> X = np.random.default_rng(0).normal(size=(500, 6)) * [1, .8, .1, .1, .1, .1] / 3
     >>> est = SketchPCA(2, 1.0, 1e-5, private=False).fit([X[:250], X[250:]])
     >>> est.components_.shape, est.result_.params["sketch_size"]
-    ((6, 2), 64)
+    ((2, 6), 48)
     """
 
     method_name = "sketch"
 
-    def __init__(self, n_components: int, epsilon: float = 1.0, delta: float = 1e-5, *,
+    def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
                  sketch_size: int | None = None, kind: str = "orthonormal", noise: str = "gaussian",
                  private: bool = True, neighbouring: str = REPLACE_ONE, count_fraction: float = 0.1,
                  features_per_sample: int | None = None, mask: str = "uniform", seed: int = 0,
@@ -342,7 +342,7 @@ class SketchPCA(SiteEstimator):
             parts, k = super()._validate(partitions)
         else:
             parts = check_partitions(partitions)
-            k = check_int("n_components", self.n_components, minimum=1, maximum=parts[0].shape[1])
+            k = self._check_components(parts)
         if self.noise not in SKETCH_NOISES:
             raise param_error("noise", "'gaussian' or 'laplace'", self.noise)
         if self.mask not in SUBSAMPLING_MASKS:
@@ -389,7 +389,7 @@ class SketchPCA(SiteEstimator):
         extra = {"n_samples": int(sum(X.shape[0] for X in parts)), "decoder": info,
                  "sensitivity_l1": sens.l1 if sens else 0.0, "sensitivity_l2": sens.l2 if sens else 0.0,
                  "sensitivity_l2_lower": sens.l2_lower if sens else 0.0}
-        return PCAResult(method=self.method_name, components=deterministic_signs(V), eigenvalues=w, privacy=privacy,
+        return PCAResult(method=self.method_name, components=flip_signs(V), eigenvalues=w, privacy=privacy,
                          timings=timings, bytes_sent=bytes_sent, params=params, extra=extra)
 
     def _privatise(self, s: np.ndarray, n_s: float, sens: SketchSensitivity,
@@ -420,9 +420,3 @@ class SketchPCA(SiteEstimator):
         n_noisy = n_s + float(cmech.sample(1, source)[0])
         return noisy, n_noisy, compose_basic([rep, cmech.privacy("site", notes="count |X|")],
                                              notes="sketch sum and count, basic composition")
-
-
-def run_sketch(partitions: list[np.ndarray], *, n_components: int, epsilon: float, delta: float, rng: Any = None,
-               **options: Any) -> PCAResult:
-    """Driver entry for ``"sketch"``: :class:`SketchPCA` with ``options``."""
-    return SketchPCA(n_components, epsilon, delta, rng=rng, **options).fit(partitions).result_

@@ -10,7 +10,7 @@ columns and ``s`` of shape (r,) the non-increasing singular values it carries
   forgetting factor ``lambda`` of eq. (2).  The result is orthonormal to
   rounding: the residual ``U2 - U1 Z`` is orthogonalised twice against ``U1``
   (classical Gram-Schmidt twice; once loses orthogonality when ``U2`` is
-  nearly inside ``span(U1)``), and the left singular vectors of the small block
+  nearly inside ``span(U1)``), its rank-deficient part is dropped, and the left singular vectors of the small block
   are split at row ``r1`` (rows ``0..r1-1`` multiply ``U1``, rows
   ``r1..r1+r2-1`` multiply ``Q``).  The authors' MATLAB takes rows
   ``1..r2`` for the second factor instead, which is not orthonormal.
@@ -36,12 +36,14 @@ import scipy.linalg
 from dpdpca._validation import check_real, param_error
 
 __all__ = ["Subspace", "empty_subspace", "svd_r", "merge_r", "block_update", "adjust_rank", "energy_ratio",
-           "check_forgetting", "deterministic_signs"]
+           "check_forgetting"]
 
 Subspace = tuple[np.ndarray, np.ndarray]
 
-#: A residual column whose R diagonal is below this fraction of the scale is treated as rank-deficient.
-_RANK_TOL = 1e-8
+#: A residual column whose R diagonal is below this fraction of the scale is treated as zero (rounding level).
+_RANK_TOL = 1e-13
+#: Below this fraction, a kept Q column is re-orthogonalised against U1 (its Householder error is eps / R_ii).
+_REORTH_TOL = 1e-6
 
 
 def empty_subspace(d: int) -> Subspace:
@@ -87,14 +89,19 @@ def merge_r(U1: np.ndarray, s1: np.ndarray, U2: np.ndarray, s2: np.ndarray, r: i
 
     Returns
     -------
-    U : array of shape (d, min(r, r1 + r2)), orthonormal columns
+    U : array of shape (d, min(r, r1 + r2, d)), orthonormal columns
     s : array of the same number of singular values, non-increasing
 
     Notes
     -----
-    ``Z = U1^T U2``; ``Q R = U2 - U1 Z``; ``[U', s, ~] = SVD_r([[lambda S1, Z S2], [0, R S2]])``;
+    ``Z = U1^T U2``; ``Q R = (U2 - U1 Z) S2``; ``[U', s, ~] = SVD_r([[lambda S1, Z S2], [0, R]])``;
     ``U = [U1, Q] U'``.  The block is (r1 + r2) x (r1 + r2), so the cost is
-    O(d (r1 + r2)^2) time and O(d (r1 + r2)) memory.
+    O(d (r1 + r2)^2) time and O(d (r1 + r2)) memory.  The QR is column-pivoted:
+    columns of the residual below a relative 1e-13 of the scale are treated as
+    zero and their arbitrary ``Q`` columns dropped (they need not be orthogonal
+    to ``U1``), so ``[U1, Q]`` is orthonormal even when ``r1 + r2 > d`` or the
+    data are rank-deficient; the result is then completed with orthonormal
+    directions of singular value 0 up to ``min(r, r1 + r2, d)`` columns.
     """
     r1, r2 = U1.shape[1], U2.shape[1]
     if r1 == 0:
@@ -107,23 +114,40 @@ def merge_r(U1: np.ndarray, s1: np.ndarray, U2: np.ndarray, s2: np.ndarray, r: i
     Z2 = U1.T @ resid  # second Gram-Schmidt pass: orthogonality to rounding even when U2 ~ span(U1)
     resid -= U1 @ Z2
     Z += Z2
-    Q, R = scipy.linalg.qr(resid, mode="economic", check_finite=False)
+    W = resid * s2  # the weighted residual (R S2 of Alg. 2)
+    Q, R, piv = scipy.linalg.qr(W, mode="economic", pivoting=True, check_finite=False)
     diag = np.abs(np.diag(R))
-    if diag.size and diag.min() <= _RANK_TOL * max(float(diag.max()), float(np.max(s1, initial=0.0)), 1e-300):
-        # Householder Q is orthonormal, but where R is (numerically) singular its columns need not be
-        # orthogonal to U1: project once more and re-orthonormalise (skipped when R is well conditioned)
-        Q -= U1 @ (U1.T @ Q)
+    scale = max(float(diag[0]) if diag.size else 0.0, float(np.max(s1, initial=0.0)),
+                float(np.max(np.abs(Z * s2), initial=0.0)), 1e-300)
+    p = int(np.count_nonzero(diag > _RANK_TOL * scale))
+    if p < diag.size or (p and diag[p - 1] < _REORTH_TOL * scale):
+        # a (numerically) rank-deficient residual: its last columns of Q are arbitrary, not orthogonal to U1;
+        # keep the p columns that carry the residual (the rest is below rank tolerance) and re-orthogonalise
+        Q = Q[:, :p] - U1 @ (U1.T @ Q[:, :p])
         Q, R2 = scipy.linalg.qr(Q, mode="economic", check_finite=False)
-        R = R2 @ R
+        R = R2 @ R[:p]
+    R_unpiv = np.empty_like(R)
+    R_unpiv[:, piv] = R
     n1, n2 = r1, Q.shape[1]
     block = np.zeros((n1 + n2, r1 + r2))
     block[:n1, :r1] = np.diag(forgetting * s1)
     block[:n1, r1:] = Z * s2
-    block[n1:, r1:] = R * s2
+    block[n1:, r1:] = R_unpiv
     Ub, sb, _ = scipy.linalg.svd(block, full_matrices=False, check_finite=False, lapack_driver="gesdd")
     k = min(r, sb.size)
     U = U1 @ Ub[:n1, :k] + Q @ Ub[n1:, :k]  # rows 0..r1-1 go with U1, rows r1.. with Q
-    return U, sb[:k]
+    return _pad(U, sb[:k], min(r, r1 + r2, U1.shape[0]))
+
+
+def _pad(U: np.ndarray, s: np.ndarray, r: int) -> Subspace:
+    """Complete ``U`` to ``r`` orthonormal columns with singular value 0 (a rank-deficient merge)."""
+    while U.shape[1] < r:
+        i = int(np.argmin(np.einsum("ij,ij->i", U, U)))  # the canonical vector least inside span(U)
+        v = -U @ U[i, :]
+        v[i] += 1.0
+        v -= U @ (U.T @ v)
+        U, s = np.column_stack([U, v / np.linalg.norm(v)]), np.append(s, 0.0)
+    return U, s
 
 
 def block_update(D: np.ndarray, U: np.ndarray, s: np.ndarray, r: int, *, forgetting: float = 1.0) -> Subspace:
@@ -170,12 +194,3 @@ def adjust_rank(U: np.ndarray, s: np.ndarray, *, alpha: float, beta: float, r_ma
     if e < alpha and r > 1:
         return U[:, :-1], s[:-1]
     return U, s
-
-
-def deterministic_signs(V: np.ndarray) -> np.ndarray:
-    """A copy of ``V`` with each column flipped so that its largest-magnitude entry is positive."""
-    V = V.copy()
-    idx = np.argmax(np.abs(V), axis=0)
-    signs = np.sign(V[idx, np.arange(V.shape[1])])
-    signs[signs == 0] = 1.0
-    return V * signs

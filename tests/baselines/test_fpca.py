@@ -106,11 +106,11 @@ def test_permuting_rows_clients_and_merge_order_leaves_the_subspace_unchanged():
     rng = np.random.default_rng(5)
     shuffled = X[rng.permutation(len(X))]
     other = FederatedPCA(5, private=False, block_size=33, branching=3).fit(np.array_split(shuffled, 4))
-    np.testing.assert_allclose(projector(other.components_), projector(ref.components_), atol=1e-9)
+    np.testing.assert_allclose(projector(other.components_.T), projector(ref.components_.T), atol=1e-9)
     leaves = [FPCAEdge(16, 5, 40).update(p).flush().subspace for p in parts]
     for order in ([5, 4, 3, 2, 1, 0], [2, 0, 5, 1, 4, 3]):
         (U, s), _ = tree_merge(leaves, 5, order=order)
-        np.testing.assert_allclose(projector(U), projector(ref.components_), atol=1e-9)
+        np.testing.assert_allclose(projector(U), projector(ref.components_.T), atol=1e-9)
         np.testing.assert_allclose(s, ref.singular_values_, rtol=1e-10)
 
 
@@ -121,13 +121,13 @@ def test_stragglers_are_merged_later_or_left_out():
     late = FederatedPCA(4, private=False, block_size=50).fit(parts[:3])
     straggler = FPCAEdge(12, 4, 50).update(parts[3]).flush()
     late.merge_update(straggler.U_, straggler.s_, n_samples=len(parts[3]))
-    np.testing.assert_allclose(projector(late.components_), projector(full.components_), atol=1e-9)
+    np.testing.assert_allclose(projector(late.components_.T), projector(full.components_.T), atol=1e-9)
     np.testing.assert_allclose(late.singular_values_, full.singular_values_, rtol=1e-10)
     assert late.n_samples_seen_ == 800
     # a failed client is simply absent: the result is the PCA of the others' rows
     without = FederatedPCA(4, private=False, block_size=50).fit(parts[:3])
     Ug = np.linalg.svd(np.vstack(parts[:3]), full_matrices=False)[2][:4].T
-    np.testing.assert_allclose(projector(without.components_), projector(Ug), atol=1e-9)
+    np.testing.assert_allclose(projector(without.components_.T), projector(Ug), atol=1e-9)
 
 
 def test_partial_fit_matches_sklearn_incremental_pca():
@@ -139,9 +139,9 @@ def test_partial_fit_matches_sklearn_incremental_pca():
     for batch in np.array_split(X, 6):
         ours.partial_fit(batch)
         ipca.partial_fit(batch)
-    assert ours.n_samples_seen_ == 600 and ours.components_.shape == (10, 3)
-    np.testing.assert_allclose(projector(ours.components_), projector(ipca.components_[:3].T), atol=1e-8)
-    np.testing.assert_allclose(ours.explained_variance_, ipca.singular_values_[:3] ** 2 / 600, rtol=1e-8)
+    assert ours.n_samples_seen_ == 600 and ours.components_.shape == (3, 10)
+    np.testing.assert_allclose(projector(ours.components_.T), projector(ipca.components_[:3].T), atol=1e-8)
+    np.testing.assert_allclose(ours.explained_variance_, ipca.explained_variance_[:3], rtol=1e-8)
 
 
 def test_a_client_streams_a_file_block_by_block(tmp_path):
@@ -220,7 +220,7 @@ def test_private_fpca_analytic_calibration_is_useful_and_omega0_sets_the_block()
     Ug = np.linalg.svd(X, full_matrices=False)[2][:2].T
     est = FederatedPCA(2, 1.0, 1e-5, calibration="analytic", block_size=500,
                        rng=np.random.default_rng(14)).fit(np.array_split(X, 3))
-    assert np.linalg.svd(est.components_.T @ Ug)[1].min() > 0.9
+    assert np.linalg.svd(est.components_ @ Ug)[1].min() > 0.9
     big = FederatedPCA(2, 1.0, 0.01, block_size=10, omega0=0.5).fit([X[:2000]])
     t = big.result_.params["block_size"]
     assert t > 10 and streaming_modsulq_omega(1.0, 0.01, 10, t) <= 0.5 < streaming_modsulq_omega(1.0, 0.01, 10, t - 1)

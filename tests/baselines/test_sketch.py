@@ -32,8 +32,8 @@ def test_noiseless_sketch_with_m_of_order_k_d_recovers_the_subspace(kind):
     X = low_rank(2000, d, k, seed=0)
     est = SketchPCA(k, private=False, kind=kind, sketch_size=3 * k * d).fit(np.array_split(X, 4))
     assert est.result_.params["sketch_size"] >= 3 * k * d
-    assert captured_ratio(est.components_, X, k) >= 0.99
-    np.testing.assert_allclose(est.components_.T @ est.components_, np.eye(k), atol=1e-10)
+    assert captured_ratio(est.components_.T, X, k) >= 0.99
+    np.testing.assert_allclose(est.components_ @ est.components_.T, np.eye(k), atol=1e-10)
     assert est.privacy_.epsilon == float("inf")
 
 
@@ -111,7 +111,7 @@ def test_larger_m_lowers_the_error_without_noise():
             X = rng.normal(size=(3000, d)) * np.geomspace(1, 0.2, d)
             X /= np.linalg.norm(X, axis=1).max()
             est = SketchPCA(k, private=False, kind="gaussian", sketch_size=m, seed=seed).fit([X])
-            e.append(1.0 - captured_ratio(est.components_, X, k))
+            e.append(1.0 - captured_ratio(est.components_.T, X, k))
         errs[m] = float(np.mean(e))
     assert errs[16 * k * d] < errs[2 * k * d]
 
