@@ -102,7 +102,7 @@ def _l2_upper(spec: float, col_norms: np.ndarray) -> tuple[float, str]:
     return cands[name], name
 
 
-def two_to_four_lower(omega: Any, *, starts: int = 8, iterations: int = 200, seed: int = 0) -> tuple[float, np.ndarray]:
+def two_to_four_lower(omega: Any, *, starts: int = 8, iterations: int = 100, seed: int = 0) -> tuple[float, np.ndarray]:
     """A lower bound on ``||Omega^T||_{2->4}^2`` and the unit vector attaining it.
 
     Each iterate is a feasible unit ``x``, so the best value found is a true
@@ -130,7 +130,7 @@ def two_to_four_lower(omega: Any, *, starts: int = 8, iterations: int = 200, see
             best, best_x = float(vals[i]), X[:, i].copy()
         G = om @ (u2 * u)
         G /= np.maximum(np.linalg.norm(G, axis=0), 1e-300)
-        if np.allclose(G, X, atol=1e-13):
+        if np.max(np.abs(G - X)) < 1e-10:  # every start at its fixed point
             break
         X = G
     return math.sqrt(best), best_x
