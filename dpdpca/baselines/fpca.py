@@ -347,9 +347,12 @@ class FederatedPCA(SiteEstimator):
             check_budget(self.epsilon, self.delta)
             check_modsulq_calibration(self.calibration)
             eps, delta, cal = self.epsilon, self.delta, self.calibration
+            made: dict[int, ModSulqMechanism] = {}  # one calibration per block size, not per block
 
             def factory(n: int) -> ModSulqMechanism:
-                return ModSulqMechanism(epsilon=eps, delta=delta, d=d, n=n, mask="streaming", calibration=cal)
+                if n not in made:
+                    made[n] = ModSulqMechanism(epsilon=eps, delta=delta, d=d, n=n, mask="streaming", calibration=cal)
+                return made[n]
 
             factory(self._block_size(d))  # validates the budget and eq. (8)'s domain before any work
         return FPCAEdge(d, r, self._block_size(d), forgetting=self.forgetting, adaptive_rank=self.adaptive_rank,
