@@ -364,6 +364,7 @@ class FederatedPCA(SiteEstimator):
             partitions = [partitions]
         parts = check_partitions(partitions)
         k = self._check_components(parts)
+        check_budget(self.epsilon, self.delta)  # validated even when private=False (one contract for every pipeline)
         if not isinstance(self.private, bool):
             raise param_error("private", "True or False", self.private)
         check_int("branching", self.branching, minimum=2)

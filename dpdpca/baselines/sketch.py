@@ -365,6 +365,7 @@ class SketchPCA(SiteEstimator):
         else:
             parts = check_partitions(partitions)
             k = self._check_components(parts)
+            check_budget(self.epsilon, self.delta)  # validated even when unused
         if self.noise not in SKETCH_NOISES:
             raise param_error("noise", "'gaussian' or 'laplace'", self.noise)
         if self.mask not in SUBSAMPLING_MASKS:
