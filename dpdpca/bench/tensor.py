@@ -28,7 +28,6 @@ JSON keys: ``panels`` (list of {``model``, ``n_features``, ``n_components``,
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ import click
 
 from dpdpca._io import atomic_write_bytes, atomic_write_json
 from dpdpca.baselines.tensor.experiment import METHODS, run_grid
+from dpdpca.bench._data import blas_threads_limited
 from dpdpca.errors import DpdpcaError
 
 __all__ = ["command", "run", "CONFIGS"]
@@ -84,7 +84,7 @@ def run(*, quick: bool = False, runs: int = 10, seed: int = 0, models: tuple[str
     epsilons = QUICK_EPSILONS if quick else EPSILONS
     panels = []
     start = time.perf_counter()
-    with _blas_limit(blas_threads) as used_threads:
+    with blas_threads_limited(blas_threads) as used_threads:
         for model in models:
             for (d, k), (eps_sizes, ns_grid) in configs.items():
                 points = [(n, e) for n in eps_sizes for e in epsilons]
@@ -104,21 +104,6 @@ def run(*, quick: bool = False, runs: int = 10, seed: int = 0, models: tuple[str
                 "sensitivity_mode": sensitivity_mode, "calibration": calibration, "blas_threads": used_threads,
                 "noise_variance_mog": 0.05, "words_per_document_stm": 3}
     return {"panels": panels, "settings": settings, "seconds": time.perf_counter() - start}
-
-
-@contextlib.contextmanager
-def _blas_limit(threads: int | None) -> Any:
-    """Limit BLAS threads (threadpoolctl, installed with scikit-learn); yields the limit used or None."""
-    if threads is None:
-        yield None
-        return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        yield None
-        return
-    with threadpool_limits(limits=threads, user_api="blas"):
-        yield threads
 
 
 def plot(result: dict[str, Any], model: str) -> bytes:
