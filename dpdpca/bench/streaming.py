@@ -51,6 +51,7 @@ from typing import Any
 import click
 import numpy as np
 
+from dpdpca.bench._data import blas_threads_limited
 from dpdpca.errors import DpdpcaError
 
 MEMORY_GOAL, TIME_GOAL = 0.05, 3.0
@@ -120,8 +121,12 @@ def _child(kind: str, path: str, rank: int, block: int, k: int, blas_threads: in
     import scipy.linalg
 
     if blas_threads:
-        from threadpoolctl import threadpool_limits
-        threadpool_limits(limits=blas_threads, user_api="blas")
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # no scikit-learn: the BLAS variables _spawn sets already limit the threads
+            pass
+        else:
+            threadpool_limits(limits=blas_threads, user_api="blas")
     from dpdpca.baselines.fpca import FPCAEdge
     from dpdpca.data import iter_row_blocks
 
@@ -200,11 +205,7 @@ def run(*, n: int = 200_000, d: int = 1000, rank: int = 10, block: int = 100, k:
         fpca = _spawn("fpca", path, rank, block, k, blas_threads)
         Vb, Vf = np.load(str(path) + ".batch.V.npy"), np.load(str(path) + ".fpca.V.npy")
         min_cos = float(np.linalg.svd(Vb.T @ Vf, compute_uv=False).min())
-        if blas_threads:
-            from threadpoolctl import threadpool_limits
-            with threadpool_limits(limits=blas_threads, user_api="blas"):
-                sketch = _sketch_figures(path, min(sketch_rows, n), sketch_sizes, sketch_k)
-        else:
+        with blas_threads_limited(blas_threads or None):
             sketch = _sketch_figures(path, min(sketch_rows, n), sketch_sizes, sketch_k)
 
     def ratio(key: str) -> float | None:
