@@ -48,7 +48,7 @@ from fractions import Fraction
 
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
 from dpdpca.dp.accountant import ReleaseCost, rdp_to_epsilon
-from dpdpca.dp.release import BLOCKS, block_scales, split_weights
+from dpdpca.dp.release import BLOCKS, block_counts, block_scales, split_weights
 from dpdpca.dp.report import ADD_REMOVE_ONE, PrivacyReport
 
 __all__ = [
@@ -144,7 +144,7 @@ class DistributedCalibration:
 
     @property
     def counts(self) -> dict[str, int]:
-        return {"R": self.d * (self.d + 1) // 2, "v": self.d, "N": 1}
+        return block_counts(self.d)
 
     def rdp(self, alpha: float, n: int) -> float:
         """RDP at order ``alpha`` with the noise of ``n`` honest owners (0 owners: infinite)."""

@@ -164,7 +164,7 @@ class AddRemoveCalibration:
     @property
     def counts(self) -> dict[str, int]:
         """Noisy coordinates per block: d(d+1)/2, d, 1."""
-        return {"R": self.d * (self.d + 1) // 2, "v": self.d, "N": 1}
+        return block_counts(self.d)
 
     @property
     def sensitivities_int(self) -> dict[str, int]:
@@ -200,6 +200,11 @@ class AddRemoveCalibration:
                              neighbouring=ADD_REMOVE_ONE, noise_added_by=noise_added_by, sigma=self.sigma("R"),
                              sensitivity_mode="rigorous", notes="; ".join(t for t in (text, notes) if t),
                              parts=parts)
+
+
+def block_counts(d: int) -> dict[str, int]:
+    """Noisy coordinates per block for ``d`` features: ``d(d+1)/2`` (R), ``d`` (v), 1 (N)."""
+    return {"R": d * (d + 1) // 2, "v": d, "N": 1}
 
 
 def block_scales(frac_bits: int) -> dict[str, int]:
@@ -265,7 +270,7 @@ def calibrate_add_remove(*, epsilon: float, delta: float, d: int, frac_bits: int
         raise param_error("calibration", "one of " + ", ".join(repr(c) for c in DISCRETE_GAUSSIAN_CALIBRATIONS),
                           calibration)
     weights = split_weights(d, mean_norm_bound=mean_norm_bound)
-    counts = {"R": d * (d + 1) // 2, "v": d, "N": 1}
+    counts = block_counts(d)
 
     def delta_of(c2: Fraction) -> tuple[float, dict[str, Fraction], Fraction]:
         s2 = _sigmas_int(c2, weights, frac_bits)
