@@ -1,20 +1,43 @@
-"""``dpdpca bench scale [--quick] [--scheduler tcp://HOST:8786] --json``: the proxy's aggregation on Dask.
+"""``dpdpca bench scale [--quick] [--scheduler tcp://HOST:8786] --json``: the proxy's aggregation scaled out.
 
-Aggregates L = 10 encrypted arrays (one per owner; the ciphertext count of a
-d = 784 upper triangle under the wide layout by default) with
-:func:`dpdpca.crypto.sum_arrays`, serially in this process and on a Dask
-cluster (two local single-threaded worker processes, or the cluster at
-``--scheduler``), back to back, and reports aggregation throughput in input
-ciphertexts per second for both and their ratio.  The arrays start in this
-process, as the owners' shares do at the proxy, so the Dask figure includes
-packing them to bytes, shipping them and bringing the result back; every run
-checks the Dask result equals the serial one bit for bit.
+Aggregates L = 10 encrypted arrays (one per owner) position by position, the
+proxy's homomorphic sum, and reports throughput in input ciphertexts per
+second on each engine, with every ratio taken between runs of the same
+iteration (the runs of one iteration follow each other; the median over
+iterations is reported):
+
+* ``serial``: :func:`dpdpca.crypto.sum_arrays` in this process, on ``mpz``
+  values already in its memory;
+* ``dask`` (the headline): the same products on a Dask cluster (two local
+  single-threaded worker processes, or the cluster at ``--scheduler``) with
+  the shares already on the workers, each chunk's runs on one worker, as
+  ``mpz`` values in the workers' memory (:meth:`DaskEngine.place
+  <dpdpca.crypto.compute.DaskEngine.place>`, not timed; reported as
+  ``dask_place_s``): the scale-out case, where owners' shares land on the
+  workers as they arrive.  Timed: the tree of products on the workers and
+  the results' return to this process as packed bytes;
+* ``dask_shipped``: :func:`~dpdpca.crypto.sum_arrays` with the Dask engine
+  from arrays in this process (packing, shipping, products, return): what
+  ``--scheduler`` costs when the proxy holds the shares itself;
+* ``pool_shipped``: the same with a local process pool of as many workers.
+
+Aggregation costs one ``a * b mod n**2`` (about 4 microseconds at 2048 bits)
+per input ciphertext, less than packing and shipping it, so the shipped
+figures measure transport; the resident figure measures the cluster.
+``parallel_capacity`` is the throughput of two pool processes running the
+serial product loop on data of their own against one, in the same run: the
+ceiling any engine can reach on this machine at that moment (other jobs on
+a shared machine lower it).  Every run checks each engine's result equals the
+serial one bit for bit.  Clusters and pools start before any timing.
 
 JSON keys: ``key_bits``, ``owners``, ``ciphertexts_per_owner``,
 ``serial_ciphertexts_per_s``, ``dask_ciphertexts_per_s``,
-``dask_vs_serial_aggregation`` (median of paired ratios), ``dask_workers``,
-``scheduler`` (``"local"`` or the address), ``runs``, ``bit_identical``,
-``cpu_count``, ``quick``.  Needs the optional extra
+``dask_vs_serial_aggregation``, ``dask_shipped_ciphertexts_per_s``,
+``dask_shipped_vs_serial``, ``pool_shipped_ciphertexts_per_s``,
+``pool_shipped_vs_serial``, ``parallel_capacity``, ``dask_place_s``,
+``dask_workers``, ``pool_workers``, ``scheduler`` (``"local"`` or the
+address), ``runs``, ``bit_identical``, ``cpu_count``, ``load_average`` (1, 5,
+15 minutes, at the start), ``quick``.  Needs the optional extra
 ``pip install 'dpdpca[distributed]'``.
 """
 
@@ -24,13 +47,14 @@ import json
 import os
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import click
 
 from dpdpca.crypto import EncryptedArray, SlotLayout, generate_keypair, sum_arrays
 from dpdpca.crypto import _gmp as bk
-from dpdpca.crypto.compute import DaskEngine, dask_engine
+from dpdpca.crypto.compute import DaskEngine, Ints, dask_engine, local_process_pool, spans
 from dpdpca.errors import ParameterError
 
 OWNERS = 10
@@ -46,51 +70,104 @@ def _local_engine(workers: int) -> tuple[DaskEngine, Any]:
     return DaskEngine(Client(cluster), owns_client=True), cluster
 
 
+def product_loop_seconds(bits: int, count: int) -> float:
+    """Pool side: seconds for ``OWNERS - 1`` rounds of ``count`` products mod a ``bits``-bit modulus.
+
+    The serial aggregation's inner loop on operands made in this process
+    (nothing shipped), used to measure how much parallel throughput the
+    machine gives at the moment.
+    """
+    m = bk.mpz(bk.random_below(1 << bits)) | 1 | (1 << (bits - 1))
+    rows = [[bk.random_below(m) for _ in range(count)] for _ in range(OWNERS)]
+    t0 = time.perf_counter()
+    bk.columnwise_prod_mod(rows, m)
+    return time.perf_counter() - t0
+
+
+def _parallel_capacity(pool: ProcessPoolExecutor, workers: int, bits: int, count: int) -> float:
+    """Throughput of ``workers`` concurrent product loops against one loop alone."""
+    alone = pool.submit(product_loop_seconds, bits, count).result()
+    together = [f.result() for f in [pool.submit(product_loop_seconds, bits, count) for _ in range(workers)]]
+    return workers * alone / max(together)
+
+
+def _timed(fn: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
 def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool = False,
                   scheduler: str | None = None, workers: int = 2, ciphertexts: int | None = None) -> dict[str, Any]:
-    """Serial against Dask aggregation of ``OWNERS`` arrays (see the module docstring)."""
+    """Serial against Dask (resident and shipped) and a process pool (see the module docstring)."""
+    load = os.getloadavg()
     pk, _ = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
     count = ciphertexts if ciphertexts is not None else (2000 if quick else 10_400)
     runs = 3 if quick else 5
     layout = SlotLayout(slot_bits=64, slots=max(1, (pk.bits - 2) // 64))
     n2 = pk.nsquare
+    width = pk.ciphertext_bytes
     # Benchmark operands: random units mod n**2 stand in for the owners' ciphertexts (aggregation
     # does the same work whatever they encrypt); their declared bounds sum within the layout.
     arrays = [EncryptedArray(pk, layout, (layout.slots,) * count, 1, [bk.random_unit(n2) for _ in range(count)])
               for _ in range(OWNERS)]
     cluster = None
     engine, cluster = (dask_engine(scheduler), None) if scheduler else _local_engine(workers)
+    pool = local_process_pool(workers)
+    times: dict[str, list[float]] = {"serial": [], "dask": [], "dask_shipped": [], "pool_shipped": []}
+    place_t: list[float] = []
+    capacity: list[float] = []
+    identical = True
     try:
-        sum_arrays(arrays[:2], executor=engine)  # start the workers' imports before timing
-        serial_t: list[float] = []
-        dask_t: list[float] = []
-        identical = True
+        sum_arrays(arrays[:2], executor=engine)  # workers' imports and connections before timing
+        sum_arrays(arrays[:2], executor=pool)
+        groups = [[Ints(a.ciphertexts[lo:hi], width) for a in arrays] for lo, hi in spans(count, engine)]
         for _ in range(runs):
-            t0 = time.perf_counter()
-            ref = sum_arrays(arrays)
-            serial_t.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            out = sum_arrays(arrays, executor=engine)
-            dask_t.append(time.perf_counter() - t0)
-            identical = identical and out.ciphertexts == ref.ciphertexts
+            ref, t = _timed(lambda: sum_arrays(arrays))
+            times["serial"].append(t)
+            placed, t = _timed(lambda: engine.place(width, groups))
+            place_t.append(t)
+            out, t = _timed(lambda p=placed: engine.tree_product(n2, width, p))
+            placed.release()
+            times["dask"].append(t)
+            identical = identical and out == ref.ciphertexts
+            shipped, t = _timed(lambda: sum_arrays(arrays, executor=engine))
+            times["dask_shipped"].append(t)
+            pooled, t = _timed(lambda: sum_arrays(arrays, executor=pool))
+            times["pool_shipped"].append(t)
+            identical = identical and shipped.ciphertexts == ref.ciphertexts == pooled.ciphertexts
+            capacity.append(_parallel_capacity(pool, workers, 2 * pk.bits, min(count, 2000)))
         n_workers = engine.workers
     finally:
+        pool.shutdown()
         engine.close()
         if cluster is not None:
             cluster.close()
     total = OWNERS * count
+
+    def ratio(name: str) -> float:
+        return statistics.median(s / t for s, t in zip(times["serial"], times[name]))
+
     return {
         "key_bits": pk.bits,
         "owners": OWNERS,
         "ciphertexts_per_owner": count,
-        "serial_ciphertexts_per_s": total / min(serial_t),
-        "dask_ciphertexts_per_s": total / min(dask_t),
-        "dask_vs_serial_aggregation": statistics.median(s / d for s, d in zip(serial_t, dask_t)),
+        "serial_ciphertexts_per_s": total / min(times["serial"]),
+        "dask_ciphertexts_per_s": total / min(times["dask"]),
+        "dask_vs_serial_aggregation": ratio("dask"),
+        "dask_shipped_ciphertexts_per_s": total / min(times["dask_shipped"]),
+        "dask_shipped_vs_serial": ratio("dask_shipped"),
+        "pool_shipped_ciphertexts_per_s": total / min(times["pool_shipped"]),
+        "pool_shipped_vs_serial": ratio("pool_shipped"),
+        "parallel_capacity": statistics.median(capacity),
+        "dask_place_s": statistics.median(place_t),
         "dask_workers": n_workers,
+        "pool_workers": workers,
         "scheduler": scheduler or "local",
         "runs": runs,
         "bit_identical": identical,
         "cpu_count": os.cpu_count(),
+        "load_average": [round(x, 2) for x in load],
         "quick": quick,
     }
 
@@ -106,7 +183,7 @@ def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(quick: bool, scheduler: str | None, workers: int, key_bits: int, insecure_test_key: bool,
             as_json: bool) -> None:
-    """The proxy's aggregation: 2 local Dask workers (or --scheduler) against serial, in ciphertexts/s."""
+    """The proxy's aggregation: 2 local Dask workers (or --scheduler) and a process pool against serial."""
     out = run_benchmark(quick=quick, key_bits=key_bits, insecure_test_key=insecure_test_key, scheduler=scheduler,
                         workers=workers)
     if as_json:

@@ -52,6 +52,7 @@ __all__ = [
     "ExecutorEngine",
     "DaskEngine",
     "Ints",
+    "Placed",
     "EngineLike",
     "as_engine",
     "check_local_for_secret",
@@ -104,13 +105,47 @@ def run_packed(kernel: Callable[..., list[Any]], out_width: int, args: tuple[Any
     return bk.ints_to_bytes(kernel(*[_unpack_arg(a) for a in args]), out_width)
 
 
-def product_node(modulus: int, width: int, *blobs: bytes) -> bytes:
-    """Worker side: element-wise product of packed runs modulo ``modulus`` (a node of the tree)."""
-    return bk.ints_to_bytes(bk.columnwise_prod_mod([bk.bytes_to_ints(b, width) for b in blobs], modulus), width)
+def product_node(modulus: int, width: int, *runs: bytes | list[bk.mpz]) -> bytes:
+    """Worker side: element-wise product of runs modulo ``modulus`` (a node of the tree).
+
+    Each run is a packed blob or a list of ``mpz`` already decoded on the
+    worker (:meth:`DaskEngine.place`); the product leaves as a packed blob.
+    """
+    rows = [bk.bytes_to_ints(r, width) if isinstance(r, bytes) else r for r in runs]
+    return bk.ints_to_bytes(bk.columnwise_prod_mod(rows, modulus), width)
 
 
-#: Children per node of the Dask aggregation tree (fewer levels, fewer conversions to bytes).
-TREE_FAN_IN = 4
+def decode_run(blob: bytes, width: int) -> list[bk.mpz]:
+    """Worker side: a packed blob as ``mpz`` values, kept in the worker's memory."""
+    return bk.bytes_to_ints(blob, width)
+
+
+#: Children per node of the Dask aggregation tree.  A group's runs sit on one worker, so a
+#: node needs no transfer and every extra level only adds a conversion to bytes and back:
+#: up to 16 owners are one flat product, more make a tree of 16-way products.
+TREE_FAN_IN = 16
+
+
+class Placed:
+    """Runs of ciphertexts already on the workers of a Dask cluster (:meth:`DaskEngine.place`).
+
+    ``groups[k]`` holds the futures of group ``k``'s runs (all on one
+    worker); ``decoded`` says whether they are ``mpz`` lists or packed blobs.
+    :meth:`release` lets the workers drop them.
+    """
+
+    __slots__ = ("groups", "decoded")
+
+    def __init__(self, groups: list[list[Any]], decoded: bool) -> None:
+        self.groups = groups
+        self.decoded = decoded
+
+    def release(self) -> None:
+        """Forget the futures (the cluster frees the data)."""
+        for g in self.groups:
+            for f in g:
+                f.release()
+        self.groups = []
 
 
 class Engine:
@@ -255,32 +290,60 @@ class DaskEngine(Engine):
         futures = [self.client.submit(run_packed, kernel, out_width, b, pure=False) for b in blobs]
         return bk.bytes_to_ints(b"".join(self.client.gather(futures)), out_width)
 
-    def tree_product(self, modulus: int, width: int, groups: Sequence[Sequence[Ints]]) -> list[bk.mpz]:
+    def place(self, width: int, groups: Sequence[Sequence[Ints]], *, decode: bool = True) -> Placed:
+        """Ship each group's runs to one worker (round robin over groups) and keep them there.
+
+        One scatter per worker, packed bytes on the wire.  With ``decode``
+        the workers turn the blobs into ``mpz`` lists at once (and this call
+        waits for it), so later products on them start from values in the
+        workers' memory, as a serial product starts from values in ours.
+        """
         client = self.client
         workers: list[str | None] = list(self._worker_addresses()) or [None]
-        # Each group's runs go to one worker (round robin over groups, one scatter per worker),
-        # so the nodes of its tree need no transfer; runs already spread over several workers
-        # (e.g. left there by the owners' encryption) would meet at the nodes instead.
-        placed: dict[int, Any] = {}
+        placed: list[list[Any]] = [[] for _ in groups]
         for w, address in enumerate(workers):
             mine = [k for k in range(len(groups)) if k % len(workers) == w]
             blobs = [bk.ints_to_bytes(run.values, width) for k in mine for run in groups[k]]
             if not blobs:
                 continue
-            futures = client.scatter(blobs, hash=False, workers=None if address is None else [address])
+            where = None if address is None else [address]
+            futures = client.scatter(blobs, hash=False, workers=where, direct=True)
+            if decode:
+                futures = [client.submit(decode_run, f, width, pure=False, workers=where) for f in futures]
             pos = 0
             for k in mine:
                 placed[k] = futures[pos:pos + len(groups[k])]
                 pos += len(groups[k])
+        if decode:
+            from distributed import wait
+            wait([f for g in placed for f in g])
+        return Placed(placed, decode)
+
+    def tree_product(self, modulus: int, width: int, groups: Sequence[Sequence[Ints]] | Placed
+                     ) -> list[bk.mpz]:
+        """The aggregation on the cluster; ``groups`` may already be on the workers (:meth:`place`).
+
+        Each group's runs sit on one worker (so its nodes need no transfer);
+        runs spread over several workers would meet at the nodes instead.
+        Nodes multiply up to :data:`TREE_FAN_IN` runs; only each group's root
+        comes back, as one packed blob.
+        """
+        placed = groups if isinstance(groups, Placed) else self.place(width, groups, decode=False)
+        client = self.client
         roots = []
-        for k in range(len(groups)):
-            level = list(placed[k])
-            while len(level) > 1:
+        for runs in placed.groups:
+            level = list(runs)
+            while True:  # at least one node, which also packs decoded runs back to bytes
                 level = [client.submit(product_node, int(modulus), width, *level[i:i + TREE_FAN_IN], pure=False)
-                         if len(level[i:i + TREE_FAN_IN]) > 1 else level[i]
                          for i in range(0, len(level), TREE_FAN_IN)]
+                if len(level) == 1:
+                    break
             roots.append(level[0])
-        return bk.bytes_to_ints(b"".join(client.gather(roots)), width)
+        try:
+            return bk.bytes_to_ints(b"".join(client.gather(roots)), width)
+        finally:
+            if not isinstance(groups, Placed):
+                placed.release()
 
     def close(self) -> None:
         if self.owns_client:

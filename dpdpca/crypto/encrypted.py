@@ -615,7 +615,8 @@ def scalar_times_packed(enc_scalar: EncryptedArray, vectors: Sequence[Sequence[i
     width = key.ciphertext_bytes
     cts = engine.map(compute.packed_power_kernel,
                      [(int(n2), sb, compute.Ints([c], width), vecs[a:b], offset)
-                      for a, b in compute.spans(len(vecs), engine, 64)], width)
+                      for a, b in compute.spans(len(vecs), engine, max(64, engine.task_items(len(vecs))))],
+                     width)
     return enc_scalar._derive(new_bound, cts, tuple(len(v) for v in vecs))
 
 

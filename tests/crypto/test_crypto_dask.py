@@ -8,8 +8,10 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 import pytest
 from distributed import Client, LocalCluster
 
+from dpdpca.bench.scale import run_benchmark
 from dpdpca.crypto import SlotLayout, decrypt, encrypt, scalar_times_packed, scalars_times_packed, sum_arrays
-from dpdpca.crypto.compute import DaskEngine, ExecutorEngine, SerialEngine, as_engine, dask_engine
+from dpdpca.crypto.compute import (TREE_FAN_IN, DaskEngine, ExecutorEngine, Ints, SerialEngine, as_engine,
+                                   dask_engine, spans)
 from dpdpca.errors import ParameterError
 
 LAYOUT = SlotLayout(slot_bits=40, slots=12)
@@ -28,7 +30,7 @@ def _operations(pk, executor):
     values = list(range(-700, 700))  # 117 ciphertexts: several tasks
     a = encrypt(pk, values, layout=LAYOUT, bound=700, executor=executor, _test_randomness=RAND)
     b = encrypt(pk, values[::-1], layout=LAYOUT, bound=700, executor=executor, _test_randomness=RAND)
-    arrays = [a, b, a, b, a]  # an odd count exercises the tree's carried node
+    arrays = [a, b, a, b, a]  # one flat node per chunk (fewer runs than TREE_FAN_IN)
     total = sum_arrays(arrays, executor=executor)
     ks = [(-1) ** i * (i % 9) for i in range(len(a.ciphertexts))]
     scaled = a.mul_scalars(ks, executor=executor)
@@ -50,6 +52,24 @@ def test_dask_engine_equals_serial_bit_for_bit(keys512, client):
     rerandomized = arrays[0].rerandomize(executor=client)
     assert rerandomized.ciphertexts != arrays[0].ciphertexts
     assert decrypt(sk, rerandomized) == values
+
+
+def test_resident_runs_and_a_two_level_tree_equal_serial(keys512, client):
+    pk, sk = keys512
+    width = pk.ciphertext_bytes
+    arrays = [encrypt(pk, [i - 40, 3 * i, -i], layout=LAYOUT, bound=60, chunks=[1, 1, 1], _test_randomness=RAND)
+              for i in range(TREE_FAN_IN + 2)]  # 18 runs per chunk: 16 + 2 children, then the root
+    serial = sum_arrays(arrays)
+    engine = DaskEngine(client)
+    assert sum_arrays(arrays, executor=engine).ciphertexts == serial.ciphertexts
+    groups = [[Ints(a.ciphertexts[lo:hi], width) for a in arrays] for lo, hi in [(0, 2), (2, 3)]]
+    placed = engine.place(width, groups)
+    assert placed.decoded and [len(g) for g in placed.groups] == [len(arrays)] * 2
+    assert engine.tree_product(pk.nsquare, width, placed) == serial.ciphertexts
+    placed.release()
+    assert placed.groups == []
+    assert decrypt(sk, serial) == [sum(i - 40 for i in range(18)), sum(3 * i for i in range(18)), -153]
+    assert spans(1000, engine) == [(s, min(s + 125, 1000)) for s in range(0, 1000, 125)]  # 4 tasks per worker
 
 
 def test_decryption_is_refused_on_remote_engines(keys512, client):
@@ -94,5 +114,13 @@ def test_multiprocess_cluster_smoke_and_no_leaked_processes(keys512):
             assert a.ciphertexts == serial["encrypt"]
             b = encrypt(pk, values[::-1], layout=LAYOUT, bound=700, _test_randomness=RAND)
             assert sum_arrays([a, b, a, b, a], executor=engine).ciphertexts == serial["sum"]
+            # bench scale end to end on this cluster (and a local pool of two processes)
+            out = run_benchmark(quick=True, key_bits=512, insecure_test_key=True,
+                                scheduler=cluster.scheduler_address, ciphertexts=40)
+            assert out["bit_identical"] is True and out["dask_workers"] == 2 and out["runs"] == 3
+            assert out["scheduler"] == cluster.scheduler_address
+            for key in ("dask_vs_serial_aggregation", "dask_shipped_vs_serial", "pool_shipped_vs_serial",
+                        "parallel_capacity", "serial_ciphertexts_per_s", "dask_ciphertexts_per_s"):
+                assert out[key] > 0, key
     leaked = [p for p in multiprocessing.active_children() if p not in before]
     assert leaked == []
