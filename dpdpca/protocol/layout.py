@@ -1,8 +1,11 @@
 """The public chunk layout of a share: which slots each ciphertext holds.
 
 ``R`` travels as its row-aligned, packed upper triangle
-(:func:`dpdpca.crypto.upper_triangle_chunks`); ``v`` as ``d`` single slots
-and as ``d`` windows ``W_a = v[a : min(a + slots, d)]``.  Every party derives
+(:func:`dpdpca.crypto.upper_triangle_chunks`); ``v``, for the centred
+release, as ``d`` single slots and as ``d`` windows
+``W_a = v[a : min(a + slots, d)]`` (the mask terms need both shapes); for the
+add/remove release, which has no mask, as ``ceil(d / slots)`` consecutive
+tiles only, and ``N 2**2f`` as one more ciphertext.  Every party derives
 the same layout from ``d`` and the slot count, so none of it travels.
 """
 
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from dpdpca.crypto import upper_triangle_chunks
 
-__all__ = ["row_chunk_spans", "window_chunks", "triangle_chunk_count"]
+__all__ = ["row_chunk_spans", "window_chunks", "tile_chunks", "triangle_chunk_count", "share_chunks"]
 
 
 def row_chunk_spans(d: int, slots: int) -> list[tuple[int, int, int]]:
@@ -35,3 +38,21 @@ def triangle_chunk_count(d: int, slots: int) -> int:
     """``len(upper_triangle_chunks(d, slots))`` in O(1): ``sum_{m=1..d} ceil(m / slots)``."""
     q, r = divmod(d, slots)
     return slots * q * (q + 1) // 2 + (q + 1) * r
+
+
+def tile_chunks(d: int, slots: int) -> list[int]:
+    """Sizes of the consecutive tiles ``v[a : a + slots]``, ``a = 0, slots, 2 slots, ...``."""
+    return [min(slots, d - a) for a in range(0, d, slots)]
+
+
+def share_chunks(release: str, d: int, slots: int) -> dict[str, list[int]]:
+    """Section name -> chunk sizes of one share (and of the proxy's aggregate) for ``release``.
+
+    The centred release sends ``R``, ``v`` (d single slots) and ``vwin`` (d
+    windows); the add/remove release sends ``R``, ``v`` (tiles) and ``N``.
+    The order is the order the owners' signed digest covers.
+    """
+    r = upper_triangle_chunks(d, slots)
+    if release == "add-remove":
+        return {"R": r, "v": tile_chunks(d, slots), "N": [1]}
+    return {"R": r, "v": [1] * d, "vwin": window_chunks(d, slots)}

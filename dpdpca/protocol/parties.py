@@ -52,7 +52,7 @@ from dpdpca.linalg import top_eigenpairs, unpack_upper
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.counts import SHARE_SECTIONS, ShareStatement, check_counts, check_statements, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
-from dpdpca.protocol.layout import row_chunk_spans, triangle_chunk_count, window_chunks
+from dpdpca.protocol.layout import row_chunk_spans, share_chunks, tile_chunks, triangle_chunk_count, window_chunks
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.masking import draw_mask, mask_bound, mask_tv_bound
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
@@ -168,10 +168,12 @@ class DataOwner:
     def share(self, X: Any) -> bytes:
         """Round 1: the encrypted share ``E[R^l]``, ``E[v^l]`` and the signed count ``N^l`` as one message.
 
-        ``R^l`` is sent as its packed, row-aligned upper triangle; ``v^l`` twice:
-        as d single-slot ciphertexts and as d windows
-        ``W_a = v[a : min(a + slots, d)]`` (the proxy needs both shapes for
-        ``v b^T + b v^T``).  Declared bounds are the public ones, never the
+        ``R^l`` is sent as its packed, row-aligned upper triangle.  For the
+        centred release ``v^l`` goes twice, as d single-slot ciphertexts and as
+        d windows ``W_a = v[a : min(a + slots, d)]`` (the proxy needs both
+        shapes for ``v b^T + b v^T``); the add/remove release has no mask, so
+        ``v^l`` goes once as ``ceil(d / slots)`` packed tiles, with
+        ``E[N^l 2^2f]`` (:func:`dpdpca.protocol.layout.share_chunks`).  Declared bounds are the public ones, never the
         data's.  ``N^l`` travels in the clear inside a
         :class:`~dpdpca.protocol.counts.ShareStatement` signed by the owner,
         which also covers the session, the key, d and the ciphertexts' SHA-256.
@@ -207,20 +209,19 @@ class DataOwner:
                 r_upper, v_list, n_scaled = add_remove.add_block_noise(r_upper, v_list, int(n) << (2 * p.frac_bits),
                                                                        noise)
             n_sent = None  # N is private under add/remove-one: no count in the clear
+        values = {"R": r_upper, "v": v_list}
+        if self.release == "add-remove":
+            values["N"] = [n_scaled]
+        else:
+            values["vwin"] = [x for a in range(d) for x in v_list[a:a + layout.slots]]
+        shapes = share_chunks(self.release, d, layout.slots)
         with self.timings_.measure(self.party, "encrypt"):
-            enc_r = encrypt(self.public_key, r_upper, layout=layout, bound=bounds["R"],
-                            chunks=upper_triangle_chunks(d, layout.slots), executor=self.executor)
-            enc_v = encrypt(self.public_key, v_list, layout=layout, bound=bounds["v"], chunks=[1] * d,
-                            executor=self.executor)
-            windows = [x for a in range(d) for x in v_list[a:a + layout.slots]]
-            enc_w = encrypt(self.public_key, windows, layout=layout, bound=bounds["v"],
-                            chunks=window_chunks(d, layout.slots), executor=self.executor)
-            if self.release == "add-remove":
-                enc_n = encrypt(self.public_key, [n_scaled], layout=layout, bound=bounds["N"], chunks=[1])
+            encrypted = {name: encrypt(self.public_key, values[name], layout=layout,
+                                       bound=bounds["v" if name == "vwin" else name], chunks=chunks,
+                                       executor=self.executor)
+                         for name, chunks in shapes.items()}
         with self.timings_.measure(self.party, "serialize"):
-            sections = {"R": enc_r.to_bytes(), "v": enc_v.to_bytes(), "vwin": enc_w.to_bytes()}
-            if self.release == "add-remove":
-                sections["N"] = enc_n.to_bytes()
+            sections = {name: arr.to_bytes() for name, arr in encrypted.items()}
             statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
                                             d=d, n_rows=n_sent,
                                             ciphertext_sha256=ciphertext_digest(sections, _sections(self.release)))
@@ -268,28 +269,24 @@ def _load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[
 
 
 def _sections(release: str) -> tuple[str, ...]:
-    """The ciphertext sections of a share: the add/remove release adds the encrypted, scaled N."""
-    return SHARE_SECTIONS + ("N",) if release == "add-remove" else SHARE_SECTIONS
+    """The ciphertext sections of a share, in signed-digest order (:func:`share_chunks`)."""
+    return ("R", "v", "N") if release == "add-remove" else SHARE_SECTIONS
 
 
 def _load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: int,
                        release: str = "centred") -> dict[str, EncryptedArray]:
-    """R, v singles and v windows (and N, add/remove) of one share (``owners=1``) or of an aggregate.
+    """The arrays of one share (``owners=1``) or of an aggregate, in :func:`share_chunks` shapes.
 
     Section sizes are checked against d before any list of length O(d^2) is built.
     """
     slots = params.layout.slots
-    sizes = {"R": triangle_chunk_count(d, slots), "v": d, "vwin": d}
-    if release == "add-remove":
-        sizes["N"] = 1
+    sizes = {"R": triangle_chunk_count(d, slots), "v": d if release != "add-remove" else -(-d // slots)}
+    sizes.update({"N": 1} if release == "add-remove" else {"vwin": d})
     check_section_sizes(msg, sizes, params.public_key.ciphertext_bytes)
     bounds = {k: b * owners for k, b in params.share_bounds(release).items()}
-    shapes = {"R": (upper_triangle_chunks(d, slots), bounds["R"]), "v": ([1] * d, bounds["v"]),
-              "vwin": (window_chunks(d, slots), bounds["v"])}
-    if release == "add-remove":
-        shapes["N"] = ([1], bounds["N"])
-    return {name: _load_array(msg, name, params.public_key, chunks=list(chunks), bound=bound, layout=params.layout)
-            for name, (chunks, bound) in shapes.items()}
+    return {name: _load_array(msg, name, params.public_key, chunks=chunks,
+                              bound=bounds["v" if name == "vwin" else name], layout=params.layout)
+            for name, chunks in share_chunks(release, d, slots).items()}
 
 
 def _ciphertext_fingerprints(arrays: dict[str, EncryptedArray]) -> set[bytes]:
@@ -693,8 +690,7 @@ class Proxy:
             raise ProtocolError(f"session {self.params.session_id} must be released once, got a second release "
                                 f"(the ledger holds one)")
         p, d, agg = self.params, int(self.d or 0), self._aggregate
-        slots = p.layout.slots
-        v_packed = agg["vwin"].select(list(range(0, d, slots)))  # the windows at 0, slots, ... tile v
+        v_packed = agg["v"]  # tiles of v (:func:`share_chunks`)
         extra: dict[str, Any] = {}
         with self.timings_.measure(self.party, "noise"):
             if noise_by == "proxy":
@@ -894,7 +890,7 @@ class DataUser:
         if msg.meta.get("owners") != owners:
             raise MessageError(f"result owners must be those of the signed statements {owners}, "
                                f"got {str(msg.meta.get('owners'))[:200]}")
-        return [min(slots, d - a) for a in range(0, d, slots)]
+        return tile_chunks(d, slots)
 
     def reconstruct_add_remove(self, data: bytes) -> tuple[np.ndarray, PrivacyReport, dict[str, Any]]:
         """Check and decrypt the add/remove release; return ``S~ = R~ - v~ v~^T / N~``, report, meta.
