@@ -15,7 +15,10 @@ class Timings:
     Parties are named ``"role"`` or ``"role:id"`` (``"owner:3"``).  Parties of a
     role listed in ``parallel_roles`` work at the same time in a real
     deployment, so the critical path counts only the slowest of them; every
-    other party is counted in full (sequential).
+    other party is counted in full (sequential), except its phases listed in
+    ``overlapping_phases`` (default ``"precompute"``: work that depends on no
+    other party's message, such as the proxy's rerandomizers made while the
+    collection is open), which run at the same time as the parallel roles.
 
     Examples
     --------
@@ -24,10 +27,15 @@ class Timings:
     >>> t.add("proxy", "aggregate", 1.0)
     >>> t.critical_path_s()
     4.0
+    >>> t.add("proxy", "precompute", 2.5)   # overlaps the owners' 3.0 s
+    >>> t.critical_path_s(), t.total_s()
+    (4.0, 8.5)
     """
 
-    def __init__(self, *, parallel_roles: tuple[str, ...] = ("owner",)) -> None:
+    def __init__(self, *, parallel_roles: tuple[str, ...] = ("owner",),
+                 overlapping_phases: tuple[str, ...] = ("precompute",)) -> None:
         self.parallel_roles = tuple(parallel_roles)
+        self.overlapping_phases = tuple(overlapping_phases)
         self._phases: dict[str, dict[str, float]] = {}
 
     def add(self, party: str, phase: str, seconds: float) -> None:
@@ -58,16 +66,22 @@ class Timings:
         return sum(self.party_total(p) for p in self._phases)
 
     def critical_path_s(self) -> float:
-        """Sequential parties in full plus the slowest party of each parallel role."""
+        """Sequential parties in full, plus the slowest party of each parallel role or the longest
+        overlapping phase of a sequential party, whichever is longer."""
         slowest: dict[str, float] = {}
+        overlap = 0.0
         total = 0.0
-        for party in self._phases:
+        for party, phases in self._phases.items():
             role = party.split(":", 1)[0]
             if role in self.parallel_roles:
                 slowest[role] = max(slowest.get(role, 0.0), self.party_total(party))
-            else:
-                total += self.party_total(party)
-        return total + sum(slowest.values())
+                continue
+            for phase, sec in phases.items():
+                if phase in self.overlapping_phases:
+                    overlap = max(overlap, sec)
+                else:
+                    total += sec
+        return total + max(sum(slowest.values()), overlap)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``parties`` (party -> phase -> s), ``total_s``, ``critical_path_s``."""

@@ -39,8 +39,10 @@ from dpdpca.crypto.matrix import (
     upper_triangle_unflatten,
 )
 from dpdpca.crypto.packing import SlotLayout
+from dpdpca.crypto.randomizers import RandomizerPool
 
 __all__ = [
+    "RandomizerPool",
     "PublicKey",
     "PrivateKey",
     "generate_keypair",

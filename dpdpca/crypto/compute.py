@@ -475,7 +475,7 @@ _PRIVATE: dict[tuple[int, int], PrivateKey] = {}
 
 def register_public(key: PublicKey) -> None:
     """Let in-process kernels use the caller's key object (and its cached tables)."""
-    _PUBLIC.setdefault((int(key.n), int(key.hs)), key)
+    _remember(key)
 
 
 def register_private(key: PrivateKey) -> None:
@@ -484,13 +484,22 @@ def register_private(key: PrivateKey) -> None:
     _PRIVATE.setdefault((int(key.p), int(key.q)), key)
 
 
-def _public(n: int, hs: int) -> PublicKey:
-    key = _PUBLIC.get((n, hs))
-    if key is None:
-        # The parent validated the key (size, consent); the worker only recomputes.
-        key = PublicKey(n, hs, insecure_test_key=True)
-        _PUBLIC[(n, hs)] = key
+#: Keys (with their fixed-base tables, up to 64 MiB each) a worker keeps; the oldest goes first.
+_MAX_KEYS = 4
+
+
+def _remember(key: PublicKey) -> PublicKey:
+    """Make ``key`` the most recently used entry of the bounded key cache."""
+    _PUBLIC.pop((int(key.n), int(key.hs)), None)
+    _PUBLIC[(int(key.n), int(key.hs))] = key
+    while len(_PUBLIC) > _MAX_KEYS:
+        del _PUBLIC[next(iter(_PUBLIC))]
     return key
+
+
+def _public(n: int, hs: int) -> PublicKey:
+    # The parent validated the key (size, consent); the worker only recomputes.
+    return _remember(_PUBLIC.get((n, hs)) or PublicKey(n, hs, insecure_test_key=True))
 
 
 def _init_worker(n: int, hs: int) -> None:
@@ -505,12 +514,16 @@ def _private(n: int, hs: int, p: int, q: int) -> PrivateKey:
     return key
 
 
-def encrypt_kernel(n: int, hs: int, method: str, plaintexts: list[bk.mpz], randomness: list[int] | None
-                   ) -> list[bk.mpz]:
-    """Encrypt plaintexts in ``[0, n)``; ``randomness`` (one per plaintext) for tests only."""
+def encrypt_kernel(n: int, hs: int, method: str, plaintexts: list[bk.mpz], randomness: list[int] | None,
+                   expected: int | None = None) -> list[bk.mpz]:
+    """Encrypt plaintexts in ``[0, n)``; ``randomness`` (one per plaintext) for tests only.
+
+    ``expected``: encryptions this worker is likely to run for the whole batch
+    (sizes the DJN table, :meth:`PublicKey.djn_table`).
+    """
     key = _public(n, hs)
     rand = None if randomness is None else (lambda i, r=randomness: r[i])
-    factors = key.random_factors(len(plaintexts), method=method, _test_randomness=rand)
+    factors = key.random_factors(len(plaintexts), method=method, expected=expected, _test_randomness=rand)
     return key.raw_encrypt_with(plaintexts, factors)
 
 

@@ -312,16 +312,28 @@ class EncryptedArray:
                           for a, b in compute.spans(len(ks), engine)], width)
         return self._derive(new_bound, cts)
 
-    def rerandomize(self, *, method: str = "djn", executor: EngineLike = None) -> EncryptedArray:
-        """Same plaintexts, fresh randomness (multiply by fresh encryptions of 0)."""
+    def rerandomize(self, *, method: str = "djn", executor: EngineLike = None,
+                    factors: Sequence[int] = ()) -> EncryptedArray:
+        """Same plaintexts, fresh randomness (multiply by fresh encryptions of 0).
+
+        ``factors``: encryptions of 0 made ahead (:class:`~dpdpca.crypto.randomizers.RandomizerPool`)
+        for the first ``len(factors)`` ciphertexts; the rest get new ones of ``method``.
+        """
         key = self.public_key
+        if len(factors) > len(self.ciphertexts):
+            raise param_error("factors", f"at most one per ciphertext ({len(self.ciphertexts)})", len(factors))
+        n2 = key.nsquare
+        head = [c * f % n2 for c, f in zip(self.ciphertexts, factors)]
+        rest = self.ciphertexts[len(head):]
+        if not rest:
+            return self._derive(self.bound, head)
         engine = compute.as_engine(executor)
         compute.register_public(key)
         width = key.ciphertext_bytes
         cts = engine.map(compute.rerandomize_kernel,
-                         [(int(key.n), int(key.hs), method, compute.Ints(self.ciphertexts[a:b], width))
-                          for a, b in compute.spans(len(self.ciphertexts), engine)], width)
-        return self._derive(self.bound, cts)
+                         [(int(key.n), int(key.hs), method, compute.Ints(rest[a:b], width))
+                          for a, b in compute.spans(len(rest), engine)], width)
+        return self._derive(self.bound, head + list(cts))
 
     def with_bound(self, bound: int) -> EncryptedArray:
         """Same ciphertexts under another declared bound (e.g. a public, looser one).
@@ -466,9 +478,11 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     compute.register_public(public_key)
     rand = None if _test_randomness is None else [int(_test_randomness(i)) for i in range(len(plaintexts))]
     pw = (public_key.bits + 7) // 8
+    per_worker = -(-len(plaintexts) // max(1, engine.workers))
     cts = engine.map(compute.encrypt_kernel,
                      [(int(n), int(public_key.hs), method, compute.Ints(plaintexts[a:b], pw),
-                       None if rand is None else rand[a:b]) for a, b in compute.spans(len(plaintexts), engine)],
+                       None if rand is None else rand[a:b], per_worker)
+                      for a, b in compute.spans(len(plaintexts), engine)],
                      public_key.ciphertext_bytes)
     return EncryptedArray._trusted(public_key, layout, chunk_t, bound, cts)
 

@@ -140,15 +140,38 @@ class PublicKey:
     # -- encryption -------------------------------------------------------------
     @property
     def hs_table(self) -> bk.FixedBaseTable:
-        """Fixed-base table of ``hs`` (built lazily on first use, then cached)."""
-        if self._table is None:
-            self._table = bk.FixedBaseTable(self.hs, self.nsquare, self.alpha_bits)
-        return self._table
+        """Fixed-base table of ``hs`` with byte windows (built lazily on first use, then cached)."""
+        return self.djn_table(None)
 
-    def random_factors(self, count: int, *, method: str = "djn",
+    def djn_table(self, expected: int | None) -> bk.FixedBaseTable:
+        """A fixed-base table of ``hs`` sized for ``expected`` more encryptions (cached).
+
+        The cached table is kept unless building the best one for
+        ``expected`` (:meth:`FixedBaseTable.best_window`) costs less than it
+        saves on those encryptions.  ``None``: byte windows (w = 8).
+        """
+        bits = self.alpha_bits
+        cached = self._table
+        if expected is None:
+            if cached is None:
+                cached = self._table = bk.FixedBaseTable(self.hs, self.nsquare, bits)
+            return cached
+        w = bk.FixedBaseTable.best_window(bits, expected)
+        if cached is None or (cached.window != w and bk.FixedBaseTable.cost(bits, expected, w)
+                              < expected * cached.n_rows):
+            cached = self._table = bk.FixedBaseTable(self.hs, self.nsquare, bits, window=w)
+        return cached
+
+    def drop_table(self) -> None:
+        """Free the cached fixed-base table (up to 64 MiB); the next encryption rebuilds one."""
+        self._table = None
+
+    def random_factors(self, count: int, *, method: str = "djn", expected: int | None = None,
                        _test_randomness: Callable[[int], int] | None = None) -> list[bk.mpz]:
         """``count`` fresh randomizers: ``hs**alpha`` (DJN) or ``r**n`` (standard).
 
+        ``expected`` (DJN): how many encryptions this batch belongs to (default
+        ``count``), which sizes the fixed-base table (:meth:`djn_table`).
         ``_test_randomness(i)`` (tests only) returns alpha (DJN) or r
         (standard) for the i-th factor instead of drawing it from
         :mod:`secrets`.
@@ -162,7 +185,7 @@ class PublicKey:
                 alphas = [int(_test_randomness(i)) for i in range(count)]
                 for a in alphas:
                     check_int("alpha", a, minimum=0, maximum=(1 << self.alpha_bits) - 1)
-            return self.hs_table.pow_many(alphas)
+            return self.djn_table(count if expected is None else max(count, int(expected))).pow_many(alphas)
         if _test_randomness is None:
             rs = [bk.random_unit(self.n) for _ in range(count)]
         else:
@@ -189,6 +212,7 @@ class PublicKey:
             part = plaintexts[start:start + block]
             rand = None if _test_randomness is None else (lambda i, s=start: _test_randomness(s + i))
             out.extend(self.raw_encrypt_with(part, self.random_factors(len(part), method=method,
+                                                                       expected=len(plaintexts) - start,
                                                                        _test_randomness=rand)))
         return out
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dpdpca.crypto import upper_triangle_chunks
 
-__all__ = ["row_chunk_spans", "window_chunks", "tile_chunks", "triangle_chunk_count", "share_chunks"]
+__all__ = ["row_chunk_spans", "window_chunks", "tile_chunks", "triangle_chunk_count", "share_chunks",
+           "release_ciphertext_count"]
 
 
 def row_chunk_spans(d: int, slots: int) -> list[tuple[int, int, int]]:
@@ -56,3 +57,8 @@ def share_chunks(release: str, d: int, slots: int) -> dict[str, list[int]]:
     if release == "add-remove":
         return {"R": r, "v": tile_chunks(d, slots), "N": [1]}
     return {"R": r, "v": [1] * d, "vwin": window_chunks(d, slots)}
+
+
+def release_ciphertext_count(release: str, d: int, slots: int) -> int:
+    """Ciphertexts the proxy sends the data user: R'' (or R~), v packed in tiles, and N~ (add/remove)."""
+    return triangle_chunk_count(d, slots) + -(-d // slots) + (1 if release == "add-remove" else 0)

@@ -180,6 +180,9 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     owner_cal = owner_noise_calibration(options, d=d, frac_bits=params.frac_bits, owners=L, quorum=quorum,
                                         present=len(present))
     owner_noises: dict[str, Any] = {}
+    proxy = Proxy(params, keyring, quorum=len(present) if quorum is None else quorum,
+                  executor=executor, record_noise_for_testing=verify, release=rel)
+    proxy.prepare(d)  # its rerandomizers depend on d only: made while the owners encrypt
     for i in present:
         owner = DataOwner(params, identities[i], clip=clip, executor=executor, insecure_test_key=insecure_test_key,
                           release=rel, noise=owner_cal, record_noise_for_testing=verify)
@@ -189,8 +192,6 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
         rows_clipped[ids[i]] = owner.rows_clipped_
         timings.merge(owner.timings_)
         tick(f"owner {ids[i]}")
-    proxy = Proxy(params, keyring, quorum=len(present) if quorum is None else quorum,
-                  executor=executor, record_noise_for_testing=verify, release=rel)
     collect_shares(proxy, net, deadline_s=deadline_s)
     proxy.close_collection()
     late = _reject_late_shares(proxy, net)

@@ -308,3 +308,35 @@ def test_proxy_rerandomizes_what_the_user_receives(make_user, unit_rows, _shares
     for c_user, c_window in zip(v2.ciphertexts, windows.ciphertexts):
         assert int(c_user * gmpy2.invert(c_window, n2) % n2) % n != 1
     assert "rerandomize" in proxy.timings_.to_dict()["parties"]["proxy"]
+
+
+@pytest.mark.parametrize("release", ["centred", "add-remove"])
+def test_proxy_makes_its_rerandomizers_while_collection_is_open(make_user, unit_rows, make_owner, release):
+    # prepare(d) starts r^n factors in the background; finish uses them (each once) and
+    # books their CPU time as an overlapping "precompute" phase, not as "rerandomize".
+    import time
+
+    from dpdpca.protocol.layout import release_ciphertext_count
+
+    rng = np.random.default_rng(12)
+    user = make_user()
+    d = 4
+    parts = [unit_rows(rng, 5, d) for _ in range(2)]
+    proxy = Proxy(user.params, user.owner_keys, quorum=2, release=release)
+    proxy.prepare(d)
+    proxy.prepare(d)  # idempotent: one fill
+    want = release_ciphertext_count(release, d, user.params.layout.slots)
+    stop = time.monotonic() + 30
+    while proxy._randomizers.ready < want and time.monotonic() < stop:
+        time.sleep(0.01)
+    assert proxy._randomizers.ready == want
+    for oid, X in zip(("1", "2"), parts):
+        proxy.receive_share(make_owner(user.params, oid, release=release).share(X))
+    proxy.close_collection()
+    out = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5) if release == "centred"
+                             else proxy.finish_add_remove(epsilon=1.0, delta=1e-5))
+    phases = proxy.timings_.to_dict()["parties"]["proxy"]
+    assert phases["precompute"] > 0.0
+    assert proxy._randomizers.ready == 0  # used or forgotten, never kept after the release
+    sent = sum(len(out.sections[k]) for k in out.sections) // user.params.public_key.ciphertext_bytes
+    assert sent >= want

@@ -1,0 +1,62 @@
+"""The DJN fixed-base table: exact for every window, sized to the work it serves."""
+
+from __future__ import annotations
+
+import secrets
+
+import gmpy2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpdpca.crypto import _gmp as bk
+from dpdpca.crypto import decrypt, encrypt
+from dpdpca.crypto.packing import SlotLayout
+
+
+@settings(max_examples=40, deadline=None)
+@given(window=st.integers(1, 12), exp=st.integers(0, (1 << 130) - 1), base=st.integers(2, 10 ** 30))
+def test_every_window_gives_the_exact_power(window, exp, base):
+    mod = (1 << 127) - 1
+    table = bk.FixedBaseTable(base, mod, 130, window=window)
+    assert table.n_rows == -(-130 // window)
+    assert table.pow(exp) == gmpy2.powmod(base, exp, mod)
+    assert table.pow_many([0, exp, (1 << 130) - 1]) == [1, gmpy2.powmod(base, exp, mod),
+                                                      gmpy2.powmod(base, (1 << 130) - 1, mod)]
+
+
+def test_window_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="window must be in"):
+        bk.FixedBaseTable(3, 101, 16, window=17)
+
+
+def test_best_window_grows_with_the_work_and_minimises_the_cost():
+    small, large = bk.FixedBaseTable.best_window(1024, 100), bk.FixedBaseTable.best_window(1024, 10_000)
+    assert small < 8 < large  # a hundred encryptions do not pay for byte windows; ten thousand pay for more
+    for count in (1, 100, 10_000):
+        best = bk.FixedBaseTable.best_window(1024, count)
+        assert all(bk.FixedBaseTable.cost(1024, count, best) <= bk.FixedBaseTable.cost(1024, count, w)
+                   for w in range(1, 17) if -(-1024 // w) << w <= bk.FixedBaseTable.MAX_ENTRIES)
+    # The memory cap holds even for huge batches.
+    w = bk.FixedBaseTable.best_window(1024, 10 ** 9)
+    assert -(-1024 // w) << w <= bk.FixedBaseTable.MAX_ENTRIES
+
+
+def test_public_key_keeps_its_table_unless_rebuilding_pays(keys512):
+    pk, sk = keys512
+    pk.drop_table()
+    small = pk.djn_table(50)
+    assert small.window == bk.FixedBaseTable.best_window(pk.alpha_bits, 50)
+    assert pk.djn_table(3) is small  # a handful more never rebuilds
+    big = pk.djn_table(100_000)
+    assert big is not small and big.window > small.window
+    assert pk.djn_table(50) is big  # a larger table already paid for is kept
+    pk.drop_table()
+    assert pk.djn_table(None).window == 8
+    # Ciphertexts from every table size decrypt (randomizers stay valid encryptions of 0).
+    layout = SlotLayout(slot_bits=40, slots=4)
+    for expected in (1, 1000):
+        pk.drop_table()
+        pk.djn_table(expected)
+        vals = [secrets.randbelow(2 ** 30) - 2 ** 29 for _ in range(9)]
+        assert decrypt(sk, encrypt(pk, vals, layout=layout, bound=2 ** 29)) == vals
