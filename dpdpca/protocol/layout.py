@@ -53,7 +53,7 @@ def share_chunks(release: str, d: int, slots: int) -> dict[str, list[int]]:
     windows); the add/remove release sends ``R``, ``v`` (tiles) and ``N``.
     The order is the order the owners' signed digest covers.
     """
-    r = upper_triangle_chunks(d, slots)
+    r = list(upper_triangle_chunks(d, slots))
     if release == "add-remove":
         return {"R": r, "v": tile_chunks(d, slots), "N": [1]}
     return {"R": r, "v": [1] * d, "vwin": window_chunks(d, slots)}
