@@ -31,7 +31,7 @@ or thread pool of the standard library counts as local; any other executor
 Knows nothing of the protocol: kernels are "encrypt these plaintexts",
 "decrypt these ciphertexts", "multiply these columns", "raise to these
 exponents", "multi-exponentiate this base by these packed vectors",
-"rerandomize these ciphertexts".
+"pack these one-slot ciphertexts", "rerandomize these ciphertexts".
 """
 
 from __future__ import annotations
@@ -549,6 +549,21 @@ def packed_power_kernel(modulus: int, slot_bits: int, base: list[bk.mpz], vector
                         offset: int) -> list[bk.mpz]:
     """``base[0] ** pack(v)`` for each vector (see :func:`packed_powers`)."""
     return packed_powers(base[0], modulus, slot_bits, vectors, offset)
+
+
+def repack_kernel(modulus: int, slot_bits: int, singles: list[bk.mpz], counts: list[int]) -> list[bk.mpz]:
+    """``prod_j c_j**(2**(slot_bits j))`` over each next ``counts[k]`` one-slot ciphertexts (Horner)."""
+    m = bk.mpz(modulus)
+    shift = 1 << slot_bits
+    out: list[bk.mpz] = []
+    pos = 0
+    for k in counts:
+        acc = singles[pos + k - 1]
+        for j in range(pos + k - 2, pos - 1, -1):
+            acc = bk.powmod(acc, shift, m) * singles[j] % m
+        out.append(acc)
+        pos += k
+    return out
 
 
 def powers(cs: Sequence[bk.mpz], exponents: Sequence[int], modulus: int) -> list[bk.mpz]:

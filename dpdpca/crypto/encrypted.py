@@ -335,6 +335,65 @@ class EncryptedArray:
                           for a, b in compute.spans(len(rest), engine)], width)
         return self._derive(self.bound, head + list(cts))
 
+    def repack(self, layout: SlotLayout, *, chunks: Sequence[int] | None = None,
+               executor: EngineLike = None) -> EncryptedArray:
+        """The values of one-slot ciphertexts packed into ``layout``, under encryption.
+
+        Output ciphertext k is ``prod_j E[a_j]**(2**(w j)) = E[sum_j a_j 2**(w j)]``
+        over its slots (``w = layout.slot_bits``), by Horner's rule: ``w``
+        squarings and one multiplication per slot.  Lets values kept one per
+        ciphertext travel or decrypt in a layout with wider or narrower slots
+        than the one they were encrypted in.
+
+        Parameters
+        ----------
+        layout : SlotLayout
+            The target layout; must fit the key and hold the array's bound.
+        chunks : sequence of int or None
+            Slots per output ciphertext (each in ``[1, layout.slots]``, summing
+            to ``self.length``); default fills every ciphertext.
+
+        Raises
+        ------
+        ParameterError
+            The array has a ciphertext with more than one slot, or bad chunks.
+        OverflowRiskError
+            The array's bound exceeds ``layout.limit``, or the layout does not
+            fit the key.
+
+        Examples
+        --------
+        >>> from dpdpca.crypto import generate_keypair, encrypt, decrypt, SlotLayout
+        >>> pk, sk = generate_keypair(512, insecure_test_key=True)
+        >>> singles = encrypt(pk, [3, -4, 5], layout=SlotLayout(slot_bits=16, slots=1), bound=8, chunks=[1, 1, 1])
+        >>> packed = singles.repack(SlotLayout(slot_bits=8, slots=2))
+        >>> packed.chunks, decrypt(sk, packed)
+        ((2, 1), [3, -4, 5])
+        """
+        if not isinstance(layout, SlotLayout):
+            raise type_error("layout", "a SlotLayout", type(layout).__name__)
+        if any(c != 1 for c in self.chunks):
+            raise param_error("repack: chunks", "1 slot per ciphertext", f"chunks {self.chunks[:4]}...")
+        layout.check_key(self.public_key)
+        layout.check_bound(self.bound, "repack")
+        if chunks is None:
+            chunk_t = _default_chunks(self.length, layout.slots)
+        else:
+            chunk_t = tuple(check_int(f"chunks[{k}]", c, minimum=1, maximum=layout.slots)
+                            for k, c in enumerate(chunks))
+            if sum(chunk_t) != self.length:
+                raise param_error("chunks", f"summing to the array's length {self.length}", sum(chunk_t))
+        engine = compute.as_engine(executor)
+        width = self.public_key.ciphertext_bytes
+        starts = [0]
+        for c in chunk_t:
+            starts.append(starts[-1] + c)
+        cts = engine.map(compute.repack_kernel,
+                         [(int(self.public_key.nsquare), layout.slot_bits,
+                           compute.Ints(self.ciphertexts[starts[a]:starts[b]], width), list(chunk_t[a:b]))
+                          for a, b in compute.spans(len(chunk_t), engine)], width)
+        return EncryptedArray._trusted(self.public_key, layout, chunk_t, self.bound, cts)
+
     def with_bound(self, bound: int) -> EncryptedArray:
         """Same ciphertexts under another declared bound (e.g. a public, looser one).
 

@@ -24,7 +24,7 @@ from dpdpca.dp.release import check_noise_by, check_release
 from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError
 from dpdpca.protocol.messages import check_session_id
 
-__all__ = ["slot_value_bound", "final_value_bound", "carry_value_bound", "PACKINGS", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
+__all__ = ["slot_value_bound", "final_value_bound", "masked_sum_bound", "carry_value_bound", "PACKINGS", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
            "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int", "check_noise_options",
            "DEFAULT_MAX_FEATURES", "check_features", "resolve_release", "check_release_options",
            "add_remove_sigma_bound"]
@@ -92,14 +92,13 @@ def slot_value_bound(*, d: int, owners: int, rows_per_owner: int, frac_bits: int
 
 def final_value_bound(*, owners: int, rows_per_owner: int, frac_bits: int = 16, kappa: int = 40,
                       noise_bound: int = 0) -> int:
-    """Largest |slot| of any value the data user decrypts under wide packing.
+    """Largest |slot| of any multi-slot value the data user decrypts in the wide layout.
 
-    The user decrypts ``v' = v + b`` and ``M = R'' - v' v'^T = N*S_int + G''``
-    (after subtracting ``v' v'^T`` homomorphically), nothing else.  With
-    ``N <= N_max``, integer rows of L2 norm ``<= 2**f``, ``V = N_max 2**f``
-    and ``B = 2**kappa V``:
+    Centred release: the user decrypts ``M = R'' - v' v'^T = N*S_int + G''``
+    (after subtracting ``v' v'^T`` homomorphically); ``v'`` travels in a
+    layout of its own (:func:`masked_sum_bound`).  With ``N <= N_max`` and
+    integer rows of L2 norm ``<= 2**f``:
 
-    * ``|v'_i| <= V + B``;
     * ``N*S_int = N R - v v^T = N * sum_rows (x - mu)(x - mu)^T`` is ``N``
       times a positive semi-definite matrix S, so ``|S_ij| <= sqrt(S_ii S_jj)``
       and ``S_ii = sum_rows (x_i - mu_i)**2 <= sum_rows x_i**2 <= N 2**(2f)``
@@ -107,13 +106,33 @@ def final_value_bound(*, owners: int, rows_per_owner: int, frac_bits: int = 16, 
     * ``|G''_ij| <= noise_bound`` (the declared allowance, checked when the
       noise is drawn).
 
-    Returns ``max(N_max**2 2**(2f) + noise_bound, V + B)``.
+    Add/remove release: the user decrypts ``R~`` and ``v~`` in this layout;
+    each owner's share is within ``n_max 2**(2f) + noise_bound`` (its noise
+    share included) and the proxy may add one more ``noise_bound``.
+
+    Returns ``max(N_max**2 2**(2f), owners (n_max 2**(2f) + noise_bound)) +
+    noise_bound``.
+    """
+    owners = check_int("owners", owners, minimum=1)
+    rows = check_int("rows_per_owner", rows_per_owner, minimum=1)
+    f = check_int("frac_bits", frac_bits, minimum=0, maximum=52)
+    check_int("kappa", kappa, minimum=40)
+    noise_bound = check_int("noise_bound", noise_bound, minimum=0)
+    n_max = owners * rows
+    return max(n_max * (n_max << (2 * f)), owners * ((rows << (2 * f)) + noise_bound)) + noise_bound
+
+
+def masked_sum_bound(*, owners: int, rows_per_owner: int, frac_bits: int = 16, kappa: int = 40) -> int:
+    """``V + B``: the largest ``|v'_i| = |v_i + b_i|`` (``V = N_max 2**f``, ``B = 2**kappa V``).
+
+    Under wide packing ``v'`` gets its own plain layout sized for this bound
+    (:attr:`ProtocolParams.v2_layout`): it is about ``kappa`` bits wider
+    than a slot of M needs when ``N_max < 2**kappa``, so sharing M's layout
+    would cost M slots.
     """
     n_max = check_int("owners", owners, minimum=1) * check_int("rows_per_owner", rows_per_owner, minimum=1)
     v_bound = n_max << check_int("frac_bits", frac_bits, minimum=0, maximum=52)
-    b_bound = v_bound << check_int("kappa", kappa, minimum=40)
-    return max(n_max * (n_max << (2 * frac_bits)) + check_int("noise_bound", noise_bound, minimum=0),
-               v_bound + b_bound)
+    return v_bound + (v_bound << check_int("kappa", kappa, minimum=40))
 
 
 def carry_value_bound(*, owners: int, rows_per_owner: int, frac_bits: int = 16, kappa: int = 40,
@@ -344,7 +363,7 @@ class ProtocolParams:
         ``"wide"`` (default): ``SlotLayout.for_final_bound(public_key,
         final_value_bound(...), carry_value_bound(...))``, about twice the
         slots per ciphertext; the user subtracts ``v' v'^T`` homomorphically
-        and decrypts only small values.  ``"plain"``:
+        and decrypts only small values; ``v'`` travels in :attr:`v2_layout`.  ``"plain"``:
         ``SlotLayout.for_bound(public_key, slot_value_bound(...))``, every
         slot holds R'' itself.
     layout : SlotLayout
@@ -403,6 +422,20 @@ class ProtocolParams:
         """:func:`final_value_bound` of these parameters (wide packing's declared bound on M)."""
         return final_value_bound(owners=self.max_owners, rows_per_owner=self.max_rows_per_owner,
                                  frac_bits=self.frac_bits, kappa=self.kappa, noise_bound=self.noise_allowance)
+
+    @property
+    def v2_layout(self) -> SlotLayout:
+        """The layout ``v'`` travels in: wide packing, plain slots for :func:`masked_sum_bound`.
+
+        The proxy repacks the owners' one-slot ``E[v_i]`` into it
+        (:meth:`~dpdpca.crypto.EncryptedArray.repack`); plain packing keeps
+        ``v'`` in :attr:`layout`.
+        """
+        if self.packing != "wide":
+            return self.layout
+        return SlotLayout.for_bound(self.public_key, masked_sum_bound(
+            owners=self.max_owners, rows_per_owner=self.max_rows_per_owner, frac_bits=self.frac_bits,
+            kappa=self.kappa))
 
     @property
     def n_max(self) -> int:

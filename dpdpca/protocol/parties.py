@@ -640,8 +640,12 @@ class Proxy:
             plain = [b[i] * b[j] + g for (i, j), g in zip(_upper_pairs(d), noise)]
             r2 = sum_arrays([enc_nr, term1, term2], executor=self.executor).add_plain(
                 plain, plain_bound=bound_b * bound_b + p.noise_allowance)
-            # v' travels packed: the windows starting at 0, slots, 2*slots, ... tile v.
-            v2 = agg["vwin"].select(list(range(0, d, slots))).add_plain(b, plain_bound=bound_b)
+            # v' travels packed: in its own layout (wide packing: its slots are ~kappa bits wider
+            # than M's), repacked from the one-slot E[v_i]; plain packing: the windows starting at
+            # 0, slots, 2*slots, ... tile v.
+            v_packed = (agg["v"].repack(p.v2_layout, executor=self.executor) if p.packing == "wide"
+                        else agg["vwin"].select(list(range(0, d, slots))))
+            v2 = v_packed.add_plain(b, plain_bound=bound_b)
 
         with self.timings_.measure(self.party, "rerandomize"):
             # The data user holds the secret key, so it can recover each ciphertext's
@@ -874,7 +878,7 @@ class DataUser:
         if n < 2:
             raise MessageError(f"result N must be >= 2, got {n}")
         slots = p.layout.slots
-        v_chunks = self._check_owners(msg, statements, d, slots)
+        v_chunks = self._check_owners(msg, statements, d, p.v2_layout.slots)
         check_section_sizes(msg, {"R2": triangle_chunk_count(d, slots), "v2": len(v_chunks)},
                             p.public_key.ciphertext_bytes)
         try:
@@ -883,7 +887,8 @@ class DataUser:
             raise MessageError(f"result must carry a privacy report, got {type(exc).__name__}") from None
         enc_r2 = _load_array(msg, "R2", p.public_key, chunks=list(upper_triangle_chunks(d, slots)),
                              bound=p.layout.limit, layout=p.layout)  # wide packing: R'' carries
-        enc_v2 = _load_array(msg, "v2", p.public_key, chunks=v_chunks, bound=p.layout.max_abs, layout=p.layout)
+        enc_v2 = _load_array(msg, "v2", p.public_key, chunks=v_chunks, bound=p.v2_layout.max_abs,
+                             layout=p.v2_layout)
         # One release per session: recorded before anything is decrypted.
         self.ledger.claim(p.session_id, role="user", digest=hashlib.sha256(bytes(data)).hexdigest())
         with self.timings_.measure(self.party, "decrypt"):

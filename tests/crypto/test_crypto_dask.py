@@ -38,8 +38,11 @@ def _operations(pk, executor):
     packed = scalar_times_packed(x, [[i, -i, 2 * i] for i in range(100)], vector_bound=200, executor=executor)
     xs = encrypt(pk, [2, -3], layout=LAYOUT, bound=3, chunks=[1, 1], _test_randomness=RAND)
     many = scalars_times_packed(xs, [[[1, 2]], [[3], [4, 5]]], vector_bound=5, executor=executor)
+    singles = encrypt(pk, values[:150], layout=LAYOUT, bound=700, chunks=[1] * 150, _test_randomness=RAND)
+    repacked = singles.repack(SlotLayout(slot_bits=12, slots=20), executor=executor)
     return {"encrypt": a.ciphertexts, "sum": total.ciphertexts, "mul_scalars": scaled.ciphertexts,
-            "scalar_times_packed": packed.ciphertexts, "scalars_times_packed": many.ciphertexts}, values, arrays
+            "scalar_times_packed": packed.ciphertexts, "scalars_times_packed": many.ciphertexts,
+            "repack": repacked.ciphertexts}, values, arrays
 
 
 def test_dask_engine_equals_serial_bit_for_bit(keys512, client):

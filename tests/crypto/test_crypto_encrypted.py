@@ -260,3 +260,37 @@ def test_scalar_times_packed_rejects_non_unit_base(keys512):
     bogus = EncryptedArray._trusted(pk, LAYOUT, (1,), 1, [sk.p])
     with pytest.raises(MessageError, match="must be a unit modulo n\\*\\*2"):
         scalar_times_packed(bogus, [[1, -1]], vector_bound=1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 30), st.data())
+def test_repack_packs_one_slot_ciphertexts_into_any_layout(keys512, slot_bits, data):
+    """E[a_j] one per ciphertext -> E[sum_j a_j 2**(w j)]: decrypts to the same values, at the layout's bound."""
+    pk, sk = keys512
+    target = SlotLayout(slot_bits=slot_bits, slots=max(1, (pk.bits - 2) // slot_bits))
+    bound = target.max_abs
+    values = data.draw(st.lists(st.integers(-bound, bound), min_size=1, max_size=40))
+    singles = encrypt(pk, values, layout=SlotLayout(slot_bits=40, slots=1), bound=bound, chunks=[1] * len(values))
+    packed = singles.repack(target)
+    assert packed.layout == target and packed.bound == bound and sum(packed.chunks) == len(values)
+    assert len(packed.ciphertexts) == -(-len(values) // target.slots)
+    assert decrypt(sk, packed) == values
+
+
+def test_repack_refuses_multi_slot_input_and_a_bound_past_the_layout(keys512):
+    from concurrent.futures import ThreadPoolExecutor
+
+    pk, sk = keys512
+    values = [(-1) ** i * (i % 100) for i in range(201)]
+    singles = encrypt(pk, values, layout=SlotLayout(slot_bits=40, slots=4), bound=99, chunks=[1] * 201)
+    with ThreadPoolExecutor(2) as pool:  # 101 outputs in several tasks: the slices line up
+        assert singles.repack(SlotLayout(slot_bits=9, slots=2), executor=pool).ciphertexts == \
+            singles.repack(SlotLayout(slot_bits=9, slots=2)).ciphertexts
+    singles = encrypt(pk, [1, -2, 3], layout=SlotLayout(slot_bits=40, slots=4), bound=200, chunks=[1, 1, 1])
+    with pytest.raises(OverflowRiskError, match=r"repack: slot bound must be <= 127 .*got 200"):
+        singles.repack(SlotLayout(slot_bits=8, slots=4))
+    with pytest.raises(ParameterError, match="chunks must be summing to the array's length 3"):
+        singles.repack(SlotLayout(slot_bits=16, slots=4), chunks=[2])
+    packed = encrypt(pk, [1, -2, 3], layout=SlotLayout(slot_bits=40, slots=4), bound=3)
+    with pytest.raises(ParameterError, match="repack: chunks must be 1 slot per ciphertext"):
+        packed.repack(SlotLayout(slot_bits=16, slots=4))

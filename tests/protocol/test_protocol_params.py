@@ -10,7 +10,7 @@ import pytest
 from dpdpca.errors import MessageError, OverflowRiskError, ParameterError
 from dpdpca.protocol.params import (PARAMS_KEY, ProtocolParams, check_noise_options, integer_noise_sensitivity,
                                     noise_sigma_int, noise_tail_factor, slot_value_bound,
-                                    final_value_bound, carry_value_bound)
+                                    final_value_bound, carry_value_bound, masked_sum_bound)
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +59,23 @@ def test_layout_holds_the_largest_slot_value(params, keypair):
     assert ProtocolParams.from_json(plain.to_json()).layout == plain.layout
     with pytest.raises(ParameterError, match="packing must be one of"):
         ProtocolParams.create(keypair[0], max_owners=5, max_rows_per_owner=100, packing="narrow")
+
+
+def test_v_prime_has_its_own_layout_and_m_its_own_slot_width(params, keypair):
+    declared = dict(owners=5, rows_per_owner=100, frac_bits=12, kappa=40)
+    vb = masked_sum_bound(**declared)
+    assert vb == (500 << 12) * (2 ** 40 + 1)
+    v2 = params.v2_layout
+    assert not v2.carries and v2.max_abs >= vb and v2 == v2.for_bound(params.public_key, vb)
+    # M's slots are narrower than v' needs: sharing one layout would cost M slots
+    assert params.layout.max_abs < vb and params.layout.slot_bits < v2.slot_bits
+    # the add/remove release's noisy blocks (each owner's share with its noise, plus the proxy's) fit M's slots
+    a = params.noise_allowance
+    shares = params.share_bounds("add-remove")
+    assert 5 * max(shares["R"], shares["v"]) + a <= params.final_bound <= params.layout.max_abs
+    plain = ProtocolParams.create(keypair[0], max_owners=5, max_rows_per_owner=100, frac_bits=12, min_epsilon=0.1,
+                                  min_delta=1e-9, packing="plain")
+    assert plain.v2_layout == plain.layout
 
 
 def test_noise_allowance_covers_every_option_at_the_declared_minimum_budget(params):
