@@ -59,6 +59,11 @@ def share_chunks(release: str, d: int, slots: int) -> dict[str, list[int]]:
     return {"R": r, "v": [1] * d, "vwin": window_chunks(d, slots)}
 
 
-def release_ciphertext_count(release: str, d: int, slots: int) -> int:
-    """Ciphertexts the proxy sends the data user: R'' (or R~), v packed in tiles, and N~ (add/remove)."""
-    return triangle_chunk_count(d, slots) + -(-d // slots) + (1 if release == "add-remove" else 0)
+def release_ciphertext_count(release: str, d: int, slots: int, v_slots: int | None = None) -> int:
+    """Ciphertexts the proxy sends the data user: R'' (or R~), v packed in tiles, and N~ (add/remove).
+
+    ``v_slots``: slots per tile of v' when it travels in a layout of its own
+    (the centred release under wide packing); default ``slots``.
+    """
+    v_slots = slots if v_slots is None else v_slots
+    return triangle_chunk_count(d, slots) + -(-d // v_slots) + (1 if release == "add-remove" else 0)

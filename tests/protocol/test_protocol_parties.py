@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpdpca.crypto import PrivateKey
+from dpdpca.crypto import EncryptedArray, PrivateKey
 from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ProtocolError
 from dpdpca.protocol import DataOwner, DataUser, InProcessTransport, Proxy, ProtocolParams, run_protocol
 from dpdpca.protocol.messages import Message, MessageType
@@ -325,7 +325,8 @@ def test_proxy_makes_its_rerandomizers_while_collection_is_open(make_user, unit_
     proxy = Proxy(user.params, user.owner_keys, quorum=2, release=release)
     proxy.prepare(d)
     proxy.prepare(d)  # idempotent: one fill
-    want = release_ciphertext_count(release, d, user.params.layout.slots)
+    v_slots = None if release == "add-remove" else user.params.v2_layout.slots  # v' has its own layout
+    want = release_ciphertext_count(release, d, user.params.layout.slots, v_slots)
     stop = time.monotonic() + 30
     while proxy._randomizers.ready < want and time.monotonic() < stop:
         time.sleep(0.01)
@@ -335,6 +336,9 @@ def test_proxy_makes_its_rerandomizers_while_collection_is_open(make_user, unit_
     proxy.close_collection()
     out = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5) if release == "centred"
                              else proxy.finish_add_remove(epsilon=1.0, delta=1e-5))
+    sent = sum(len(EncryptedArray.from_bytes(out.section(name), user.params.public_key).ciphertexts)
+               for name in out.sections)
+    assert sent == want  # exactly the ciphertexts the release sends
     phases = proxy.timings_.to_dict()["parties"]["proxy"]
     assert phases["precompute"] > 0.0
     assert proxy._randomizers.ready == 0  # used or forgotten, never kept after the release
