@@ -25,10 +25,19 @@ al. (Federated PCA, 2020, Fig. 3): ``q_A = |<v_1, v_1_hat>|`` against epsilon
 on Synth(alpha), d = 20, N = 5000, delta = 0.05, for several alpha, for every
 subspace method (``fpca`` and ``mod-sulq`` among them when registered).
 
+**Like-for-like**, as ``dpdpca compare`` (:mod:`dpdpca.settings`): every DP
+method runs under one setting.  Default (rigorous): rigorous sensitivity,
+analytic calibration, rows clipped to norm 1 (a public rule), centring paid
+for inside each release.  ``--paper``: the papers' sensitivity and classic
+calibration, rows scaled by the largest row norm and the exact pooled mean
+subtracted before partitioning (neither is DP), as the papers' experiments.
+``--calibration`` / ``--sensitivity-mode`` override one item for every
+method.  Each method's mechanism, calibration, sensitivity mode, centring and
+sigma at every point are in the JSON and CSV.
+
 Metric: q/q_o (:func:`dpdpca.metrics.captured_energy_ratio`, second moment
-of the rows used, which are centred and scaled by the largest row norm as in
-the papers), mean and sample std over ``--runs`` runs (10 by default, as the
-papers; 3 with ``--quick``).  Encrypted pipelines (DPDPCA) run the real
+of the rows used, centred), mean and sample std over ``--runs`` runs (10 by
+default, as the papers; 3 with ``--quick``).  Encrypted pipelines (DPDPCA) run the real
 protocol, which is far slower than the plaintext ones, so they run
 ``--crypto-runs`` times (default 3; 1 with ``--quick``) with a
 ``--key-bits`` (default 768, insecure-test) key: the released matrix is the
@@ -68,13 +77,15 @@ import numpy as np
 from dpdpca import driver, plotting
 from dpdpca._io import atomic_write_bytes, atomic_write_json
 from dpdpca._validation import param_error
+from dpdpca.bench._data import blas_threads_limited
 from dpdpca.data import load_dataset, make_covariance_data, make_synth_power_law, partition, preprocess
 from dpdpca.data.catalog import install_hint
 from dpdpca.errors import DataError, DpdpcaError
 from dpdpca.metrics import captured_energy_ratio, captured_variance_ratio, optimal_energy, svm_f1
-from dpdpca.pipelines import PIPELINES
+from dpdpca.pipelines import PIPELINES, get_spec
 from dpdpca.result import PCAResult
 from dpdpca.runinfo import run_record
+from dpdpca.settings import method_options, privacy_summary, settings_for
 
 __all__ = ["DEFAULTS", "MethodInfo", "registered_methods", "run_utility", "write_outputs", "command"]
 
@@ -135,8 +146,8 @@ class Setup:
     defaults: dict[str, Any] = field(default_factory=dict)
 
 
-def _load_setup(key: str, quick: bool, seed: int) -> Setup:
-    """Preprocessed rows (centred, max-norm scaled, shuffled with ``seed``) and the papers' K."""
+def _load_setup(key: str, quick: bool, seed: int, settings: dict[str, Any]) -> Setup:
+    """Preprocessed rows (shuffled with ``seed``, scaled and centred by ``settings``) and the papers' K."""
     rng = np.random.default_rng(seed)
     defaults = dict(DEFAULTS)
     if key == "synthetic":
@@ -153,7 +164,7 @@ def _load_setup(key: str, quick: bool, seed: int) -> Setup:
         k = 50 if X.shape[1] >= 700 else 10
         info = {"name": ds.name, "source": ds.source, "note": "real data"}
     order = rng.permutation(X.shape[0])
-    X = preprocess(X[order])
+    X = preprocess(X[order], centre=settings["exact_mean"], scaling=settings["scaling"])
     y = None if y is None else np.asarray(y)[order]
     n_total = X.shape[0]
     defaults["n_s"] = int(min(defaults["n_s"], n_total // defaults["sites"]))
@@ -164,18 +175,37 @@ def _load_setup(key: str, quick: bool, seed: int) -> Setup:
 
 
 def _options(m: MethodInfo, args: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """The options this method takes: the crypto key, the shared noise settings, the swept one."""
+    """The options this method takes: the crypto key, the shared setting (noise, centring), the swept one."""
     opts: dict[str, Any] = {"key_bits": args["key_bits"], "insecure_test_key": args["key_bits"] < 2048} \
         if m.crypto else {}
-    if m.noisy:
-        opts.update({k: v for k, v in (("calibration", args["calibration"]),
-                                       ("sensitivity_mode", args["sensitivity_mode"])) if v is not None})
+    opts.update(method_options(get_spec(m.name), args["settings"])[0])
     opts.update(extra)
     return {k: v for k, v in opts.items() if k in m.options}
 
 
+def _new_row(m: MethodInfo, args: dict[str, Any]) -> dict[str, Any]:
+    """One method's entry in a panel: means, stds, and what it ran under (filled point by point)."""
+    return {"mean": [], "std": [], "runs": _runs(m, args), "errors": {}, "sigma": [], "mechanism": None,
+            "calibration": None, "sensitivity_mode": None,
+            "centering": method_options(get_spec(m.name), args["settings"])[1]}
+
+
+def _append(row: dict[str, Any], values: list[float], error: str | None, x: Any,
+            privacy: dict[str, Any] | None) -> None:
+    mean, std = _stats(values)
+    row["mean"].append(mean)
+    row["std"].append(std)
+    row["sigma"].append(None if privacy is None else privacy["sigma"])
+    if privacy is not None:
+        for name in ("mechanism", "calibration", "sensitivity_mode"):
+            row[name] = row[name] or privacy[name]
+    if error:
+        row["errors"][str(x)] = error
+
+
 def _runs(m: MethodInfo, args: dict[str, Any]) -> int:
-    return int(args["crypto_runs"] if m.crypto else args["runs"])
+    default = int(args["crypto_runs"] if m.crypto else args["runs"])
+    return min(default, int(args["method_runs"].get(m.name, default)))
 
 
 def _stats(values: list[float]) -> tuple[float | None, float | None]:
@@ -187,31 +217,34 @@ def _stats(values: list[float]) -> tuple[float | None, float | None]:
 
 def _point(m: MethodInfo, parts: list[np.ndarray], k: int, epsilon: float, delta: float, args: dict[str, Any],
            rng: np.random.Generator, metrics: dict[str, Callable[[Any], float]],
-           extra: dict[str, Any] | None = None) -> tuple[dict[str, list[float]], str | None]:
-    """``runs`` runs of one method at one point; metric name -> values, and the error if it could not run."""
+           extra: dict[str, Any] | None = None) -> tuple[dict[str, list[float]], str | None, dict[str, Any] | None]:
+    """``runs`` runs of one method at one point: metric name -> values, the error if it could not run, and
+    what the last run reported of its privacy (:func:`dpdpca.settings.privacy_summary`)."""
     values: dict[str, list[float]] = {name: [] for name in metrics}
+    privacy: dict[str, Any] | None = None
     for _ in range(_runs(m, args)):
         try:
             result = driver.run(m.name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng,
                                 **_options(m, args, extra or {}))
         except DpdpcaError as exc:
-            return values, str(exc).splitlines()[0]
+            return values, str(exc).splitlines()[0], privacy
         if not isinstance(result, PCAResult):  # pragma: no cover - only subspace kinds are chosen
-            return values, f"returned a {type(result).__name__}, not a subspace"
+            return values, f"returned a {type(result).__name__}, not a subspace", privacy
+        privacy = privacy_summary(result.privacy.to_dict())
         try:
             for name, fn in metrics.items():
                 values[name].append(float(fn(result.components)))
         except DpdpcaError as exc:
-            return values, str(exc).splitlines()[0]
-    return values, None
+            return values, str(exc).splitlines()[0], privacy
+    return values, None, privacy
 
 
 def _q(V: Any, *, X: np.ndarray, q_o: float) -> float:
-    return captured_energy_ratio(V, X, q_optimal=q_o)
+    return captured_energy_ratio(V, X, q_optimal=q_o, center=True)
 
 
 def _captured_variance(V: Any, *, X: np.ndarray) -> float:
-    return captured_variance_ratio(V, X)
+    return captured_variance_ratio(V, X, center=True)
 
 
 def _f1(V: Any, *, X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray) -> float:
@@ -247,7 +280,7 @@ def _sweep(setup: Setup, sweep: str, xs: Sequence[float], methods: list[MethodIn
             continue
         X = setup.X[: sites * n_s]
         parts = partition(X, sites)
-        q_o = optimal_energy(X, k)
+        q_o = optimal_energy(X, k, center=True)
         metrics: dict[str, Callable[[Any], float]] = {"q": functools.partial(_q, X=X, q_o=q_o)}
         if sweep == "epsilon":
             metrics["captured_variance"] = functools.partial(_captured_variance, X=X)
@@ -256,17 +289,10 @@ def _sweep(setup: Setup, sweep: str, xs: Sequence[float], methods: list[MethodIn
         for m in methods:
             if sweep == "r_over_k" and "n_intermediate" not in m.options:
                 continue
-            vals, error = _point(m, parts, k, eps, delta, args, rng, metrics, extra)
+            vals, error, privacy = _point(m, parts, k, eps, delta, args, rng, metrics, extra)
             for out, name in ((q_out, "q"), (var_out, "captured_variance")):
-                if name not in metrics:
-                    continue
-                row = out["methods"].setdefault(m.name, {"mean": [], "std": [], "runs": _runs(m, args),
-                                                         "errors": {}})
-                mean, std = _stats(vals[name])
-                row["mean"].append(mean)
-                row["std"].append(std)
-                if error:
-                    row["errors"][str(x)] = error
+                if name in metrics:
+                    _append(out["methods"].setdefault(m.name, _new_row(m, args)), vals[name], error, x, privacy)
     out = {"q": q_out}
     if sweep == "epsilon":
         out["captured_variance"] = var_out
@@ -297,13 +323,8 @@ def _f1_sweep(setup: Setup, samples: Sequence[int], methods: list[MethodInfo], a
         metrics: dict[str, Callable[[Any], float]] = {
             "f1": functools.partial(_f1, X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test)}
         for m in methods:
-            vals, error = _point(m, parts, k, F1_EPSILON, setup.defaults["delta"], args, rng, metrics)
-            row = out["methods"].setdefault(m.name, {"mean": [], "std": [], "runs": _runs(m, args), "errors": {}})
-            mean, std = _stats(vals["f1"])
-            row["mean"].append(mean)
-            row["std"].append(std)
-            if error:
-                row["errors"][str(n_s)] = error
+            vals, error, privacy = _point(m, parts, k, F1_EPSILON, setup.defaults["delta"], args, rng, metrics)
+            _append(out["methods"].setdefault(m.name, _new_row(m, args)), vals["f1"], error, n_s, privacy)
     return out
 
 
@@ -311,7 +332,9 @@ def _fpca_sweep(cfg: dict[str, Any], methods: list[MethodInfo], args: dict[str, 
                 rng: np.random.Generator) -> dict[str, Any]:
     """FPCA Fig. 3: q_A = |<v_1, v_1_hat>| against epsilon on Synth(alpha), one panel per alpha."""
     out: dict[str, Any] = {"d": cfg["d"], "n": cfg["n"], "delta": cfg["delta"], "sites": cfg["sites"],
-                           "fpca_registered": any(m.name == "fpca" for m in methods), "alphas": {}}
+                           "fpca_registered": any(m.name == "fpca" for m in methods), "alphas": {},
+                           "scaling": "rows divided by the largest row norm (the FPCA paper's Synth set), the same "
+                                      "rows for every method"}
     for alpha in cfg["alphas"]:
         Y = make_synth_power_law(cfg["n"], cfg["d"], alpha, rng=np.random.default_rng(seed))
         Y = Y / float(np.sqrt((Y ** 2).sum(axis=1)).max())  # the papers' scaling by the largest row norm
@@ -320,14 +343,10 @@ def _fpca_sweep(cfg: dict[str, Any], methods: list[MethodInfo], args: dict[str, 
         panel: dict[str, Any] = {"x": [float(e) for e in cfg["epsilons"]], "methods": {}}
         metrics: dict[str, Callable[[Any], float]] = {"q_A": lambda V: abs(float(V[:, 0] @ v1))}
         for m in methods:
-            row = panel["methods"].setdefault(m.name, {"mean": [], "std": [], "runs": _runs(m, args), "errors": {}})
+            row = panel["methods"].setdefault(m.name, _new_row(m, args))
             for eps in cfg["epsilons"]:
-                vals, error = _point(m, parts, 1, float(eps), cfg["delta"], args, rng, metrics)
-                mean, std = _stats(vals["q_A"])
-                row["mean"].append(mean)
-                row["std"].append(std)
-                if error:
-                    row["errors"][str(eps)] = error
+                vals, error, privacy = _point(m, parts, 1, float(eps), cfg["delta"], args, rng, metrics)
+                _append(row, vals["q_A"], error, eps, privacy)
         out["alphas"][str(alpha)] = panel
     return out
 
@@ -360,19 +379,48 @@ def _default_datasets(quick: bool) -> list[str]:
 
 def run_utility(*, quick: bool = False, datasets: Sequence[str] | None = None, methods: str | None = None,
                 runs: int | None = None, crypto_runs: int | None = None, key_bits: int = 768,
-                calibration: str | None = None, sensitivity_mode: str | None = None, seed: int = 0,
+                calibration: str | None = None, sensitivity_mode: str | None = None, paper: bool = False,
+                method_runs: dict[str, int] | None = None, blas_threads: int | None = None, seed: int = 0,
                 sweeps: Sequence[str] | None = None, fpca: bool = True,
                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the sweeps; return the JSON-ready dict (see the module docstring)."""
+    """Run the sweeps; return the JSON-ready dict (see the module docstring).
+
+    ``paper`` selects the papers' setting instead of the rigorous one
+    (:func:`dpdpca.settings.settings_for`); ``calibration`` and
+    ``sensitivity_mode`` override one item of it.  ``method_runs`` caps the
+    runs per point of named methods (the slow ones, to fit a time budget);
+    every panel row records the runs it used.  ``blas_threads`` limits BLAS
+    threads (1 suits several sweeps sharing a small machine).
+    """
+    with blas_threads_limited(blas_threads) as threads:
+        out = _run_utility(quick=quick, datasets=datasets, methods=methods, runs=runs, crypto_runs=crypto_runs,
+                           key_bits=key_bits, calibration=calibration, sensitivity_mode=sensitivity_mode,
+                           paper=paper, method_runs=method_runs, seed=seed, sweeps=sweeps, fpca=fpca,
+                           progress=progress)
+    out["blas_threads"] = threads
+    return out
+
+
+def _run_utility(*, quick: bool, datasets: Sequence[str] | None, methods: str | None, runs: int | None,
+                 crypto_runs: int | None, key_bits: int, calibration: str | None, sensitivity_mode: str | None,
+                 paper: bool, method_runs: dict[str, int] | None, seed: int, sweeps: Sequence[str] | None,
+                 fpca: bool, progress: Callable[[str], None] | None) -> dict[str, Any]:
     started = time.perf_counter()
     tick = progress or (lambda label: None)
     chosen, skipped = _select_methods(methods)
+    settings = settings_for(paper=paper, calibration=calibration, sensitivity_mode=sensitivity_mode)
+    caps = dict(method_runs or {})
     args: dict[str, Any] = {"runs": runs if runs is not None else (3 if quick else 10),
             "crypto_runs": crypto_runs if crypto_runs is not None else (1 if quick else 3),
-            "key_bits": key_bits, "calibration": calibration, "sensitivity_mode": sensitivity_mode}
+            "key_bits": key_bits, "settings": settings, "method_runs": caps}
     for name in ("runs", "crypto_runs"):
         if not isinstance(args[name], int) or args[name] < 1:
             raise param_error(f"--{name.replace('_', '-')}", ">= 1", args[name])
+    known = {m.name for m in registered_methods()}
+    for name, value in caps.items():
+        if name not in known or not isinstance(value, int) or value < 1:
+            raise param_error("--method-runs", "NAME=RUNS with a registered method and RUNS >= 1",
+                              f"{name}={value}")
     grids = GRIDS_QUICK if quick else GRIDS
     todo = list(sweeps) if sweeps is not None else list(grids)
     bad = [s for s in todo if s not in grids]
@@ -382,15 +430,16 @@ def run_utility(*, quick: bool = False, datasets: Sequence[str] | None = None, m
     requested = list(datasets) if datasets else _default_datasets(quick)
     out: dict[str, Any] = {"quick": quick, "methods": [m.name for m in chosen], "skipped_methods": skipped,
                            "runs": args["runs"], "crypto_runs": args["crypto_runs"],
-                           "crypto_key_bits": key_bits, "calibration": calibration or "each method's own",
-                           "sensitivity_mode": sensitivity_mode or "each method's own", "defaults": dict(DEFAULTS),
+                           "method_runs": caps, "crypto_key_bits": key_bits, "settings": settings,
+                           "calibration": settings["calibration"], "sensitivity_mode": settings["sensitivity_mode"],
+                           "defaults": dict(DEFAULTS),
                            "datasets": {}, "skipped_datasets": {}}
     have_784 = False
     for key in requested:
         if key == "mnist" and have_784 and not datasets:
             continue  # one 784-feature image set is enough by default
         try:
-            setup = _load_setup(key, quick, seed)
+            setup = _load_setup(key, quick, seed, settings)
         except DataError:
             out["skipped_datasets"][key] = f"not installed; install it with: {install_hint(key)}"
             continue
@@ -434,6 +483,26 @@ def _table(title: str, panel: dict[str, Any], xname: str) -> list[str]:
     return lines
 
 
+def _setting_line(st: dict[str, Any]) -> str:
+    mode = "the papers' setting (--paper)" if st["paper"] else "rigorous (the default)"
+    return (f"Every DP method under one setting, {mode}: sensitivity {st['sensitivity_mode']}, calibration "
+            f"{st['calibration']}, scaling {st['scaling']}, "
+            + ("exact pooled mean subtracted before partitioning (not DP)." if st["exact_mean"]
+               else "centring inside each release (DP)."))
+
+
+def _methods_table(panel: dict[str, Any]) -> list[str]:
+    """What each method ran under, from one panel: mechanism, calibration, sensitivity mode, centring, sigma."""
+    lines = ["| method | mechanism | calibration | sensitivity mode | centring | σ over the panel |",
+             "|---|---|---|---|---|---|"]
+    for name, row in panel["methods"].items():
+        sig = [v for v in row.get("sigma", []) if v is not None]
+        sig_text = "—" if not sig else f"{min(sig):.3g}" if min(sig) == max(sig) else f"{min(sig):.3g} – {max(sig):.3g}"
+        lines.append(f"| {name} | {row.get('mechanism') or '—'} | {row.get('calibration') or '—'} | "
+                     f"{row.get('sensitivity_mode') or '—'} | {row.get('centering', '—')} | {sig_text} |")
+    return lines + [""]
+
+
 def results_markdown(result: dict[str, Any]) -> str:
     """The generated ``results.md``: one table per sweep and dataset, mean ± std."""
     run = result["run"]
@@ -441,8 +510,9 @@ def results_markdown(result: dict[str, Any]) -> str:
              f"Generated by `{run['command']}` on {run['finished_utc']} ({run['machine']['cpu_count']} cores, "
              f"{run['wall_s']:.0f} s, seed {run['seed']}, dpdpca {run['versions']['dpdpca']}).", "",
              f"Defaults: {', '.join(f'{k}={v}' for k, v in result['defaults'].items())}; runs per point "
-             f"{result['runs']} (encrypted pipelines {result['crypto_runs']}, {result['crypto_key_bits']}-bit key); "
-             f"calibration: {result['calibration']}; sensitivity mode: {result['sensitivity_mode']}.", ""]
+             f"{result['runs']} (encrypted pipelines {result['crypto_runs']}, {result['crypto_key_bits']}-bit key"
+             + "".join(f"; {n} {r}" for n, r in result.get("method_runs", {}).items()) + ").", "",
+             _setting_line(result["settings"]), ""]
     for name, reason in result["skipped_methods"].items():
         lines.append(f"* method `{name}` skipped: {reason}")
     for name, reason in result["skipped_datasets"].items():
@@ -452,6 +522,8 @@ def results_markdown(result: dict[str, Any]) -> str:
         info = entry["info"]
         lines += [f"## {key} ({info['shape'][0]} x {info['shape'][1]}, K = {info['n_components']})", "",
                   f"{info['note']}; {info['source']}.", ""]
+        if "epsilon" in entry["sweeps"]:
+            lines += ["#### methods as run (epsilon sweep)", ""] + _methods_table(entry["sweeps"]["epsilon"])
         for sweep, panel in entry["sweeps"].items():
             lines += _table(f"q/q_o against {_LABELS[sweep]}", panel, {"epsilon": "ε", "delta": "δ", "n_s": "N_s",
                                                                         "sites": "S", "r_over_k": "R/K"}[sweep])
@@ -471,12 +543,15 @@ def results_markdown(result: dict[str, Any]) -> str:
 def _csv(result: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["dataset", "panel", "x", "method", "mean", "std", "runs"])
+    w.writerow(["dataset", "panel", "x", "method", "mean", "std", "runs", "mechanism", "calibration",
+                "sensitivity_mode", "centering", "sigma"])
 
     def rows(dataset: str, panel_name: str, panel: dict[str, Any]) -> None:
         for name, row in panel["methods"].items():
-            for x, m, s in zip(panel["x"], row["mean"], row["std"]):
-                w.writerow([dataset, panel_name, x, name, m, s, row["runs"]])
+            sigmas = row.get("sigma") or [None] * len(panel["x"])
+            for x, m, s, sig in zip(panel["x"], row["mean"], row["std"], sigmas):
+                w.writerow([dataset, panel_name, x, name, m, s, row["runs"], row.get("mechanism"),
+                            row.get("calibration"), row.get("sensitivity_mode"), row.get("centering"), sig])
 
     for key, entry in result["datasets"].items():
         for sweep, panel in entry["sweeps"].items():
@@ -538,6 +613,22 @@ def write_outputs(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> li
     return notes
 
 
+def _parse_method_runs(text: str | None) -> dict[str, int]:
+    """``"sketch=2,fpca=3"`` -> ``{"sketch": 2, "fpca": 3}``."""
+    out: dict[str, int] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = int(value)
+        except ValueError:
+            raise param_error("--method-runs", "NAME=RUNS,... with integer RUNS", text) from None
+        if not sep:  # pragma: no cover - int("") already failed
+            raise param_error("--method-runs", "NAME=RUNS,...", text)
+    return out
+
+
 @click.command("utility")
 @click.option("--quick", is_flag=True, help="Fewer points and runs, synthetic D=50 and digits (a few minutes).")
 @click.option("--dataset", "datasets", multiple=True,
@@ -550,22 +641,31 @@ def write_outputs(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> li
               "--quick 1).")
 @click.option("--key-bits", type=int, default=768, show_default=True,
               help="Paillier key of encrypted pipelines (utility does not depend on it).")
+@click.option("--paper", is_flag=True,
+              help="Every method under the papers' settings, for reproduction: paper sensitivity, classic "
+                   "calibration, max-norm scaling, exact pooled mean (not DP). Default: rigorous sensitivity, "
+                   "analytic calibration, public clipping, centring paid in DP (as 'dpdpca compare').")
 @click.option("--calibration", type=click.Choice(["classic", "analytic"]), default=None,
-              help="For every DP method (default: each method's own).")
+              help="For every DP method (default: analytic; classic with --paper).")
 @click.option("--sensitivity-mode", type=click.Choice(["paper", "rigorous"]), default=None,
-              help="For every DP method (default: each method's own).")
+              help="For every DP method (default: rigorous; paper with --paper).")
+@click.option("--method-runs", default=None, metavar="NAME=RUNS,...",
+              help="Cap the runs per point of named (slow) methods, e.g. sketch=2,fpca=2.")
+@click.option("--blas-threads", type=click.IntRange(min=1), default=None,
+              help="Limit BLAS threads (default: the library's own; 1 when several runs share a machine).")
 @click.option("--no-fpca", is_flag=True, help="Skip the Synth(alpha) q_A panel.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Shuffling, generators and noise (experiments).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write utility.json, utility.csv, results.md and PNGs here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(quick: bool, datasets: tuple[str, ...], methods: str | None, sweeps: str | None, runs: int | None,
-            crypto_runs: int | None, key_bits: int, calibration: str | None, sensitivity_mode: str | None,
-            no_fpca: bool, seed: int, out_dir: str | None, as_json: bool) -> None:
+            crypto_runs: int | None, key_bits: int, paper: bool, calibration: str | None,
+            sensitivity_mode: str | None, method_runs: str | None, blas_threads: int | None, no_fpca: bool, seed: int, out_dir: str | None, as_json: bool) -> None:
     """q/q_o of every registered method against epsilon, N_s, S, R/K, delta; F1; captured variance; FPCA q_A."""
     result = run_utility(quick=quick, datasets=list(datasets) or None, methods=methods, runs=runs,
                          crypto_runs=crypto_runs, key_bits=key_bits, calibration=calibration,
-                         sensitivity_mode=sensitivity_mode, seed=seed,
+                         sensitivity_mode=sensitivity_mode, paper=paper, method_runs=_parse_method_runs(method_runs),
+                         blas_threads=blas_threads, seed=seed,
                          sweeps=None if sweeps is None else [s.strip() for s in sweeps.split(",") if s.strip()],
                          fpca=not no_fpca, progress=lambda label: click.echo(f"... {label}", err=True))
     notes = write_outputs(result, out_dir) if out_dir is not None else []

@@ -20,44 +20,12 @@ from dpdpca.data import SCALINGS, dataset_names, load_dataset, load_file, partit
 from dpdpca.commands.privacy_options import apply_feature_bounds, ledger_options, open_ledger
 from dpdpca.driver import compare
 from dpdpca.errors import ParameterError
-from dpdpca.dp import ANALYTIC, CALIBRATIONS, CLASSIC, PAPER, RIGOROUS, SENSITIVITY_MODES
-from dpdpca.pipelines import PIPELINES, PipelineSpec, get_spec, pipeline_names
+from dpdpca.dp import CALIBRATIONS, SENSITIVITY_MODES
+from dpdpca.pipelines import PIPELINES, get_spec, pipeline_names
 from dpdpca.result import SUBSPACE
+from dpdpca.settings import centering_for, settings_for
 
 __all__ = ["compare_cmd", "run_compare", "settings_for", "format_table"]
-
-
-def settings_for(*, paper: bool, calibration: str | None, sensitivity_mode: str | None, scaling: str | None,
-                 center: bool, exact_mean: bool | None) -> dict[str, Any]:
-    """The one setting every DP method runs under: rigorous by default, the papers' with ``paper``.
-
-    Rigorous (default): rigorous sensitivity, analytic calibration, public
-    clipping to norm 1, and centring paid for inside each release.  ``paper``:
-    the papers' sensitivity and classic calibration, max-norm scaling, and the
-    exact pooled mean subtracted before partitioning (free, not DP).  An
-    explicit ``calibration``, ``sensitivity_mode``, ``scaling`` or
-    ``exact_mean`` overrides one item, for every method alike.
-    """
-    exact = paper if exact_mean is None else bool(exact_mean)
-    return {"paper": bool(paper),
-            "calibration": calibration or (CLASSIC if paper else ANALYTIC),
-            "sensitivity_mode": sensitivity_mode or (PAPER if paper else RIGOROUS),
-            "scaling": scaling or ("max-norm" if paper else "clip"),
-            "center": bool(center), "exact_mean": bool(center and exact)}
-
-
-def _centering(spec: PipelineSpec, settings: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """The centring option a method gets under ``settings``, and how its report describes it."""
-    if spec.crypto:  # the protocol always releases the centred scatter, paying for the mean inside
-        return {}, "inside the release (DP)"
-    if not settings["center"]:
-        return ({"centering": "none"} if "centering" in spec.options else {}), "none"
-    if settings["exact_mean"]:
-        return ({"centering": "none"} if "centering" in spec.options else {}), \
-            "exact pooled mean before partitioning (not DP)"
-    if not spec.private:
-        return ({"centering": "pooled"} if "centering" in spec.options else {}), "exact pooled mean (not DP)"
-    return ({"centering": "site"} if "centering" in spec.options else {}), "inside the release (DP)"
 
 
 def run_compare(*, dataset: str | None, data: str | None, sites: int, components: int, epsilon: float,
@@ -123,7 +91,7 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
     options: dict[str, dict[str, Any]] = {}
     centring: dict[str, str] = {}
     for m, spec in specs.items():
-        opts, centring[m] = _centering(spec, settings)
+        opts, centring[m] = centering_for(spec, settings)
         options[m] = {**(noise_opts if spec.noisy else {}), **opts, **dict((method_options or {}).get(m, {}))}
     costs = _price(names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], sites=sites,
                    calibration=settings.get("calibration") or "analytic",

@@ -29,6 +29,14 @@ def test_bench_timing_quick_smoke(tmp_path, capsys):
     # the critical path never exceeds the wall time of the same (single-process) run plus its file I/O
     for crit, wall in zip(result["dpdpca_critical_s"], result["dpdpca_wall_s"]):
         assert crit <= wall
+    # the wall-clock segments hold everything the parties' phase timers hold, and more (share checks, parsing)
+    for crit, phases, overlap in zip(result["dpdpca_critical_s"], result["dpdpca_phase_critical_s"],
+                                     result["dpdpca_proxy_overlap_s"]):
+        if overlap == 0:
+            assert crit >= phases
+    assert all(s > 0 for s in result["dpdpca_setup_s"])  # key generation is reported, not dropped
+    for key in ("dpdpca_io_per_message_s", "sequential_io_per_message_s"):
+        assert all(0 < v < 5 for v in result[key]), key
     lm = result["latency_model"]
     # the shares (in parallel) count once; the proxy-user rounds do not grow with L
     assert lm["dpdpca_hops"][0] == lm["dpdpca_hops"][1] and 2 <= lm["dpdpca_hops"][0] <= 4

@@ -14,7 +14,7 @@ from dpdpca.cli import main
 
 @pytest.fixture()
 def tiny(monkeypatch):
-    """Shrink the quick grids so the smoke test takes seconds."""
+    """Shrink the quick grids (and K to 2: the sketch's cost grows with K d) so the smoke test takes seconds."""
     monkeypatch.setattr(utility, "GRIDS_QUICK", {"epsilon": [0.5, 4.0], "n_s": [40, 80], "sites": [2, 4],
                                                  "r_over_k": [1.0, 2.0], "delta": [1e-5, 1e-1]})
     monkeypatch.setattr(utility, "F1_SAMPLES_QUICK", [20, 40])
@@ -22,9 +22,10 @@ def tiny(monkeypatch):
                                                 "delta": 0.05, "sites": 3})
     real_load = utility._load_setup
 
-    def small(key, quick, seed):
-        setup = real_load(key, quick, seed)
+    def small(key, quick, seed, settings):
+        setup = real_load(key, quick, seed, settings)
         setup.defaults["n_s"] = 60
+        setup.k = 2
         return setup
 
     monkeypatch.setattr(utility, "_load_setup", small)
@@ -34,10 +35,10 @@ def test_bench_utility_quick_smoke(tmp_path, capsys, tiny):
     plain = [m.name for m in utility.registered_methods() if not m.crypto and m.kind == "subspace"]
     out_dir = tmp_path / "u"
     assert main(["bench", "utility", "--quick", "--dataset", "digits", "--methods", ",".join(plain), "--runs", "2",
-                 "--json", "--out", str(out_dir)]) == 0
+                 "--method-runs", "sketch=1", "--json", "--out", str(out_dir)]) == 0
     captured = capsys.readouterr()
     result = json.loads(captured.out)
-    assert result["methods"] == plain and result["runs"] == 2
+    assert result["methods"] == plain and result["runs"] == 2 and result["method_runs"] == {"sketch": 1}
     entry = result["datasets"]["digits"]
     assert set(entry["sweeps"]) == {"epsilon", "n_s", "sites", "r_over_k", "delta"}
     for sweep, panel in entry["sweeps"].items():
@@ -46,18 +47,37 @@ def test_bench_utility_quick_smoke(tmp_path, capsys, tiny):
             assert len(row["mean"]) == len(row["std"]) == len(panel["x"])
             assert all(0.0 <= m <= 1.0 + 1e-9 for m in row["mean"] if m is not None), (sweep, name)
     assert set(entry["sweeps"]["r_over_k"]["methods"]) <= {"dpdispca", "private-local-pca"}
+    sketch = entry["sweeps"]["delta"]["methods"]["sketch"]
+    assert sketch["runs"] == 1 and sketch["std"] == [None, None]
+    # like-for-like: every method that takes the noise options runs under the rigorous default, and says so
+    for name, row in entry["sweeps"]["epsilon"]["methods"].items():
+        assert len(row["sigma"]) == 2, name
+        if name in ("dpdispca", "capepca", "pooled", "private-local-pca"):
+            assert row["calibration"] == "analytic", (name, row["calibration"])
+            assert row["sensitivity_mode"] == "rigorous" and row["centering"] == "inside the release (DP)", name
+            assert row["sigma"][0] > row["sigma"][1] > 0, name  # epsilon 0.5 then 4: less noise
+    assert entry["sweeps"]["epsilon"]["methods"]["nonprivate"]["sigma"] == [None, None]
+    # a method without the shared noise options keeps its own calibration, and the output says which
+    assert entry["sweeps"]["epsilon"]["methods"]["mod-sulq"]["calibration"] == "modsulq"
+    assert result["settings"]["scaling"] == "clip" and not result["settings"]["paper"]
     q_eps = entry["sweeps"]["epsilon"]["methods"]
-    assert q_eps["nonprivate"]["mean"] == pytest.approx([1.0, 1.0])
+    # q/q_o is measured on centred rows; the non-private pipeline centres by subtracting the pooled mean from
+    # the second moment, exact up to float cancellation (~1e-5 on clipped digits)
+    assert q_eps["nonprivate"]["mean"] == pytest.approx([1.0, 1.0], abs=1e-4)
     assert all(m is not None and math.isfinite(m) for row in q_eps.values() for m in row["mean"])
     assert set(entry["captured_variance"]["methods"]) == set(plain)
     assert entry["f1"]["x"] == [20, 40] and all(0 <= v <= 1 for v in entry["f1"]["methods"]["nonprivate"]["mean"])
     qa = result["fpca_q_a"]["alphas"]["1.0"]["methods"]
-    assert qa["nonprivate"]["mean"] == pytest.approx([1.0])
+    assert qa["nonprivate"]["mean"] == pytest.approx([1.0], abs=1e-4)
     assert result["run"]["seed"] == 0 and result["run"]["machine"]["cpu_count"] >= 1
     rows = list(csv.DictReader((out_dir / "utility.csv").read_text().splitlines()))
     assert {r["panel"] for r in rows} >= {"q/q_o vs epsilon", "f1 vs n_s", "captured_variance vs epsilon"}
+    capes = [r for r in rows if r["method"] == "capepca" and r["panel"] == "q/q_o vs epsilon"]
+    assert [(r["calibration"], r["sensitivity_mode"]) for r in capes] == [("analytic", "rigorous")] * 2
+    assert all(float(r["sigma"]) > 0 for r in capes)
     md = (out_dir / "results.md").read_text()
     assert "## digits" in md and "F1 against samples per owner" in md and "± " in md
+    assert "rigorous (the default)" in md and "| capepca | cape | analytic | rigorous |" in md
     pngs = sorted(p.name for p in out_dir.glob("*.png"))
     assert "digits_epsilon.png" in pngs and "digits_f1.png" in pngs and "synth_alpha1.0_q_a.png" in pngs
     assert all((out_dir / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
@@ -113,3 +133,22 @@ def test_f1_panel_says_how_to_get_scikit_learn(monkeypatch, tiny):
                                  fpca=False)
     entry = result["datasets"]["digits"]
     assert "f1" not in entry and "pip install 'dpdpca[bench]'" in entry["f1_skipped"]
+
+
+def test_paper_switch_runs_every_method_under_the_papers_setting(tiny):
+    result = utility.run_utility(quick=True, datasets=["synthetic"], methods="dpdispca,nonprivate", runs=1,
+                                 sweeps=["delta"], fpca=False, paper=True)
+    assert result["settings"] == {"paper": True, "calibration": "classic", "sensitivity_mode": "paper",
+                                  "scaling": "max-norm", "center": True, "exact_mean": True}
+    row = result["datasets"]["synthetic"]["sweeps"]["delta"]["methods"]["dpdispca"]
+    assert (row["calibration"], row["sensitivity_mode"]) == ("classic", "paper")
+    assert row["centering"] == "exact pooled mean before partitioning (not DP)"
+    override = utility.run_utility(quick=True, datasets=["synthetic"], methods="dpdispca", runs=1, sweeps=["delta"],
+                                   fpca=False, paper=True, calibration="analytic")
+    assert override["datasets"]["synthetic"]["sweeps"]["delta"]["methods"]["dpdispca"]["calibration"] == "analytic"
+
+
+def test_method_runs_must_name_a_registered_method():
+    with pytest.raises(ValueError, match="--method-runs"):
+        utility.run_utility(quick=True, datasets=["synthetic"], methods="nonprivate", method_runs={"nope": 1})
+    assert main(["bench", "utility", "--quick", "--method-runs", "sketch=x"]) == 2
