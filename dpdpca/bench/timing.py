@@ -21,21 +21,26 @@ benchmark does the same:
 * L in {10, 50, 100, 500, 1000} (``--quick``: {10, 50, 100}); K = 10,
   epsilon = 0.3 (the paper's Fig. 3), delta = 1e-5, a 2048-bit key.
 
-**What is timed, per L.**  Wall-clock segments of the run, not only the
-phases the parties time themselves: the in-process runner works party by
-party (every owner, then the proxy, then the data user) and reports each step
-through its ``progress`` hook, so each party's segment holds everything it
-does, including what no phase timer covers (the proxy's parsing, signature
-and range checks of every share, message serialisation, bookkeeping):
+**What is timed, per L.**  Segments of the run, not only the phases the
+parties time themselves: the in-process runner works party by party (every
+owner, then the proxy, then the data user) and reports each step through its
+``progress`` hook, so each party's segment holds everything it does,
+including what no phase timer covers (the proxy's parsing, signature and
+range checks of every share, message serialisation, bookkeeping):
 
 * ``dpdpca_critical_s``: the slowest owner's segment (owners work in
   parallel, so they count once: building its encryptor, quantising,
-  encrypting, signing, writing its share) + the proxy's segment (reading and
-  checking the L shares, aggregating, noise, rerandomising, writing the
-  result) + the data user's (reading, decrypting, eigendecomposition).  Proxy
-  phases named in :data:`PROXY_OVERLAP_PHASES` (work the proxy does while
-  collection is open, before any share is needed) run beside the owners, so
-  they count as ``max(slowest owner, that work)``.
+  encrypting, signing, writing its share; :func:`owner_segments`) + the
+  proxy's wall-clock segment (reading and checking the L shares, aggregating,
+  noise, rerandomising, writing the result) + the data user's (reading,
+  decrypting, eigendecomposition).  Proxy phases named in
+  :data:`PROXY_OVERLAP_PHASES` (the rerandomizers its background thread makes
+  while collection is open, during the owners' turns) run beside the owners,
+  so they count as ``max(slowest owner, that work)`` (``dpdpca_precompute_s``).
+  They depend on the key and d only, so a launcher that knows d before the
+  session could make them during set-up: ``dpdpca_online_critical_s`` (and
+  ``crossover_L_online``) is the path without them, reported beside, never
+  instead.
 * Key generation (the data user's Paillier key, the protocol parameters and
   the owners' signing keys) is a one-off set-up, reported separately as
   ``dpdpca_setup_s`` (``dpdpca_keygen_s``: the Paillier key alone), never
@@ -109,18 +114,22 @@ DATASET, SHAPE = "spambase", (4597, 57)
 class TimedFileTransport(FileTransport):
     """A :class:`FileTransport` that also times each party's own writes and reads.
 
-    ``io`` holds ``party -> {"send": s, "receive": s}``; a receive that finds
-    no message (a poll with ``timeout=0``) is not counted.
+    ``io`` holds ``party -> {"send": s, "receive": s}`` (wall clock, so a
+    write's wait for ``fsync`` counts); ``io_cpu`` the calling thread's CPU
+    time of the same sends.  A receive that finds no message (a poll with
+    ``timeout=0``) is not counted.
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         super().__init__(root, poll_s=0.001)
         self.io = Timings(parallel_roles=("owner",))
+        self.io_cpu = Timings(parallel_roles=("owner",))
 
     def send(self, sender: str, recipient: str, payload: bytes) -> None:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         super().send(sender, recipient, payload)
         self.io.add(sender, "send", time.perf_counter() - t0)
+        self.io_cpu.add(sender, "send", time.thread_time() - c0)
 
     def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
         t0 = time.perf_counter()
@@ -188,12 +197,13 @@ def _without_keygen(timings: Timings) -> tuple[Timings, float]:
 
 
 def segments(marks: Sequence[tuple[str, float]], start: float) -> dict[str, Any]:
-    """Wall-clock segments of one in-process run from its ``progress`` marks (label, perf_counter).
+    """Segments of one in-process run from its ``progress`` marks ``(label, clock)``.
 
     The runner reports ``"keygen"``, then ``"owner <id>"`` after each owner,
     ``"aggregate"``, ``"mask and noise"`` (the proxy has sent its result) and
     ``"decrypt and eigh"``.  Returns ``setup_s``, ``owners_s`` (one per
-    owner), ``proxy_s`` and ``user_s``.
+    owner), ``proxy_s`` and ``user_s``: differences of the clock (wall or
+    thread CPU) between those marks.
 
     Examples
     --------
@@ -210,21 +220,50 @@ def segments(marks: Sequence[tuple[str, float]], start: float) -> dict[str, Any]
             "proxy_s": at["mask and noise"] - owner_marks[-1], "user_s": at["decrypt and eigh"] - at["mask and noise"]}
 
 
+def owner_segments(cpu: Sequence[float], send_wall: Sequence[float], send_cpu: Sequence[float]) -> list[float]:
+    """Each owner's time as on a machine of its own: its thread's CPU time, with its send at wall-clock time.
+
+    In this one-process simulation the proxy's background thread (its
+    rerandomizers, made while collection is open) runs during the owners'
+    turns; in a deployment it runs on the proxy's machine, so an owner's wall
+    segment would wrongly include it.  The owner's compute is CPU-bound, so
+    its thread CPU time measures it; its file write waits for ``fsync``, so
+    that part is taken at wall-clock time.
+
+    Examples
+    --------
+    >>> owner_segments([1.0, 2.0], [0.5, 0.5], [0.1, 0.1])
+    [1.4, 2.4]
+    """
+    return [c - sc + sw for c, sw, sc in zip(cpu, send_wall, send_cpu)]
+
+
 def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure: bool) -> dict[str, Any]:
     net = TimedFileTransport(root)
     marks: list[tuple[str, float]] = []
+    cpu_marks: list[tuple[str, float]] = []
+
+    def progress(label: str) -> None:
+        marks.append((label, time.perf_counter()))
+        cpu_marks.append((label, time.thread_time()))
+
     with no_gc():
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         run = run_protocol(parts, n_components=N_COMPONENTS, epsilon=EPSILON, delta=DELTA, key_bits=key_bits,
-                           insecure_test_key=insecure, transport=net,
-                           progress=lambda label: marks.append((label, time.perf_counter())))
+                           insecure_test_key=insecure, transport=net, progress=progress)
         wall = time.perf_counter() - t0
     seg = segments(marks, t0)
+    owner_ids = [label.split(" ", 1)[1] for label, _ in marks if label.startswith("owner ")]
+    io_wall, io_cpu = net.io.to_dict()["parties"], net.io_cpu.to_dict()["parties"]
+    owners = owner_segments(segments(cpu_marks, c0)["owners_s"],
+                            [io_wall.get(f"owner:{o}", {}).get("send", 0.0) for o in owner_ids],
+                            [io_cpu.get(f"owner:{o}", {}).get("send", 0.0) for o in owner_ids])
     timings, keygen = _without_keygen(run.result.timings)
     proxy_phases = timings.to_dict()["parties"].get("proxy", {})
+    # made in a background thread during the owners' turns, so not inside the proxy's own segment
     overlap = sum(sec for phase, sec in proxy_phases.items() if phase in PROXY_OVERLAP_PHASES)
-    owner_max = max(seg["owners_s"])
-    critical = max(owner_max, overlap) + (seg["proxy_s"] - overlap) + seg["user_s"]
+    owner_max = max(owners)
+    critical = max(owner_max, overlap) + seg["proxy_s"] + seg["user_s"]
     timings.merge(net.io)
     io_parties = net.io.to_dict()["parties"]
     io_per_message = (sum(ph.get("send", 0.0) + ph.get("receive", 0.0) for ph in io_parties.values())
@@ -232,8 +271,10 @@ def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure
     return {"critical_s": critical, "phase_critical_s": timings.critical_path_s(), "wall_s": wall,
             "setup_s": seg["setup_s"], "keygen_s": keygen,
             "bytes": sum(net.bytes_sent.values()), "hops": critical_hops(net.log), "messages": len(net.log),
-            "owner_max_s": owner_max, "owner_median_s": statistics.median(seg["owners_s"]),
-            "proxy_s": seg["proxy_s"], "proxy_overlap_s": overlap, "user_s": seg["user_s"],
+            "owner_max_s": owner_max, "owner_median_s": statistics.median(owners),
+            "owner_wall_max_s": max(seg["owners_s"]),
+            "proxy_s": seg["proxy_s"], "precompute_s": overlap,
+            "online_critical_s": owner_max + seg["proxy_s"] + seg["user_s"], "user_s": seg["user_s"],
             "proxy_phases": proxy_phases, "io_s": net.io.total_s(), "io_per_message_s": io_per_message}
 
 
@@ -318,10 +359,13 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
         "dpdpca_phase_critical_s": [r["phase_critical_s"] for r in best["dpdpca"]],
         "sequential_phase_critical_s": [r["phase_critical_s"] for r in best["sequential"]],
         "dpdpca_setup_s": [r["setup_s"] for r in best["dpdpca"]],
-        "dpdpca_proxy_overlap_s": [r["proxy_overlap_s"] for r in best["dpdpca"]],
+        "dpdpca_precompute_s": [r["precompute_s"] for r in best["dpdpca"]],
+        "dpdpca_online_critical_s": [r["online_critical_s"] for r in best["dpdpca"]],
+        "crossover_L_online": crossover(Ls, [r["online_critical_s"] for r in best["dpdpca"]], seq),
         "dpdpca_proxy_phases": [r["proxy_phases"] for r in best["dpdpca"]],
         "dpdpca_owner_max_s": [r["owner_max_s"] for r in best["dpdpca"]],
         "dpdpca_owner_median_s": [r["owner_median_s"] for r in best["dpdpca"]],
+        "dpdpca_owner_wall_max_s": [r["owner_wall_max_s"] for r in best["dpdpca"]],
         "dpdpca_proxy_s": [r["proxy_s"] for r in best["dpdpca"]],
         "dpdpca_user_s": [r["user_s"] for r in best["dpdpca"]],
         "dpdpca_keygen_s": [r["keygen_s"] for r in best["dpdpca"]],
