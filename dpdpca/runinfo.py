@@ -35,6 +35,13 @@ def versions() -> dict[str, str | None]:
     return out
 
 
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # pragma: no cover - not on every OS
+        return None
+
+
 def run_record(*, seed: int | None, started: float, command: str | None = None) -> dict[str, Any]:
     """Seed, versions, machine and wall time of a run that began at ``started``.
 
@@ -51,7 +58,9 @@ def run_record(*, seed: int | None, started: float, command: str | None = None) 
     -------
     dict
         ``seed``, ``versions``, ``machine`` (``cpu_count``, ``platform``,
-        ``processor``), ``wall_s``, ``finished_utc``, ``command``.
+        ``processor``, ``load_average``: the 1, 5 and 15 minute load at the end,
+        None where the OS has none, so a reader can judge how shared the
+        machine was), ``wall_s``, ``finished_utc``, ``command``.
 
     Examples
     --------
@@ -63,7 +72,7 @@ def run_record(*, seed: int | None, started: float, command: str | None = None) 
         "seed": seed,
         "versions": versions(),
         "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                    "processor": platform.machine()},
+                    "processor": platform.machine(), "load_average": _load_average()},
         "wall_s": time.perf_counter() - started,
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": command if command is not None else " ".join(["dpdpca", *sys.argv[1:]]),
