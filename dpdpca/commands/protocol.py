@@ -200,14 +200,18 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     from dpdpca.errors import DataError
     from dpdpca.metrics import captured_energy_ratio
     from dpdpca.dp.costs import protocol_release_cost
-    from dpdpca.protocol.params import check_noise_options, check_release_options, resolve_release
+    from dpdpca.protocol.config import DeclaredBounds, Deployment, KeyOptions, ProtocolOptions, ReleaseOptions
+    from dpdpca.protocol.params import check_noise_options, check_release_options
     from dpdpca.protocol.runner import owner_ids, progress_steps, run_protocol
 
     check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
                         noise_lattice=noise_lattice)
     check_int("owners", owners, minimum=1)
     check_int("components", components, minimum=1)
-    rel = resolve_release(release, sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
+    release_opts = ReleaseOptions(epsilon=epsilon, delta=delta, calibration=calibration,
+                                  sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice, release=release,
+                                  noise_by=noise_by, honest_owners=honest_owners)
+    rel = release_opts.mode
     check_release_options(release=rel, noise_by=noise_by, honest_owners=honest_owners, owners=owners, quorum=quorum)
     ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
     dataset_bounds = None
@@ -235,12 +239,14 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     parts = partition(X, owners)
     show_bar = not as_json and sys.stderr.isatty()
     with _Pool(workers, scheduler) as pool, _progress(show_bar, progress_steps(owners)) as tick:
-        run = run_protocol(parts, n_components=components, epsilon=epsilon, delta=delta, key_bits=key_bits,
-                           insecure_test_key=insecure_test_key, frac_bits=frac_bits, kappa=kappa, clip=not no_clip,
-                           calibration=calibration, sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice,
-                           quorum=quorum, max_owners=max_owners, executor=pool, verify=verify, processes=processes,
-                           progress=tick, release=rel, noise_by=noise_by, honest_owners=honest_owners,
-                           packing=packing)
+        options = ProtocolOptions(
+            release=release_opts,
+            key=KeyOptions(key_bits=key_bits, insecure_test_key=insecure_test_key, frac_bits=frac_bits, kappa=kappa,
+                           packing=packing),
+            bounds=DeclaredBounds(max_owners=max_owners, clip=not no_clip),
+            deployment=Deployment(launcher="processes" if processes else "in-process", executor=pool,
+                                  quorum=quorum, verify=verify))
+        run = run_protocol(parts, n_components=components, options=options, progress=tick)
     result = run.result
     by_id = dict(zip(owner_ids(len(parts)), parts))  # the runner names owners "1".."L"; look them up by id
     X_ref = np.vstack([by_id[o] for o in run.owners_present])

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from dpdpca.estimator import PCAEstimator
+from dpdpca.protocol.config import ProtocolOptions
 from dpdpca.protocol.runner import run_protocol
 from dpdpca.result import PCAResult
 
@@ -121,6 +122,15 @@ class DPDPCA(PCAEstimator):
         self.noise_by = noise_by
         self.honest_owners = honest_owners
 
+    def options(self) -> ProtocolOptions:
+        """The estimator's parameters as the protocol's option groups (:mod:`dpdpca.protocol.config`)."""
+        return ProtocolOptions.from_flat(
+            epsilon=self.epsilon, delta=self.delta, calibration=self.calibration,
+            sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice, release=self.release,
+            noise_by=self.noise_by, honest_owners=self.honest_owners, key_bits=self.key_bits,
+            insecure_test_key=self.insecure_test_key, frac_bits=self.frac_bits, kappa=self.kappa, clip=self.clip,
+            executor=self.executor, quorum=self.quorum, processes=self.processes)
+
     def _fit_result(self, partitions: list[Any]) -> PCAResult:
         k = self.n_components
         if k is None:  # every feature; malformed partitions are named by run_protocol's validation
@@ -129,11 +139,6 @@ class DPDPCA(PCAEstimator):
             except ValueError:  # ragged rows
                 shape = ()
             k = int(shape[1]) if len(shape) == 2 else 1
-        run = run_protocol(partitions, n_components=k, epsilon=self.epsilon,
-                           delta=self.delta, key_bits=self.key_bits, insecure_test_key=self.insecure_test_key,
-                           frac_bits=self.frac_bits, kappa=self.kappa, clip=self.clip, calibration=self.calibration,
-                           sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice,
-                           executor=self.executor, quorum=self.quorum, processes=self.processes,
-                           release=self.release, noise_by=self.noise_by, honest_owners=self.honest_owners)
+        run = run_protocol(partitions, n_components=k, options=self.options())
         self.run_ = run
         return run.result

@@ -1,27 +1,25 @@
-"""Pieces both protocol runners share: the run record, share collection, the exactness check.
+"""What the launchers share after the parties are done: the run record and the exactness checks.
 
 :mod:`dpdpca.protocol.runner` (in-process) and :mod:`dpdpca.protocol.processes`
-(one OS process per party) both import this module, so neither imports the
-other's internals.
+(one OS process per party) both build their :class:`ProtocolRun` with
+:func:`assemble_run`, so neither imports the other's internals.  The parties'
+steps themselves are :mod:`dpdpca.protocol.roles`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from dpdpca.linalg import pack_upper
-from dpdpca.protocol.parties import Proxy
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
-from dpdpca.protocol.transport import Transport
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["ProtocolRun", "collect_shares", "reference_scatter_int", "verify_exact", "finish_run",
+__all__ = ["ProtocolRun", "reference_scatter_int", "verify_exact", "finish_run", "assemble_run",
            "reference_blocks_int", "verify_add_remove"]
 
 
@@ -56,22 +54,6 @@ class ProtocolRun:
     scale: int
     noise_for_testing: list[int] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def collect_shares(proxy: Proxy, transport: Transport, *, deadline_s: float | None) -> None:
-    """Feed shares from ``transport`` to ``proxy`` until its quorum is reached or the deadline passes.
-
-    The quorum defaults to every expected owner.  Shares that arrive later are
-    not read here; the proxy rejects them as late once its collection is
-    closed, so N and S-bar cover exactly the owners accepted.
-    """
-    stop = None if deadline_s is None else time.monotonic() + deadline_s
-    while len(proxy.received) < proxy.quorum:
-        left = None if stop is None else max(0.0, stop - time.monotonic())
-        data = transport.receive("proxy", timeout=left)
-        if data is None:
-            return
-        proxy.receive_share(data)
 
 
 def pooled_scatter_shares(partitions: Sequence[np.ndarray], *, frac_bits: int, clip: bool) -> tuple[Any, Any, int]:
@@ -134,3 +116,47 @@ def finish_run(result: PCAResult, timings: Timings, bytes_sent: dict[str, int], 
                 "slot_bits": params.layout.slot_bits, "slots": params.layout.slots},
         extra={**dict(result.extra), "owners_present": list(owners), "rows_clipped": dict(rows_clipped)})
     return ProtocolRun(full, list(owners), dict(rows_clipped), check, M, scale)
+
+
+def assemble_run(result: PCAResult, *, release: str, timings: Timings, bytes_sent: dict[str, int],
+                 owners: list[str], rows_clipped: dict[str, int], used: Sequence[np.ndarray], params: Any,
+                 n_owners: int, clip: bool, verify: bool, noisy_blocks: Mapping[str, list[int]] | None = None,
+                 M: np.ndarray | None = None, scale: int = 0, noise_upper: Sequence[int] | None = None,
+                 noise_blocks: Sequence[Mapping[str, Sequence[int]]] | None = None) -> ProtocolRun:
+    """The run record of either release, from what the parties reported.
+
+    Parameters
+    ----------
+    result : PCAResult
+        The data user's.
+    release : {"add-remove", "centred"}
+    used : list of ndarray
+        The partitions of ``owners`` (those in the aggregate), for ``verify``.
+    noisy_blocks : dict or None
+        Add/remove: the user's decrypted R, v, N integers.
+    M, scale : ndarray, int
+        Centred: the user's ``M = N*S_int + G''`` and ``N * 2**(2f)``.
+    noise_upper : list of int or None
+        Centred, ``verify``: the proxy's noise G''.
+    noise_blocks : list of dict or None
+        Add/remove, ``verify``: every noise share (the proxy's, or each owner's).
+    """
+    check = None
+    if release == "add-remove":
+        if verify:
+            check = verify_add_remove(noisy_blocks or {}, noise_blocks or [], used, frac_bits=params.frac_bits,
+                                      clip=clip)
+        result = dataclasses.replace(result, extra={**dict(result.extra),
+                                                    "n_rows": int(sum(p.shape[0] for p in used))})
+        run = finish_run(result, timings, bytes_sent, owners, rows_clipped, check, np.empty((0, 0), dtype=object),
+                         0, params, n_owners)
+        run.extra["noisy_blocks"] = noisy_blocks
+        if verify:
+            run.extra["noise_blocks"] = list(noise_blocks or [])
+        return run
+    assert M is not None
+    if verify:
+        check = verify_exact(M, noise_upper or [], used, frac_bits=params.frac_bits, clip=clip)
+    run = finish_run(result, timings, bytes_sent, owners, rows_clipped, check, M, scale, params, n_owners)
+    run.noise_for_testing = [int(g) for g in noise_upper] if verify and noise_upper is not None else None
+    return run

@@ -1,9 +1,13 @@
-"""Run the three parties end to end over a transport.
+"""Run the three parties end to end: the launchers of one protocol session.
 
-:func:`run_protocol` is the in-process (or, with ``processes=True``,
-multi-process) runner behind ``dpdpca run`` and :class:`DPDPCA` (the
-estimator the pipeline registry names); :func:`run_pipeline` is its
-functional form with the driver's signature.
+:func:`run_protocol` is the runner behind ``dpdpca run`` and :class:`DPDPCA`
+(the estimator the pipeline registry names); :func:`run_pipeline` is its
+functional form with the driver's signature.  It validates the options once
+and hands them, unchanged, to a launcher: in one process over a
+:class:`~dpdpca.protocol.transport.Transport` (default in-memory queues), or
+one OS process per party (:mod:`dpdpca.protocol.processes`).  Both drive the
+parties' steps of :mod:`dpdpca.protocol.roles`; neither has its own copy of
+the rounds.
 
 Randomness: the mask b and the DP noise always come from the OS CSPRNG
 (:func:`dpdpca.dp.resolve_source` with ``None``).  An explicit
@@ -14,28 +18,27 @@ protocol's production randomness to a seeded source.
 
 from __future__ import annotations
 
-import dataclasses
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from dpdpca._validation import check_int, param_error
-from dpdpca.crypto.compute import EngineLike, as_engine
+from dpdpca.crypto.compute import as_engine
 from dpdpca.data import check_partitions
-from dpdpca.dp import REPLACE_ONE
-from dpdpca.errors import DataError, OverflowRiskError, ParameterError, ProtocolError
-from dpdpca.protocol.add_remove import owner_noise_calibration
+from dpdpca.errors import DataError, OverflowRiskError, ParameterError
+from dpdpca.protocol.config import ProtocolOptions
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
-from dpdpca.protocol.params import check_noise_options, check_release_options, resolve_release
+from dpdpca.protocol.params import check_release_options
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
-from dpdpca.protocol.rounds import (ProtocolRun, collect_shares, finish_run, reference_scatter_int,
-                                    verify_add_remove, verify_exact)
-from dpdpca.protocol.transport import InProcessTransport, Transport
+from dpdpca.protocol.roles import ProxySteps, collect_shares, owner_round, proxy_round, user_round
+from dpdpca.protocol.rounds import ProtocolRun, assemble_run, reference_scatter_int
+from dpdpca.protocol.transport import InProcessTransport
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["ProtocolRun", "run_protocol", "run_pipeline", "collect_shares", "progress_steps",
-           "reference_scatter_int", "owner_ids"]
+__all__ = ["ProtocolRun", "RunPlan", "run_protocol", "run_pipeline", "collect_shares", "progress_steps",
+           "reference_scatter_int", "owner_ids", "plan_run"]
 
 Progress = Callable[[str], None]
 
@@ -45,17 +48,77 @@ def owner_ids(n: int) -> list[str]:
     return [str(i) for i in range(1, n + 1)]
 
 
-def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float = 1.0, delta: float = 1e-5,
-                 key_bits: int = 2048, insecure_test_key: bool = False, frac_bits: int = 16, kappa: int = 40,
-                 clip: bool = True, calibration: str = "analytic", sensitivity_mode: str = "rigorous",
-                 noise_lattice: str = "n-scaled", neighbouring: str = REPLACE_ONE, quorum: int | None = None,
-                 absent_owners: Sequence[int] = (), deadline_s: float | None = None,
-                 max_owners: int | None = None, max_rows_per_owner: int | None = None,
-                 executor: EngineLike = None, verify: bool = False, processes: bool = False,
-                 user: DataUser | None = None, progress: Progress | None = None,
-                 transport: Transport | None = None, release: str | None = None, noise_by: str = "proxy",
-                 honest_owners: int | None = None, packing: str = "wide",
-                 user_executor: EngineLike | str = "auto") -> ProtocolRun:
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated run: the options, the partitions by owner id, who is present, the public bounds.
+
+    Built by :func:`plan_run`; what every launcher receives.
+    """
+
+    options: ProtocolOptions
+    partitions: dict[str, np.ndarray]
+    present: list[str]
+    n_components: int
+    max_owners: int
+    max_rows_per_owner: int
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self.partitions)
+
+    @property
+    def quorum(self) -> int:
+        """Shares the proxy waits for (default: every present owner)."""
+        q = self.options.deployment.quorum
+        return len(self.present) if q is None else q
+
+    def param_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :meth:`ProtocolParams.create` for the data user's key pair."""
+        key, rel = self.options.key, self.options.release
+        return dict(max_owners=self.max_owners, max_rows_per_owner=self.max_rows_per_owner, frac_bits=key.frac_bits,
+                    kappa=key.kappa, min_epsilon=min(rel.epsilon, 0.01), min_delta=min(rel.delta, 1e-12),
+                    packing=key.packing)
+
+    def owner_noise(self, d: int, frac_bits: int) -> Any:
+        """Each owner's share of the distributed noise (None unless ``noise_by="owners"``)."""
+        return self.options.release.owner_noise(d=d, frac_bits=frac_bits, owners=len(self.partitions),
+                                                quorum=self.options.deployment.quorum, present=len(self.present))
+
+
+def plan_run(partitions: Sequence[Any], *, n_components: int, options: ProtocolOptions) -> RunPlan:
+    """Validate the partitions against the options (one-line errors, before anyone encrypts).
+
+    Raises
+    ------
+    DataError, ParameterError, OverflowRiskError
+    """
+    parts = check_partitions(list(partitions))
+    L = len(parts)
+    rel, dep, bounds = options.release, options.deployment, options.bounds
+    check_release_options(release=rel.mode, noise_by=rel.noise_by, honest_owners=rel.honest_owners, owners=L,
+                          quorum=dep.quorum)
+    d = parts[0].shape[1]
+    k = check_int("n_components", n_components, minimum=1, maximum=d)
+    ids = owner_ids(L)
+    absent = {check_int("absent_owners[i]", a, minimum=0, maximum=L - 1) for a in dep.absent_owners}
+    present = [i for i in range(L) if i not in absent]
+    if not present:
+        raise param_error("absent_owners", f"fewer than the {L} owners", len(absent))
+    total_rows = sum(parts[i].shape[0] for i in present)
+    if total_rows < 2:  # refused before anyone encrypts
+        raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {total_rows}")
+    if dep.quorum is not None:
+        check_int("quorum", dep.quorum, minimum=1, maximum=L)
+    declared_owners = L if bounds.max_owners is None else check_int("max_owners", bounds.max_owners, minimum=1)
+    if L > declared_owners:
+        raise OverflowRiskError(f"owners must be <= max_owners={declared_owners} (the declared slot width), got {L}")
+    declared_rows = max(p.shape[0] for p in parts) if bounds.max_rows_per_owner is None else \
+        check_int("max_rows_per_owner", bounds.max_rows_per_owner, minimum=1)
+    return RunPlan(options, dict(zip(ids, parts)), [ids[i] for i in present], k, declared_owners, declared_rows)
+
+
+def run_protocol(partitions: Sequence[Any], *, n_components: int, options: ProtocolOptions | None = None,
+                 user: DataUser | None = None, progress: Progress | None = None, **flat: Any) -> ProtocolRun:
     """Run owners, proxy and data user end to end.
 
     Parameters
@@ -63,56 +126,24 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     partitions : list of array-like, each of shape (n_l, d)
         One matrix per owner (owner ids ``"1"``..``"L"``).
     n_components : int in [1, d]
-    epsilon : float > 0, delta : float in (0, 1)
-    key_bits : int
-        Paillier modulus bits; < 2048 needs ``insecure_test_key=True``.
-    frac_bits, kappa : int
-        Fixed-point bits f (default 16) and mask hiding bits (>= 40).
-    clip : bool
-        Clip rows to norm 1 (public rule) or reject rows of norm > 1.
-    calibration, sensitivity_mode, noise_lattice : str
-        See :meth:`Proxy.finish`.
-    neighbouring : str
-        ``"replace-one"`` for the centred release (N is released exactly); the
-        add/remove release states its own relation.
-    release : {"add-remove", "centred"} or None
-        Default (None): ``"add-remove"`` (:mod:`dpdpca.protocol.add_remove`),
-        or ``"centred"`` when ``sensitivity_mode="paper"`` or
-        ``noise_lattice="integer"`` ask for the paper's release.
-    noise_by : {"proxy", "owners"}
-        Who adds the noise (``"owners"``: distributed, needs ``"add-remove"``).
-    honest_owners : int or None
-        t for ``noise_by="owners"`` (default L).
-    quorum : int or None
-        Shares the proxy needs; default all present owners.
-    absent_owners : sequence of int
-        0-based owner indices that never send (dropout simulation).
-    deadline_s : float or None
-        How long the proxy waits for shares.
-    max_owners, max_rows_per_owner : int or None
-        Declared public bounds (default: L and the largest partition).
-    executor : Executor, compute engine, distributed.Client or None
-        Runs the crypto batches of owners and proxy (a local process pool, or
-        a Dask cluster: :func:`dpdpca.crypto.compute.dask_engine`).
-    user_executor : local executor, None or "auto"
-        The data user's decryption batches; ``"auto"`` (default): ``executor``
-        if it is local, else serial in this process (the secret key never
-        leaves the key holder's host; a remote engine is refused at
-        decryption).
-    verify : bool
-        Compare with a plaintext reference in the integer domain; the proxy
-        discloses its noise to the runner (not to the user) for this.
-    processes : bool
-        Run every party as a separate OS process (see
-        :mod:`dpdpca.protocol.processes`).
+    options : ProtocolOptions or None
+        The release, key, bounds and deployment options
+        (:mod:`dpdpca.protocol.config`).
     user : DataUser or None
-        Reuse an existing key pair (its parameters must fit this run).
-    packing : {"wide", "plain"}
-        Slot layout of new parameters (:class:`~dpdpca.protocol.params.ProtocolParams`):
-        wide (default) subtracts v'v'^T under encryption before decrypting,
-        plain is the earlier layout sized for R''.
+        Reuse an existing key pair (its parameters must fit this run;
+        in-process launcher only).
     progress : callable or None
-        Called with a label after each step (:func:`progress_steps` steps).
+        Called with a label after each step, when it happens
+        (:func:`progress_steps` calls).
+    **flat
+        Instead of ``options``: the options by their flat names
+        (:meth:`ProtocolOptions.from_flat`): ``epsilon``, ``delta``,
+        ``calibration``, ``sensitivity_mode``, ``noise_lattice``, ``release``,
+        ``noise_by``, ``honest_owners``, ``neighbouring``; ``key_bits``,
+        ``insecure_test_key``, ``frac_bits``, ``kappa``, ``packing``;
+        ``max_owners``, ``max_rows_per_owner``, ``clip``; ``processes`` (or
+        ``launcher``), ``transport``, ``executor``, ``user_executor``,
+        ``quorum``, ``deadline_s``, ``absent_owners``, ``verify``.
 
     Returns
     -------
@@ -123,127 +154,72 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, epsilon: float
     DataError, ParameterError, OverflowRiskError, ProtocolError
         Bad input; one-line messages.
     """
-    rel = resolve_release(release, sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
-    eps, dl = check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration,
-                                  sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice,
-                                  neighbouring=neighbouring)
-    parts = check_partitions(list(partitions))
-    L = len(parts)
-    check_release_options(release=rel, noise_by=noise_by, honest_owners=honest_owners, owners=L, quorum=quorum)
-    d = parts[0].shape[1]
-    k = check_int("n_components", n_components, minimum=1, maximum=d)
-    ids = owner_ids(L)
-    absent = sorted({check_int("absent_owners[i]", a, minimum=0, maximum=L - 1) for a in absent_owners})
-    present = [i for i in range(L) if i not in absent]
-    if not present:
-        raise param_error("absent_owners", f"fewer than the {L} owners", len(absent))
-    total_rows = sum(parts[i].shape[0] for i in present)
-    if total_rows < 2:  # refused before anyone encrypts
-        raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {total_rows}")
-    if quorum is not None:
-        check_int("quorum", quorum, minimum=1, maximum=L)
-    declared_owners = L if max_owners is None else check_int("max_owners", max_owners, minimum=1)
-    if L > declared_owners:
-        raise OverflowRiskError(f"owners must be <= max_owners={declared_owners} (the declared slot width), got {L}")
-    declared_rows = max(p.shape[0] for p in parts) if max_rows_per_owner is None else \
-        check_int("max_rows_per_owner", max_rows_per_owner, minimum=1)
-    param_kwargs: dict[str, Any] = dict(max_owners=declared_owners, max_rows_per_owner=declared_rows, frac_bits=frac_bits,
-                        kappa=kappa, min_epsilon=min(eps, 0.01), min_delta=min(dl, 1e-12), packing=packing)
-    options: dict[str, Any] = dict(epsilon=eps, delta=dl, calibration=calibration,
-                                   sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
-    if rel == "add-remove":
-        options.update(noise_by=noise_by, honest_owners=honest_owners, owners=L)
-    if processes:
-        from dpdpca.protocol.processes import run_in_processes
-        return run_in_processes(parts, ids=ids, present=present, n_components=k, key_bits=key_bits,
-                                insecure_test_key=insecure_test_key, param_kwargs=param_kwargs, clip=clip,
-                                quorum=quorum, deadline_s=deadline_s, verify=verify, options=options,
-                                progress=progress, release=rel)
-
+    if options is not None and flat:
+        raise ParameterError(f"options must be given alone or not at all, got it with {sorted(flat)}")
+    opts = options if options is not None else ProtocolOptions.from_flat(**flat)
+    plan = plan_run(partitions, n_components=n_components, options=opts)
     tick = progress or (lambda label: None)
+    if opts.deployment.launcher == "processes":
+        from dpdpca.protocol.processes import run_in_processes
+
+        return run_in_processes(plan, progress=tick)
+    return _run_in_process(plan, user=user, tick=tick)
+
+
+def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress) -> ProtocolRun:
+    """The in-process launcher: every party's steps in turn, over one transport."""
+    opts = plan.options
+    dep, rel = opts.deployment, opts.release
+    user_executor = dep.user_executor
     if isinstance(user_executor, str):
-        user_executor = None if as_engine(executor).remote else executor
+        user_executor = None if as_engine(dep.executor).remote else dep.executor
     if user is None:
-        user = DataUser.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, executor=user_executor,
-                                 **param_kwargs)
+        user = DataUser.generate(key_bits=opts.key.key_bits, insecure_test_key=opts.key.insecure_test_key,
+                                 executor=user_executor, **plan.param_kwargs())
     else:
         user.executor = user_executor
     params = user.params
     # Every owner has its own signing key; the proxy and the user list the verify keys.
-    identities = [OwnerIdentity.generate(oid) for oid in ids]
-    keyring = OwnerKeyring.from_identities(identities)
+    identities = {oid: OwnerIdentity.generate(oid) for oid in plan.ids}
+    keyring = OwnerKeyring.from_identities(identities.values())
     user.owner_keys = keyring
     tick("keygen")
-    net = transport if transport is not None else InProcessTransport()
+    net = dep.transport if dep.transport is not None else InProcessTransport()
     timings = Timings(parallel_roles=("owner",))
     rows_clipped: dict[str, int] = {}
-    owner_cal = owner_noise_calibration(options, d=d, frac_bits=params.frac_bits, owners=L, quorum=quorum,
-                                        present=len(present))
+    d = next(iter(plan.partitions.values())).shape[1]
+    owner_cal = plan.owner_noise(d, params.frac_bits)
     owner_noises: dict[str, Any] = {}
-    proxy = Proxy(params, keyring, quorum=len(present) if quorum is None else quorum,
-                  executor=executor, record_noise_for_testing=verify, release=rel)
+    proxy = Proxy(params, keyring, quorum=plan.quorum, executor=dep.executor, record_noise_for_testing=dep.verify,
+                  release=rel.mode)
     proxy.prepare(d)  # its rerandomizers depend on d only: made while the owners encrypt
-    for i in present:
-        owner = DataOwner(params, identities[i], clip=clip, executor=executor, insecure_test_key=insecure_test_key,
-                          release=rel, noise=owner_cal, record_noise_for_testing=verify)
-        net.send(owner.party, "proxy", owner.share(parts[i]))
-        if verify and owner_cal is not None:
-            owner_noises[ids[i]] = owner.noise_blocks_for_testing_
-        rows_clipped[ids[i]] = owner.rows_clipped_
+    for oid in plan.present:
+        owner = DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,
+                          insecure_test_key=opts.key.insecure_test_key, release=rel.mode, noise=owner_cal,
+                          record_noise_for_testing=dep.verify)
+        owner_round(owner, plan.partitions[oid], net, tick=tick)
+        if dep.verify and owner_cal is not None:
+            owner_noises[oid] = owner.noise_blocks_for_testing_
+        rows_clipped[oid] = owner.rows_clipped_
         timings.merge(owner.timings_)
-        tick(f"owner {ids[i]}")
-    collect_shares(proxy, net, deadline_s=deadline_s)
-    proxy.close_collection()
-    late = _reject_late_shares(proxy, net)
-    tick("aggregate")
-    net.send("proxy", "user", proxy.finish(**options))
-    tick("mask and noise")
-    result = user.finish(_recv(net, "user"), n_components=k)
-    tick("decrypt and eigh")
+    late = proxy_round(ProxySteps(proxy, rel, owners=len(plan.ids)), net, deadline_s=dep.deadline_s, tick=tick)
+    result = user_round(user, net, n_components=plan.n_components, tick=tick)
     timings.merge(proxy.timings_)
     timings.merge(user.timings_)
-    check = None
-    used = [parts[ids.index(o)] for o in proxy.owners_]
-    if rel == "add-remove":
-        if verify:
-            noises = ([owner_noises[o] for o in proxy.owners_] if owner_cal is not None
-                      else [proxy.noise_blocks_for_testing_])
-            check = verify_add_remove(user.noisy_blocks_, noises, used, frac_bits=params.frac_bits, clip=clip)
-        result = dataclasses.replace(result, extra={**dict(result.extra),
-                                                    "n_rows": int(sum(p.shape[0] for p in used))})
-        run = finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
-                         np.empty((0, 0), dtype=object), 0, params, L)
-        run.extra["noisy_blocks"] = user.noisy_blocks_
-        if verify:
-            run.extra["noise_blocks"] = noises
-        run.extra["late_shares_rejected"] = late
-        return run
-    if verify:
-        check = verify_exact(user.noisy_scatter_int_, proxy.noise_for_testing_, used, frac_bits=params.frac_bits,
-                             clip=clip)
-    run = finish_run(result, timings, dict(net.bytes_sent), proxy.owners_, rows_clipped, check,
-                      user.noisy_scatter_int_, user.scale_, params, L)
-    run.noise_for_testing = list(proxy.noise_for_testing_) if verify else None
+    common: dict[str, Any] = dict(release=rel.mode, timings=timings, bytes_sent=dict(net.bytes_sent),
+                                  owners=proxy.owners_, rows_clipped=rows_clipped,
+                                  used=[plan.partitions[o] for o in proxy.owners_], params=params,
+                                  n_owners=len(plan.ids), clip=opts.bounds.clip, verify=dep.verify)
+    if rel.mode == "add-remove":
+        noises: list[Any] = ([owner_noises[o] for o in proxy.owners_] if owner_cal is not None
+                  else [getattr(proxy, "noise_blocks_for_testing_", None)])
+        run = assemble_run(result, noisy_blocks=user.noisy_blocks_, noise_blocks=noises if dep.verify else None,
+                           **common)
+    else:
+        run = assemble_run(result, M=user.noisy_scatter_int_, scale=user.scale_,
+                           noise_upper=getattr(proxy, "noise_for_testing_", None), **common)
     run.extra["late_shares_rejected"] = late
     return run
-
-
-def _reject_late_shares(proxy: Proxy, net: Transport) -> int:
-    """Shares still queued for the proxy after it closed collection: each is refused as late."""
-    late = 0
-    while (data := net.receive("proxy", timeout=0.0)) is not None:
-        try:
-            proxy.receive_share(data)
-        except ProtocolError:
-            late += 1
-    return late
-
-
-def _recv(net: Transport, party: str) -> bytes:
-    data = net.receive(party, timeout=None)
-    if data is None:  # pragma: no cover - in-process queues are filled before every receive
-        raise ProtocolError(f"{party} must receive a message at this round, got none")
-    return data
 
 
 def progress_steps(n_owners: int) -> int:

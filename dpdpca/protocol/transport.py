@@ -1,7 +1,9 @@
 """Transports: move message bytes between named parties, nothing more.
 
-A transport knows nothing of what the bytes mean (``docs/architecture.md``).  Three are
-provided:
+A transport knows nothing of what the bytes mean (``docs/architecture.md``).
+:class:`Transport` is the interface (a :class:`typing.Protocol`) the parties'
+steps (:mod:`dpdpca.protocol.roles`) are written against; every deployment is
+one of these plus a launcher.  Three are provided here:
 
 * :class:`InProcessTransport` - queues in one process (the default runner);
 * :class:`FileTransport` - one file per message in a directory per recipient
@@ -9,7 +11,10 @@ provided:
 * :class:`PipeTransport` - ``multiprocessing`` pipes between OS processes,
   using ``send_bytes``/``recv_bytes`` only (no pickled objects).
 
-Every transport counts the bytes each party sends.
+The proxy service's client side (:class:`dpdpca.net.client.ServiceTransport`,
+HTTPS) and the role commands' single files
+(:class:`PathTransport`) are the others.  Every transport counts the bytes
+each party sends.
 """
 
 from __future__ import annotations
@@ -19,15 +24,34 @@ import os
 import time
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Protocol, Sequence
 
-from dpdpca._io import atomic_write_bytes
+from dpdpca._io import atomic_write_bytes, read_bytes_file
+from dpdpca.errors import ProtocolError
 
-__all__ = ["Transport", "InProcessTransport", "FileTransport", "PipeTransport"]
+__all__ = ["Transport", "CountingTransport", "InProcessTransport", "FileTransport", "PipeTransport",
+           "PathTransport"]
 
 
-class Transport:
-    """Base class: ``send`` and ``receive`` bytes; tracks ``bytes_sent``."""
+class Transport(Protocol):
+    """What the parties' steps need of a deployment: bytes to a named party, bytes for a named party.
+
+    Parties are named ``"owner:<id>"``, ``"proxy"`` and ``"user"``.
+    ``bytes_sent`` counts what each sender sent.
+    """
+
+    bytes_sent: dict[str, int]
+
+    def send(self, sender: str, recipient: str, payload: bytes) -> None:
+        """Deliver ``payload`` from ``sender`` to ``recipient``."""
+
+    def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
+        """The next message for ``recipient``, or None after ``timeout`` seconds (None: wait as the
+        transport waits; in-memory queues never wait)."""
+
+
+class CountingTransport:
+    """Base of the transports here: ``send`` and ``receive`` bytes; tracks ``bytes_sent`` and a log."""
 
     def __init__(self) -> None:
         self.bytes_sent: dict[str, int] = {}
@@ -46,7 +70,7 @@ class Transport:
         raise NotImplementedError
 
 
-class InProcessTransport(Transport):
+class InProcessTransport(CountingTransport):
     """FIFO queues per recipient in one process; ``receive`` never blocks."""
 
     def __init__(self) -> None:
@@ -62,7 +86,7 @@ class InProcessTransport(Transport):
         return queue.popleft() if queue else None
 
 
-class FileTransport(Transport):
+class FileTransport(CountingTransport):
     """One file per message under ``root/<recipient>/``, written atomically."""
 
     def __init__(self, root: str | os.PathLike[str], *, poll_s: float = 0.05) -> None:
@@ -103,7 +127,7 @@ class FileTransport(Transport):
             time.sleep(self.poll_s)
 
 
-class PipeTransport(Transport):
+class PipeTransport(CountingTransport):
     """Byte pipes to peers, as seen from one process.
 
     Parameters
@@ -112,13 +136,15 @@ class PipeTransport(Transport):
         This process's party name.
     peers : mapping of party name to Connection
         One duplex connection per peer this party talks to.
+    send_only : iterable of str
+        Peers this party only sends to (``receive`` does not wait on them).
     """
 
-    def __init__(self, me: str, peers: Mapping[str, Connection]) -> None:
+    def __init__(self, me: str, peers: Mapping[str, Connection], *, send_only: Sequence[str] = ()) -> None:
         super().__init__()
         self.me = me
         self.peers = dict(peers)
-        self._closed: set[str] = set()
+        self._closed: set[str] = set(send_only)
 
     def send(self, sender: str, recipient: str, payload: bytes) -> None:
         self._count(sender, recipient, payload)
@@ -140,3 +166,37 @@ class PipeTransport(Transport):
                 self._closed.add(name)
                 open_conns.remove(conn)
         return None
+
+
+class PathTransport(CountingTransport):
+    """Named files, as the per-role commands exchange them by hand.
+
+    ``send`` writes each message to the next path of ``outbox`` (atomically);
+    ``receive`` reads the next path of ``inbox``, and returns None once they
+    are all read.  The recipient does not choose the file: the command line
+    does.
+
+    Parameters
+    ----------
+    outbox, inbox : sequence of path
+    what : str
+        What the inbox files hold, for the error of a missing or unreadable file.
+    """
+
+    def __init__(self, *, outbox: Sequence[str | os.PathLike[str]] = (),
+                 inbox: Sequence[str | os.PathLike[str]] = (), what: str = "message") -> None:
+        super().__init__()
+        self._out = collections.deque(Path(p) for p in outbox)
+        self._in = collections.deque(str(p) for p in inbox)
+        self.what = what
+
+    def send(self, sender: str, recipient: str, payload: bytes) -> None:
+        if not self._out:
+            raise ProtocolError(f"{sender} must have an output file for its message to {recipient}, got none")
+        self._count(sender, recipient, payload)
+        atomic_write_bytes(self._out.popleft(), payload)
+
+    def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
+        if not self._in:
+            return None
+        return read_bytes_file(self._in.popleft(), self.what)

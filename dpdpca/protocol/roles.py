@@ -1,0 +1,163 @@
+"""Each party's steps of one protocol session, written once and driven over a :class:`Transport`.
+
+* an owner: :func:`owner_round` -- share, send to the proxy;
+* the proxy: :class:`ProxySteps` (accept a share, close the collection,
+  release) and :func:`proxy_round`, which drives them over a transport:
+  collect until the quorum or the deadline, close, refuse late shares, send
+  the release to the data user;
+* the data user: :func:`user_round` -- receive the release, decrypt once, PCA.
+
+Every deployment reuses these: the in-process and multi-process launchers
+(:mod:`dpdpca.protocol.runner`, :mod:`dpdpca.protocol.processes`), the
+per-role commands over files (``dpdpca owner share``, ``proxy aggregate`` and
+``finish``, ``user finish``) and the HTTPS service (the proxy's collection,
+:mod:`dpdpca.net.collection`, calls the same :class:`ProxySteps`; owners and
+the user use :class:`dpdpca.net.client.ServiceTransport`).
+
+``tick`` is called with a label when a step has really happened
+(:func:`progress_labels`), in whichever process the party runs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from dpdpca.errors import ProtocolError
+from dpdpca.protocol.config import ReleaseOptions
+from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
+from dpdpca.protocol.transport import Transport
+from dpdpca.result import PCAResult
+
+__all__ = ["PROXY", "USER", "Tick", "owner_round", "ProxySteps", "proxy_round", "collect_shares",
+           "reject_late_shares", "user_round", "progress_labels"]
+
+PROXY = "proxy"
+USER = "user"
+
+Tick = Callable[[str], None]
+
+
+def _no_tick(label: str) -> None:
+    pass
+
+
+def progress_labels(owner_ids: list[str]) -> list[str]:
+    """The labels one run ticks, in the order they happen (owners in any order)."""
+    return ["keygen", *(f"owner {o}" for o in owner_ids), "aggregate", "mask and noise", "decrypt and eigh"]
+
+
+# -- an owner ---------------------------------------------------------------------------
+
+def owner_round(owner: DataOwner, X: Any, net: Transport, *, tick: Tick = _no_tick) -> bytes:
+    """Round 1 of one owner: encrypt and sign its share, send it to the proxy; return the bytes sent."""
+    data = owner.share(X)
+    net.send(owner.party, PROXY, data)
+    tick(f"owner {owner.owner_id}")
+    return data
+
+
+# -- the proxy ---------------------------------------------------------------------------
+
+class ProxySteps:
+    """The proxy's three steps, with its release options bound.
+
+    Parameters
+    ----------
+    proxy : Proxy
+    release : ReleaseOptions
+        Must describe the same release as ``proxy.release``.
+    owners : int or None
+        L, the owners of the session (add/remove release with owners' noise);
+        default the listed owners.
+
+    Raises
+    ------
+    ProtocolError
+        ``release`` is for another release than the proxy's.
+    """
+
+    def __init__(self, proxy: Proxy, release: ReleaseOptions, *, owners: int | None = None) -> None:
+        if release.mode != proxy.release:
+            raise ProtocolError(f"proxy release options must be for the {proxy.release!r} release, "
+                                f"got {release.mode!r}")
+        self.proxy = proxy
+        self.options = release
+        self.owners = owners
+
+    @property
+    def received(self) -> list[str]:
+        return self.proxy.received
+
+    @property
+    def quorum(self) -> int:
+        return self.proxy.quorum
+
+    def accept(self, data: bytes) -> str:
+        """Check and keep one owner's signed share; its owner id (:meth:`Proxy.receive_share`)."""
+        return self.proxy.receive_share(data)
+
+    def close(self) -> int | None:
+        """Aggregate the accepted shares; N (centred release) or None (:meth:`Proxy.close_collection`)."""
+        return self.proxy.close_collection()
+
+    def release(self) -> bytes:
+        """Mask (centred), add the DP noise under encryption, rerandomize: the one release of the session."""
+        return self.proxy.finish(**self.options.finish_kwargs(owners=self.owners))
+
+
+def collect_shares(steps: ProxySteps, net: Transport, *, deadline_s: float | None) -> None:
+    """Accept shares from ``net`` until the quorum is reached or the deadline passes.
+
+    Shares that arrive later are not read here; once the collection is
+    closed they are refused as late, so N and S-bar cover exactly the owners
+    accepted.
+    """
+    stop = None if deadline_s is None else time.monotonic() + deadline_s
+    while len(steps.received) < steps.quorum:
+        left = None if stop is None else max(0.0, stop - time.monotonic())
+        data = net.receive(PROXY, timeout=left)
+        if data is None:
+            return
+        steps.accept(data)
+
+
+def reject_late_shares(steps: ProxySteps, net: Transport) -> int:
+    """Shares already queued for the proxy after it closed collection: each is refused as late; how many."""
+    late = 0
+    while (data := net.receive(PROXY, timeout=0.0)) is not None:
+        try:
+            steps.accept(data)
+        except ProtocolError:
+            late += 1
+    return late
+
+
+def proxy_round(steps: ProxySteps, net: Transport, *, deadline_s: float | None, tick: Tick = _no_tick,
+                late: Callable[[ProxySteps, Transport], int] = reject_late_shares) -> int:
+    """The proxy's session: collect, close, refuse late shares, release to the data user.
+
+    ``late`` handles the shares still coming after the close (default:
+    refuse those already queued; the multi-process launcher keeps draining its
+    pipes instead).  Returns what ``late`` returned.
+    """
+    collect_shares(steps, net, deadline_s=deadline_s)
+    steps.close()
+    n_late = late(steps, net)
+    tick("aggregate")
+    net.send(PROXY, USER, steps.release())
+    tick("mask and noise")
+    return n_late
+
+
+# -- the data user -----------------------------------------------------------------------
+
+def user_round(user: DataUser, net: Transport, *, n_components: int, timeout: float | None = None,
+               tick: Tick = _no_tick) -> PCAResult:
+    """The data user's last round: receive the proxy's release, decrypt it once, PCA."""
+    data = net.receive(USER, timeout=timeout)
+    if data is None:
+        raise ProtocolError("user must receive the proxy's release, got none")
+    result = user.finish(data, n_components=n_components)
+    tick("decrypt and eigh")
+    return result
