@@ -19,11 +19,11 @@ from dpdpca.errors import DpdpcaError
 
 #: command name -> "module:attribute" of a click command or group.
 COMMANDS: dict[str, str] = {
-    "run": "dpdpca.commands.protocol:run_cmd",
-    "keygen": "dpdpca.commands.protocol:keygen_cmd",
-    "owner": "dpdpca.commands.protocol:owner_group",
-    "proxy": "dpdpca.commands.protocol:proxy_group",
-    "user": "dpdpca.commands.protocol:user_group",
+    "run": "dpdpca.commands.run:run_cmd",
+    "keygen": "dpdpca.commands.roles:keygen_cmd",
+    "owner": "dpdpca.commands.roles:owner_group",
+    "proxy": "dpdpca.commands.roles:proxy_group",
+    "user": "dpdpca.commands.roles:user_group",
     "compare": "dpdpca.commands.compare:compare_cmd",
     "tensor": "dpdpca.commands.tensor:tensor_cmd",
     "datasets": "dpdpca.commands.datasets:datasets_cmd",

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import click
 
 __all__ = ["proxy_serve_cmd", "user_identity_cmd", "proxy_client_options", "client_from_options",
-           "share_to_proxy", "result_from_proxy"]
+           "transport_from_options"]
 
 _CLIENT_OPTIONS = [
     click.option("--proxy", "proxy_url", default=None,
@@ -47,6 +47,14 @@ def client_from_options(proxy_url: str, identity: Any, ca_cert: str | None, toke
     return ProxyClient(proxy_url, identity, party_of(identity, user=user), token=token, ca_cert=ca_cert)
 
 
+def transport_from_options(proxy_url: str, identity: Any, ca_cert: str | None, token: str | None, *,
+                           user: bool = False) -> Any:
+    """A :class:`~dpdpca.net.client.ServiceTransport` to the proxy at ``proxy_url`` (close it after use)."""
+    from dpdpca.net.client import ServiceTransport
+
+    return ServiceTransport(client_from_options(proxy_url, identity, ca_cert, token, user=user))
+
+
 @click.command("serve")
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False), help="proxy.toml")
 @click.option("--insecure-http", is_flag=True, help="Allow serving without TLS (local experiments only).")
@@ -67,16 +75,3 @@ def user_identity_cmd(out_dir: str, force: bool) -> None:
     from dpdpca.net.auth import USER
 
     write_identity(out_dir, USER, force=force, what="user identity")
-
-
-def share_to_proxy(client: Any, owner_id: str, data: bytes) -> str:
-    """Upload one share; a one-line account of the proxy's answer."""
-    with client:
-        info = client.post_share(owner_id, data)
-    return f"proxy: {info['status']} ({info.get('detail', '')})"
-
-
-def result_from_proxy(client: Any) -> bytes:
-    """Wait until the proxy has released the result; its bytes."""
-    with client:
-        return bytes(client.fetch_result())

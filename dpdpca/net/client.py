@@ -23,8 +23,10 @@ from dpdpca.net import require
 from dpdpca.net.app import OCTET
 from dpdpca.net.auth import sign_headers
 from dpdpca.protocol.identity import OwnerIdentity
+from dpdpca.protocol.roles import PROXY, USER
+from dpdpca.protocol.transport import CountingTransport
 
-__all__ = ["ProxyClient", "ProxyRefused", "check_proxy_url", "tls_context", "upload_shares"]
+__all__ = ["ProxyClient", "ProxyRefused", "ServiceTransport", "check_proxy_url", "tls_context", "upload_shares"]
 
 _RETRY_CODES = {502, 503, 504}
 
@@ -174,6 +176,45 @@ class ProxyClient:
         if response.status_code != 200:
             raise _refusal(response, "the result request")
         return bytes(response.content)
+
+
+class ServiceTransport(CountingTransport):
+    """The proxy service as a :class:`~dpdpca.protocol.transport.Transport` for an owner or the data user.
+
+    An owner's ``send`` to the proxy is an upload of its share
+    (:meth:`ProxyClient.post_share`; the proxy's answer is kept in
+    ``answer``); the data user's ``receive`` waits until the proxy has
+    released the result and fetches it (:meth:`ProxyClient.fetch_result`).
+    The proxy's own side is the service (:mod:`dpdpca.net.collection`).
+
+    Parameters
+    ----------
+    client : ProxyClient
+        Closed by :meth:`close`.
+    timeout_s : float
+        How long the data user waits for the release when ``receive`` is
+        given no timeout.
+    """
+
+    def __init__(self, client: ProxyClient, *, timeout_s: float = 3600.0) -> None:
+        super().__init__()
+        self.client = client
+        self.timeout_s = float(timeout_s)
+        self.answer: dict[str, Any] = {}
+
+    def send(self, sender: str, recipient: str, payload: bytes) -> None:
+        if recipient != PROXY or not sender.startswith("owner:"):
+            raise ProtocolError(f"the proxy service takes owners' shares for the proxy, got {sender} to {recipient}")
+        self.answer = self.client.post_share(sender.split(":", 1)[1], payload)
+        self._count(sender, recipient, payload)
+
+    def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
+        if recipient != USER:
+            raise ProtocolError(f"the proxy service answers the data user only, got {recipient}")
+        return self.client.fetch_result(timeout_s=self.timeout_s if timeout is None else timeout)
+
+    def close(self) -> None:
+        self.client.close()
 
 
 async def upload_shares(base_url: str, uploads: Sequence[tuple[OwnerIdentity, bytes]], *,

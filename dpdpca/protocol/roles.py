@@ -65,8 +65,9 @@ class ProxySteps:
     Parameters
     ----------
     proxy : Proxy
-    release : ReleaseOptions
-        Must describe the same release as ``proxy.release``.
+    release : ReleaseOptions or None
+        Must describe the same release as ``proxy.release``; needed by
+        :meth:`release` only (a proxy that only collects has none).
     owners : int or None
         L, the owners of the session (add/remove release with owners' noise);
         default the listed owners.
@@ -77,8 +78,8 @@ class ProxySteps:
         ``release`` is for another release than the proxy's.
     """
 
-    def __init__(self, proxy: Proxy, release: ReleaseOptions, *, owners: int | None = None) -> None:
-        if release.mode != proxy.release:
+    def __init__(self, proxy: Proxy, release: ReleaseOptions | None = None, *, owners: int | None = None) -> None:
+        if release is not None and release.mode != proxy.release:
             raise ProtocolError(f"proxy release options must be for the {proxy.release!r} release, "
                                 f"got {release.mode!r}")
         self.proxy = proxy
@@ -103,18 +104,21 @@ class ProxySteps:
 
     def release(self) -> bytes:
         """Mask (centred), add the DP noise under encryption, rerandomize: the one release of the session."""
+        if self.options is None:
+            raise ProtocolError("proxy release needs its release options, got none")
         return self.proxy.finish(**self.options.finish_kwargs(owners=self.owners))
 
 
-def collect_shares(steps: ProxySteps, net: Transport, *, deadline_s: float | None) -> None:
+def collect_shares(steps: ProxySteps, net: Transport, *, deadline_s: float | None, until_quorum: bool = True) -> None:
     """Accept shares from ``net`` until the quorum is reached or the deadline passes.
 
     Shares that arrive later are not read here; once the collection is
     closed they are refused as late, so N and S-bar cover exactly the owners
-    accepted.
+    accepted.  ``until_quorum=False``: every share the transport holds (the
+    proxy command given its share files).
     """
     stop = None if deadline_s is None else time.monotonic() + deadline_s
-    while len(steps.received) < steps.quorum:
+    while not until_quorum or len(steps.received) < steps.quorum:
         left = None if stop is None else max(0.0, stop - time.monotonic())
         data = net.receive(PROXY, timeout=left)
         if data is None:

@@ -211,10 +211,11 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress) -> 
                                   used=[plan.partitions[o] for o in proxy.owners_], params=params,
                                   n_owners=len(plan.ids), clip=opts.bounds.clip, verify=dep.verify)
     if rel.mode == "add-remove":
-        noises: list[Any] = ([owner_noises[o] for o in proxy.owners_] if owner_cal is not None
-                  else [getattr(proxy, "noise_blocks_for_testing_", None)])
-        run = assemble_run(result, noisy_blocks=user.noisy_blocks_, noise_blocks=noises if dep.verify else None,
-                           **common)
+        noises: list[Any] | None = None
+        if dep.verify:
+            noises = ([owner_noises[o] for o in proxy.owners_] if owner_cal is not None
+                      else [proxy.noise_blocks_for_testing_])
+        run = assemble_run(result, noisy_blocks=user.noisy_blocks_, noise_blocks=noises, **common)
     else:
         run = assemble_run(result, M=user.noisy_scatter_int_, scale=user.scale_,
                            noise_upper=getattr(proxy, "noise_for_testing_", None), **common)

@@ -9,7 +9,7 @@ import pytest
 
 from dpdpca.errors import DataError, NotFittedError
 from dpdpca.protocol import DPDPCA, FileTransport, run_protocol
-from dpdpca.protocol.runner import progress_steps
+from dpdpca.protocol.runner import owner_ids, progress_steps
 
 SMALL = dict(key_bits=768, insecure_test_key=True)
 
@@ -109,7 +109,8 @@ def test_processes_quorum_below_the_owners_present():
     parts = _data(8, sizes=(5, 6, 7))
     run = run_protocol(parts, n_components=1, processes=True, quorum=2, verify=True, **SMALL)
     assert len(run.owners_present) == 2 and run.verify["max_abs_integer_error"] == 0
-    assert run.result.extra["n_rows"] == sum(parts[int(o) - 1].shape[0] for o in run.owners_present)
+    by_id = dict(zip(owner_ids(len(parts)), parts))  # owners are named by id, never by position
+    assert run.result.extra["n_rows"] == sum(by_id[o].shape[0] for o in run.owners_present)
 
 
 def test_processes_report_a_party_error_as_one_line():

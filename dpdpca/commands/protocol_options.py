@@ -1,0 +1,116 @@
+"""Options and loaders shared by ``dpdpca run`` and the per-role commands.
+
+The DP noise options (``--calibration``, ``--sensitivity-mode``,
+``--noise-lattice``), ``--workers`` / ``--scheduler`` (:class:`Pool`),
+``--packing``, ``--max-features``, ``--owner-keys``, and the readers of the
+key files ``dpdpca keygen`` writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import click
+
+from dpdpca._io import read_json_file
+from dpdpca.errors import MessageError
+
+__all__ = ["NOISE_OPTIONS", "noise_options", "workers_option", "scheduler_option", "packing_option",
+           "max_features_option", "owner_keys_option", "Pool", "load_public", "load_private", "load_owner_keys"]
+
+
+NOISE_OPTIONS = [
+    click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True,
+                 help="analytic: rigorous zCDP calibration of the discrete Gaussian (Canonne, Kamath & Steinke); "
+                      "classic: the paper's sigma = Delta sqrt(2 ln(1.25/delta)) / epsilon."),
+    click.option("--sensitivity-mode", type=click.Choice(["rigorous", "paper"]), default="rigorous",
+                 show_default=True, help="rigorous: our replace-one bound; paper: Wang & Chang's Delta = 1."),
+    click.option("--noise-lattice", type=click.Choice(["n-scaled", "integer"]), default="n-scaled",
+                 show_default=True,
+                 help="n-scaled (rigorous): noise on N*S; integer: the paper's form N*G' (leaks v v^T mod N)."),
+]
+
+
+#: Process-pool size for the crypto batches (1: serial, in this process).
+workers_option = click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+                              help="Processes for the crypto batches (local process pool).")
+
+
+def noise_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed(NOISE_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def load_public(path: str) -> Any:
+    from dpdpca.protocol.params import ProtocolParams
+
+    return ProtocolParams.from_json(read_json_file(path, "public parameters"))
+
+
+def load_private(path: str) -> tuple[Any, Any]:
+    from dpdpca.crypto import PrivateKey
+    from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
+
+    data = read_json_file(path, "private key")
+    if (not isinstance(data, dict) or not isinstance(data.get(PARAMS_KEY), dict)
+            or not isinstance(data.get("pub"), dict)):
+        raise MessageError(f"private key file {path!r} must be written by dpdpca keygen (objects "
+                           f"{PARAMS_KEY!r} and 'pub'), got other JSON")
+    params = ProtocolParams.from_json({**data["pub"], PARAMS_KEY: data[PARAMS_KEY]})
+    sk = PrivateKey.from_json({k: v for k, v in data.items() if k != PARAMS_KEY},
+                              insecure_test_key=bool(data[PARAMS_KEY].get("insecure_test_key", False)))
+    return sk, params
+
+
+def load_owner_keys(paths: tuple[str, ...]) -> Any:
+    from dpdpca.protocol.identity import OwnerKeyring
+
+    return OwnerKeyring.load(paths)
+
+
+#: ``--max-features``: the largest d accepted from a message, checked before any allocation.
+max_features_option = click.option("--max-features", default=4096, show_default=True, type=click.IntRange(min=1),
+                                   help="Largest number of features d accepted from a message.")
+#: ``--owner-keys``: the owners' verify-key files (repeat the option, one or more files).
+owner_keys_option = click.option("--owner-keys", "owner_keys", required=True, multiple=True,
+                                 type=click.Path(dir_okay=False),
+                                 help="Owners' verify-key file(s) from 'dpdpca owner keygen' (repeatable).")
+
+
+#: A Dask scheduler for the crypto batches of owners and proxy (optional extra [distributed]).
+scheduler_option = click.option("--scheduler", default=None, metavar="tcp://HOST:8786",
+                                help="Run the crypto batches on this Dask cluster (pip install "
+                                     "'dpdpca[distributed]'); decryption always stays local.")
+#: Slot layout of new public parameters.
+packing_option = click.option("--packing", type=click.Choice(["wide", "plain"]), default="wide", show_default=True,
+                              help="wide: slots sized for the decrypted values (the user subtracts v'v'^T under "
+                                   "encryption first); plain: the earlier layout sized for R''.")
+
+
+class Pool:
+    """Context manager: a Dask engine with ``scheduler``, a process pool with ``workers > 1``, else None."""
+
+    def __init__(self, workers: int, scheduler: str | None = None) -> None:
+        self.workers = workers
+        self.scheduler = scheduler
+        self.pool: Any = None
+        self.engine: Any = None
+
+    def __enter__(self) -> Any:
+        if self.scheduler:
+            from dpdpca.crypto.compute import dask_engine
+
+            self.engine = dask_engine(self.scheduler)
+            return self.engine
+        if self.workers > 1:
+            from dpdpca.crypto import local_process_pool
+
+            self.pool = local_process_pool(self.workers)
+        return self.pool
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+        if self.engine is not None:
+            self.engine.close()

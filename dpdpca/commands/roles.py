@@ -1,0 +1,369 @@
+"""``dpdpca keygen``, ``owner``, ``proxy`` and ``user``: each party of the protocol on its own.
+
+Each command runs one party's steps (:mod:`dpdpca.protocol.roles`) over a
+transport: named files (:class:`~dpdpca.protocol.transport.PathTransport`),
+or, with ``--proxy``, the HTTPS proxy service
+(:class:`~dpdpca.net.client.ServiceTransport`, :mod:`dpdpca.commands.network`):
+
+.. code-block:: sh
+
+    dpdpca keygen --out-dir keys                      # public.json, private.json (0600)
+    dpdpca owner keygen --owner-id a --out-dir ids    # ids/a.identity.json (0600), ids/a.verify.json
+    dpdpca owner share --public keys/public.json --identity ids/a.identity.json --data a.csv --out a.msg
+    dpdpca proxy aggregate --public keys/public.json --owner-keys ids/a.verify.json \
+                           --owner-keys ids/b.verify.json --out-dir state a.msg b.msg
+    dpdpca proxy finish --state state --epsilon 1 --delta 1e-5 --out result.msg
+    dpdpca user finish --private keys/private.json --owner-keys ids/a.verify.json \
+                       --owner-keys ids/b.verify.json result.msg --components 2 --out pcs.npz
+
+Every error is a :class:`~dpdpca.errors.DpdpcaError` with a one-line message;
+outputs are written atomically only after the step succeeded.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from dpdpca._io import atomic_write_bytes, atomic_write_json, read_bytes_file, read_json_file
+from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, transport_from_options, user_identity_cmd
+from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
+    release_options
+from dpdpca.commands.protocol_options import (Pool, load_owner_keys, load_private, load_public, max_features_option,
+                                              noise_options, owner_keys_option, packing_option, scheduler_option,
+                                              workers_option)
+from dpdpca.dp.release import NOISE_BY, RELEASES
+from dpdpca.errors import FileAccessError, ParameterError, ProtocolError
+from dpdpca.protocol.params import check_release_options, resolve_release
+
+__all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
+
+
+# ---------------------------------------------------------------------------
+# dpdpca keygen
+# ---------------------------------------------------------------------------
+
+@click.command("keygen")
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Writes public.json, private.json.")
+@click.option("--key-bits", default=2048, show_default=True, type=int)
+@click.option("--insecure-test-key", is_flag=True, help="Allow keys below 2048 bits (tests only).")
+@click.option("--max-owners", default=16, show_default=True, type=int, help="Declared maximum number of owners.")
+@click.option("--max-rows-per-owner", default=1 << 20, show_default=True, type=int,
+              help="Declared maximum rows per owner.")
+@click.option("--frac-bits", default=16, show_default=True, type=int)
+@click.option("--kappa", default=40, show_default=True, type=int)
+@click.option("--min-epsilon", default=0.01, show_default=True, type=float,
+              help="Smallest epsilon the noise allowance is sized for.")
+@click.option("--min-delta", default=1e-12, show_default=True, type=float,
+              help="Smallest delta the noise allowance is sized for.")
+@click.option("--force", is_flag=True, help="Overwrite an existing private.json / public.json.")
+@packing_option
+def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners: int, max_rows_per_owner: int,
+               frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool, packing: str) -> None:
+    """Data user: generate the key pair and the public protocol parameters."""
+    from dpdpca.crypto import generate_keypair
+    from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
+
+    targets = [Path(out_dir) / "private.json", Path(out_dir) / "public.json"]
+    existing = [str(t) for t in targets if t.exists()]
+    if existing and not force:  # checked before the (slow) key generation
+        raise FileAccessError(f"keygen output must not exist (pass --force to overwrite), got {existing[0]!r}")
+    pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
+    params = ProtocolParams.create(pk, max_owners=max_owners, max_rows_per_owner=max_rows_per_owner,
+                                   frac_bits=frac_bits, kappa=kappa, min_epsilon=min_epsilon, min_delta=min_delta,
+                                   packing=packing)
+    public = params.to_json()
+    private = {**sk.to_json(), PARAMS_KEY: public[PARAMS_KEY]}
+    atomic_write_json(targets[0], private, mode=0o600, exclusive=not force)
+    atomic_write_json(targets[1], public, exclusive=not force)
+    click.echo(f"wrote {Path(out_dir) / 'public.json'} and {Path(out_dir) / 'private.json'} (mode 0600); "
+               f"key {params.key_fingerprint[:16]}, {params.layout.slots} slots of {params.layout.slot_bits} bits")
+
+
+# ---------------------------------------------------------------------------
+# dpdpca owner share
+# ---------------------------------------------------------------------------
+
+@click.group("owner")
+def owner_group() -> None:
+    """Data owner: make a signing identity, encrypt and sign a scatter share."""
+
+
+@owner_group.command("keygen")
+@click.option("--owner-id", required=True, help="1-64 characters [A-Za-z0-9_.:-], starting alphanumeric.")
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite an existing identity.")
+def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
+    """Write <id>.identity.json (Ed25519 signing key, mode 0600) and <id>.verify.json (public)."""
+    from dpdpca.commands._identity import write_identity
+    from dpdpca.protocol.identity import check_owner_id
+
+    write_identity(out_dir, check_owner_id(owner_id), force=force, what="owner keygen")
+
+
+@owner_group.command("share")
+@click.option("--public", "public_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--identity", "identity_path", required=True, type=click.Path(dir_okay=False),
+              help="This owner's identity file from 'dpdpca owner keygen'.")
+@click.option("--data", "data_file", required=True, type=click.Path(dir_okay=False))
+@click.option("--owner-id", default=None, help="Optional check: must be the identity's owner id.")
+@click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False),
+              help="Write the share to this file; or send it with --proxy.")
+@click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
+@click.option("--insecure-test-key", is_flag=True,
+              help="This owner accepts a data-user key below 2048 bits (tests only).")
+@release_options
+@click.option("--owners", type=int, default=None, help="L, with --noise-by owners (the proxy's --owners).")
+@click.option("--quorum", type=int, default=None, help="Q, with --noise-by owners: shares are sized for it.")
+@click.option("--epsilon", type=float, default=None, help="With --noise-by owners: the release's epsilon.")
+@click.option("--delta", type=float, default=None, help="With --noise-by owners: the release's delta.")
+@bounds_options
+@workers_option
+@scheduler_option
+@proxy_client_options
+def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_id: str | None,
+                    out_path: str | None, no_clip: bool, insecure_test_key: bool, release: str | None, noise_by: str,
+                    honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
+                    delta: float | None, feature_bounds: Any, feature_bounds_file: str | None,
+                    no_feature_bounds: bool, workers: int, scheduler: str | None, proxy_url: str | None,
+                    ca_cert: str | None, token: str | None) -> None:
+    """Encrypt this owner's share E[R^l], E[v^l] and sign it (with its count N^l in the centred release); write
+    it or POST it to the proxy."""
+    from dpdpca.data import load_file
+    from dpdpca.protocol.config import ReleaseOptions
+    from dpdpca.protocol.identity import OwnerIdentity
+    from dpdpca.protocol.parties import DataOwner
+    from dpdpca.protocol.roles import owner_round
+    from dpdpca.protocol.transport import PathTransport
+
+    if (out_path is None) == (proxy_url is None):
+        raise ParameterError(f"exactly one of --out and --proxy must be given, got out={out_path!r} "
+                             f"proxy={proxy_url!r:.80}")
+    params = load_public(public_path)
+    identity = OwnerIdentity.load(identity_path)
+    if owner_id is not None and owner_id != identity.owner_id:
+        raise ProtocolError(f"--owner-id must be the identity's owner id {identity.owner_id!r}, got {owner_id!r:.80}")
+    owner_id = identity.owner_id
+    service = None if proxy_url is None else transport_from_options(proxy_url, identity, ca_cert, token)
+    X = load_file(data_file)
+    X, _ = apply_feature_bounds(X, dataset_bounds=None, feature_bounds=feature_bounds, bounds_file=feature_bounds_file,
+                                no_feature_bounds=no_feature_bounds)
+    rel = resolve_release(release)
+    noise = None
+    if noise_by == "owners":
+        if owners is None or epsilon is None or delta is None:
+            raise ParameterError(f"--owners, --epsilon and --delta must be given with --noise-by owners, got "
+                                 f"owners={owners}, epsilon={epsilon}, delta={delta}")
+        check_release_options(release=rel, noise_by=noise_by, honest_owners=honest_owners, owners=owners,
+                              quorum=quorum)
+        noise = ReleaseOptions(epsilon=epsilon, delta=delta, release=rel, noise_by=noise_by,
+                               honest_owners=honest_owners).owner_noise(d=X.shape[1], frac_bits=params.frac_bits,
+                                                                        owners=owners, quorum=quorum, present=owners)
+    try:
+        with Pool(workers, scheduler) as pool:
+            owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,
+                              release=rel, noise=noise)
+            data = owner_round(owner, X, service if service is not None else PathTransport(outbox=[str(out_path)]))
+    finally:
+        if service is not None:
+            service.close()
+    where = f"wrote {out_path}" if service is None else \
+        f"proxy: {service.answer['status']} ({service.answer.get('detail', '')})"
+    click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {owner.rows_clipped_} clipped; {where} "
+               f"({len(data):,} bytes)")
+
+
+# ---------------------------------------------------------------------------
+# dpdpca proxy aggregate / finish
+# ---------------------------------------------------------------------------
+
+@click.group("proxy")
+def proxy_group() -> None:
+    """Proxy: aggregate shares, then mask and add DP noise."""
+
+
+@proxy_group.command("aggregate")
+@click.option("--public", "public_path", required=True, type=click.Path(dir_okay=False))
+@owner_keys_option
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--quorum", default=None, type=int, help="Minimum shares (default: all given).")
+@click.option("--release", type=click.Choice(RELEASES), default=None,
+              help="The release the owners' shares are for (default add-remove).")
+@max_features_option
+@workers_option
+@scheduler_option
+@click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
+def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: str, quorum: int | None,
+                        release: str | None, max_features: int, workers: int, scheduler: str | None,
+                        shares: tuple[str, ...]) -> None:
+    """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json)."""
+    from dpdpca.protocol.parties import Proxy
+    from dpdpca.protocol.roles import ProxySteps, collect_shares
+    from dpdpca.protocol.transport import PathTransport
+
+    params = load_public(public_path)
+    keyring = load_owner_keys(owner_keys)
+    with Pool(workers, scheduler) as pool:
+        # Default quorum: every share given (more than max_owners fail on receipt, naming the slot width).
+        default_quorum = min(len(shares), params.max_owners, len(keyring))
+        proxy = Proxy(params, keyring, quorum=quorum if quorum is not None else default_quorum,
+                      executor=pool, max_features=max_features, release=resolve_release(release))
+        steps = ProxySteps(proxy)
+        collect_shares(steps, PathTransport(inbox=shares, what="share"), deadline_s=None, until_quorum=False)
+        n = steps.close()
+        state = proxy.state_bytes()
+    out = Path(out_dir)
+    atomic_write_json(out / "public.json", params.to_json())
+    atomic_write_json(out / "owner-keys.json", keyring.to_json())
+    atomic_write_bytes(out / "state.msg", state)
+    click.echo(f"aggregated {len(proxy.owners_)} signed shares ({', '.join(proxy.owners_)}), "
+               f"N = {n if n is not None else 'private (add/remove release)'}; "
+               f"wrote {out / 'state.msg'}")
+
+
+@proxy_group.command("finish")
+@click.option("--state", "state_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--epsilon", required=True, type=float)
+@click.option("--delta", required=True, type=float)
+@noise_options
+@click.option("--noise-by", type=click.Choice(NOISE_BY), default="proxy", show_default=True,
+              help="owners: the owners' shares already carry the noise (add-remove release).")
+@click.option("--honest-owners", type=int, default=None, help="t, with --noise-by owners (default L).")
+@click.option("--owners", type=int, default=None, help="L, with --noise-by owners (default: the listed owners).")
+@ledger_options
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@max_features_option
+@workers_option
+@scheduler_option
+def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
+                     noise_lattice: str, noise_by: str, honest_owners: int | None, owners: int | None,
+                     ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None,
+                     out_path: str, max_features: int, workers: int, scheduler: str | None) -> None:
+    """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user (once per session)."""
+    from dpdpca.protocol.identity import OwnerKeyring
+    from dpdpca.protocol.ledger import ReleaseLedger
+    from dpdpca.protocol.config import ReleaseOptions
+    from dpdpca.protocol.params import check_noise_options
+    from dpdpca.protocol.parties import Proxy
+    from dpdpca.protocol.roles import PROXY, USER, ProxySteps
+    from dpdpca.protocol.transport import PathTransport
+
+    check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
+                        noise_lattice=noise_lattice)
+    state = Path(state_dir)
+    params = load_public(str(state / "public.json"))
+    keyring = OwnerKeyring.from_json(read_json_file(state / "owner-keys.json", "proxy owner keys"))
+    with Pool(workers, scheduler) as pool:
+        proxy = Proxy.from_state(params, keyring, read_bytes_file(str(state / "state.msg"), "proxy state"),
+                                 executor=pool, ledger=ReleaseLedger(state / "ledger.json"),
+                                 max_features=max_features)
+        ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
+        cost = None
+        if ledger is not None:  # refused before any noise is drawn
+            from dpdpca.dp.costs import protocol_release_cost
+
+            n_owners = owners if owners is not None else len(keyring)
+            cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=proxy.release, noise_by=noise_by,
+                                         d=int(proxy.d or 1), frac_bits=params.frac_bits, calibration=calibration,
+                                         owners=n_owners, honest_owners=honest_owners, quorum=proxy.quorum,
+                                         kappa=params.kappa, label=f"proxy finish {state_dir}")
+            ledger.check(cost)
+        options = ReleaseOptions(epsilon=epsilon, delta=delta, calibration=calibration,
+                                 sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice, release=proxy.release,
+                                 noise_by=noise_by, honest_owners=honest_owners)
+        data = ProxySteps(proxy, options, owners=owners).release()
+    PathTransport(outbox=[out_path]).send(PROXY, USER, data)
+    if ledger is not None and cost is not None:
+        spent = ledger.record(cost)
+        click.echo(f"privacy ledger {ledger.path}: {spent['releases']} releases, composed "
+                   f"({spent['epsilon']:.4g}, {spent['delta']:g})-DP ({spent['method']})")
+    p = proxy.privacy_
+    click.echo(f"wrote {out_path} ({len(data):,} bytes); ({p.epsilon:g}, {p.delta:.3g})-DP, sigma={p.sigma:.4g}; "
+               f"session recorded in {state / 'ledger.json'}")
+
+
+# ---------------------------------------------------------------------------
+# dpdpca user finish
+# ---------------------------------------------------------------------------
+
+@click.group("user")
+def user_group() -> None:
+    """Data user: check the signed counts, decrypt once and run PCA."""
+
+
+@user_group.command("reveal-count", hidden=True, context_settings={"ignore_unknown_options": True})
+@click.argument("ignored", nargs=-1, type=click.UNPROCESSED)
+def user_reveal_count_cmd(ignored: tuple[str, ...]) -> None:
+    """Retired: protocol version 1's count round (a decryption oracle)."""
+    raise ProtocolError("user reveal-count must not be used: the count round no longer exists (owners send "
+                        "their row counts in their signed shares, and the data user decrypts nothing for the "
+                        "proxy), got a count request")
+
+
+@user_group.command("finish")
+@click.option("--private", "private_path", required=True, type=click.Path(dir_okay=False))
+@owner_keys_option
+@click.option("--components", required=True, type=int)
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--ledger", "ledger_path", default=None, type=click.Path(dir_okay=False),
+              help="Release ledger (default: releases.json beside the private key).")
+@max_features_option
+@workers_option
+@proxy_client_options
+@click.option("--identity", "identity_path", default=None, type=click.Path(dir_okay=False),
+              help="With --proxy: the data user's identity file from 'dpdpca user identity'.")
+@click.argument("result", type=click.Path(dir_okay=False), required=False)
+def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: int, out_path: str,
+                    ledger_path: str | None, max_features: int, workers: int, proxy_url: str | None,
+                    ca_cert: str | None, token: str | None, identity_path: str | None, result: str | None) -> None:
+    """Check the owners' signed counts, decrypt R'' and v' (once per session), write the components (.npz).
+
+    RESULT is the proxy's result file; or, with ``--proxy``, the user waits
+    until the proxy service has released the result and fetches it.
+    """
+    from dpdpca._validation import check_int
+    from dpdpca.protocol.ledger import ReleaseLedger
+    from dpdpca.protocol.parties import DataUser
+    from dpdpca.protocol.roles import user_round
+    from dpdpca.protocol.transport import PathTransport
+
+    check_int("components", components, minimum=1)
+    if (result is None) == (proxy_url is None):
+        raise ParameterError(f"exactly one of RESULT and --proxy must be given, got result={result!r:.80} "
+                             f"proxy={proxy_url!r:.80}")
+    service = None
+    if proxy_url is not None:
+        from dpdpca.protocol.identity import OwnerIdentity
+
+        if identity_path is None:
+            raise ParameterError("--identity must be given with --proxy (dpdpca user identity), got none")
+        service = transport_from_options(proxy_url, OwnerIdentity.load(identity_path), ca_cert, token, user=True)
+    try:
+        sk, params = load_private(private_path)
+        keyring = load_owner_keys(owner_keys)
+        ledger = ReleaseLedger(ledger_path if ledger_path is not None else
+                               Path(private_path).parent / "releases.json")
+        with Pool(workers) as pool:
+            user = DataUser(sk, params, owner_keys=keyring, executor=pool, ledger=ledger, max_features=max_features)
+            res = user_round(user, service if service is not None else PathTransport(inbox=[str(result)],
+                                                                                     what="result"),
+                             n_components=components)
+    finally:
+        if service is not None:
+            service.close()
+    buf = io.BytesIO()
+    np.savez(buf, components=res.components, eigenvalues=res.eigenvalues,
+             privacy=np.array(json.dumps(res.privacy.to_dict())))
+    atomic_write_bytes(out_path, buf.getvalue())
+    n_rows = res.extra["n_rows"] if "n_rows" in res.extra else f"private (noisy {res.extra['n_rows_noisy']:.1f})"
+    click.echo(json.dumps({"components_shape": list(res.components.shape), "n_rows": n_rows,
+                           "privacy": res.privacy.to_dict(), "out": str(out_path)}, sort_keys=True))
+
+
+proxy_group.add_command(proxy_serve_cmd)
+user_group.add_command(user_identity_cmd)
