@@ -137,7 +137,7 @@ def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_
     from dpdpca.data import load_file
     from dpdpca.protocol.config import ReleaseOptions
     from dpdpca.protocol.identity import OwnerIdentity
-    from dpdpca.protocol.parties import DataOwner
+    from dpdpca.protocol.owner import DataOwner
     from dpdpca.protocol.roles import owner_round
     from dpdpca.protocol.transport import PathTransport
 
@@ -202,7 +202,7 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
                         release: str | None, max_features: int, workers: int, scheduler: str | None,
                         shares: tuple[str, ...]) -> None:
     """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json)."""
-    from dpdpca.protocol.parties import Proxy
+    from dpdpca.protocol.proxy import Proxy
     from dpdpca.protocol.roles import ProxySteps, collect_shares
     from dpdpca.protocol.transport import PathTransport
 
@@ -249,7 +249,7 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
     from dpdpca.protocol.ledger import ReleaseLedger
     from dpdpca.protocol.config import ReleaseOptions
     from dpdpca.protocol.params import check_noise_options
-    from dpdpca.protocol.parties import Proxy
+    from dpdpca.protocol.proxy import Proxy
     from dpdpca.protocol.roles import PROXY, USER, ProxySteps
     from dpdpca.protocol.transport import PathTransport
 
@@ -328,7 +328,7 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
     """
     from dpdpca._validation import check_int
     from dpdpca.protocol.ledger import ReleaseLedger
-    from dpdpca.protocol.parties import DataUser
+    from dpdpca.protocol.user import DataUser
     from dpdpca.protocol.roles import user_round
     from dpdpca.protocol.transport import PathTransport
 

@@ -47,7 +47,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,12 +55,13 @@ from typing import Any
 
 from dpdpca._io import atomic_write_bytes
 from dpdpca.errors import DpdpcaError, MessageError, ParameterError, ProtocolError
-from dpdpca.net.config import NoiseConfig
 from dpdpca.protocol.identity import OwnerKeyring, check_owner_id
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message
+from dpdpca.protocol.config import ReleaseOptions
 from dpdpca.protocol.params import ProtocolParams
-from dpdpca.protocol.parties import Proxy
+from dpdpca.protocol.proxy import Proxy
+from dpdpca.protocol.roles import ProxySteps
 
 __all__ = ["Collection", "Outcome", "Phase"]
 
@@ -118,7 +119,8 @@ class Collection:
     deadline : float or None
         Absolute unix time; or ``collection_seconds`` after the first start
         (persisted in ``state.json``, so a restart keeps it).
-    noise : NoiseConfig
+    noise : ReleaseOptions
+        The release and its DP options; default the add/remove release.
     release : {"on-close", "on-request"}
         Finish (mask, noise, release) as soon as the collection closes, or
         when the data user first asks for the result.
@@ -135,7 +137,7 @@ class Collection:
 
     def __init__(self, params: ProtocolParams, state_dir: str | os.PathLike[str], *,
                  owner_keys: OwnerKeyring, quorum: int, min_shares: int = 1, deadline: float | None = None,
-                 collection_seconds: float | None = None, noise: NoiseConfig | None = None,
+                 collection_seconds: float | None = None, noise: ReleaseOptions | None = None,
                  release: str = "on-close", executor: Executor | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.params = params
@@ -143,7 +145,7 @@ class Collection:
         self.owner_keys = owner_keys
         self.quorum = int(quorum)
         self.min_shares = int(min_shares)
-        self.noise = NoiseConfig() if noise is None else noise
+        self.noise = ReleaseOptions() if noise is None else noise
         if release not in ("on-close", "on-request"):
             raise ParameterError(f"release must be 'on-close' or 'on-request', got {release!r}")
         self.release = release
@@ -153,7 +155,7 @@ class Collection:
         self._broken: str | None = None
         (self.root / "shares").mkdir(parents=True, exist_ok=True)
         self.ledger = ReleaseLedger(self.root / "ledger.json")
-        self._proxy = self._new_proxy()
+        self._steps = self._new_steps()
         self._result: bytes | None = None
         state = self._read_state()
         if state is None:
@@ -170,9 +172,12 @@ class Collection:
         self._recover()
 
     # -- persistence -----------------------------------------------------------
-    def _new_proxy(self) -> Proxy:
-        return Proxy(self.params, self.owner_keys, quorum=self.min_shares, executor=self.executor, ledger=self.ledger,
-                     release=str(self.noise.release_mode))
+    def _new_steps(self, proxy: Proxy | None = None) -> ProxySteps:
+        """The proxy's steps (:mod:`dpdpca.protocol.roles`), the same every deployment drives."""
+        if proxy is None:
+            proxy = Proxy(self.params, self.owner_keys, quorum=self.min_shares, executor=self.executor,
+                          ledger=self.ledger, release=self.noise.mode)
+        return ProxySteps(proxy, self.noise)
 
     def _read_state(self) -> dict[str, Any] | None:
         path = self.root / "state.json"
@@ -199,8 +204,9 @@ class Collection:
         phase = Phase(self._state["phase"])
         result = self.root / "result.msg"
         if phase in (Phase.CLOSED, Phase.RELEASED, Phase.LOST):
-            self._proxy = Proxy.from_state(self.params, self.owner_keys, (self.root / "aggregate.msg").read_bytes(),
-                                           executor=self.executor, ledger=self.ledger)
+            self._steps = self._new_steps(Proxy.from_state(self.params, self.owner_keys,
+                                                           (self.root / "aggregate.msg").read_bytes(),
+                                                           executor=self.executor, ledger=self.ledger))
             if result.is_file():
                 self._result = result.read_bytes()
                 if phase is not Phase.RELEASED:  # killed between writing result.msg and state.json
@@ -211,7 +217,7 @@ class Collection:
         if phase is Phase.COLLECTING:
             for path in sorted((self.root / "shares").glob("*.msg"), key=lambda p: p.stat().st_mtime_ns):
                 try:
-                    self._proxy.receive_share(path.read_bytes())
+                    self._steps.accept(path.read_bytes())
                 except DpdpcaError:
                     path.unlink()  # validated before every acknowledgement: this one never was
             for tmp in (self.root / "shares").glob(".*.tmp"):
@@ -230,7 +236,7 @@ class Collection:
     def accepted(self) -> list[str]:
         """Owner ids of the accepted shares (the closed set once collection closed)."""
         if self.phase is Phase.COLLECTING:
-            return self._proxy.received
+            return self._steps.received
         return list(self._state.get("owners", []))
 
     def status(self) -> dict[str, Any]:
@@ -241,7 +247,7 @@ class Collection:
         """
         state = self._state
         phase = Phase(state["phase"])
-        accepted = len(self._proxy.received) if phase is Phase.COLLECTING else len(state.get("owners", []))
+        accepted = len(self._steps.received) if phase is Phase.COLLECTING else len(state.get("owners", []))
         return {"phase": phase.value, "accepted": accepted, "quorum": self.quorum, "n_rows": state.get("n_rows"),
                 "min_shares": self.min_shares, "expected": len(self.owner_keys),
                 "deadline_unix": float(state["deadline_unix"]), "session": self.params.session_id,
@@ -270,7 +276,7 @@ class Collection:
                 if msg.meta.get("owner_id") != owner_id or msg.sender != f"owner:{owner_id}":
                     return Outcome(403, "forbidden", f"share must be owner {owner_id}'s own, got sender "
                                                      f"{msg.sender!r}")
-                self._proxy.receive_share(data)
+                self._steps.accept(data)
             except DpdpcaError as exc:
                 return Outcome(400, "invalid", str(exc))
             try:
@@ -281,7 +287,7 @@ class Collection:
                 self._broken = f"proxy storage failed ({type(exc).__name__}); restart the service"
                 return Outcome(503, "unavailable", self._broken)
             return Outcome(201, "accepted", f"share of owner {owner_id} accepted "
-                                            f"({len(self._proxy.received)}/{self.quorum})")
+                                            f"({len(self._steps.received)}/{self.quorum})")
 
     def close_if_due(self) -> bool:
         """Close at the quorum or the deadline, then finish; True if the phase changed."""
@@ -294,15 +300,15 @@ class Collection:
     def _close_if_due_locked(self) -> bool:
         if self.phase is not Phase.COLLECTING or self._broken is not None:
             return False
-        n = len(self._proxy.received)
+        n = len(self._steps.received)
         if n < self.quorum and self.clock() < self.deadline:
             return False
         if n < self.min_shares:
-            self._write_state({**self._state, "phase": Phase.FAILED.value, "owners": self._proxy.received})
+            self._write_state({**self._state, "phase": Phase.FAILED.value, "owners": self._steps.received})
             return True
-        n_rows = self._proxy.close_collection()
-        durable_write(self.root / "aggregate.msg", self._proxy.state_bytes())
-        self._write_state({**self._state, "phase": Phase.CLOSED.value, "owners": self._proxy.owners_,
+        n_rows = self._steps.close()
+        durable_write(self.root / "aggregate.msg", self._steps.proxy.state_bytes())
+        self._write_state({**self._state, "phase": Phase.CLOSED.value, "owners": self._steps.proxy.owners_,
                            "n_rows": n_rows, "closed_unix": self.clock()})
         return True
 
@@ -311,7 +317,7 @@ class Collection:
         if self.phase is not Phase.CLOSED or self._result is not None or self._broken is not None:
             return False
         try:
-            result = self._proxy.finish(**self.noise.as_kwargs())
+            result = self._steps.release()
         except DpdpcaError as exc:  # e.g. an epsilon too small for the declared noise allowance
             self._broken = f"proxy finish failed: {exc}"
             return False

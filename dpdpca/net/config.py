@@ -24,6 +24,8 @@ Example (relative paths are resolved against the file's directory):
     calibration = "analytic"       # see dpdpca proxy finish
     sensitivity_mode = "rigorous"
     noise_lattice = "n-scaled"
+    release_mode = "add-remove"    # the default (as dpdpca run); "centred": the paper's masked release
+    noise_by = "proxy"             # or "owners" (add-remove only): the owners' shares carry the noise
 
     [user]
     verify_keys = "user.verify.json"   # from dpdpca user identity
@@ -49,47 +51,17 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.errors import MessageError, ParameterError
 from dpdpca.net.auth import USER, PartyKeys
 from dpdpca.protocol.identity import OwnerKeyring
-from dpdpca.protocol.params import check_noise_options, resolve_release
+from dpdpca.protocol.config import ReleaseOptions
 
 __all__ = ["NoiseConfig", "ServiceConfig", "load_config"]
 
 DEFAULT_MAX_BODY = 64 << 20
 
 
-@dataclass(frozen=True)
-class NoiseConfig:
-    """The proxy's DP options for :meth:`dpdpca.protocol.Proxy.finish`.
-
-    ``release_mode`` is the scatter release (:data:`dpdpca.dp.RELEASES`).  The
-    service keeps ``"centred"`` as its default for now (its owners send signed
-    counts); ``release_mode = "add-remove"`` in ``proxy.toml`` selects the
-    add/remove release, with ``noise_by`` and ``honest_owners``.
-    """
-
-    epsilon: float = 1.0
-    delta: float = 1e-5
-    calibration: str = "analytic"
-    sensitivity_mode: str = "rigorous"
-    noise_lattice: str = "n-scaled"
-    release_mode: str | None = "centred"
-    noise_by: str = "proxy"
-    honest_owners: int | None = None
-
-    def __post_init__(self) -> None:
-        eps, dl = check_noise_options(epsilon=self.epsilon, delta=self.delta, calibration=self.calibration,
-                                      sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice)
-        object.__setattr__(self, "epsilon", eps)
-        object.__setattr__(self, "delta", dl)
-        object.__setattr__(self, "release_mode", resolve_release(self.release_mode,
-                                                                 sensitivity_mode=self.sensitivity_mode,
-                                                                 noise_lattice=self.noise_lattice))
-
-    def as_kwargs(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"epsilon": self.epsilon, "delta": self.delta, "calibration": self.calibration,
-                               "sensitivity_mode": self.sensitivity_mode, "noise_lattice": self.noise_lattice}
-        if self.release_mode == "add-remove":
-            out.update(noise_by=self.noise_by, honest_owners=self.honest_owners)
-        return out
+#: The proxy's release options (:class:`dpdpca.protocol.config.ReleaseOptions`), by their service name.
+#: Without ``release_mode`` in ``proxy.toml`` the service makes the project's default release,
+#: add/remove (as ``dpdpca run``); ``release_mode = "centred"`` selects the paper's masked release.
+NoiseConfig = ReleaseOptions
 
 
 @dataclass(frozen=True)
@@ -116,7 +88,11 @@ class ServiceConfig:
     collection_seconds : float or None
         Or: seconds after the service first started on ``state_dir``
         (persisted, so a restart keeps the original deadline).
-    noise : NoiseConfig
+    noise : ReleaseOptions
+        The release and its DP options (``proxy.toml``: ``release_mode``,
+        ``epsilon``, ``delta``, ``calibration``, ``sensitivity_mode``,
+        ``noise_lattice``, ``noise_by``, ``honest_owners``); default the
+        add/remove release.
     release : {"on-close", "on-request"}
         When the proxy finishes (see :class:`dpdpca.net.collection.Collection`).
     max_body_bytes : int
@@ -136,7 +112,7 @@ class ServiceConfig:
     min_shares: int = 1
     deadline: float | None = None
     collection_seconds: float | None = None
-    noise: NoiseConfig = NoiseConfig()
+    noise: ReleaseOptions = ReleaseOptions()
     release: str = "on-close"
     max_body_bytes: int = DEFAULT_MAX_BODY
     host: str = "127.0.0.1"
@@ -222,9 +198,10 @@ def load_config(path: str | Path) -> ServiceConfig:
     if "token" in user:
         tokens[USER] = _token(user["token"], "user.token")
 
-    noise = NoiseConfig(**{k: proto[k] for k in ("epsilon", "delta", "calibration", "sensitivity_mode",
-                                                    "noise_lattice", "release_mode", "noise_by", "honest_owners")
-                           if k in proto})
+    names = {"epsilon": "epsilon", "delta": "delta", "calibration": "calibration",
+             "sensitivity_mode": "sensitivity_mode", "noise_lattice": "noise_lattice", "release_mode": "release",
+             "noise_by": "noise_by", "honest_owners": "honest_owners"}
+    noise = ReleaseOptions(**{names[k]: proto[k] for k in names if k in proto})
     try:
         return ServiceConfig(
             public_path=base / str(proto["public"]), state_dir=base / str(server.get("state_dir", "proxy-state")),

@@ -64,10 +64,12 @@ def write_proxy_toml(path: str | os.PathLike[str], *, public: str | os.PathLike[
                      state_dir: str | os.PathLike[str], quorum: int | None = None, min_shares: int = 1,
                      collection_seconds: float = 3600.0, epsilon: float = 1.0, delta: float = 1e-5,
                      max_body_bytes: int | None = None, tokens: Mapping[str, str] | None = None,
-                     release: str = "on-close") -> Path:
+                     release: str = "on-close", release_mode: str | None = None) -> Path:
     """Write a ``proxy.toml`` (absolute paths) and the verify-key files it names, beside it.
 
-    ``tokens`` maps owner ids (and ``"user"``) to bearer tokens.
+    ``tokens`` maps owner ids (and ``"user"``) to bearer tokens; ``release``
+    is when the proxy finishes, ``release_mode`` which release it makes
+    (None: the default, add/remove).
     """
     target = Path(path)
     owners_file, user_file = target.parent / "owners.verify.json", target.parent / "user.verify.json"
@@ -82,8 +84,10 @@ def write_proxy_toml(path: str | os.PathLike[str], *, public: str | os.PathLike[
     lines += ["", "[protocol]", f'public = "{Path(public).resolve()}"', f'owner_keys = ["{owners_file.resolve()}"]',
               f"quorum = {len(owners) if quorum is None else int(quorum)}", f"min_shares = {int(min_shares)}",
               f"collection_seconds = {float(collection_seconds)}", f"epsilon = {float(epsilon)}",
-              f"delta = {float(delta)}", f'release = "{release}"', "", "[user]",
-              f'verify_keys = "{user_file.resolve()}"']
+              f"delta = {float(delta)}", f'release = "{release}"']
+    if release_mode is not None:
+        lines.append(f'release_mode = "{release_mode}"')
+    lines += ["", "[user]", f'verify_keys = "{user_file.resolve()}"']
     if USER in tokens:
         lines.append(f'token = "{tokens.pop(USER)}"')
     if tokens:

@@ -38,11 +38,13 @@ from dpdpca.errors import DpdpcaError, ProtocolError
 from dpdpca.linalg import pack_upper
 from dpdpca.protocol.config import ReleaseOptions
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+from dpdpca.protocol.owner import DataOwner
 from dpdpca.protocol.params import ProtocolParams
-from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
+from dpdpca.protocol.proxy import Proxy
 from dpdpca.protocol.roles import PROXY, USER, ProxySteps, Tick, owner_round, proxy_round, user_round
 from dpdpca.protocol.rounds import ProtocolRun, assemble_run
 from dpdpca.protocol.transport import PipeTransport, Transport
+from dpdpca.protocol.user import DataUser
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 

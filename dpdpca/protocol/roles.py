@@ -25,8 +25,10 @@ from typing import Any, Callable
 
 from dpdpca.errors import ProtocolError
 from dpdpca.protocol.config import ReleaseOptions
-from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
+from dpdpca.protocol.owner import DataOwner
+from dpdpca.protocol.proxy import Proxy
 from dpdpca.protocol.transport import Transport
+from dpdpca.protocol.user import DataUser
 from dpdpca.result import PCAResult
 
 __all__ = ["PROXY", "USER", "Tick", "owner_round", "ProxySteps", "proxy_round", "collect_shares",

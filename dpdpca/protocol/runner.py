@@ -29,11 +29,13 @@ from dpdpca.data import check_partitions
 from dpdpca.errors import DataError, OverflowRiskError, ParameterError
 from dpdpca.protocol.config import ProtocolOptions
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+from dpdpca.protocol.owner import DataOwner
 from dpdpca.protocol.params import check_release_options
-from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
+from dpdpca.protocol.proxy import Proxy
 from dpdpca.protocol.roles import ProxySteps, collect_shares, owner_round, proxy_round, user_round
 from dpdpca.protocol.rounds import ProtocolRun, assemble_run, reference_scatter_int
 from dpdpca.protocol.transport import InProcessTransport
+from dpdpca.protocol.user import DataUser
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 

@@ -49,7 +49,8 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
     url = f"https://127.0.0.1:{port}"
     # The proxy finishes when the user asks, so the kill below lands between collection and finish.
     config = write_proxy_toml(tmp_path / "proxy.toml", public=keys / "public.json", owners=owners, user=user,
-                              tls=tls, port=port, state_dir=tmp_path / "state", release="on-request")
+                              tls=tls, port=port, state_dir=tmp_path / "state", release="on-request",
+                              release_mode="centred")  # its status shows N, which the centred release makes public
     for oid, n in rows.items():
         np.savetxt(tmp_path / f"{oid}.csv", rows_for(int(oid), n=n, d=4), delimiter=",")
     watcher = ProxyClient(url, user, "user", ca_cert=tls.ca_cert)
@@ -58,7 +59,7 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
     def share(oid: str) -> subprocess.Popen:
         return _cli("owner", "share", "--public", str(keys / "public.json"), "--identity",
                     str(ids / f"{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.csv"), "--insecure-test-key",
-                    "--release", "centred",  # the service's default release
+                    "--release", "centred",  # the release this service is configured for
                     "--proxy", url, "--ca-cert", str(tls.ca_cert))
     try:
         for proc in [share(oid) for oid in rows]:
@@ -108,7 +109,7 @@ def test_two_hundred_owners_at_once_are_each_counted_once(tmp_path, net_keypair,
     port = free_port()
     url = f"https://127.0.0.1:{port}"
     config = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json", owners=owners, user=user,
-                              tls=tls, port=port, state_dir=tmp_path / "state")
+                              tls=tls, port=port, state_dir=tmp_path / "state", release_mode="centred")
     shares = {oid: DataOwner(params, owners[oid], insecure_test_key=True).share(rows_for(int(oid), n=n_rows, d=2))
               for oid in ids}
     retried = ids[::4]  # 50 owners send twice, at the same time as everyone else

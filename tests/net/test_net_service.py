@@ -18,7 +18,7 @@ from dpdpca.net.auth import PartyKeys, sign_headers
 from dpdpca.net.client import ProxyClient, ProxyRefused
 from dpdpca.net.collection import Collection
 from dpdpca.net.config import NoiseConfig
-from dpdpca.protocol import DataUser
+from dpdpca.protocol import DataOwner, DataUser
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 
 OWNERS = ["1", "2", "3"]
@@ -29,10 +29,12 @@ def _keys(identities, *, tokens: dict[str, str] | None = None) -> PartyKeys:
     return PartyKeys(owners, OwnerKeyring.from_identities([identities["user"]]), tokens)
 
 
-def _service(tmp_path, params, identities, *, clock=None, quorum=3, min_shares=1, max_body=1 << 20, tokens=None):
+def _service(tmp_path, params, identities, *, clock=None, quorum=3, min_shares=1, max_body=1 << 20, tokens=None,
+             noise=None):
     owners = OwnerKeyring.from_identities([identities[o] for o in OWNERS])
+    noise = NoiseConfig(epsilon=1.0, delta=1e-5, release="centred") if noise is None else noise  # the fixture shares
     coll = Collection(params, tmp_path / "state", owner_keys=owners, quorum=quorum, min_shares=min_shares,
-                      collection_seconds=60.0, noise=NoiseConfig(epsilon=1.0, delta=1e-5),
+                      collection_seconds=60.0, noise=noise,
                       **({"clock": clock} if clock is not None else {}))
     return coll, create_app(coll, _keys(identities, tokens=tokens), max_body_bytes=max_body)
 
@@ -57,6 +59,37 @@ def _user_finish(tc, identities, params, keypair, owner_keyring, k=2):
     result = c.result()
     user = DataUser(keypair[1], params, owner_keys=owner_keyring)
     return user, result, user.finish(result, n_components=k)
+
+
+def test_the_service_default_is_the_add_remove_release_end_to_end(tmp_path, net_params, net_keypair, identities,
+                                                                  shares, owner_keyring, rows_for):
+    """Owners and the user run their role steps over the service (ServiceTransport), as over any transport."""
+    from dpdpca.net.client import ServiceTransport
+    from dpdpca.protocol.roles import owner_round, user_round
+
+    assert NoiseConfig().mode == "add-remove"  # the project's default release, as dpdpca run
+    coll, app = _service(tmp_path, net_params, identities, noise=NoiseConfig(epsilon=2.0, delta=1e-5))
+    rows = {oid: rows_for(40 + int(oid), n=20, d=3) for oid in OWNERS}
+    with TestClient(app) as tc:
+        with pytest.raises(ProxyRefused, match="400 invalid.*release must be 'add-remove'"):
+            _client(tc, identities["1"]).post_share("1", shares["1"][0])  # a centred share
+        for oid in OWNERS:
+            owner = DataOwner(net_params, identities[oid], insecure_test_key=True, release="add-remove")
+            net = ServiceTransport(_client(tc, identities[oid]))
+            owner_round(owner, rows[oid], net)
+            assert net.answer["status"] == "accepted" and net.bytes_sent[f"owner:{oid}"] > 0
+        assert _client(tc, identities["user"]).status()["n_rows"] is None  # N is private under add/remove
+        user = DataUser(net_keypair[1], net_params, owner_keys=owner_keyring)
+        res = user_round(user, ServiceTransport(_client(tc, identities["user"]), timeout_s=30), n_components=2)
+    assert coll.phase.value == "released"
+    assert res.extra["release"] == "add-remove" and res.privacy.neighbouring != "replace-one"
+    assert sorted(res.extra["owners"]) == OWNERS and res.components.shape == (3, 2)
+    # The noisy N is the 60 rows plus discrete Gaussian noise at this epsilon (a few rows at most).
+    assert abs(user.n_noisy_ - 60) < 10
+    # The user's decrypted sum v is the owners' pooled v plus noise of the same small size.
+    frac = net_params.frac_bits
+    v_true = sum(np.trunc(r * (1 << frac)).sum(axis=0) for r in rows.values())
+    assert np.max(np.abs(np.array(user.noisy_blocks_["v"], dtype=float) - v_true)) / (1 << frac) < 10
 
 
 def test_three_owners_and_the_user_over_the_asgi_client(tmp_path, net_params, net_keypair, identities, shares,

@@ -1,0 +1,202 @@
+"""The data owner: clip, quantize, exact scatter share, encrypt, sign (Wang & Chang, Sec. IV-B eq. 8).
+
+Its one step is :meth:`DataOwner.share`; :func:`dpdpca.protocol.roles.owner_round`
+sends the result to the proxy over any transport.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dpdpca._validation import check_data_matrix, param_error
+from dpdpca.crypto import PublicKey, encrypt, upper_triangle_flatten
+from dpdpca.crypto.compute import EngineLike
+from dpdpca.crypto.keys import MIN_SECURE_BITS, derive_hs
+from dpdpca.data import clip_rows
+from dpdpca.dp import DistributedCalibration
+from dpdpca.dp.release import check_release
+from dpdpca.errors import DataError, InsecureKeyError, OverflowRiskError, ProtocolError
+from dpdpca.protocol import add_remove
+from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
+from dpdpca.protocol.identity import OwnerIdentity
+from dpdpca.protocol.layout import share_chunks
+from dpdpca.protocol.messages import Message, MessageType
+from dpdpca.protocol.params import ProtocolParams
+from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
+from dpdpca.protocol.sections import share_sections
+from dpdpca.timing import Timings
+
+__all__ = ["DataOwner"]
+
+
+class DataOwner:
+    """Data owner l: clips, quantizes, encrypts and signs its scatter share.
+
+    Parameters
+    ----------
+    params : ProtocolParams
+        The public parameters (key, layout, declared bounds).
+    identity : OwnerIdentity
+        The owner's id and Ed25519 signing key; the proxy and the data user
+        list its verify key.
+    clip : bool
+        True: rows are clipped to L2 norm <= 1 with the public rule
+        :func:`dpdpca.data.clip_rows`; False: a row of norm > 1 raises.
+    executor : Executor, compute engine, distributed.Client or None
+        Runs the encryption batches (e.g. :func:`dpdpca.crypto.local_process_pool`).
+    insecure_test_key : bool
+        The owner's own policy: encrypt under a key below 2048 bits only if
+        True.  Never read from the public parameters (the data user writes
+        those).
+    release : {"centred", "add-remove"}
+        ``"add-remove"`` (:mod:`dpdpca.protocol.add_remove`): N is private, so
+        it travels encrypted at scale 2^(2f) and the signed statement carries
+        no count.
+    noise : DistributedCalibration or None
+        With ``release="add-remove"``: this owner's share of the distributed
+        noise (``--noise-by owners``), added before encrypting.
+    record_noise_for_testing : bool
+        Keep the drawn noise share in ``noise_blocks_for_testing_`` (tests only).
+
+    Attributes
+    ----------
+    rows_clipped_ : int
+        Rows shrunk by the clipping rule (reported locally, never sent).
+    n_rows_ : int
+    timings_ : Timings
+
+    Raises
+    ------
+    InsecureKeyError
+        The data user's key is below 2048 bits and ``insecure_test_key`` is False.
+    """
+
+    def __init__(self, params: ProtocolParams, identity: OwnerIdentity, *, clip: bool = True,
+                 executor: EngineLike = None, insecure_test_key: bool = False, release: str = "centred",
+                 noise: DistributedCalibration | None = None, record_noise_for_testing: bool = False) -> None:
+        if not isinstance(identity, OwnerIdentity):
+            raise ProtocolError(f"identity must be an OwnerIdentity (the owner's signing key), "
+                                f"got {type(identity).__name__}")
+        bits = int(params.public_key.bits)
+        if bits < MIN_SECURE_BITS and not insecure_test_key:
+            raise InsecureKeyError(f"data user's key bits must be >= {MIN_SECURE_BITS} for an owner to encrypt "
+                                   f"(the owner may pass insecure_test_key=True, CLI --insecure-test-key), got {bits}")
+        self.params = params
+        # The owner's own DJN base hs = -x^(2n), x drawn here: never the hs in public.json, which
+        # the data user chose (hs = 1 would make every ciphertext 1 + m n, readable by anyone).
+        self.public_key = PublicKey(int(params.public_key.n), derive_hs(int(params.public_key.n)),
+                                    insecure_test_key=True)  # the size policy was checked just above
+        self.identity = identity
+        self.owner_id = identity.owner_id
+        self.clip = bool(clip)
+        self.executor = executor
+        self.party = f"owner:{self.owner_id}"
+        self.timings_ = Timings()
+        self.release = check_release(release)
+        if noise is not None and self.release != "add-remove":
+            raise param_error("noise", "None unless release is 'add-remove'", type(noise).__name__)
+        self.noise = noise
+        self.record_noise_for_testing = bool(record_noise_for_testing)
+
+    def prepare(self, X: Any) -> np.ndarray:
+        """Validate, clip (or check) and quantize: integer rows of shape (n, d).
+
+        Raises
+        ------
+        DataError
+            NaN/inf, empty, not 2-D, or (with ``clip=False``) a row of norm > 1.
+        OverflowRiskError
+            More rows than the declared ``max_rows_per_owner``.
+        """
+        name = f"owner {self.owner_id} data"
+        arr = check_data_matrix(name, X)
+        n_rows = arr.shape[0]
+        if n_rows > self.params.max_rows_per_owner:
+            raise OverflowRiskError(f"rows per owner must be <= max_rows_per_owner="
+                                    f"{self.params.max_rows_per_owner} (declared slot width), "
+                                    f"got {n_rows} for owner {self.owner_id}")
+        if self.clip:
+            arr, self.rows_clipped_ = clip_rows(arr, max_norm=1.0)
+        else:
+            norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
+            if np.any(norms > 1.0):
+                bad = int(np.argmax(norms > 1.0))
+                raise DataError(f"rows must have L2 norm <= 1 with clipping off (--no-clip), "
+                                f"got norm {float(norms[bad])!r} in row {bad} of owner {self.owner_id}")
+            self.rows_clipped_ = 0
+        self.n_rows_ = n_rows
+        return quantize_rows(arr, self.params.frac_bits)
+
+    def share(self, X: Any) -> bytes:
+        """Round 1: the encrypted share ``E[R^l]``, ``E[v^l]`` and the signed count ``N^l`` as one message.
+
+        ``R^l`` is sent as its packed, row-aligned upper triangle.  For the
+        centred release ``v^l`` goes twice, as d single-slot ciphertexts and as
+        d windows ``W_a = v[a : min(a + slots, d)]`` (the proxy needs both
+        shapes for ``v b^T + b v^T``); the add/remove release has no mask, so
+        ``v^l`` goes once as ``ceil(d / slots)`` packed tiles, with
+        ``E[N^l 2^2f]`` (:func:`dpdpca.protocol.layout.share_chunks`).  Declared bounds are the public ones, never the
+        data's.  ``N^l`` travels in the clear inside a
+        :class:`~dpdpca.protocol.counts.ShareStatement` signed by the owner,
+        which also covers the session, the key, d and the ciphertexts' SHA-256.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, d)
+
+        Returns
+        -------
+        bytes
+            An ``OWNER_SHARE`` message.
+
+        References
+        ----------
+        Wang & Chang, Sec. IV-B eq. (8) and IV-C step 2.
+        """
+        with self.timings_.measure(self.party, "quantize"):
+            Xq = self.prepare(X)
+            R, v, n = exact_scatter_share(Xq, self.params.frac_bits)
+        d = Xq.shape[1]
+        p = self.params
+        layout = p.layout
+        bounds = p.share_bounds(self.release)
+        r_upper: Any = upper_triangle_flatten(R)
+        v_list = [int(x) for x in v]
+        n_sent: int | None = int(n)
+        if self.release == "add-remove":
+            with self.timings_.measure(self.party, "noise"):
+                noise = None if self.noise is None else add_remove.owner_noise(self.noise, p)
+                if self.record_noise_for_testing:
+                    self.noise_blocks_for_testing_ = noise
+                r_upper, v_list, n_scaled = add_remove.add_block_noise(r_upper, v_list, int(n) << (2 * p.frac_bits),
+                                                                       noise)
+            n_sent = None  # N is private under add/remove-one: no count in the clear
+        values = {"R": r_upper, "v": v_list}
+        if self.release == "add-remove":
+            values["N"] = [n_scaled]
+        else:
+            values["vwin"] = [x for a in range(d) for x in v_list[a:a + layout.slots]]
+        shapes = share_chunks(self.release, d, layout.slots)
+        with self.timings_.measure(self.party, "encrypt"):
+            if self.executor is None:  # size the one fixed-base table for every ciphertext of the share
+                self.public_key.djn_table(sum(len(c) for c in shapes.values()))
+            encrypted = {name: encrypt(self.public_key, values[name], layout=layout,
+                                       bound=bounds["v" if name == "vwin" else name], chunks=chunks,
+                                       executor=self.executor)
+                         for name, chunks in shapes.items()}
+            self.public_key.drop_table()  # one share per owner and session: free the table now
+        with self.timings_.measure(self.party, "serialize"):
+            sections = {name: arr.to_bytes() for name, arr in encrypted.items()}
+            statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
+                                            d=d, n_rows=n_sent,
+                                            ciphertext_sha256=ciphertext_digest(sections, share_sections(self.release)))
+            meta: dict[str, Any] = {"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
+                                    "declared_bounds": {k: str(b) for k, b in bounds.items()}}
+            if self.release == "add-remove":
+                meta["release"] = self.release
+            msg = Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, self.party, meta=meta,
+                          sections=sections)
+            data = msg.to_bytes()
+        return data

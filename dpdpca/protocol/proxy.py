@@ -1,0 +1,484 @@
+"""The honest-but-curious proxy: verify and aggregate shares, mask, add DP noise under encryption, release once.
+
+Its steps are :meth:`Proxy.receive_share`, :meth:`Proxy.close_collection`
+(Wang & Chang, Alg. 1 lines 2-4; N is the sum of the signed counts) and
+:meth:`Proxy.finish` (lines 6-11, or :meth:`Proxy.finish_add_remove`);
+:class:`dpdpca.protocol.roles.ProxySteps` drives them for every deployment.
+It never holds the secret key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca.crypto import EncryptedArray, scalars_times_packed, sum_arrays
+from dpdpca.crypto.compute import EngineLike
+from dpdpca.crypto.randomizers import RandomizerPool
+from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, calibrate_add_remove, calibrate_distributed
+from dpdpca.dp.release import check_release
+from dpdpca.errors import AuthenticationError, DataError, MessageError, OverflowRiskError, ProtocolError
+from dpdpca.protocol import add_remove
+from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements, ciphertext_digest
+from dpdpca.protocol.identity import OwnerKeyring
+from dpdpca.protocol.layout import release_ciphertext_count, row_chunk_spans
+from dpdpca.protocol.ledger import ReleaseLedger
+from dpdpca.protocol.masking import draw_mask, mask_bound
+from dpdpca.protocol.messages import Message, MessageType, check_owner_id
+from dpdpca.protocol.notes import centred_report
+from dpdpca.protocol.params import (DEFAULT_MAX_FEATURES, ProtocolParams, check_features, check_noise_options,
+                                    check_release_options, integer_noise_sensitivity)
+from dpdpca.protocol.sections import ciphertext_fingerprints, load_share_arrays, share_sections
+from dpdpca.timing import Timings
+
+__all__ = ["Proxy"]
+
+
+class Proxy:
+    """The honest-but-curious proxy: aggregates, masks and adds DP noise.
+
+    It is built from the *public* parameters only; it never holds the secret
+    key (``tests/protocol`` walks its attributes to check).
+
+    Parameters
+    ----------
+    params : ProtocolParams
+    owner_keys : OwnerKeyring
+        The owners allowed to send a share, with their Ed25519 verify keys.
+        Unsigned shares and unknown signers are refused.
+    quorum : int or None
+        Minimum number of shares to proceed; default every listed owner.
+    executor : Executor, compute engine, distributed.Client or None
+        Runs the homomorphic batches.
+    ledger : ReleaseLedger or None
+        Where the one release of the session is recorded; default in memory.
+        The file CLI keeps it in the proxy's state directory.
+    max_features : int
+        Largest d accepted from a share (checked before any allocation).
+    record_noise_for_testing : bool
+        Keep the drawn noise in ``noise_for_testing_`` (the upper triangle of
+        G'' as added to R'').  Test and ``--verify`` hook only; a real proxy
+        must not disclose it to the data user.
+    release : {"centred", "add-remove"}
+        Which release the owners' shares are for (:mod:`dpdpca.protocol.add_remove`).
+
+    Attributes
+    ----------
+    owners_ : list of str
+        Owners in the aggregate, in arrival order (after :meth:`close_collection`).
+    n_ : int
+        ``N``, the sum of their signed counts.
+    statements_ : list of ShareStatement
+        Their signed statements, forwarded to the data user.
+    """
+
+    def __init__(self, params: ProtocolParams, owner_keys: OwnerKeyring, *, quorum: int | None = None,
+                 executor: EngineLike = None, ledger: ReleaseLedger | None = None,
+                 max_features: int = DEFAULT_MAX_FEATURES, record_noise_for_testing: bool = False,
+                 release: str = "centred") -> None:
+        if not isinstance(owner_keys, OwnerKeyring) or len(owner_keys) == 0:
+            raise ProtocolError(f"owner_keys must be a non-empty OwnerKeyring (the owners' verify keys), "
+                                f"got {type(owner_keys).__name__}")
+        self.params = params
+        self.owner_keys = owner_keys
+        self.quorum = len(owner_keys) if quorum is None else check_int("quorum", quorum, minimum=1,
+                                                                        maximum=params.max_owners)
+        if self.quorum > len(owner_keys):
+            raise param_error("quorum", f"<= the number of listed owners ({len(owner_keys)})", quorum)
+        self.executor = executor
+        self.ledger = ReleaseLedger() if ledger is None else ledger
+        self.max_features = check_int("max_features", max_features, minimum=1)
+        self.record_noise_for_testing = bool(record_noise_for_testing)
+        self.release = check_release(release)
+        self.timings_ = Timings()
+        self.party = "proxy"
+        self.d: int | None = None
+        self._shares: dict[str, dict[str, EncryptedArray]] = {}
+        self._statements: dict[str, ShareStatement] = {}
+        self._seen: set[bytes] = set()
+        self._aggregate: dict[str, EncryptedArray] | None = None
+        self.owners_: list[str] = []
+        self.statements_: list[ShareStatement] = []
+        self.n_: int | None = None
+        self._randomizers = RandomizerPool(params.public_key)
+        self._prepared = False
+
+    # -- round 1 ------------------------------------------------------------
+    def receive_share(self, data: bytes) -> str:
+        """Accept one owner's signed share; return its owner id.
+
+        Raises
+        ------
+        MessageError
+            Truncated or tampered bytes, a layout, bound or section size that
+            is not the public one for the declared d.
+        KeyMismatchError
+            A share under another key.
+        AuthenticationError
+            No valid signature by a listed owner over this session, key,
+            owner id, d, count and these ciphertexts.
+        ProtocolError
+            A duplicate owner id, a ciphertext already received in another
+            share (a replay under a new id), another session, or a share
+            arriving after the collection closed (late).
+        OverflowRiskError
+            More owners than ``max_owners`` (the declared slot width).
+        DataError
+            An owner with a different number of features d, or d above ``max_features``.
+        """
+        p = self.params
+        msg = Message.from_bytes(data).expect(MessageType.OWNER_SHARE, session=p.session_id,
+                                              key_fingerprint=p.key_fingerprint)
+        owner = check_owner_id(msg.meta.get("owner_id"))
+        if msg.sender != f"owner:{owner}":
+            raise ProtocolError(f"share sender must be owner:{owner}, got {msg.sender!r:.80}")
+        if self._aggregate is not None:
+            raise ProtocolError(f"share of owner {owner} must arrive before the collection closes, got it late")
+        if owner in self._shares:
+            raise ProtocolError(f"owner id must be unique, got a duplicate or replayed share from owner {owner!r}")
+        if owner not in self.owner_keys:
+            raise AuthenticationError(f"share signer must be a listed owner, got {owner!r}")
+        if len(self._shares) >= p.max_owners:
+            raise OverflowRiskError(f"owners must be <= max_owners={p.max_owners} (the declared slot width), "
+                                    f"got share number {len(self._shares) + 1}")
+        d = check_features(msg.meta_int("d", minimum=1), self.max_features)
+        if self.d is not None and d != self.d:
+            raise DataError(f"owners must all have d={self.d} features, got d={d} from owner {owner!r}")
+        if msg.meta.get("release", "centred") != self.release:
+            raise MessageError(f"share release must be {self.release!r}, got {str(msg.meta.get('release'))[:40]!r}")
+        declared = {k: str(b) for k, b in p.share_bounds(self.release).items()}
+        if msg.meta.get("declared_bounds") != declared:
+            raise MessageError(f"share declared_bounds must be the public {declared}, "
+                               f"got {str(msg.meta.get('declared_bounds'))[:200]}")
+        statement = ShareStatement.from_json(msg.meta.get("statement"))
+        if statement.owner_id != owner or statement.d != d:
+            raise AuthenticationError(f"share statement must be for owner {owner!r} and d={d}, "
+                                      f"got owner {statement.owner_id!r} and d={statement.d}")
+        if statement.ciphertext_sha256 != ciphertext_digest(msg.sections, share_sections(self.release)):
+            raise AuthenticationError(f"share statement of owner {owner!r} must cover these ciphertexts, "
+                                      f"got another digest")
+        if self.release == "add-remove":
+            check_statements([statement.to_json()], self.owner_keys, session=p.session_id,
+                             key_fingerprint=p.key_fingerprint, d=d, max_owners=1, counted=False)
+        else:
+            check_counts([statement.to_json()], self.owner_keys, session=p.session_id,
+                         key_fingerprint=p.key_fingerprint, d=d, max_owners=1,
+                         max_rows_per_owner=p.max_rows_per_owner)
+        share = load_share_arrays(msg, p, d, owners=1, release=self.release)
+        fingerprints = ciphertext_fingerprints(share)
+        if not self._seen.isdisjoint(fingerprints):
+            raise ProtocolError(f"ciphertexts must be fresh, got owner {owner!r} resending ciphertexts already "
+                                f"received in another share (a replay)")
+        self._seen |= fingerprints
+        self.d = d
+        self._shares[owner] = share
+        self._statements[owner] = statement
+        self.prepare(d)
+        return owner
+
+    def prepare(self, d: int) -> None:
+        """Start computing the release's rerandomizers ``r^n`` while the collection is open.
+
+        They depend on the key and d only (:func:`release_ciphertext_count`),
+        so a background thread makes them while owners are still encrypting;
+        :meth:`finish` then takes them off its critical path.  Called on the
+        first accepted share; a launcher that knows d earlier may call it
+        sooner.  Idempotent.
+        """
+        if self._prepared:
+            return
+        d = check_features(check_int("d", d, minimum=1), self.max_features)
+        v_slots = None if self.release == "add-remove" else self.params.v2_layout.slots
+        self._randomizers.fill(release_ciphertext_count(self.release, d, self.params.layout.slots, v_slots))
+        self._prepared = True
+
+    def _rerandomize(self, *arrays: EncryptedArray) -> list[EncryptedArray]:
+        """Multiply every outgoing ciphertext by a fresh ``r^n`` (ready ones from :meth:`prepare` first)."""
+        ready = self._randomizers.take_ready(sum(len(a.ciphertexts) for a in arrays))
+        self._randomizers.close()
+        self.timings_.add(self.party, "precompute", self._randomizers.cpu_s)
+        out = []
+        for a in arrays:
+            mine, ready = ready[:len(a.ciphertexts)], ready[len(a.ciphertexts):]
+            out.append(a.rerandomize(method="standard", executor=self.executor, factors=mine))
+        return out
+
+    @property
+    def received(self) -> list[str]:
+        """Owner ids whose shares were accepted, in arrival order."""
+        return list(self._shares)
+
+    def close_collection(self) -> int | None:
+        """Aggregate (Alg. 1 lines 2-4); return N, the sum of the accepted owners' signed counts.
+
+        None for the add/remove release (N is private and travels encrypted).
+
+        Late or missing owners are simply not in the aggregate.
+
+        Raises
+        ------
+        ProtocolError
+            Fewer shares than the quorum, or called twice.
+        DataError
+            Fewer than 2 rows in total (the centred scatter is then identically 0).
+        """
+        if self._aggregate is not None:
+            raise ProtocolError("close_collection must be called once, got a second call")
+        if len(self._shares) < self.quorum:
+            raise ProtocolError(f"shares must reach the quorum of {self.quorum}, got {len(self._shares)}")
+        n = None
+        if self.release != "add-remove":
+            n = sum(int(st.n_rows or 0) for st in self._statements.values())
+            if n < 2:
+                raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {n}")
+        with self.timings_.measure(self.party, "aggregate"):
+            shares = list(self._shares.values())
+            self._aggregate = {key: sum_arrays([s[key] for s in shares], executor=self.executor)
+                               for key in share_sections(self.release)}
+            self.owners_ = list(self._shares)
+            self.statements_ = [self._statements[o] for o in self.owners_]
+            self.n_ = n
+            self._shares.clear()  # individual shares are no longer needed
+            self._seen.clear()
+        return n
+
+    # -- the file CLI keeps the aggregate between two invocations ----------------
+    def state_bytes(self) -> bytes:
+        """The aggregated ciphertexts and signed counts as a ``PROXY_STATE`` message (file CLI)."""
+        if self._aggregate is None:
+            raise ProtocolError("state_bytes needs a closed collection, got none")
+        p = self.params
+        return Message(MessageType.PROXY_STATE, p.session_id, p.key_fingerprint, self.party,
+                       meta={"owners": self.owners_, "d": self.d, "release": self.release,
+                             "statements": [st.to_json() for st in self.statements_]},
+                       sections={k: a.to_bytes() for k, a in self._aggregate.items()}).to_bytes()
+
+    @classmethod
+    def from_state(cls, params: ProtocolParams, owner_keys: OwnerKeyring, data: bytes, *,
+                   executor: EngineLike = None, ledger: ReleaseLedger | None = None,
+                   max_features: int = DEFAULT_MAX_FEATURES) -> "Proxy":
+        """Rebuild a proxy whose collection is closed from :meth:`state_bytes`; re-checks every signature."""
+        msg = Message.from_bytes(data).expect(MessageType.PROXY_STATE, session=params.session_id,
+                                              key_fingerprint=params.key_fingerprint)
+        d = check_features(msg.meta_int("d", minimum=1), max_features)
+        release = check_release(str(msg.meta.get("release", "centred")))
+        n: int | None = None
+        if release == "add-remove":
+            statements = check_statements(msg.meta.get("statements"), owner_keys, session=params.session_id,
+                                          key_fingerprint=params.key_fingerprint, d=d,
+                                          max_owners=params.max_owners, counted=False)
+        else:
+            statements, n = check_counts(msg.meta.get("statements"), owner_keys, session=params.session_id,
+                                         key_fingerprint=params.key_fingerprint, d=d, max_owners=params.max_owners,
+                                         max_rows_per_owner=params.max_rows_per_owner)
+        owners = [st.owner_id for st in statements]
+        if msg.meta.get("owners") != owners:
+            raise MessageError(f"proxy state owners must be those of its statements {owners}, "
+                               f"got {str(msg.meta.get('owners'))[:200]}")
+        proxy = cls(params, owner_keys, quorum=1, executor=executor, ledger=ledger, max_features=max_features,
+                    release=release)
+        proxy._aggregate = load_share_arrays(msg, params, d, owners=len(owners), release=release)
+        proxy.owners_, proxy.d, proxy.statements_, proxy.n_ = owners, d, statements, n
+        return proxy
+
+    # -- round 4 ------------------------------------------------------------
+    def finish(self, *, epsilon: float, delta: float, calibration: str = "analytic",
+               sensitivity_mode: str = "rigorous", noise_lattice: str = "n-scaled", noise_by: str = "proxy",
+               honest_owners: int | None = None, owners: int | None = None) -> bytes:
+        """Mask, build G and add the DP noise under encryption (Alg. 1 lines 6-11).
+
+        For the add/remove release this is :meth:`finish_add_remove` instead
+        (no mask; ``noise_by``, ``honest_owners`` and ``owners`` apply there).
+
+        Parameters
+        ----------
+        epsilon : float > 0
+        delta : float in (0, 1)
+            The budget of the discrete Gaussian; the reported delta adds the
+            mask's total-variation term :func:`mask_tv_bound`.
+        calibration : {"analytic", "classic"}
+        sensitivity_mode : {"rigorous", "paper"}
+            ``"rigorous"``: Delta from :func:`dpdpca.dp.centred_scatter_sensitivity`
+            under replace-one; ``"paper"``: Wang & Chang's Delta = 1.
+        noise_lattice : {"n-scaled", "integer"}
+            ``"n-scaled"`` (rigorous default): G'' integer discrete Gaussian
+            calibrated to ``N * S_int``; the user gets ``S_bar + G''/(N 2^2f)``.
+            ``"integer"`` (the paper's form): ``N * G'`` with G'
+            calibrated to ``S_int``; then ``M = -v v^T (mod N)``, so the data
+            user learns every ``v_i v_j mod N`` and the release is NOT DP.
+
+        Returns
+        -------
+        bytes
+            The ``MASKED_RESULT`` message for the data user.
+
+        Raises
+        ------
+        ParameterError
+            epsilon, delta or an option out of range.
+        OverflowRiskError
+            The noise for this epsilon/delta exceeds the declared allowance, or a
+            drawn sample does (probability < 2**-80).
+        ProtocolError
+            Called before the collection closed, or a second time for this
+            session (the ledger already holds a release; this survives the
+            process when the ledger is a file).
+        """
+        if self.release == "add-remove":
+            return self.finish_add_remove(epsilon=epsilon, delta=delta, calibration=calibration, noise_by=noise_by,
+                                          honest_owners=honest_owners, owners=owners)
+        epsilon, delta = check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration,
+                                             sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
+        if self._aggregate is None or self.n_ is None:
+            raise ProtocolError("finish must follow close_collection, got it first")
+        if self.ledger.is_released(self.params.session_id):  # early, before any expensive work
+            raise ProtocolError(f"session {self.params.session_id} must be released once, got a second release "
+                                f"(the ledger holds one)")
+        p, n, d = self.params, self.n_, int(self.d or 0)
+        f = p.frac_bits
+        agg = self._aggregate
+        slots = p.layout.slots
+
+        with self.timings_.measure(self.party, "noise"):
+            sens_real, sens_int = integer_noise_sensitivity(n, frac_bits=f, sensitivity_mode=sensitivity_mode,
+                                                            noise_lattice=noise_lattice)
+            # dimension: the rounding-coupling bound (7-8% less sigma than zCDP) with "analytic"
+            mech = DiscreteGaussianMechanism(epsilon=epsilon, delta=delta, sensitivity=sens_int,
+                                             calibration=calibration, neighbouring=REPLACE_ONE,
+                                             sensitivity_mode=sensitivity_mode, dimension=d * (d + 1) // 2)
+            factor = n if noise_lattice == "integer" else 1
+            p.check_noise_fits(float(mech.sigma) * factor, epsilon=epsilon)
+            noise = [int(g) * factor for g in mech.sample_symmetric_upper(d)]
+            if noise and max(abs(g) for g in noise) > p.noise_allowance:
+                raise OverflowRiskError(f"noise sample must be <= the allowance {p.noise_allowance}, "
+                                        f"got {max(abs(g) for g in noise)} (a 2**-80 tail event)")
+            if self.record_noise_for_testing:
+                self.noise_for_testing_ = list(noise)
+
+        with self.timings_.measure(self.party, "mask"):
+            b = draw_mask(d, n, frac_bits=f, kappa=p.kappa)
+            bound_b = mask_bound(n, frac_bits=f, kappa=p.kappa)
+            spans = row_chunk_spans(d, slots)
+            # E[N R]
+            enc_nr = agg["R"].mul_scalar(n, executor=self.executor)
+            # term1: E[v_i]^{pack(b[a:a+len])} -> slots v_i b_j; one shared base per row
+            rows: list[list[list[int]]] = [[] for _ in range(d)]
+            for i, a, ln in spans:
+                rows[i].append(b[a:a + ln])
+            term1 = scalars_times_packed(agg["v"], rows, vector_bound=bound_b, executor=self.executor)
+            # term2: E[W_a]^{b_i} -> slots b_i v_j
+            term2 = agg["vwin"].select([a for _, a, _ in spans]).mul_scalars([b[i] for i, _, _ in spans],
+                                                                              executor=self.executor)
+            plain = [b[i] * b[j] + g for (i, j), g in zip(_upper_pairs(d), noise)]
+            r2 = sum_arrays([enc_nr, term1, term2], executor=self.executor).add_plain(
+                plain, plain_bound=bound_b * bound_b + p.noise_allowance)
+            # v' travels packed: in its own layout (wide packing: its slots are ~kappa bits wider
+            # than M's), repacked from the one-slot E[v_i]; plain packing: the windows starting at
+            # 0, slots, 2*slots, ... tile v.
+            v_packed = (agg["v"].repack(p.v2_layout, executor=self.executor) if p.packing == "wide"
+                        else agg["vwin"].select(list(range(0, d, slots))))
+            v2 = v_packed.add_plain(b, plain_bound=bound_b)
+
+        with self.timings_.measure(self.party, "rerandomize"):
+            # The data user holds the secret key, so it can recover each ciphertext's
+            # randomness factor rho (c = (1 + m n) rho^n mod n^2). In R'' that factor is
+            # rho_R^N * rho_vi^pack(b) * rho_a^b_i, a function of the mask b. Multiplying by
+            # r^n with r uniform in Z*_n ("standard" factors) makes rho_out = rho_in * r
+            # uniform and independent of rho_in, whatever encryptor the owners used. A DJN
+            # factor hs^alpha would not: it stays in the subgroup generated by hs, so
+            # rho_out keeps rho_in's coset (e.g. its Jacobi symbol), which for owner
+            # ciphertexts made with r^n (phe) depends on the parities of the mask.
+            r2, v2 = self._rerandomize(r2, v2)
+
+        report = centred_report(mech, epsilon=epsilon, d=d, n=n, frac_bits=f, kappa=p.kappa,
+                                noise_lattice=noise_lattice, sensitivity_mode=sensitivity_mode, sens_real=sens_real,
+                                sens_int=sens_int)
+        meta = {"owners": self.owners_, "d": d, "N": str(n), "frac_bits": f,
+                "statements": [st.to_json() for st in self.statements_],
+                "noise_lattice": noise_lattice, "privacy": report.to_dict()}
+        out = Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
+                      sections={"R2": r2.to_bytes(), "v2": v2.to_bytes()}).to_bytes()
+        # Recorded before the release leaves the proxy: a crash can lose it, never duplicate it.
+        self.ledger.claim(p.session_id, role="proxy", digest=hashlib.sha256(out).hexdigest())
+        self.privacy_ = report
+        return out
+
+    def finish_add_remove(self, *, epsilon: float, delta: float, calibration: str = "analytic",
+                          noise_by: str = "proxy", honest_owners: int | None = None,
+                          owners: int | None = None) -> bytes:
+        """The add/remove release: noise on E[R], E[v], E[N 2^2f] (or the owners' noise already in), no mask.
+
+        Parameters
+        ----------
+        epsilon : float > 0
+        delta : float in (0, 1)
+        calibration : {"analytic", "classic"}
+            ``"analytic"``: the rounding-coupling bound
+            (:func:`dpdpca.dp.calibrate_add_remove`); ``"classic"``: the papers'
+            formula.  Owners' noise always uses the distributed accountant.
+        noise_by : {"proxy", "owners"}
+        honest_owners : int or None
+            t (owners' noise; default L).
+        owners : int or None
+            L (owners' noise; default the number of listed owners).
+
+        Returns
+        -------
+        bytes
+            The ``MASKED_RESULT`` message (``R2``, ``v2``, ``N2`` sections).
+
+        Raises
+        ------
+        ProtocolError
+            Called before the collection closed, or a second time for this session.
+        ParameterError, OverflowRiskError
+            As :meth:`finish`.
+        """
+        eps = check_positive("epsilon", epsilon)
+        dl = check_open_unit("delta", delta)
+        if calibration not in ("analytic", "classic"):
+            raise param_error("calibration", "one of ('analytic', 'classic')", calibration)
+        n_owners = len(self.owner_keys) if owners is None else check_int("owners", owners, minimum=1)
+        check_release_options(release="add-remove", noise_by=noise_by, honest_owners=honest_owners,
+                              owners=n_owners, quorum=self.quorum if noise_by == "owners" else None)
+        if self._aggregate is None:
+            raise ProtocolError("finish must follow close_collection, got it first")
+        if self.ledger.is_released(self.params.session_id):
+            raise ProtocolError(f"session {self.params.session_id} must be released once, got a second release "
+                                f"(the ledger holds one)")
+        p, d, agg = self.params, int(self.d or 0), self._aggregate
+        v_packed = agg["v"]  # tiles of v (:func:`share_chunks`)
+        extra: dict[str, Any] = {}
+        with self.timings_.measure(self.party, "noise"):
+            if noise_by == "proxy":
+                cal = calibrate_add_remove(epsilon=eps, delta=dl, d=d, frac_bits=p.frac_bits,
+                                           calibration=calibration)
+                noise = add_remove.proxy_noise(cal, p)
+                if self.record_noise_for_testing:
+                    self.noise_blocks_for_testing_ = noise
+                r2 = agg["R"].add_plain(noise["R"], plain_bound=p.noise_allowance)
+                v2 = v_packed.add_plain(noise["v"], plain_bound=p.noise_allowance)
+                n2 = agg["N"].add_plain(noise["N"], plain_bound=p.noise_allowance)
+                report = cal.report("proxy")
+            else:
+                dist = calibrate_distributed(epsilon=eps, delta=dl, d=d, frac_bits=p.frac_bits, owners=n_owners,
+                                             honest=n_owners if honest_owners is None else honest_owners,
+                                             quorum=self.quorum)
+                r2, v2, n2 = agg["R"], v_packed, agg["N"]
+                report = dist.report(present=len(self.owners_))
+                extra["coalitions"] = dist.coalition_report(present=len(self.owners_))
+        with self.timings_.measure(self.party, "rerandomize"):
+            r2, v2, n2 = self._rerandomize(r2, v2, n2)
+        meta = {"owners": self.owners_, "d": d, "frac_bits": p.frac_bits, "release": "add-remove",
+                "noise_by": noise_by, "statements": [st.to_json() for st in self.statements_],
+                "privacy": report.to_dict(), **extra}
+        out = Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
+                      sections={"R2": r2.to_bytes(), "v2": v2.to_bytes(), "N2": n2.to_bytes()}).to_bytes()
+        self.ledger.claim(p.session_id, role="proxy", digest=hashlib.sha256(out).hexdigest())
+        self.privacy_ = report
+        return out
+
+
+def _upper_pairs(d: int) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(d) for j in range(i, d)]

@@ -1,0 +1,92 @@
+"""Checks of a message's ciphertext sections against the public layout, before anything is allocated from d.
+
+Shared by the proxy (an owner's share, its own saved aggregate) and the data
+user (the release): section sizes first (a small message that declares a huge
+d costs nothing), then each section's layout, chunk sizes and bound.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpdpca.crypto import EncryptedArray, PublicKey
+from dpdpca.errors import MessageError
+from dpdpca.protocol.counts import SHARE_SECTIONS
+from dpdpca.protocol.layout import share_chunks, triangle_chunk_count
+from dpdpca.protocol.messages import Message
+from dpdpca.protocol.params import ProtocolParams
+
+__all__ = ["check_section_sizes", "load_array", "share_sections", "load_share_arrays", "ciphertext_fingerprints", "int_array"]
+
+
+def check_section_sizes(msg: Message, counts: dict[str, int], ciphertext_bytes: int) -> None:
+    """Refuse a message whose sections are too short for the ciphertexts its declared d implies.
+
+    Runs before anything is allocated from d, so a small message that declares
+    a huge d costs nothing.
+
+    Raises
+    ------
+    MessageError
+        A section shorter than ``count * ciphertext_bytes``.
+    """
+    for name, count in counts.items():
+        have = len(msg.section(name))
+        need = count * ciphertext_bytes
+        if have < need:
+            raise MessageError(f"section {name} must hold {count} ciphertexts ({need} bytes) for the declared d, "
+                               f"got {have} bytes")
+
+
+def load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[int], bound: int,
+                layout: Any) -> EncryptedArray:
+    """Deserialize a section and check it has the public layout, chunks and bound."""
+    arr = EncryptedArray.from_bytes(msg.section(name), public_key)
+    if arr.layout != layout:
+        raise MessageError(f"section {name} layout must be {layout}, got {arr.layout}")
+    if list(arr.chunks) != list(chunks):
+        raise MessageError(f"section {name} must have {len(chunks)} ciphertexts in the public chunk layout, "
+                           f"got {len(arr.chunks)}")
+    if int(arr.bound) > bound:
+        raise MessageError(f"section {name} bound must be <= the declared {bound}, got {arr.bound}")
+    return arr
+
+
+def share_sections(release: str) -> tuple[str, ...]:
+    """The ciphertext sections of a share, in signed-digest order (:func:`share_chunks`)."""
+    return ("R", "v", "N") if release == "add-remove" else SHARE_SECTIONS
+
+
+def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: int,
+                       release: str = "centred") -> dict[str, EncryptedArray]:
+    """The arrays of one share (``owners=1``) or of an aggregate, in :func:`share_chunks` shapes.
+
+    Section sizes are checked against d before any list of length O(d^2) is built.
+    """
+    slots = params.layout.slots
+    sizes = {"R": triangle_chunk_count(d, slots), "v": d if release != "add-remove" else -(-d // slots)}
+    sizes.update({"N": 1} if release == "add-remove" else {"vwin": d})
+    check_section_sizes(msg, sizes, params.public_key.ciphertext_bytes)
+    bounds = {k: b * owners for k, b in params.share_bounds(release).items()}
+    return {name: load_array(msg, name, params.public_key, chunks=chunks,
+                              bound=bounds["v" if name == "vwin" else name], layout=params.layout)
+            for name, chunks in share_chunks(release, d, slots).items()}
+
+
+def ciphertext_fingerprints(arrays: dict[str, EncryptedArray]) -> set[bytes]:
+    """16-byte SHA-256 prefixes of every ciphertext (to refuse a ciphertext seen in another share)."""
+    out: set[bytes] = set()
+    for arr in arrays.values():
+        width = arr.public_key.ciphertext_bytes
+        out.update(hashlib.sha256(int(c).to_bytes(width, "big")).digest()[:16] for c in arr.ciphertexts)
+    return out
+
+
+def int_array(values: Sequence[int]) -> np.ndarray:
+    """A 1-D object array of Python ints (numpy keeps them exact)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
