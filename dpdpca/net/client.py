@@ -41,10 +41,30 @@ class ProxyRefused(ProtocolError):
 
 
 def check_proxy_url(url: str, *, allow_http: bool = False) -> str:
-    """``https://HOST:PORT`` (``http://`` only when ``allow_http``), without a trailing slash."""
-    ok = url.startswith("https://") or (allow_http and url.startswith("http://"))
-    if not isinstance(url, str) or not ok:
-        raise ParameterError(f"proxy must be an https://HOST:PORT URL, got {url!r}")
+    """``https://HOST:PORT`` (``http://`` only when ``allow_http``), without a trailing slash.
+
+    Raises
+    ------
+    ParameterError
+        Another scheme, no host, a port outside 1-65535, a query or fragment,
+        or user information in the URL (never echoed: it may hold a password).
+    """
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str):
+        raise ParameterError(f"proxy must be an https://HOST:PORT URL, got {type(url).__name__}")
+    schemes = ("https", "http") if allow_http else ("https",)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ParameterError(f"proxy must be an https://HOST:PORT URL with a port in 1-65535, got {url!r:.200}") \
+            from None
+    if parts.username is not None or parts.password is not None:
+        raise ParameterError("proxy must be an https://HOST:PORT URL without user information, got a URL with "
+                             "some (use --token for a credential)")
+    if parts.scheme not in schemes or not parts.hostname or parts.query or parts.fragment or port == 0:
+        raise ParameterError(f"proxy must be an https://HOST:PORT URL, got {url!r:.200}")
     return url.rstrip("/")
 
 
@@ -52,7 +72,11 @@ def tls_context(ca_cert: str | Path | None) -> ssl.SSLContext:
     """A client TLS context trusting ``ca_cert`` (PEM), or the system's CAs when None."""
     if ca_cert is not None and not Path(ca_cert).is_file():
         raise ParameterError(f"ca_cert must be an existing PEM file, got {str(ca_cert)!r}")
-    return ssl.create_default_context(cafile=None if ca_cert is None else str(ca_cert))
+    try:
+        return ssl.create_default_context(cafile=None if ca_cert is None else str(ca_cert))
+    except (ssl.SSLError, OSError, UnicodeDecodeError) as exc:
+        raise ParameterError(f"ca_cert must be a PEM file of CA certificates, got {str(ca_cert)!r} "
+                             f"({type(exc).__name__})") from None
 
 
 def _refusal(response: Any, what: str) -> ProxyRefused:

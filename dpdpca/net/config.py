@@ -52,6 +52,7 @@ from dpdpca.errors import MessageError, ParameterError
 from dpdpca.net.auth import USER, PartyKeys
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.config import ReleaseOptions
+from dpdpca.protocol.params import check_release_options
 
 __all__ = ["NoiseConfig", "ServiceConfig", "load_config"]
 
@@ -134,6 +135,9 @@ class ServiceConfig:
             raise ParameterError("protocol.deadline or protocol.collection_seconds must be set, got neither")
         if self.collection_seconds is not None and not self.collection_seconds > 0:
             raise param_error("collection_seconds", "> 0", self.collection_seconds)
+        rel = self.noise
+        check_release_options(release=rel.mode, noise_by=rel.noise_by, honest_owners=rel.honest_owners,
+                              owners=len(self.owner_keys), quorum=self.min_shares if rel.noise_by == "owners" else None)
         self.party_keys()  # validates every key
 
     def party_keys(self) -> PartyKeys:

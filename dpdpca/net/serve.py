@@ -33,6 +33,17 @@ def build_service(config: ServiceConfig, *, executor: Executor | None = None) ->
     return collection, create_app(collection, config.party_keys(), max_body_bytes=config.max_body_bytes)
 
 
+def _check_tls_pair(cert: Any, key: Any) -> None:
+    """Load the certificate chain and its key once, before anything is created (uvicorn would fail later)."""
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(str(cert), str(key))
+    except (ssl.SSLError, OSError) as exc:
+        raise ParameterError(f"server.tls_cert and server.tls_key must be a PEM certificate chain and its private "
+                             f"key, got {str(cert)!r} and {str(key)!r} ({type(exc).__name__})") from None
+
+
 def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Executor | None = None,
           log_level: str = "warning") -> None:
     """Run the service until SIGINT/SIGTERM (uvicorn's graceful shutdown).
@@ -47,6 +58,8 @@ def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Execu
     for name, p in (("tls_cert", config.tls_cert), ("tls_key", config.tls_key)):
         if p is not None and not p.is_file():
             raise ParameterError(f"server.{name} must be an existing PEM file, got {str(p)!r}")
+    if config.tls_cert is not None and config.tls_key is not None:
+        _check_tls_pair(config.tls_cert, config.tls_key)
     uvicorn = require("uvicorn")
     collection, app = build_service(config, executor=executor)
     scheme = "http" if config.tls_cert is None else "https"
