@@ -40,6 +40,7 @@ from dpdpca.protocol.config import ReleaseOptions
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.protocol.owner import DataOwner
 from dpdpca.protocol.params import ProtocolParams
+from dpdpca.protocol.plan import RunPlan
 from dpdpca.protocol.proxy import Proxy
 from dpdpca.protocol.roles import PROXY, USER, ProxySteps, Tick, owner_round, proxy_round, user_round
 from dpdpca.protocol.rounds import ProtocolRun, assemble_run
@@ -194,7 +195,7 @@ def _raise_if_error(reply: Any) -> Any:
     return reply
 
 
-def run_in_processes(plan: Any, *, progress: Tick) -> ProtocolRun:
+def run_in_processes(plan: RunPlan, *, progress: Tick) -> ProtocolRun:
     """Run the protocol with one OS process per party (see the module docstring).
 
     Parameters
@@ -301,7 +302,7 @@ def run_in_processes(plan: Any, *, progress: Tick) -> ProtocolRun:
                 proc.join()
 
 
-def _assemble(plan: Any, public: Any, reports: dict[str, Any], components: np.ndarray,
+def _assemble(plan: RunPlan, public: Any, reports: dict[str, Any], components: np.ndarray,
               eigenvalues: np.ndarray) -> ProtocolRun:
     """The run record from the parties' final reports (:func:`dpdpca.protocol.rounds.assemble_run`)."""
     from dpdpca.crypto import upper_triangle_unflatten
