@@ -28,6 +28,7 @@ from dpdpca.crypto.compute import EngineLike
 from dpdpca.dp import REPLACE_ONE, DistributedCalibration
 from dpdpca.protocol.add_remove import owner_noise_calibration
 from dpdpca.protocol.params import check_noise_options, resolve_release
+from dpdpca.protocol.transport import Transport
 
 __all__ = ["ReleaseOptions", "KeyOptions", "DeclaredBounds", "Deployment", "ProtocolOptions", "LAUNCHERS"]
 
@@ -179,7 +180,7 @@ class Deployment:
     """
 
     launcher: str = "in-process"
-    transport: Any = None
+    transport: Transport | None = None
     executor: EngineLike = None
     user_executor: Any = "auto"
     quorum: int | None = None
