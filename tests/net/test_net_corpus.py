@@ -49,6 +49,8 @@ def _serve(edit: tuple[str, str] | None = None, *, append: str = "") -> Case:
     """``proxy serve`` with the valid proxy.toml edited (one replacement) and/or lines appended to a table."""
     def build(root: Path, work: Path) -> list[str]:
         text = (root / "proxy.toml").read_text().replace(str(root / "state"), str(work / "state"))
+        # TEST-NET-1 cannot be bound: should a bad value ever get through, the server fails at once, never serves
+        text = text.replace('host = "127.0.0.1"', 'host = "192.0.2.1"')
         if edit is not None:
             assert edit[0] in text, edit
             text = text.replace(edit[0], edit[1], 1)
