@@ -45,6 +45,7 @@ from dpdpca.protocol.counts import SHARE_SECTIONS, ShareStatement, ciphertext_di
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
+from dpdpca.protocol.roles import PROXY, ProxySteps
 from dpdpca.protocol.transport import FileTransport
 
 
@@ -80,16 +81,16 @@ def _bar(length: int, label: str) -> Any:
 def _file_transport(user: DataUser, keyring: OwnerKeyring, shares: dict[str, bytes], root: Path
                     ) -> tuple[float, int]:
     net = FileTransport(root)
-    proxy = Proxy(user.params, keyring)
+    steps = ProxySteps(Proxy(user.params, keyring))  # the proxy's steps, as the service takes them
     t0 = time.perf_counter()
     with _bar(2 * len(shares), "file transport: owners write, proxy reads") as bar:
         for oid, data in shares.items():
-            net.send(f"owner:{oid}", "proxy", data)
+            net.send(f"owner:{oid}", PROXY, data)
             bar.update(1)
-        while (received := net.receive("proxy", timeout=0.0)) is not None:
-            proxy.receive_share(received)
+        while (received := net.receive(PROXY, timeout=0.0)) is not None:
+            steps.accept(received)
             bar.update(1)
-    return time.perf_counter() - t0, len(proxy.received)
+    return time.perf_counter() - t0, len(steps.received)
 
 
 def _https(user: DataUser, owners: dict[str, OwnerIdentity], shares: dict[str, bytes], root: Path,
