@@ -1,8 +1,9 @@
 """The options of one protocol run, grouped by who they concern.
 
 ``run_protocol``, ``dpdpca run``, the :class:`~dpdpca.protocol.DPDPCA`
-estimator, the launchers and the proxy service all pass the same four frozen
-objects instead of two dozen keyword arguments:
+estimator and the launchers pass the same four frozen objects instead of two
+dozen keyword arguments (the proxy service and ``dpdpca proxy finish`` the
+first of them):
 
 * :class:`ReleaseOptions` -- what is released and how it is noised (the
   proxy's, and with ``noise_by="owners"`` the owners', DP options);
