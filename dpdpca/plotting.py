@@ -94,8 +94,10 @@ def line_plot(path: str | os.PathLike[str], x: Sequence[float], series: Mapping[
         ok = np.isfinite(m)
         if not ok.any():
             continue
+        # ten colours, then the same colours dashed, then dotted: more than ten methods stay distinguishable
         ax.errorbar(xs[ok], m[ok], yerr=None if s is None else s[ok], label=label, marker=markers[i % len(markers)],
-                    markersize=4, capsize=3, linewidth=1.3)
+                    color=f"C{i % 10}", linestyle=("-", "--", ":")[(i // 10) % 3], markersize=4, capsize=3,
+                    linewidth=1.3)
     if logx:
         ax.set_xscale("log")
     if len(xs) <= 12:  # label the swept values themselves, not a log scale's powers of ten

@@ -98,6 +98,9 @@ def privacy_summary(report: Mapping[str, Any]) -> dict[str, Any]:
             largest = max(noisy, key=lambda p: p["sigma"])
             sigma = largest["sigma"]
             sens = sens if isinstance(sens, (int, float)) else largest.get("sensitivity")
+    if report.get("mechanism") in (None, "none"):  # not DP: no noise, so no calibration or sensitivity to state
+        return {"mechanism": report.get("mechanism"), "sensitivity_mode": None, "calibration": None, "sigma": None,
+                "sensitivity": None}
     return {"mechanism": report.get("mechanism"), "sensitivity_mode": report.get("sensitivity_mode"),
             "calibration": report.get("calibration"),
             "sigma": float(sigma) if isinstance(sigma, (int, float)) else None,

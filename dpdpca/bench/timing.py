@@ -313,9 +313,13 @@ def _parse_owners(text: str | None, quick: bool) -> list[int]:
 
 def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_bits: int = 2048,
                insecure_test_key: bool = False, latency_ms: float = 20.0, repeats: int = 1,
-               seed: int = 0) -> dict[str, Any]:
-    """Measure both protocols at each L; return the JSON-ready dict (see the module docstring)."""
+               seed: int = 0, progress: Any = None) -> dict[str, Any]:
+    """Measure both protocols at each L; return the JSON-ready dict (see the module docstring).
+
+    ``progress``, if given, is called with a label before each L.
+    """
     started = time.perf_counter()
+    tick = progress or (lambda label: None)
     Ls = list(owners) if owners is not None else list(OWNERS_QUICK if quick else OWNERS_FULL)
     X_raw, dataset = real_or_synthetic(DATASET, SHAPE, seed=seed)
     X = preprocess(X_raw)
@@ -328,6 +332,7 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
         _dpdpca_once(partition(X, 2), root / "warm-dpdpca", key_bits=key_bits, insecure=insecure_test_key)
         _sequential_once(partition(X, 2), root / "warm-seq")
         for L in Ls:
+            tick(f"L={L}")
             parts = partition(X, L)
             runs: dict[str, list[dict[str, Any]]] = {"dpdpca": [], "sequential": []}
             for rep in range(repeats):  # interleaved, so drift hits both alike
@@ -450,7 +455,8 @@ def command(quick: bool, owners: str | None, key_bits: int, insecure_test_key: b
     """DPDPCA vs the sequential PrivateLocalPCA as L grows, messages through files (Wang-Chang Fig. 3)."""
     Ls = _parse_owners(owners, quick)
     result = run_timing(quick=quick, owners=Ls, key_bits=key_bits, insecure_test_key=insecure_test_key,
-                        latency_ms=latency_ms, repeats=repeats, seed=seed)
+                        latency_ms=latency_ms, repeats=repeats, seed=seed,
+                        progress=lambda label: click.echo(f"... {label}", err=True))
     notes = write_outputs(result, out_dir) if out_dir is not None else []
     click.echo(json.dumps(result, sort_keys=True) if as_json else format_table(result))
     for note in notes:

@@ -56,7 +56,8 @@ def test_bench_utility_quick_smoke(tmp_path, capsys, tiny):
             assert row["calibration"] == "analytic", (name, row["calibration"])
             assert row["sensitivity_mode"] == "rigorous" and row["centering"] == "inside the release (DP)", name
             assert row["sigma"][0] > row["sigma"][1] > 0, name  # epsilon 0.5 then 4: less noise
-    assert entry["sweeps"]["epsilon"]["methods"]["nonprivate"]["sigma"] == [None, None]
+    nonprivate = entry["sweeps"]["epsilon"]["methods"]["nonprivate"]
+    assert nonprivate["sigma"] == [None, None] and nonprivate["sensitivity_mode"] is None
     # a method without the shared noise options keeps its own calibration, and the output says which
     assert entry["sweeps"]["epsilon"]["methods"]["mod-sulq"]["calibration"] == "modsulq"
     assert result["settings"]["scaling"] == "clip" and not result["settings"]["paper"]
