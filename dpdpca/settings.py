@@ -79,7 +79,7 @@ def method_options(spec: PipelineSpec, settings: Mapping[str, Any]) -> tuple[dic
 
 
 def privacy_summary(report: Mapping[str, Any]) -> dict[str, Any]:
-    """``mechanism``, ``sensitivity_mode``, ``calibration``, ``sigma`` and ``sensitivity`` of one privacy report.
+    """``mechanism``, ``neighbouring``, ``sensitivity_mode``, ``calibration``, ``sigma``, ``sensitivity`` of a report.
 
     A composed report (one part per site) without a single ``sigma`` gives
     the largest site's sigma; fields a method does not report are None.
@@ -99,9 +99,10 @@ def privacy_summary(report: Mapping[str, Any]) -> dict[str, Any]:
             sigma = largest["sigma"]
             sens = sens if isinstance(sens, (int, float)) else largest.get("sensitivity")
     if report.get("mechanism") in (None, "none"):  # not DP: no noise, so no calibration or sensitivity to state
-        return {"mechanism": report.get("mechanism"), "sensitivity_mode": None, "calibration": None, "sigma": None,
-                "sensitivity": None}
-    return {"mechanism": report.get("mechanism"), "sensitivity_mode": report.get("sensitivity_mode"),
+        return {"mechanism": report.get("mechanism"), "neighbouring": None, "sensitivity_mode": None,
+                "calibration": None, "sigma": None, "sensitivity": None}
+    return {"mechanism": report.get("mechanism"), "neighbouring": report.get("neighbouring"),
+            "sensitivity_mode": report.get("sensitivity_mode"),
             "calibration": report.get("calibration"),
             "sigma": float(sigma) if isinstance(sigma, (int, float)) else None,
             "sensitivity": float(sens) if isinstance(sens, (int, float)) else None}

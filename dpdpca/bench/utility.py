@@ -32,8 +32,8 @@ for inside each release.  ``--paper``: the papers' sensitivity and classic
 calibration, rows scaled by the largest row norm and the exact pooled mean
 subtracted before partitioning (neither is DP), as the papers' experiments.
 ``--calibration`` / ``--sensitivity-mode`` override one item for every
-method.  Each method's mechanism, calibration, sensitivity mode, centring and
-sigma at every point are in the JSON and CSV.
+method.  Each method's mechanism, neighbouring relation, calibration,
+sensitivity mode, centring and sigma at every point are in the JSON and CSV.
 
 Metric: q/q_o (:func:`dpdpca.metrics.captured_energy_ratio`, second moment
 of the rows used, centred), mean and sample std over ``--runs`` runs (10 by
@@ -186,7 +186,7 @@ def _options(m: MethodInfo, args: dict[str, Any], extra: dict[str, Any]) -> dict
 def _new_row(m: MethodInfo, args: dict[str, Any]) -> dict[str, Any]:
     """One method's entry in a panel: means, stds, and what it ran under (filled point by point)."""
     return {"mean": [], "std": [], "runs": _runs(m, args), "errors": {}, "sigma": [], "mechanism": None,
-            "calibration": None, "sensitivity_mode": None,
+            "neighbouring": None, "calibration": None, "sensitivity_mode": None,
             "centering": method_options(get_spec(m.name), args["settings"])[1]}
 
 
@@ -197,7 +197,7 @@ def _append(row: dict[str, Any], values: list[float], error: str | None, x: Any,
     row["std"].append(std)
     row["sigma"].append(None if privacy is None else privacy["sigma"])
     if privacy is not None:
-        for name in ("mechanism", "calibration", "sensitivity_mode"):
+        for name in ("mechanism", "neighbouring", "calibration", "sensitivity_mode"):
             row[name] = row[name] or privacy[name]
     if error:
         row["errors"][str(x)] = error
@@ -493,13 +493,15 @@ def _setting_line(st: dict[str, Any]) -> str:
 
 def _methods_table(panel: dict[str, Any]) -> list[str]:
     """What each method ran under, from one panel: mechanism, calibration, sensitivity mode, centring, sigma."""
-    lines = ["| method | mechanism | calibration | sensitivity mode | centring | σ over the panel |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| method | mechanism | neighbouring | calibration | sensitivity mode | centring | σ over the panel |",
+             "|---|---|---|---|---|---|---|"]
     for name, row in panel["methods"].items():
         sig = [v for v in row.get("sigma", []) if v is not None]
         sig_text = "—" if not sig else f"{min(sig):.3g}" if min(sig) == max(sig) else f"{min(sig):.3g} – {max(sig):.3g}"
-        lines.append(f"| {name} | {row.get('mechanism') or '—'} | {row.get('calibration') or '—'} | "
-                     f"{row.get('sensitivity_mode') or '—'} | {row.get('centering', '—')} | {sig_text} |")
+        dp = row.get("mechanism") not in (None, "none")  # a non-DP method has no calibration or sensitivity
+        lines.append(f"| {name} | {row.get('mechanism') or '—'} | {dp and row.get('neighbouring') or '—'} | "
+                     f"{dp and row.get('calibration') or '—'} | "
+                     f"{dp and row.get('sensitivity_mode') or '—'} | {row.get('centering', '—')} | {sig_text} |")
     return lines + [""]
 
 
@@ -543,7 +545,7 @@ def results_markdown(result: dict[str, Any]) -> str:
 def _csv(result: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["dataset", "panel", "x", "method", "mean", "std", "runs", "mechanism", "calibration",
+    w.writerow(["dataset", "panel", "x", "method", "mean", "std", "runs", "mechanism", "neighbouring", "calibration",
                 "sensitivity_mode", "centering", "sigma"])
 
     def rows(dataset: str, panel_name: str, panel: dict[str, Any]) -> None:
@@ -551,7 +553,7 @@ def _csv(result: dict[str, Any]) -> str:
             sigmas = row.get("sigma") or [None] * len(panel["x"])
             for x, m, s, sig in zip(panel["x"], row["mean"], row["std"], sigmas):
                 w.writerow([dataset, panel_name, x, name, m, s, row["runs"], row.get("mechanism"),
-                            row.get("calibration"), row.get("sensitivity_mode"), row.get("centering"), sig])
+                            row.get("neighbouring"), row.get("calibration"), row.get("sensitivity_mode"), row.get("centering"), sig])
 
     for key, entry in result["datasets"].items():
         for sweep, panel in entry["sweeps"].items():

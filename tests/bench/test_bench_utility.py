@@ -78,7 +78,7 @@ def test_bench_utility_quick_smoke(tmp_path, capsys, tiny):
     assert all(float(r["sigma"]) > 0 for r in capes)
     md = (out_dir / "results.md").read_text()
     assert "## digits" in md and "F1 against samples per owner" in md and "± " in md
-    assert "rigorous (the default)" in md and "| capepca | cape | analytic | rigorous |" in md
+    assert "rigorous (the default)" in md and "| capepca | cape | replace-one | analytic | rigorous |" in md
     pngs = sorted(p.name for p in out_dir.glob("*.png"))
     assert "digits_epsilon.png" in pngs and "digits_f1.png" in pngs and "synth_alpha1.0_q_a.png" in pngs
     assert all((out_dir / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
