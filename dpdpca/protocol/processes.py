@@ -195,81 +195,93 @@ def _raise_if_error(reply: Any) -> Any:
     return reply
 
 
+class _Parties:
+    """The party processes of one run, each with its control pipe; all stopped together on the way out.
+
+    ``start`` hands a process its pipe ends and closes the parent's copies, so
+    a party that exits is seen as gone (EOF) by its peers.
+    """
+
+    def __init__(self) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.procs: list[Any] = []
+        self.ctrls: dict[str, Connection] = {}
+
+    def pipe(self) -> tuple[Connection, Connection]:
+        return self.ctx.Pipe()
+
+    def start(self, name: str, target: Callable[..., None], *ends: Connection | dict[str, Connection]) -> Connection:
+        """Run ``target(ctrl, *ends)`` as process ``name``; return the coordinator's end of its control pipe."""
+        ctrl, child = self.ctx.Pipe()
+        proc = self.ctx.Process(target=target, args=(child, *ends), name=f"dpdpca-{name}")
+        self.procs.append(proc)
+        self.ctrls[name] = ctrl
+        proc.start()
+        for end in (child, *ends):
+            for conn in (end.values() if isinstance(end, dict) else [end]):
+                conn.close()
+        return ctrl
+
+    def __enter__(self) -> "_Parties":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None:  # a party failed: the others may be waiting for it, stop them quietly
+            for proc in self.procs:
+                if proc.is_alive():
+                    proc.terminate()
+        for conn in self.ctrls.values():
+            conn.close()
+        for proc in self.procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
 def run_in_processes(plan: RunPlan, *, progress: Tick) -> ProtocolRun:
     """Run the protocol with one OS process per party (see the module docstring).
 
     Parameters
     ----------
     plan : RunPlan
-        The validated run (:func:`dpdpca.protocol.runner.plan_run`).
+        The validated run (:func:`dpdpca.protocol.plan.plan_run`).
     progress : callable
         Called with each step's label when its party reports it.
     """
     opts = plan.options
     rel, key, dep = opts.release, opts.key, opts.deployment
-    ids, present = plan.ids, plan.present
-    ctx = mp.get_context("spawn")
-    procs: list[Any] = []
-    ctrls: list[Connection] = []
-    ok = False
-    try:
-        user_ctrl, user_ctrl_child = ctx.Pipe()
-        proxy_ctrl, proxy_ctrl_child = ctx.Pipe()
-        user_end, proxy_user_end = ctx.Pipe()
-        owner_ends: dict[str, Connection] = {}
-        owner_ctrls: dict[str, Connection] = {}
-        owner_children = {}
-        for oid in ids:
-            a, b = ctx.Pipe()
-            owner_ends[oid] = a
-            if oid in present:
-                c, c_child = ctx.Pipe()
-                owner_ctrls[oid] = c
-                ctrls.append(c)
-                owner_children[oid] = (c_child, b)
-            else:  # an owner that never starts still gets a pipe, so the proxy can wait for it
-                b.close()
-        user = ctx.Process(target=_user_main, args=(user_ctrl_child, user_end), name="dpdpca-user")
-        proxy = ctx.Process(target=_proxy_main, args=(proxy_ctrl_child, owner_ends, proxy_user_end),
-                            name="dpdpca-proxy")
-        procs += [user, proxy]
-        ctrls += [user_ctrl, proxy_ctrl]
-        user.start()
-        user_ctrl_child.close()
-        user_end.close()
-        _send_json(user_ctrl, {"key_bits": key.key_bits, "insecure_test_key": key.insecure_test_key,
-                               "param_kwargs": plan.param_kwargs(), "n_components": plan.n_components})
-        public = _raise_if_error(_recv_json(user_ctrl))["params"]
+    with _Parties() as parties:
+        user_end, proxy_user_end = parties.pipe()
+        owner_pipes = {oid: parties.pipe() for oid in plan.ids}  # (the proxy's end, the owner's end)
+        for oid in set(plan.ids) - set(plan.present):
+            owner_pipes[oid][1].close()  # an owner that never starts: the proxy sees it gone
+        user = parties.start(USER, _user_main, user_end)
+        _send_json(user, {"key_bits": key.key_bits, "insecure_test_key": key.insecure_test_key,
+                          "param_kwargs": plan.param_kwargs(), "n_components": plan.n_components})
+        public = _raise_if_error(_recv_json(user))["params"]
         progress("keygen")
-        proxy.start()
-        proxy_ctrl_child.close()
-        proxy_user_end.close()
-        for conn in owner_ends.values():
-            conn.close()
-        for oid in present:
-            c_child, b = owner_children[oid]
-            proc = ctx.Process(target=_owner_main, args=(c_child, b), name=f"dpdpca-owner-{oid}")
-            procs.append(proc)
-            proc.start()
-            c_child.close()
-            b.close()
-            _send_json(owner_ctrls[oid], {"params": public, "owner_id": oid, "clip": opts.bounds.clip,
-                                          "insecure_test_key": key.insecure_test_key, "release": rel.to_json(),
-                                          "owners": len(ids), "quorum": dep.quorum, "present": len(present),
-                                          "verify": dep.verify})
+        proxy = parties.start(PROXY, _proxy_main, {oid: ends[0] for oid, ends in owner_pipes.items()},
+                              proxy_user_end)
+        owners = {oid: parties.start(f"owner-{oid}", _owner_main, owner_pipes[oid][1]) for oid in plan.present}
+        for oid, ctrl in owners.items():
+            _send_json(ctrl, {"params": public, "owner_id": oid, "clip": opts.bounds.clip,
+                              "insecure_test_key": key.insecure_test_key, "release": rel.to_json(),
+                              "owners": len(plan.ids), "quorum": dep.quorum, "present": len(plan.present),
+                              "verify": dep.verify})
         # Each owner made its own signing key; only the verify keys come back.
-        keyring = OwnerKeyring({oid: _raise_if_error(_recv_json(owner_ctrls[oid]))["verify_key"]
-                                for oid in present}).to_json()
-        _send_json(proxy_ctrl, {"params": public, "owner_keys": keyring, "deadline_s": dep.deadline_s,
-                                "verify": dep.verify, "quorum": plan.quorum, "release": rel.to_json(),
-                                "owners": len(ids)})
-        _send_json(user_ctrl, {"owner_keys": keyring})
-        for oid in present:
-            owner_ctrls[oid].send_bytes(_npy_bytes(plan.partitions[oid]))
+        keyring = OwnerKeyring({oid: _raise_if_error(_recv_json(ctrl))["verify_key"]
+                                for oid, ctrl in owners.items()}).to_json()
+        _send_json(proxy, {"params": public, "owner_keys": keyring, "deadline_s": dep.deadline_s,
+                           "verify": dep.verify, "quorum": plan.quorum, "release": rel.to_json(),
+                           "owners": len(plan.ids)})
+        _send_json(user, {"owner_keys": keyring})
+        for oid, ctrl in owners.items():
+            ctrl.send_bytes(_npy_bytes(plan.partitions[oid]))
         # Every party reports each step as it happens, then its final account.
         reports: dict[str, Any] = {}
-        waiting: dict[Connection, str] = {conn: oid for oid, conn in owner_ctrls.items()}
-        waiting.update({proxy_ctrl: PROXY, user_ctrl: USER})
+        waiting = {ctrl: oid for oid, ctrl in owners.items()}
+        waiting.update({proxy: PROXY, user: USER})
         arrays: list[np.ndarray] = []
         while waiting:
             ready = wait(list(waiting), timeout=_TIMEOUT_S)
@@ -283,23 +295,10 @@ def run_in_processes(plan: RunPlan, *, progress: Tick) -> ProtocolRun:
                 name = waiting.pop(reporter)
                 reports[name] = rep
                 if name == USER:
-                    arrays = [_from_npy(user_ctrl.recv_bytes()), _from_npy(user_ctrl.recv_bytes())]
+                    arrays = [_from_npy(user.recv_bytes()), _from_npy(user.recv_bytes())]
         run = _assemble(plan, public, reports, *arrays)
-        run.extra["processes"] = len(procs)
-        ok = True
+        run.extra["processes"] = len(parties.procs)
         return run
-    finally:
-        if not ok:  # a party failed: the others may be waiting for it, stop them quietly
-            for proc in procs:
-                if proc.is_alive():
-                    proc.terminate()
-        for conn in ctrls:
-            conn.close()
-        for proc in procs:
-            proc.join(timeout=30)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
 
 
 def _assemble(plan: RunPlan, public: Any, reports: dict[str, Any], components: np.ndarray,
