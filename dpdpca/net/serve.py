@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from concurrent.futures import Executor
+from pathlib import Path
 from typing import Any
 
 from dpdpca.errors import MessageError, ParameterError
@@ -14,18 +15,26 @@ from dpdpca.net.collection import Collection
 from dpdpca.net.config import ServiceConfig
 from dpdpca.protocol.params import ProtocolParams
 
-__all__ = ["build_service", "serve"]
+__all__ = ["load_public", "build_service", "serve"]
 
 
-def build_service(config: ServiceConfig, *, executor: Executor | None = None) -> tuple[Collection, Any]:
-    """The collection (reopened from ``state_dir`` if it exists) and its ASGI application."""
-    path = config.public_path
+def load_public(path: Path) -> ProtocolParams:
+    """The data user's public parameters named by ``proxy.toml`` (one-line errors)."""
     if not path.is_file():
         raise MessageError(f"public parameters file {str(path)!r} must exist, got no such file")
     try:
-        params = ProtocolParams.from_json(json.loads(path.read_text()))
+        return ProtocolParams.from_json(json.loads(path.read_text()))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MessageError(f"public parameters file {str(path)!r} must be JSON, got {type(exc).__name__}") from None
+
+
+def build_service(config: ServiceConfig, *, executor: Executor | None = None,
+                  params: ProtocolParams | None = None) -> tuple[Collection, Any]:
+    """The collection (reopened from ``state_dir`` if it exists) and its ASGI application.
+
+    ``params``: the public parameters, if already loaded (default: read ``config.public_path``).
+    """
+    params = load_public(config.public_path) if params is None else params
     collection = Collection(params, config.state_dir, owner_keys=config.owner_keys, quorum=config.quorum,
                             min_shares=config.min_shares, deadline=config.deadline,
                             collection_seconds=config.collection_seconds, noise=config.noise,
@@ -44,6 +53,24 @@ def _check_tls_pair(cert: Any, key: Any) -> None:
                              f"key, got {str(cert)!r} and {str(key)!r} ({type(exc).__name__})") from None
 
 
+def _check_bindable(host: str, port: int) -> None:
+    """Bind the address once, before anything is created (uvicorn would exit with its own log line later).
+
+    The port may still be taken between this check and uvicorn's bind; this
+    catches the common mistakes (a port in use, an address not on this machine).
+    """
+    import socket
+
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            sock.bind(addr)
+    except OSError as exc:
+        raise ParameterError(f"server.host and server.port must be an address this machine can listen on, got "
+                             f"{host}:{port} ({exc.strerror or type(exc).__name__})") from None
+
+
 def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Executor | None = None,
           log_level: str = "warning") -> None:
     """Run the service until SIGINT/SIGTERM (uvicorn's graceful shutdown).
@@ -60,8 +87,10 @@ def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Execu
             raise ParameterError(f"server.{name} must be an existing PEM file, got {str(p)!r}")
     if config.tls_cert is not None and config.tls_key is not None:
         _check_tls_pair(config.tls_cert, config.tls_key)
+    params = load_public(config.public_path)
+    _check_bindable(config.host, config.port)  # last: nothing is created before every check passed
     uvicorn = require("uvicorn")
-    collection, app = build_service(config, executor=executor)
+    collection, app = build_service(config, executor=executor, params=params)
     scheme = "http" if config.tls_cert is None else "https"
     print(f"dpdpca proxy: serving {scheme}://{config.host}:{config.port} (session {collection.params.session_id}, "
           f"phase {collection.phase.value}, {len(collection.accepted())} shares accepted)", file=sys.stderr,

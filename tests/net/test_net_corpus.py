@@ -10,6 +10,7 @@ None of them needs a server (each is refused before any connection).
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Callable
 
@@ -49,7 +50,7 @@ def _serve(edit: tuple[str, str] | None = None, *, append: str = "") -> Case:
     """``proxy serve`` with the valid proxy.toml edited (one replacement) and/or lines appended to a table."""
     def build(root: Path, work: Path) -> list[str]:
         text = (root / "proxy.toml").read_text().replace(str(root / "state"), str(work / "state"))
-        # TEST-NET-1 cannot be bound: should a bad value ever get through, the server fails at once, never serves
+        # TEST-NET-1 cannot be bound: a case that gets past the checks it is about is refused there, never serves
         text = text.replace('host = "127.0.0.1"', 'host = "192.0.2.1"')
         if edit is not None:
             assert edit[0] in text, edit
@@ -84,6 +85,28 @@ def _missing_config(root: Path, work: Path) -> list[str]:
 def _binary_config(root: Path, work: Path) -> list[str]:
     (work / "proxy.toml").write_bytes(b"\xff\xfe\x00[server]")
     return ["proxy", "serve", "--config", str(work / "proxy.toml")]
+
+
+_HELD: list[socket.socket] = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _close_held_sockets():
+    yield
+    while _HELD:
+        _HELD.pop().close()
+
+
+def _port_in_use(root: Path, work: Path) -> list[str]:
+    """A valid proxy.toml on a loopback port another socket is listening on."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    _HELD.append(sock)
+    argv = _serve(('host = "192.0.2.1"', 'host = "127.0.0.1"'))(root, work)
+    path = work / "proxy.toml"
+    path.write_text(path.read_text().replace("port = 8443", f"port = {sock.getsockname()[1]}"))
+    return argv
 
 
 CA = "@ROOT@/ca.pem"
@@ -123,6 +146,8 @@ CASES: list[tuple[str, Case, str]] = [
      "time zone"),
     ("toml-max-body-tiny", _serve(append="[server]\nmax_body_bytes = 10"), "max_body_bytes must be"),
     ("toml-token-short", _serve(append='[user]\ntoken = "short"'), ">= 16 characters"),
+    ("toml-host-not-here", _serve(), "an address this machine can listen on"),
+    ("toml-port-in-use", _port_in_use, "an address this machine can listen on"),
     # -- TLS files ------------------------------------------------------------------------------
     ("tls-none", _serve(("tls_cert = ", "x_cert = "), append=""), "tls_cert and tls_key must be"),
     ("tls-cert-missing-file", _serve(("tls_cert = ", 'tls_cert = "@ROOT@/nope.pem"\nx = ')),
