@@ -122,11 +122,12 @@ def line_plot(path: str | os.PathLike[str], x: Sequence[float], series: Mapping[
 def timing_plot(path: str | os.PathLike[str], L: Sequence[int], dpdpca_s: Sequence[float],
                 sequential_s: Sequence[float], *, dpdpca_latency_s: Sequence[float] | None = None,
                 sequential_latency_s: Sequence[float] | None = None, latency_ms: float | None = None,
-                title: str) -> Path:
+                dpdpca_online_s: Sequence[float] | None = None, title: str) -> Path:
     """Running time against the number of owners (Wang & Chang, Fig. 3).
 
-    Left panel: measured critical path (compute and file transfer).  Right
-    panel, when given: the same plus ``latency_ms`` per message on the
+    Left panel: measured critical path (compute and file transfer), and when
+    given, DPDPCA's path with its precomputation moved to set-up (dashed).
+    Right panel, when given: the same plus ``latency_ms`` per message on the
     critical path.
     """
     panels = 2 if dpdpca_latency_s is not None and sequential_latency_s is not None else 1
@@ -139,6 +140,9 @@ def timing_plot(path: str | os.PathLike[str], L: Sequence[int], dpdpca_s: Sequen
         ax = fig.add_subplot(1, panels, i)
         ax.plot(L, ours, marker="o", label="DPDPCA (critical path)")
         ax.plot(L, seq, marker="s", label="PrivateLocalPCA (sequential)")
+        if i == 1 and dpdpca_online_s is not None:
+            ax.plot(L, dpdpca_online_s, marker="o", linestyle="--", color="C0", alpha=0.6,
+                    label="DPDPCA, precompute in set-up")
         if max(L) >= 20 * min(L):
             ax.set_xscale("log")
         ax.set_xticks(list(L))

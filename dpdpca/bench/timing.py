@@ -410,7 +410,7 @@ def write_outputs(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> li
     path = plotting.timing_plot(
         out / "timing.png", result["L"], result["dpdpca_critical_s"], result["sequential_critical_s"],
         dpdpca_latency_s=lm["dpdpca_critical_s"], sequential_latency_s=lm["sequential_critical_s"],
-        latency_ms=lm["latency_ms"],
+        latency_ms=lm["latency_ms"], dpdpca_online_s=result.get("dpdpca_online_critical_s"),
         title=f"Running time vs owners, {ds['name']} ({result['n_rows']} x {result['n_features']}), "
               f"eps={result['epsilon']:g}, {result['key_bits']}-bit key")
     return notes + [f"wrote {path}"]
