@@ -121,7 +121,8 @@ def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool 
     try:
         sum_arrays(arrays[:2], executor=engine)  # workers' imports and connections before timing
         sum_arrays(arrays[:2], executor=pool)
-        groups = [[Ints(a.ciphertexts[lo:hi], width) for a in arrays] for lo, hi in spans(count, engine)]
+        groups = [[Ints(a.ciphertexts[lo:hi], width) for a in arrays]
+                  for lo, hi in spans(count, engine, engine.product_items(count))]  # as sum_arrays splits
         for _ in range(runs):
             ref, t = _timed(lambda: sum_arrays(arrays))
             times["serial"].append(t)

@@ -188,6 +188,10 @@ class Engine:
         """Items per task for a batch of ``count`` (:func:`task_size`)."""
         return task_size(count, self.workers)
 
+    def product_items(self, count: int) -> int:
+        """Positions per group of :meth:`tree_product` (default :meth:`task_items`)."""
+        return self.task_items(count)
+
     def close(self) -> None:
         """Release what the engine started (nothing for engines wrapping the caller's executor)."""
 
@@ -276,6 +280,11 @@ class DaskEngine(Engine):
     def task_items(self, count: int) -> int:
         """About four tasks per worker thread, at least 64 items: a Dask task costs about a millisecond."""
         return max(64, -(-count // (4 * self.workers)))
+
+    def product_items(self, count: int) -> int:
+        """Two groups per worker thread, at least 64 positions: products of equal cost balance
+        without more tasks, and every task ends in a scheduler round trip."""
+        return max(64, -(-count // (2 * self.workers)))
 
     def _worker_addresses(self) -> list[str]:
         try:

@@ -623,8 +623,9 @@ def sum_arrays(arrays: Sequence[EncryptedArray], *, executor: EngineLike = None)
     else:
         engine = compute.as_engine(executor)
         width = first.public_key.ciphertext_bytes
+        count = len(first.ciphertexts)
         cts = engine.tree_product(n2, width, [[compute.Ints(a.ciphertexts[lo:hi], width) for a in arrays]
-                                              for lo, hi in compute.spans(len(first.ciphertexts), engine)])
+                                              for lo, hi in compute.spans(count, engine, engine.product_items(count))])
     return first._derive(new_bound, cts)
 
 

@@ -73,6 +73,7 @@ def test_resident_runs_and_a_two_level_tree_equal_serial(keys512, client):
     assert placed.groups == []
     assert decrypt(sk, serial) == [sum(i - 40 for i in range(18)), sum(3 * i for i in range(18)), -153]
     assert spans(1000, engine) == [(s, min(s + 125, 1000)) for s in range(0, 1000, 125)]  # 4 tasks per worker
+    assert engine.product_items(1000) == 250 and engine.product_items(100) == 64  # the sum: 2 per worker
     # scatter goes straight to workers only on the client's host; elsewhere through Dask's default route
     assert engine._direct(["tcp://127.0.0.1:4001", "tcp://[::1]:4002", "tcp://localhost:4003"]) is True
     assert engine._direct(["tcp://127.0.0.1:4001", "tcp://10.1.2.3:4002"]) is None and engine._direct([]) is None
