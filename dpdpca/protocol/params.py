@@ -27,12 +27,16 @@ from dpdpca.protocol.messages import check_session_id
 __all__ = ["slot_value_bound", "final_value_bound", "masked_sum_bound", "carry_value_bound", "PACKINGS", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
            "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int", "check_noise_options",
            "DEFAULT_MAX_FEATURES", "check_features", "resolve_release", "check_release_options",
-           "add_remove_sigma_bound"]
+           "add_remove_sigma_bound", "PARAMS_VERSION"]
 
 #: Largest number of features d a proxy or data user accepts by default (CLI ``--max-features``).
 #: A share's d drives O(d^2) work and memory; at 4096 a 2048-bit share is already ~ 1 GB.
 DEFAULT_MAX_FEATURES = 4096
 
+#: Version of ``public.json``'s protocol fields.  2: v' in its own layout, M's slots sized for the
+#: add/remove blocks, add/remove shares carry v once as packed tiles (version 1 files derive
+#: other layouts, so they are refused with a hint to run keygen again).
+PARAMS_VERSION = 2
 
 def check_features(d: int, max_features: int = DEFAULT_MAX_FEATURES) -> int:
     """A declared number of features, refused above ``max_features`` before anything is allocated from it.
@@ -463,7 +467,7 @@ class ProtocolParams:
         """``public.json``: the JWK fields plus ``dpdpca_protocol``."""
         out = dict(self.public_key.to_json())
         out[PARAMS_KEY] = {
-            "version": 1,
+            "version": PARAMS_VERSION,
             "session_id": self.session_id,
             "max_owners": self.max_owners,
             "max_rows_per_owner": self.max_rows_per_owner,
@@ -496,8 +500,10 @@ class ProtocolParams:
         if not isinstance(p, Mapping):
             raise MessageError(f"{PARAMS_KEY} must be an object, got {type(p).__name__}")
         try:
-            if int(p["version"]) != 1:
-                raise MessageError(f"{PARAMS_KEY}.version must be 1, got {str(p['version'])[:20]}")
+            if int(p["version"]) != PARAMS_VERSION:
+                raise MessageError(f"{PARAMS_KEY}.version must be {PARAMS_VERSION} (the slot layouts and the "
+                                   f"add/remove share sections changed; run dpdpca keygen again), got "
+                                   f"{str(p['version'])[:20]}")
             pk = PublicKey.from_json(jwk, insecure_test_key=bool(p.get("insecure_test_key", False)))
             params = cls.create(pk, max_owners=int(p["max_owners"]), max_rows_per_owner=int(p["max_rows_per_owner"]),
                                 frac_bits=int(p["frac_bits"]), kappa=int(p["kappa"]),

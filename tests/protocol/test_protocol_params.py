@@ -26,11 +26,18 @@ def test_json_round_trip_rederives_the_same_layout(params):
 
 
 @pytest.mark.parametrize("field,value", [("slot_bits", 7), ("slots", 99), ("noise_allowance", "5"),
-                                         ("version", 2), ("packing", "plain")])
+                                         ("version", 1), ("version", 3), ("packing", "plain")])
 def test_tampered_public_parameters_are_refused(params, field, value):
     data = copy.deepcopy(params.to_json())
     data[PARAMS_KEY][field] = value
     with pytest.raises(MessageError):
+        ProtocolParams.from_json(data)
+
+
+def test_version_1_parameters_ask_for_a_new_keygen(params):
+    data = copy.deepcopy(params.to_json())
+    data[PARAMS_KEY]["version"] = 1
+    with pytest.raises(MessageError, match="version must be 2 .*run dpdpca keygen again.*got 1"):
         ProtocolParams.from_json(data)
 
 
