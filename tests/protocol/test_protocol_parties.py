@@ -10,9 +10,8 @@ from scipy import stats
 
 from dpdpca.crypto import EncryptedArray, PrivateKey
 from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ProtocolError
-from dpdpca.protocol import DataOwner, DataUser, InProcessTransport, Proxy, ProtocolParams, run_protocol
-from dpdpca.protocol.messages import Message, MessageType
-from dpdpca.protocol.identity import OwnerIdentity
+from dpdpca.protocol import DataUser, InProcessTransport, Proxy, ProtocolParams, run_protocol
+from dpdpca.protocol.messages import Message
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.runner import reference_scatter_int
