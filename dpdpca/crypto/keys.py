@@ -140,7 +140,7 @@ class PublicKey:
     # -- encryption -------------------------------------------------------------
     @property
     def hs_table(self) -> bk.FixedBaseTable:
-        """Fixed-base table of ``hs`` with byte windows (built lazily on first use, then cached)."""
+        """The cached fixed-base table of ``hs``, or a new byte-window one (w = 8) if none is cached."""
         return self.djn_table(None)
 
     def djn_table(self, expected: int | None) -> bk.FixedBaseTable:
@@ -148,7 +148,8 @@ class PublicKey:
 
         The cached table is kept unless building the best one for
         ``expected`` (:meth:`FixedBaseTable.best_window`) costs less than it
-        saves on those encryptions.  ``None``: byte windows (w = 8).
+        saves on those encryptions.  ``None``: the cached table whatever its
+        window, or a new byte-window one (w = 8).
         """
         bits = self.alpha_bits
         cached = self._table
