@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dpdpca.bench._data import blas_threads_limited
 from dpdpca.data import make_covariance_data, partition, preprocess
 
 D, K, S = 40, 8, 10
@@ -24,12 +25,7 @@ def single_threaded_blas():
     BLAS on 40 x 40 problems spins against the other processes and runs 10x
     slower.  Restored after each test, so other test directories are untouched.
     """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_threads_limited(1):
         yield
 
 

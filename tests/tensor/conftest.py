@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from dpdpca.bench._data import blas_threads_limited
+
 
 @pytest.fixture(autouse=True)
 def single_threaded_blas():
     """Limit BLAS to one thread for each test; restored afterwards."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        yield
-        return
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_threads_limited(1):
         yield
