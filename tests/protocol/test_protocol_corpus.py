@@ -152,12 +152,17 @@ def _owner_share(data: bytes | None = None, *, name: str = "data.csv", public: b
     return build
 
 
-def _public(edit: Callable[[dict], None]) -> Callable[[Path], bytes]:
+def _key_file(name: str, edit: Callable[[dict], None]) -> Callable[[Path], bytes]:
+    """The bytes of ``keys/<name>`` after ``edit`` changed its JSON."""
     def make(root: Path) -> bytes:
-        obj = json.loads((root / "keys" / "public.json").read_text())
+        obj = json.loads((root / "keys" / name).read_text())
         edit(obj)
         return json.dumps(obj).encode()
     return make
+
+
+def _public(edit: Callable[[dict], None]) -> Callable[[Path], bytes]:
+    return _key_file("public.json", edit)
 
 
 def _owner_share_public(make: Callable[[Path], bytes], extra: tuple[str, ...] = ("--insecure-test-key",)) -> Builder:
@@ -243,11 +248,7 @@ def _result_edit(edit: Callable[[dict], None]) -> Callable[[Path], bytes]:
 
 
 def _private(edit: Callable[[dict], None]) -> Callable[[Path], bytes]:
-    def make(root: Path) -> bytes:
-        obj = json.loads((root / "keys" / "private.json").read_text())
-        edit(obj)
-        return json.dumps(obj).encode()
-    return make
+    return _key_file("private.json", edit)
 
 
 def _resign_bob_over_alice(raw: bytes, root: Path) -> bytes:
