@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dpdpca.crypto import upper_triangle_chunks
 
-__all__ = ["row_chunk_spans", "window_chunks", "tile_chunks", "triangle_chunk_count", "share_chunks",
+__all__ = ["row_chunk_spans", "window_chunks", "tile_chunks", "triangle_chunk_count", "share_chunks", "share_counts",
            "release_ciphertext_count"]
 
 
@@ -44,6 +44,13 @@ def triangle_chunk_count(d: int, slots: int) -> int:
 def tile_chunks(d: int, slots: int) -> list[int]:
     """Sizes of the consecutive tiles ``v[a : a + slots]``, ``a = 0, slots, 2 slots, ...``."""
     return [min(slots, d - a) for a in range(0, d, slots)]
+
+
+def share_counts(release: str, d: int, slots: int) -> dict[str, int]:
+    """Section name -> ciphertext count of :func:`share_chunks`, in O(1) (checked before any O(d^2) list)."""
+    if release == "add-remove":
+        return {"R": triangle_chunk_count(d, slots), "v": -(-d // slots), "N": 1}
+    return {"R": triangle_chunk_count(d, slots), "v": d, "vwin": d}
 
 
 def share_chunks(release: str, d: int, slots: int) -> dict[str, list[int]]:

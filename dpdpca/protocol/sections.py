@@ -14,8 +14,7 @@ import numpy as np
 
 from dpdpca.crypto import EncryptedArray, PublicKey
 from dpdpca.errors import MessageError
-from dpdpca.protocol.counts import SHARE_SECTIONS
-from dpdpca.protocol.layout import share_chunks, triangle_chunk_count
+from dpdpca.protocol.layout import share_chunks, share_counts
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
 
@@ -57,7 +56,7 @@ def load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[i
 
 def share_sections(release: str) -> tuple[str, ...]:
     """The ciphertext sections of a share, in signed-digest order (:func:`share_chunks`)."""
-    return ("R", "v", "N") if release == "add-remove" else SHARE_SECTIONS
+    return tuple(share_counts(release, 1, 1))
 
 
 def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: int,
@@ -67,9 +66,7 @@ def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: i
     Section sizes are checked against d before any list of length O(d^2) is built.
     """
     slots = params.layout.slots
-    sizes = {"R": triangle_chunk_count(d, slots), "v": d if release != "add-remove" else -(-d // slots)}
-    sizes.update({"N": 1} if release == "add-remove" else {"vwin": d})
-    check_section_sizes(msg, sizes, params.public_key.ciphertext_bytes)
+    check_section_sizes(msg, share_counts(release, d, slots), params.public_key.ciphertext_bytes)
     bounds = {k: b * owners for k, b in params.share_bounds(release).items()}
     return {name: load_array(msg, name, params.public_key, chunks=chunks,
                               bound=bounds["v" if name == "vwin" else name], layout=params.layout)

@@ -113,3 +113,13 @@ def test_noise_options_are_validated():
     with pytest.raises(ParameterError, match="neighbouring"):
         check_noise_options(epsilon=1, delta=0.5, calibration="analytic", sensitivity_mode="paper",
                             noise_lattice="integer", neighbouring="add/remove-one")
+
+
+@pytest.mark.parametrize("release", ["centred", "add-remove"])
+@pytest.mark.parametrize("d,slots", [(1, 1), (2, 5), (7, 3), (64, 31), (100, 30)])
+def test_share_counts_are_the_lengths_of_share_chunks(release, d, slots):
+    from dpdpca.protocol.layout import share_chunks, share_counts
+
+    chunks = share_chunks(release, d, slots)
+    assert share_counts(release, d, slots) == {name: len(c) for name, c in chunks.items()}
+    assert list(share_counts(release, d, slots)) == list(chunks)  # the signed digest's section order
