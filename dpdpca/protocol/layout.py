@@ -1,20 +1,27 @@
 """The public chunk layout of a share: which slots each ciphertext holds.
 
-``R`` travels as its row-aligned, packed upper triangle
-(:func:`dpdpca.crypto.upper_triangle_chunks`); ``v``, for the centred
-release, as ``d`` single slots and as ``d`` windows
-``W_a = v[a : min(a + slots, d)]`` (the mask terms need both shapes); for the
-add/remove release, which has no mask, as ``ceil(d / slots)`` consecutive
-tiles only, and ``N 2**2f`` as one more ciphertext.  Every party derives
-the same layout from ``d`` and the slot count, so none of it travels.
+Centred release: ``R`` travels as its row-aligned, packed upper triangle
+(:func:`dpdpca.crypto.upper_triangle_chunks`; the mask term
+``E[v_i]**pack(b_a..b_{a+k})`` needs every ciphertext inside one row) and
+``v`` as ``d`` single slots and as ``d`` windows
+``W_a = v[a : min(a + slots, d)]`` (the mask terms need both shapes).
+
+Add/remove release: there is no mask, so nothing needs row alignment.  The
+row-major upper triangle is cut into consecutive full tiles
+(``ceil(d (d + 1) / 2 / slots)`` ciphertexts instead of
+``sum_m ceil(m / slots)``: 52 instead of 88 at d = 64 with 40 slots), ``v``
+into ``ceil(d / slots)`` tiles, and ``N 2**2f`` is one more ciphertext.
+
+Every party derives the same layout from ``d`` and the slot count, so none
+of it travels.
 """
 
 from __future__ import annotations
 
-from dpdpca.crypto import upper_triangle_chunks
+from dpdpca.crypto import triangle_size, upper_triangle_chunks
 
-__all__ = ["row_chunk_spans", "window_chunks", "tile_chunks", "triangle_chunk_count", "share_chunks", "share_counts",
-           "release_ciphertext_count"]
+__all__ = ["row_chunk_spans", "window_chunks", "tile_chunks", "triangle_chunk_count", "release_r_chunks",
+           "share_chunks", "share_counts", "release_ciphertext_count"]
 
 
 def row_chunk_spans(d: int, slots: int) -> list[tuple[int, int, int]]:
@@ -46,11 +53,24 @@ def tile_chunks(d: int, slots: int) -> list[int]:
     return [min(slots, d - a) for a in range(0, d, slots)]
 
 
+def release_r_chunks(release: str, d: int, slots: int) -> list[int]:
+    """Chunk sizes of R (and of R'' / R~): row-aligned for the centred release, dense tiles for add/remove."""
+    if release == "add-remove":
+        return tile_chunks(triangle_size(d), slots)
+    return list(upper_triangle_chunks(d, slots))
+
+
+def _r_count(release: str, d: int, slots: int) -> int:
+    if release == "add-remove":
+        return -(-triangle_size(d) // slots)
+    return triangle_chunk_count(d, slots)
+
+
 def share_counts(release: str, d: int, slots: int) -> dict[str, int]:
     """Section name -> ciphertext count of :func:`share_chunks`, in O(1) (checked before any O(d^2) list)."""
     if release == "add-remove":
-        return {"R": triangle_chunk_count(d, slots), "v": -(-d // slots), "N": 1}
-    return {"R": triangle_chunk_count(d, slots), "v": d, "vwin": d}
+        return {"R": _r_count(release, d, slots), "v": -(-d // slots), "N": 1}
+    return {"R": _r_count(release, d, slots), "v": d, "vwin": d}
 
 
 def share_chunks(release: str, d: int, slots: int) -> dict[str, list[int]]:
@@ -60,7 +80,7 @@ def share_chunks(release: str, d: int, slots: int) -> dict[str, list[int]]:
     windows); the add/remove release sends ``R``, ``v`` (tiles) and ``N``.
     The order is the order the owners' signed digest covers.
     """
-    r = list(upper_triangle_chunks(d, slots))
+    r = release_r_chunks(release, d, slots)
     if release == "add-remove":
         return {"R": r, "v": tile_chunks(d, slots), "N": [1]}
     return {"R": r, "v": [1] * d, "vwin": window_chunks(d, slots)}
@@ -73,4 +93,4 @@ def release_ciphertext_count(release: str, d: int, slots: int, v_slots: int | No
     (the centred release under wide packing); default ``slots``.
     """
     v_slots = slots if v_slots is None else v_slots
-    return triangle_chunk_count(d, slots) + -(-d // v_slots) + (1 if release == "add-remove" else 0)
+    return _r_count(release, d, slots) + -(-d // v_slots) + (1 if release == "add-remove" else 0)

@@ -22,7 +22,7 @@ from dpdpca.linalg import top_eigenpairs, unpack_upper
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements
 from dpdpca.protocol.identity import OwnerKeyring
-from dpdpca.protocol.layout import tile_chunks, triangle_chunk_count
+from dpdpca.protocol.layout import share_chunks, share_counts, tile_chunks, triangle_chunk_count
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
@@ -211,18 +211,17 @@ class DataUser:
                                       key_fingerprint=p.key_fingerprint, d=d, max_owners=p.max_owners,
                                       counted=False)
         slots = p.layout.slots
-        v_chunks = self._check_owners(msg, statements, d, slots)
-        check_section_sizes(msg, {"R2": triangle_chunk_count(d, slots), "v2": len(v_chunks), "N2": 1},
+        self._check_owners(msg, statements, d, slots)
+        shapes = share_chunks("add-remove", d, slots)  # the aggregate has the shares' layout
+        check_section_sizes(msg, {f"{k}2": c for k, c in share_counts("add-remove", d, slots).items()},
                             p.public_key.ciphertext_bytes)
         try:
             report = PrivacyReport.from_dict(msg.meta["privacy"])
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"result must carry a privacy report, got {type(exc).__name__}") from None
-        arrays = {"R2": load_array(msg, "R2", p.public_key, chunks=list(upper_triangle_chunks(d, slots)),
-                                    bound=p.layout.max_abs, layout=p.layout),
-                  "v2": load_array(msg, "v2", p.public_key, chunks=v_chunks, bound=p.layout.max_abs,
-                                    layout=p.layout),
-                  "N2": load_array(msg, "N2", p.public_key, chunks=[1], bound=p.layout.max_abs, layout=p.layout)}
+        arrays = {f"{k}2": load_array(msg, f"{k}2", p.public_key, chunks=chunks, bound=p.layout.max_abs,
+                                      layout=p.layout)
+                  for k, chunks in shapes.items()}
         self.ledger.claim(p.session_id, role="user", digest=hashlib.sha256(bytes(data)).hexdigest())
         with self.timings_.measure(self.party, "decrypt"):
             blocks = {k: [int(x) for x in decrypt(self.private_key, a, executor=self.executor)]

@@ -123,3 +123,19 @@ def test_share_counts_are_the_lengths_of_share_chunks(release, d, slots):
     chunks = share_chunks(release, d, slots)
     assert share_counts(release, d, slots) == {name: len(c) for name, c in chunks.items()}
     assert list(share_counts(release, d, slots)) == list(chunks)  # the signed digest's section order
+
+
+@pytest.mark.parametrize("d,slots", [(1, 1), (2, 5), (7, 3), (64, 40), (100, 30)])
+def test_add_remove_r_is_dense_and_centred_r_is_row_aligned(d, slots):
+    from dpdpca.crypto import triangle_size
+    from dpdpca.protocol.layout import release_ciphertext_count, row_chunk_spans, share_chunks
+
+    dense = share_chunks("add-remove", d, slots)["R"]
+    t = triangle_size(d)
+    assert sum(dense) == t and len(dense) == -(-t // slots)
+    assert all(c == slots for c in dense[:-1]) and 1 <= dense[-1] <= slots
+    aligned = share_chunks("centred", d, slots)["R"]
+    assert sum(aligned) == t and [s[2] for s in row_chunk_spans(d, slots)] == aligned
+    assert release_ciphertext_count("add-remove", d, slots) == len(dense) + -(-d // slots) + 1
+    if d == 64:  # the figure the layout module's docstring quotes
+        assert (len(dense), len(aligned)) == (52, 88)
