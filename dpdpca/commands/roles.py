@@ -63,8 +63,13 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
               help="Smallest delta the noise allowance is sized for.")
 @click.option("--force", is_flag=True, help="Overwrite an existing private.json / public.json.")
 @packing_option
+@click.option("--release", "declared_release", type=click.Choice(["any", "add-remove", "centred"]), default="any",
+              show_default=True,
+              help="The release the parameters serve: any (both), or one of them (add-remove: about 30% more slots "
+                   "per ciphertext); the owners and the proxy then refuse the other.")
 def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners: int, max_rows_per_owner: int,
-               frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool, packing: str) -> None:
+               frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool, packing: str,
+               declared_release: str) -> None:
     """Data user: generate the key pair and the public protocol parameters."""
     from dpdpca.crypto import generate_keypair
     from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
@@ -76,7 +81,7 @@ def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners:
     pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
     params = ProtocolParams.create(pk, max_owners=max_owners, max_rows_per_owner=max_rows_per_owner,
                                    frac_bits=frac_bits, kappa=kappa, min_epsilon=min_epsilon, min_delta=min_delta,
-                                   packing=packing)
+                                   packing=packing, release=declared_release)
     public = params.to_json()
     private = {**sk.to_json(), PARAMS_KEY: public[PARAMS_KEY]}
     atomic_write_json(targets[0], private, mode=0o600, exclusive=not force)

@@ -94,7 +94,7 @@ class DataOwner:
         self.executor = executor
         self.party = f"owner:{self.owner_id}"
         self.timings_ = Timings()
-        self.release = check_release(release)
+        self.release = params.check_release(check_release(release))
         if noise is not None and self.release != "add-remove":
             raise param_error("noise", "None unless release is 'add-remove'", type(noise).__name__)
         self.noise = noise

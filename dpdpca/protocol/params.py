@@ -27,7 +27,8 @@ from dpdpca.protocol.messages import check_session_id
 __all__ = ["slot_value_bound", "final_value_bound", "masked_sum_bound", "carry_value_bound", "PACKINGS", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
            "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int", "check_noise_options",
            "DEFAULT_MAX_FEATURES", "check_features", "resolve_release", "check_release_options",
-           "add_remove_sigma_bound", "PARAMS_VERSION"]
+           "add_remove_sigma_bound", "PARAMS_VERSION",
+           "add_remove_value_bound", "PARAM_RELEASES"]
 
 #: Largest number of features d a proxy or data user accepts by default (CLI ``--max-features``).
 #: A share's d drives O(d^2) work and memory; at 4096 a 2048-bit share is already ~ 1 GB.
@@ -36,7 +37,7 @@ DEFAULT_MAX_FEATURES = 4096
 #: Version of ``public.json``'s protocol fields.  2: v' in its own layout, M's slots sized for the
 #: add/remove blocks, add/remove shares carry v once as packed tiles (version 1 files derive
 #: other layouts, so they are refused with a hint to run keygen again).
-PARAMS_VERSION = 2
+PARAMS_VERSION = 3
 
 def check_features(d: int, max_features: int = DEFAULT_MAX_FEATURES) -> int:
     """A declared number of features, refused above ``max_features`` before anything is allocated from it.
@@ -123,7 +124,25 @@ def final_value_bound(*, owners: int, rows_per_owner: int, frac_bits: int = 16, 
     check_int("kappa", kappa, minimum=40)
     noise_bound = check_int("noise_bound", noise_bound, minimum=0)
     n_max = owners * rows
-    return max(n_max * (n_max << (2 * f)), owners * ((rows << (2 * f)) + noise_bound)) + noise_bound
+    return max(n_max * (n_max << (2 * f)) + noise_bound,
+               add_remove_value_bound(owners=owners, rows_per_owner=rows, frac_bits=f, noise_bound=noise_bound))
+
+
+def add_remove_value_bound(*, owners: int, rows_per_owner: int, frac_bits: int = 16, noise_bound: int = 0) -> int:
+    """Largest |slot| of the add/remove release: ``owners (n 2**(2f) + a) + a``.
+
+    Each owner's share is within ``n 2**(2f)`` (``|R_ij| <= sum_rows |x_i x_j|
+    <= n 2**(2f)`` for rows of L2 norm ``<= 2**f``; ``v_i`` and ``N 2**(2f)``
+    are smaller) plus its noise share, at most the allowance ``a``; the proxy
+    may add one more ``a``.  No slot ever holds anything larger, so a layout
+    made for this release alone needs no carry room and no ``N**2`` term:
+    about ``bits(N_max)`` bits narrower than :func:`final_value_bound`.
+    """
+    owners = check_int("owners", owners, minimum=1)
+    rows = check_int("rows_per_owner", rows_per_owner, minimum=1)
+    f = check_int("frac_bits", frac_bits, minimum=0, maximum=52)
+    a = check_int("noise_bound", noise_bound, minimum=0)
+    return owners * ((rows << (2 * f)) + a) + a
 
 
 def masked_sum_bound(*, owners: int, rows_per_owner: int, frac_bits: int = 16, kappa: int = 40) -> int:
@@ -163,6 +182,8 @@ def carry_value_bound(*, owners: int, rows_per_owner: int, frac_bits: int = 16, 
 #: carry bound for R'' (the user subtracts v'v'^T under encryption first);
 #: ``"plain"``: slots sized for R'' itself (the earlier layout, ~half the slots).
 PACKINGS = ("wide", "plain")
+#: What ``ProtocolParams.release`` may declare: both releases, or one of them.
+PARAM_RELEASES = ("any", "add-remove", "centred")
 
 
 
@@ -322,10 +343,13 @@ def add_remove_sigma_bound(*, frac_bits: int, min_epsilon: float, min_delta: flo
     return c * math.sqrt(d + math.sqrt(2.0 * (d + 1)) + 1.0) * float(1 << (2 * frac_bits))
 
 
-def _noise_allowance(n_max: int, *, frac_bits: int, min_epsilon: float, min_delta: float) -> int:
-    """``ceil(t * sigma_max)`` over every release, lattice, sensitivity mode and valid calibration."""
-    sigmas = [add_remove_sigma_bound(frac_bits=frac_bits, min_epsilon=min_epsilon, min_delta=min_delta)]
-    for lattice in NOISE_LATTICES:
+def _noise_allowance(n_max: int, *, frac_bits: int, min_epsilon: float, min_delta: float,
+                     release: str = "any") -> int:
+    """``ceil(t * sigma_max)`` over the declared release(s), every lattice, sensitivity mode and valid calibration."""
+    sigmas = []
+    if release in ("any", "add-remove"):
+        sigmas.append(add_remove_sigma_bound(frac_bits=frac_bits, min_epsilon=min_epsilon, min_delta=min_delta))
+    for lattice in NOISE_LATTICES if release in ("any", "centred") else ():
         for mode in SENSITIVITY_MODES:
             for calibration in CALIBRATIONS:
                 try:
@@ -370,6 +394,16 @@ class ProtocolParams:
         and decrypts only small values; ``v'`` travels in :attr:`v2_layout`.  ``"plain"``:
         ``SlotLayout.for_bound(public_key, slot_value_bound(...))``, every
         slot holds R'' itself.
+    release : {"any", "add-remove", "centred"}
+        The release these parameters serve.  ``"any"`` (default): the layout
+        and allowance fit both.  ``"add-remove"``: the allowance covers that
+        release's noise only and the layout is
+        ``SlotLayout.for_bound(public_key, add_remove_value_bound(...))``
+        (no ``N**2`` term, no carry room; packing does not matter, as nothing
+        is subtracted), about 30% more slots per ciphertext.  ``"centred"``:
+        the centred release's allowance only, in the packing's layout.
+        Parties refuse a release other than the declared one
+        (:meth:`check_release`).
     layout : SlotLayout
         Derived from the above.
     """
@@ -385,11 +419,12 @@ class ProtocolParams:
     noise_allowance: int
     layout: SlotLayout = field(compare=False)
     packing: str = "wide"
+    release: str = "any"
 
     @classmethod
     def create(cls, public_key: PublicKey, *, max_owners: int, max_rows_per_owner: int, frac_bits: int = 16,
                kappa: int = 40, min_epsilon: float = 0.01, min_delta: float = 1e-12,
-               session_id: str | None = None, packing: str = "wide") -> "ProtocolParams":
+               session_id: str | None = None, packing: str = "wide", release: str = "any") -> "ProtocolParams":
         """Derive the noise allowance and slot layout from declared public bounds.
 
         Raises
@@ -408,18 +443,31 @@ class ProtocolParams:
         min_delta = check_open_unit("min_delta", min_delta)
         session_id = secrets.token_hex(16) if session_id is None else check_session_id(session_id)
         n_max = max_owners * max_rows_per_owner
-        allowance = _noise_allowance(n_max, frac_bits=frac_bits, min_epsilon=min_epsilon, min_delta=min_delta)
         if packing not in PACKINGS:
             raise param_error("packing", f"one of {PACKINGS}", packing)
+        if release not in PARAM_RELEASES:
+            raise param_error("release", f"one of {PARAM_RELEASES}", release)
+        allowance = _noise_allowance(n_max, frac_bits=frac_bits, min_epsilon=min_epsilon, min_delta=min_delta,
+                                     release=release)
         declared = dict(owners=max_owners, rows_per_owner=max_rows_per_owner, frac_bits=frac_bits, kappa=kappa,
                         noise_bound=allowance)
-        if packing == "wide":
+        if release == "add-remove":
+            layout = SlotLayout.for_bound(public_key, add_remove_value_bound(
+                owners=max_owners, rows_per_owner=max_rows_per_owner, frac_bits=frac_bits, noise_bound=allowance))
+        elif packing == "wide":
             layout = SlotLayout.for_final_bound(public_key, final_value_bound(**declared),
                                                 carry_value_bound(**declared))
         else:
             layout = SlotLayout.for_bound(public_key, slot_value_bound(d=1, **declared))
         return cls(public_key, session_id, max_owners, max_rows_per_owner, frac_bits, kappa, min_epsilon,
-                   min_delta, allowance, layout, packing)
+                   min_delta, allowance, layout, packing, release)
+
+    def check_release(self, release: str) -> str:
+        """``release`` if these parameters serve it, else a one-line :class:`ParameterError`."""
+        if self.release not in ("any", release):
+            raise param_error("release", f"{self.release!r}, the release the public parameters were made for "
+                              f"(keygen --release any serves both)", release)
+        return release
 
     @property
     def final_bound(self) -> int:
@@ -479,6 +527,7 @@ class ProtocolParams:
             "slot_bits": self.layout.slot_bits,
             "slots": self.layout.slots,
             "packing": self.packing,
+            "release": self.release,
             "insecure_test_key": bool(getattr(self.public_key, "insecure_test_key", False)),
         }
         return out
@@ -502,13 +551,14 @@ class ProtocolParams:
         try:
             if int(p["version"]) != PARAMS_VERSION:
                 raise MessageError(f"{PARAMS_KEY}.version must be {PARAMS_VERSION} (the slot layouts and the "
-                                   f"add/remove share sections changed; run dpdpca keygen again), got "
+                                   f"add/remove share layout changed; run dpdpca keygen again), got "
                                    f"{str(p['version'])[:20]}")
             pk = PublicKey.from_json(jwk, insecure_test_key=bool(p.get("insecure_test_key", False)))
             params = cls.create(pk, max_owners=int(p["max_owners"]), max_rows_per_owner=int(p["max_rows_per_owner"]),
                                 frac_bits=int(p["frac_bits"]), kappa=int(p["kappa"]),
                                 min_epsilon=float(p["min_epsilon"]), min_delta=float(p["min_delta"]),
-                                session_id=p["session_id"], packing=str(p.get("packing", "plain")))
+                                session_id=p["session_id"], packing=str(p.get("packing", "plain")),
+                                release=str(p.get("release", "any")))
             layout_ok = (str(params.noise_allowance) == str(p.get("noise_allowance"))
                          and params.layout.slot_bits == int(p.get("slot_bits", -1))
                          and params.layout.slots == int(p.get("slots", -1)))

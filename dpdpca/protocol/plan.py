@@ -51,11 +51,18 @@ class RunPlan:
         return len(self.present) if q is None else q
 
     def param_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :meth:`ProtocolParams.create` for the data user's key pair."""
+        """Keyword arguments of :meth:`ProtocolParams.create` for the data user's key pair.
+
+        The key serves this one run, whose release and budget are known, so
+        the parameters declare exactly them: the noise allowance is sized for
+        this (epsilon, delta) and the layout for this release
+        (:attr:`ProtocolParams.release`), which gives the most slots per
+        ciphertext the bounds allow.
+        """
         key, rel = self.options.key, self.options.release
         return dict(max_owners=self.max_owners, max_rows_per_owner=self.max_rows_per_owner, frac_bits=key.frac_bits,
-                    kappa=key.kappa, min_epsilon=min(rel.epsilon, 0.01), min_delta=min(rel.delta, 1e-12),
-                    packing=key.packing)
+                    kappa=key.kappa, min_epsilon=rel.epsilon, min_delta=rel.delta, packing=key.packing,
+                    release=rel.mode)
 
     def owner_noise(self, d: int, frac_bits: int) -> Any:
         """Each owner's share of the distributed noise (None unless ``noise_by="owners"``)."""

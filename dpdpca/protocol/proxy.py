@@ -90,7 +90,7 @@ class Proxy:
         self.ledger = ReleaseLedger() if ledger is None else ledger
         self.max_features = check_int("max_features", max_features, minimum=1)
         self.record_noise_for_testing = bool(record_noise_for_testing)
-        self.release = check_release(release)
+        self.release = params.check_release(check_release(release))
         self.timings_ = Timings()
         self.party = "proxy"
         self.d: int | None = None

@@ -180,6 +180,10 @@ class DataUser:
         msg = Message.from_bytes(data).expect(MessageType.MASKED_RESULT, session=p.session_id,
                                               key_fingerprint=p.key_fingerprint)
         d = check_features(msg.meta_int("d", minimum=1), self.max_features)
+        release = msg.meta.get("release", "centred")
+        if p.release not in ("any", release):
+            raise MessageError(f"result release must be {p.release!r}, the one the public parameters were made for, "
+                               f"got {str(release)[:40]!r}")
         if msg.meta.get("frac_bits") != p.frac_bits:
             raise MessageError(f"result frac_bits must be {p.frac_bits}, got {str(msg.meta.get('frac_bits'))[:40]}")
         return msg, d, self.owner_keys

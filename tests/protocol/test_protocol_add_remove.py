@@ -12,6 +12,7 @@ from dpdpca.dp import block_scales, calibrate_add_remove, calibrate_distributed
 from dpdpca.errors import MessageError, OverflowRiskError, ParameterError
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.messages import Message
+from dpdpca.protocol import DataUser, ProtocolParams
 from dpdpca.protocol.params import resolve_release
 from dpdpca.protocol.rounds import reference_blocks_int
 from dpdpca.protocol.runner import run_protocol
@@ -140,3 +141,39 @@ def test_proxy_noise_has_the_calibrated_sigma(unit_rows):
          for b in ("R", "v", "N") for i, v in enumerate(run.extra["noisy_blocks"][b])]
     assert stats.kstest(z, "norm").pvalue > 1e-4
     assert run.result.privacy.sigma == pytest.approx(cal.sigma("R"))
+
+
+def test_a_declared_release_narrows_the_layout_and_the_parties_refuse_the_other(make_user, identity, unit_rows):
+    from dpdpca.protocol import DataOwner, Proxy
+    from dpdpca.protocol.params import add_remove_value_bound
+
+    both, ar = make_user(), make_user(release="add-remove")
+    assert ar.params.layout.slots > both.params.layout.slots  # no N**2 term, no centred allowance
+    assert ar.params.noise_allowance <= both.params.noise_allowance
+    assert ar.params.layout.max_abs >= add_remove_value_bound(owners=10, rows_per_owner=64, frac_bits=16,
+                                                              noise_bound=ar.params.noise_allowance)
+    with pytest.raises(ParameterError, match=r"^release must be 'add-remove', the release the public parameters "
+                                             r"were made for .* got 'centred'$"):
+        DataOwner(ar.params, identity("1"), insecure_test_key=True, release="centred")
+    with pytest.raises(ParameterError, match=r"^release must be 'add-remove'"):
+        Proxy(ar.params, ar.owner_keys, release="centred")
+    ce = make_user(release="centred")
+    with pytest.raises(ParameterError, match=r"^release must be 'centred'"):
+        Proxy(ce.params, ce.owner_keys, release="add-remove")
+    # A result of the other release is refused by a user whose parameters declare one, before any decryption.
+    user = make_user()
+    proxy = Proxy(user.params, user.owner_keys, release="add-remove", quorum=2)
+    for oid in ("1", "2"):
+        owner = DataOwner(user.params, identity(oid), insecure_test_key=True, release="add-remove")
+        proxy.receive_share(owner.share(unit_rows(np.random.default_rng(int(oid)), 8, 3)))
+    proxy.close_collection()
+    result = proxy.finish(epsilon=1.0, delta=1e-5)
+    p = user.params
+    declared = ProtocolParams.create(p.public_key, max_owners=10, max_rows_per_owner=64, session_id=p.session_id,
+                                     release="centred")
+    strict = DataUser(user.private_key, declared, owner_keys=user.owner_keys)
+    with pytest.raises(MessageError, match=r"^result release must be 'centred', the one the public parameters "
+                                           r"were made for, got 'add-remove'$"):
+        strict.finish(result, n_components=1)
+    assert not strict.ledger.is_released(p.session_id)
+    assert user.finish(result, n_components=1).components.shape == (3, 1)  # "any" serves it

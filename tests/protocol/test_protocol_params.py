@@ -26,7 +26,8 @@ def test_json_round_trip_rederives_the_same_layout(params):
 
 
 @pytest.mark.parametrize("field,value", [("slot_bits", 7), ("slots", 99), ("noise_allowance", "5"),
-                                         ("version", 1), ("version", 3), ("packing", "plain")])
+                                         ("version", 2), ("version", 4), ("packing", "plain"),
+                                         ("release", "add-remove"), ("release", "both")])
 def test_tampered_public_parameters_are_refused(params, field, value):
     data = copy.deepcopy(params.to_json())
     data[PARAMS_KEY][field] = value
@@ -139,3 +140,4 @@ def test_add_remove_r_is_dense_and_centred_r_is_row_aligned(d, slots):
     assert release_ciphertext_count("add-remove", d, slots) == len(dense) + -(-d // slots) + 1
     if d == 64:  # the figure the layout module's docstring quotes
         assert (len(dense), len(aligned)) == (52, 88)
+
