@@ -9,7 +9,7 @@ Centred release: ``R`` travels as its row-aligned, packed upper triangle
 Add/remove release: there is no mask, so nothing needs row alignment.  The
 row-major upper triangle is cut into consecutive full tiles
 (``ceil(d (d + 1) / 2 / slots)`` ciphertexts instead of
-``sum_m ceil(m / slots)``: 52 instead of 88 at d = 64 with 40 slots), ``v``
+``sum_m ceil(m / slots)``: 51 instead of 87 at d = 64 with 41 slots), ``v``
 into ``ceil(d / slots)`` tiles, and ``N 2**2f`` is one more ciphertext.
 
 Every party derives the same layout from ``d`` and the slot count, so none
