@@ -163,6 +163,17 @@ class PublicKey:
             cached = self._table = bk.FixedBaseTable(self.hs, self.nsquare, bits, window=w)
         return cached
 
+    def with_own_base(self) -> PublicKey:
+        """This key with a DJN base ``hs = -x**(2n) mod n**2`` drawn here (``x`` from :mod:`secrets`).
+
+        A party that encrypts or rerandomizes under someone else's key uses
+        it instead of the published ``hs``, which the key holder chose: a
+        holder who published ``hs = 1`` would make every DJN factor 1, so the
+        ciphertexts of anyone using it would be readable by whoever saw them
+        (``c = 1 + m n``).  The key's size was already accepted by the caller.
+        """
+        return PublicKey(int(self.n), derive_hs(int(self.n)), insecure_test_key=True)
+
     def drop_table(self) -> None:
         """Free the cached fixed-base table (up to 64 MiB); the next encryption rebuilds one."""
         self._table = None

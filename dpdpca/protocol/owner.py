@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from dpdpca._validation import check_data_matrix, param_error
-from dpdpca.crypto import PublicKey, encrypt, upper_triangle_flatten
+from dpdpca.crypto import encrypt, upper_triangle_flatten
 from dpdpca.crypto.compute import EngineLike
-from dpdpca.crypto.keys import MIN_SECURE_BITS, derive_hs
+from dpdpca.crypto.keys import MIN_SECURE_BITS
 from dpdpca.data import clip_rows
 from dpdpca.dp import DistributedCalibration
 from dpdpca.dp.release import check_release
@@ -86,8 +86,7 @@ class DataOwner:
         self.params = params
         # The owner's own DJN base hs = -x^(2n), x drawn here: never the hs in public.json, which
         # the data user chose (hs = 1 would make every ciphertext 1 + m n, readable by anyone).
-        self.public_key = PublicKey(int(params.public_key.n), derive_hs(int(params.public_key.n)),
-                                    insecure_test_key=True)  # the size policy was checked just above
+        self.public_key = params.public_key.with_own_base()  # the size policy was checked just above
         self.identity = identity
         self.owner_id = identity.owner_id
         self.clip = bool(clip)

@@ -54,14 +54,18 @@ class RunPlan:
         """Keyword arguments of :meth:`ProtocolParams.create` for the data user's key pair.
 
         The key serves this one run, whose release and budget are known, so
-        the parameters declare exactly them: the noise allowance is sized for
-        this (epsilon, delta) and the layout for this release
-        (:attr:`ProtocolParams.release`), which gives the most slots per
-        ciphertext the bounds allow.
+        the parameters declare them: the layout is made for this release
+        (:attr:`ProtocolParams.release`) and the noise allowance for this
+        (epsilon, delta), with epsilon floored at 1.  The floor: the
+        distributed calibration's per-owner sigma stops shrinking at very large
+        epsilon (1.4e7 integer units at epsilon = 1e9, d = 4), past
+        :func:`~dpdpca.protocol.params.add_remove_sigma_bound`; for epsilon
+        <= 1 it stays below 0.65 of that bound over d in {1, 64, 784}, 2 to
+        100 owners and delta in [1e-12, 0.1] (checked by a test).
         """
         key, rel = self.options.key, self.options.release
         return dict(max_owners=self.max_owners, max_rows_per_owner=self.max_rows_per_owner, frac_bits=key.frac_bits,
-                    kappa=key.kappa, min_epsilon=rel.epsilon, min_delta=rel.delta, packing=key.packing,
+                    kappa=key.kappa, min_epsilon=min(rel.epsilon, 1.0), min_delta=rel.delta, packing=key.packing,
                     release=rel.mode)
 
     def owner_noise(self, d: int, frac_bits: int) -> Any:

@@ -178,24 +178,49 @@ class Proxy:
         return owner
 
     def prepare(self, d: int) -> None:
-        """Start computing the release's rerandomizers ``r^n`` while the collection is open.
+        """Start computing the centred release's rerandomizers ``r^n`` while the collection is open.
 
         They depend on the key and d only (:func:`release_ciphertext_count`),
         so a background thread makes them while owners are still encrypting;
         :meth:`finish` then takes them off its critical path.  Called on the
         first accepted share; a launcher that knows d earlier may call it
-        sooner.  Idempotent.
+        sooner.  Idempotent.  The add/remove release needs no ``r^n``
+        (:meth:`_rerandomize`), so nothing starts.
         """
         if self._prepared:
             return
         d = check_features(check_int("d", d, minimum=1), self.max_features)
+        if self.release == "add-remove":
+            self._prepared = True
+            return
         v_slots = None if self.release == "add-remove" else self.params.v2_layout.slots
         self._randomizers.fill(release_ciphertext_count(self.release, d, self.params.layout.slots, v_slots))
         self._prepared = True
 
     def _rerandomize(self, *arrays: EncryptedArray) -> list[EncryptedArray]:
-        """Multiply every outgoing ciphertext by a fresh ``r^n`` (ready ones from :meth:`prepare` first)."""
-        ready = self._randomizers.take_ready(sum(len(a.ciphertexts) for a in arrays))
+        """Multiply every outgoing ciphertext by a fresh encryption of 0.
+
+        Centred release: ``r^n`` with ``r`` uniform in Z*_n (ready ones from
+        :meth:`prepare` first), because the mask's exponents ``b`` act on the
+        owners' randomness and the key holder reads randomness.  Add/remove
+        release: the proxy applies no secret exponent (its noise is a
+        plaintext addend, ``c (1 + G n)``), so the outputs' randomness is the
+        owners' product times this factor whatever the factor is, and a DJN
+        factor ``hs^alpha`` under the proxy's own base
+        (:meth:`~dpdpca.crypto.PublicKey.with_own_base`) hides G from anyone
+        without the secret key who saw the owners' ciphertexts.
+        """
+        count = sum(len(a.ciphertexts) for a in arrays)
+        if self.release == "add-remove":
+            own = self.params.public_key.with_own_base()
+            factors = own.random_factors(count, method="djn")
+            own.drop_table()
+            out = []
+            for a in arrays:
+                mine, factors = factors[:len(a.ciphertexts)], factors[len(a.ciphertexts):]
+                out.append(a.rerandomize(factors=mine))
+            return out
+        ready = self._randomizers.take_ready(count)
         self._randomizers.close()
         self.timings_.add(self.party, "precompute", self._randomizers.cpu_s)
         out = []

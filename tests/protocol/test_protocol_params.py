@@ -146,3 +146,19 @@ def test_add_remove_r_is_dense_and_centred_r_is_row_aligned(d, slots):
     if d == 64:  # the figure the layout module's docstring quotes
         assert (len(dense), len(aligned)) == (51, 87)
 
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 0.1, 1.0])
+@pytest.mark.parametrize("delta", [1e-12, 1e-5, 0.1])
+def test_add_remove_sigma_bound_covers_each_owners_distributed_sigma_up_to_epsilon_1(epsilon, delta):
+    # dpdpca run sizes the allowance at min(epsilon, 1) (RunPlan.param_kwargs): this is why that is enough.
+    from dpdpca.dp import calibrate_distributed
+    from dpdpca.protocol.params import add_remove_sigma_bound
+
+    bound = add_remove_sigma_bound(frac_bits=16, min_epsilon=epsilon, min_delta=delta)
+    for d in (1, 64, 784):
+        for owners, honest in ((2, 1), (2, 2), (10, 1), (100, 1), (100, 100)):
+            cal = calibrate_distributed(epsilon=epsilon, delta=delta, d=d, frac_bits=16, owners=owners,
+                                        honest=honest, quorum=None)
+            local = max(math.sqrt(float(s2)) for s2 in cal.local_sigma_squared_int.values())
+            assert local < 0.7 * bound
