@@ -18,6 +18,8 @@ from dpdpca.errors import DataError
 __all__ = ["quantize_rows", "exact_scatter_share"]
 
 _FLOAT_EXACT = 1 << 53  # every integer of magnitude < 2**53 is a float64
+#: Multiply-adds below which exact_scatter_share uses an int64 product instead of float64 BLAS.
+_SMALL_INT_WORK = 1 << 24
 
 
 def quantize_rows(X: np.ndarray, frac_bits: int) -> np.ndarray:
@@ -81,7 +83,8 @@ def exact_scatter_share(Xq: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.
     float64 BLAS is exact on integers while every partial sum stays below
     ``2**53``; each product is at most ``||x||^2 <= 2**(2f)``, so rows are
     processed in blocks of ``2**(53 - 2f) - 1`` and blocks are summed as
-    Python integers.
+    Python integers.  Small shares (``n d**2 <= 2**24`` multiply-adds) use an
+    exact int64 product instead, which keeps the BLAS thread pool asleep.
 
     Parameters
     ----------
@@ -102,6 +105,13 @@ def exact_scatter_share(Xq: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.
     """
     f = check_int("frac_bits", frac_bits, minimum=0, maximum=26)
     n, d = Xq.shape
+    if n * d * d <= _SMALL_INT_WORK and n < (1 << (62 - 2 * f)):
+        # A small share: int64 products are exact (|x_i x_j| <= 2**(2f), n of them sum below 2**62)
+        # and numpy's integer matmul does not wake the BLAS thread pool, whose idle workers would
+        # otherwise spin beside the encryption that follows.
+        R = Xq.astype(np.int64).T @ Xq.astype(np.int64)
+        v = np.array([int(s) for s in Xq.sum(axis=0, dtype=np.int64)], dtype=object)
+        return R.astype(object), v, int(n)
     block = max(1, (_FLOAT_EXACT >> (2 * f)) - 1)
     R = np.zeros((d, d), dtype=object)
     R[...] = 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -33,9 +33,17 @@ def test_truncation_toward_zero_keeps_the_integer_norm_bound(X, f):
     assert all(sum(int(x) ** 2 for x in row) <= limit for row in Xq)
 
 
-@settings(max_examples=40, deadline=None)
-@given(rows_strategy, st.sampled_from([0, 8, 16, 26]))
-def test_scatter_share_is_exact_in_python_integers(X, f):
+@pytest.fixture(params=["int64", "float-blocks"])
+def scatter_path(request, monkeypatch):
+    """Both exact paths: the int64 product of small shares, and float64 BLAS blocks (forced by a zero threshold)."""
+    if request.param == "float-blocks":
+        monkeypatch.setattr("dpdpca.protocol.quantize._SMALL_INT_WORK", 0)
+    return request.param
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(X=rows_strategy, f=st.sampled_from([0, 8, 16, 26]))
+def test_scatter_share_is_exact_in_python_integers(scatter_path, X, f):
     Xq = quantize_rows(_unit(X), f)
     R, v, n = exact_scatter_share(Xq, f)
     rows = [[int(x) for x in r] for r in Xq]
@@ -47,7 +55,7 @@ def test_scatter_share_is_exact_in_python_integers(X, f):
     assert n == len(rows)
 
 
-def test_blocks_cover_many_rows_exactly_at_high_precision():
+def test_blocks_cover_many_rows_exactly_at_high_precision(scatter_path):
     # f = 26: every product is up to 2**52, so blocks are single rows and sums exceed 2**53.
     X = np.full((40, 2), 0.7071)
     Xq = quantize_rows(X, 26)
