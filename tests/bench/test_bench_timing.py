@@ -35,7 +35,8 @@ def test_bench_timing_quick_smoke(tmp_path, capsys):
         assert result["dpdpca_proxy_s"][i] >= timed
     for crit, online, pre in zip(result["dpdpca_critical_s"], result["dpdpca_online_critical_s"],
                                  result["dpdpca_precompute_s"]):
-        assert pre > 0 and online <= crit <= online + pre  # the proxy's rerandomizers overlap the owners
+        # Work the proxy makes ahead overlaps the owners; the add/remove release (the default) makes none.
+        assert pre == 0 and online <= crit <= online + 1e-9
     assert all(s > 0 for s in result["dpdpca_setup_s"])  # key generation is reported, not dropped
     for key in ("dpdpca_io_per_message_s", "sequential_io_per_message_s"):
         assert all(0 < v < 5 for v in result[key]), key
