@@ -86,6 +86,22 @@ def test_file_transport_carries_the_same_protocol(tmp_path, make_user):
     assert net.bytes_sent["owner:1"] > 0 and net.bytes_sent["proxy"] > 0 and "user" not in net.bytes_sent
 
 
+@pytest.mark.parametrize("keep_read", [False, True])
+def test_file_transport_hands_each_message_to_one_reader(tmp_path, keep_read):
+    """Deleted or moved aside, a message read is gone from the box: a second reader never gets it too."""
+    first = FileTransport(tmp_path, keep_read=keep_read, poll_s=0.001)
+    second = FileTransport(tmp_path, keep_read=keep_read, poll_s=0.001)
+    first.send("owner:1", "proxy", b"one")
+    first.send("owner:2", "proxy", b"two")
+    assert second.receive("proxy", timeout=0) == b"one"
+    assert first.receive("proxy", timeout=0) == b"two"  # its listing still named "one": skipped, not re-read
+    assert first.receive("proxy", timeout=0) is None and second.receive("proxy", timeout=0) is None
+    assert list((tmp_path / "proxy").glob("*.msg")) == []
+    kept = sorted(p.read_bytes() for p in (tmp_path / "proxy" / "read").glob("*.msg")) if keep_read else []
+    assert kept == ([b"one", b"two"] if keep_read else [])
+    assert (tmp_path / "proxy" / "read").exists() == keep_read
+
+
 def test_processes_dropout_and_verify():
     parts = _data(5, sizes=(8, 9, 10, 11))
     ticks: list[tuple[str, float]] = []
