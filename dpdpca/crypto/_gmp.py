@@ -250,14 +250,17 @@ def first_non_unit(values: Sequence[mpz], n: int) -> int | None:
     """Index of the first value sharing a factor with ``n``, or ``None``.
 
     One gcd per block of 256 (on the block's product mod ``n``) instead of one
-    per value; a block that fails is scanned.
+    per value; a block that fails is scanned (a product is a unit modulo
+    ``n`` iff every factor is, so no non-unit is missed).  Each factor is
+    reduced mod ``n`` before the multiplication (a ciphertext is < n**2):
+    two half-size steps are faster than one product of twice the size.
     """
     m = mpz(n)
     for start in range(0, len(values), 256):
         block = values[start:start + 256]
         acc = mpz(1)
         for v in block:
-            acc = acc * v % m
+            acc = acc * (v % m) % m
         if gmpy2.gcd(acc, m) != 1:
             for k, v in enumerate(block):
                 if gmpy2.gcd(v, m) != 1:

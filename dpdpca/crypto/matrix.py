@@ -9,6 +9,7 @@ ciphertext crosses a row, so a ciphertext of row ``i`` can be combined with
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -43,8 +44,12 @@ def upper_triangle_chunks(d: int, slots: int) -> tuple[int, ...]:
     >>> upper_triangle_chunks(4, 3)
     (3, 1, 3, 2, 1)
     """
-    d = check_int("d", d, minimum=1)
-    slots = check_int("slots", slots, minimum=1)
+    return _upper_triangle_chunks(check_int("d", d, minimum=1), check_int("slots", slots, minimum=1))
+
+
+@functools.lru_cache(maxsize=64)
+def _upper_triangle_chunks(d: int, slots: int) -> tuple[int, ...]:
+    # Cached (a tuple, immutable): the proxy derives the same layout for every share it reads.
     out: list[int] = []
     for i in range(d):
         full, rest = divmod(d - i, slots)

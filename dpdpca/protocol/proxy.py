@@ -29,7 +29,7 @@ from dpdpca.protocol.messages import Message, MessageType, check_owner_id
 from dpdpca.protocol.notes import centred_report
 from dpdpca.protocol.params import (DEFAULT_MAX_FEATURES, ProtocolParams, check_features, check_noise_options,
                                     check_release_options, integer_noise_sensitivity)
-from dpdpca.protocol.sections import ciphertext_fingerprints, load_share_arrays, share_sections
+from dpdpca.protocol.sections import ciphertext_set, load_share_arrays, share_sections
 from dpdpca.timing import Timings
 
 __all__ = ["Proxy"]
@@ -96,7 +96,7 @@ class Proxy:
         self.d: int | None = None
         self._shares: dict[str, dict[str, EncryptedArray]] = {}
         self._statements: dict[str, ShareStatement] = {}
-        self._seen: set[bytes] = set()
+        self._seen: set[Any] = set()
         self._aggregate: dict[str, EncryptedArray] | None = None
         self.owners_: list[str] = []
         self.statements_: list[ShareStatement] = []
@@ -166,11 +166,11 @@ class Proxy:
                          key_fingerprint=p.key_fingerprint, d=d, max_owners=1,
                          max_rows_per_owner=p.max_rows_per_owner)
         share = load_share_arrays(msg, p, d, owners=1, release=self.release)
-        fingerprints = ciphertext_fingerprints(share)
-        if not self._seen.isdisjoint(fingerprints):
+        ciphertexts = ciphertext_set(share)
+        if not self._seen.isdisjoint(ciphertexts):
             raise ProtocolError(f"ciphertexts must be fresh, got owner {owner!r} resending ciphertexts already "
                                 f"received in another share (a replay)")
-        self._seen |= fingerprints
+        self._seen |= ciphertexts
         self.d = d
         self._shares[owner] = share
         self._statements[owner] = statement

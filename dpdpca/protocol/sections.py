@@ -7,18 +7,17 @@ d costs nothing), then each section's layout, chunk sizes and bound.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Sequence
 
 import numpy as np
 
 from dpdpca.crypto import EncryptedArray, PublicKey
-from dpdpca.errors import MessageError
+from dpdpca.errors import KeyMismatchError, MessageError
 from dpdpca.protocol.layout import share_chunks, share_counts
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
 
-__all__ = ["check_section_sizes", "load_array", "share_sections", "load_share_arrays", "ciphertext_fingerprints", "int_array"]
+__all__ = ["check_section_sizes", "load_array", "share_sections", "load_share_arrays", "ciphertext_set", "int_array"]
 
 
 def check_section_sizes(msg: Message, counts: dict[str, int], ciphertext_bytes: int) -> None:
@@ -42,8 +41,22 @@ def check_section_sizes(msg: Message, counts: dict[str, int], ciphertext_bytes: 
 
 def load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[int], bound: int,
                 layout: Any) -> EncryptedArray:
-    """Deserialize a section and check it has the public layout, chunks and bound."""
-    arr = EncryptedArray.from_bytes(msg.section(name), public_key)
+    """Deserialize a section and check it has the public layout, chunks and bound.
+
+    Raises
+    ------
+    MessageError
+        A malformed section (named: ``section R: message ciphertext[3] must be
+        a unit modulo n, ...``), or one off the public layout, chunks or bound.
+    KeyMismatchError
+        A section under another key.
+    """
+    try:
+        arr = EncryptedArray.from_bytes(msg.section(name), public_key)
+    except KeyMismatchError:
+        raise
+    except MessageError as exc:
+        raise MessageError(f"section {name}: {exc}") from None
     if arr.layout != layout:
         raise MessageError(f"section {name} layout must be {layout}, got {arr.layout}")
     if list(arr.chunks) != list(chunks):
@@ -73,12 +86,16 @@ def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: i
             for name, chunks in share_chunks(release, d, slots).items()}
 
 
-def ciphertext_fingerprints(arrays: dict[str, EncryptedArray]) -> set[bytes]:
-    """16-byte SHA-256 prefixes of every ciphertext (to refuse a ciphertext seen in another share)."""
-    out: set[bytes] = set()
+def ciphertext_set(arrays: dict[str, EncryptedArray]) -> set[Any]:
+    """Every ciphertext of ``arrays``, exactly, as a set (to refuse a ciphertext seen in another share).
+
+    The values themselves, not digests of them: no truncation to collide, and
+    no hashing of each ciphertext's bytes (the set holds references to
+    integers the share keeps anyway).
+    """
+    out: set[Any] = set()
     for arr in arrays.values():
-        width = arr.public_key.ciphertext_bytes
-        out.update(hashlib.sha256(int(c).to_bytes(width, "big")).digest()[:16] for c in arr.ciphertexts)
+        out.update(arr.ciphertexts)
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 import struct
 
 import pytest
@@ -99,6 +100,28 @@ def test_non_unit_ciphertext_rejected(keys512, message):
     bad = raw[:start] + int(sk.q).to_bytes(width, "big") + raw[start + width:]
     with pytest.raises(MessageError, match=r"message ciphertext\[2\] must be a unit modulo n"):
         EncryptedArray.from_bytes(_rehash(bad), pk)
+
+
+@pytest.mark.parametrize("where", [None, 0, 255, 256, 299])
+def test_batched_unit_check_names_the_first_non_unit(keys512, where):
+    """One gcd per block of 256 products, yet every non-unit is found and named, in any block."""
+    from dpdpca.crypto import _gmp as bk
+
+    pk, sk = keys512
+    rng = random.Random(7)
+    units = [bk.mpz(rng.randrange(1, int(pk.nsquare))) for _ in range(300)]
+    units = [u if bk.gcd(u, pk.n) == 1 else u + 1 for u in units]  # (a random non-unit is p or q's multiple)
+    assert bk.first_non_unit(units, pk.n) is None
+    if where is None:
+        return
+    for factor in (sk.p, sk.q):
+        bad = list(units)
+        bad[where] = bk.mpz(factor * rng.randrange(1, int(pk.n)))  # a multiple of a prime factor, < n**2
+        if where < len(bad) - 1:
+            bad[-1] = bk.mpz(sk.q * 3)  # a later non-unit does not hide the first
+        assert bk.first_non_unit(bad, pk.n) == where
+        with pytest.raises(MessageError, match=rf"ct\[{where}\] must be a unit modulo n, got a non-unit"):
+            wire.check_ciphertexts(bad, pk, "ct")
 
 
 def test_chunk_and_bound_validation(keys512, message):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 
 import numpy as np
 import pytest
@@ -11,10 +12,12 @@ from scipy import stats
 from dpdpca.crypto import EncryptedArray, PrivateKey
 from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ProtocolError
 from dpdpca.protocol import DataUser, InProcessTransport, Proxy, ProtocolParams, run_protocol
+from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.runner import reference_scatter_int
+from dpdpca.protocol.sections import share_sections
 
 
 @pytest.fixture
@@ -123,6 +126,38 @@ def test_duplicate_and_replayed_shares_are_rejected(make_user, unit_rows, _share
     other_session = ProtocolParams.create(user.params.public_key, max_owners=10, max_rows_per_owner=64)
     with pytest.raises(ProtocolError, match="another session"):
         Proxy(user.params, user.owner_keys).receive_share(make_owner(other_session, "9").share(X))
+
+
+@pytest.mark.parametrize("release, section, index", [("centred", "R", 1), ("centred", "vwin", 0),
+                                                      ("add-remove", "v", 0), ("add-remove", "N", 0)])
+def test_a_signed_share_with_one_non_unit_ciphertext_is_refused_by_name(make_user, make_owner, identity, keypair,
+                                                                        release, section, index):
+    """A listed owner's share, validly signed, carrying a multiple of a prime factor of n: refused, named."""
+    user = make_user()
+    p, sk = user.params, keypair[1]
+    X = np.full((3, 4), 0.3)
+    good = make_owner(p, "1", release=release).share(X)
+    m = Message.from_bytes(good)
+    body = m.sections[section][:-32]
+    width = p.public_key.ciphertext_bytes
+    count = len(EncryptedArray.from_bytes(m.sections[section], p.public_key).ciphertexts)
+    start = len(body) - (count - index) * width
+    non_unit = (int(sk.p) * 12345).to_bytes(width, "big")  # in [1, n**2), shares the factor p with n
+    body = body[:start] + non_unit + body[start + width:]
+    sections = dict(m.sections, **{section: body + hashlib.sha256(body).digest()})
+    st = m.meta["statement"]
+    signed = ShareStatement.sign(identity("1"), session=p.session_id, key_fingerprint=p.key_fingerprint, d=4,
+                                 n_rows=None if release == "add-remove" else 3,
+                                 ciphertext_sha256=ciphertext_digest(sections, share_sections(release)))
+    assert signed.ciphertext_sha256 != st["ciphertext_sha256"]
+    bad = Message(m.type, m.session, m.key_fingerprint, m.sender, dict(m.meta, statement=signed.to_json()),
+                  sections).to_bytes()
+    proxy = Proxy(p, user.owner_keys, release=release)
+    with pytest.raises(MessageError, match=rf"^section {section}: message ciphertext\[{index}\] must be a unit "
+                                           rf"modulo n, got a non-unit$"):
+        proxy.receive_share(bad)
+    assert proxy.received == []  # nothing of it was kept: the owner's honest share still goes through
+    assert proxy.receive_share(good) == "1"
 
 
 def test_wrong_key_tampered_and_foreign_messages(make_user, unit_rows, other_keypair, _shares, make_owner):
