@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable, Sequence
+from operator import methodcaller
 
 import gmpy2
 from gmpy2 import mpz
@@ -288,8 +289,17 @@ def int_to_bytes(value: int) -> bytes:
 
 
 def ints_to_bytes(values: Iterable[mpz], width: int) -> bytes:
-    """Concatenate non-negative integers as fixed-width big-endian fields."""
-    return b"".join(mpz(v).to_bytes(width, "big") for v in values)
+    """Concatenate non-negative integers as fixed-width big-endian fields.
+
+    ``mpz`` and ``int`` values convert through their own ``to_bytes`` (half
+    the cost of wrapping each in ``mpz`` first); anything else integral
+    goes through ``mpz``.  A negative or too wide value raises ``OverflowError``.
+    """
+    values = values if isinstance(values, (list, tuple)) else list(values)
+    try:
+        return b"".join(map(methodcaller("to_bytes", width, "big"), values))
+    except AttributeError:  # e.g. numpy integers
+        return b"".join(mpz(v).to_bytes(width, "big") for v in values)
 
 
 def bytes_to_ints(blob: bytes, width: int) -> list[mpz]:

@@ -106,10 +106,11 @@ def run_packed(kernel: Callable[..., list[Any]], out_width: int, args: tuple[Any
 
 
 def product_node(modulus: int, width: int, *runs: bytes | list[bk.mpz]) -> bytes:
-    """Worker side: element-wise product of runs modulo ``modulus`` (a node of the tree).
+    """Worker side: element-wise product of one group's runs modulo ``modulus``.
 
     Each run is a packed blob or a list of ``mpz`` already decoded on the
-    worker (:meth:`DaskEngine.place`); the product leaves as a packed blob.
+    worker (:meth:`DaskEngine.place`); one flat product (the serial
+    engine's loop), and the result leaves as one packed blob.
     """
     rows = [bk.bytes_to_ints(r, width) if isinstance(r, bytes) else r for r in runs]
     return bk.ints_to_bytes(bk.columnwise_prod_mod(rows, modulus), width)
@@ -118,12 +119,6 @@ def product_node(modulus: int, width: int, *runs: bytes | list[bk.mpz]) -> bytes
 def decode_run(blob: bytes, width: int) -> list[bk.mpz]:
     """Worker side: a packed blob as ``mpz`` values, kept in the worker's memory."""
     return bk.bytes_to_ints(blob, width)
-
-
-#: Children per node of the Dask aggregation tree.  A group's runs sit on one worker, so a
-#: node needs no transfer and every extra level only adds a conversion to bytes and back:
-#: up to 16 owners are one flat product, more make a tree of 16-way products.
-TREE_FAN_IN = 16
 
 
 class Placed:
@@ -247,10 +242,12 @@ class ExecutorEngine(Engine):
 class DaskEngine(Engine):
     """A Dask ``distributed.Client``: every task on the cluster, packed bytes in and out.
 
-    The aggregation is a tree reduction: the runs of a group are scattered to
-    the workers and multiplied :data:`TREE_FAN_IN` at a time, level by level,
-    with the inner nodes left on the workers; only each group's root comes
-    back.
+    The aggregation gives each worker thread one group of positions: the
+    group's runs are scattered to (or already on, :meth:`place`) one worker,
+    which multiplies them in one task, a flat product as the serial engine
+    does, and sends the product back as one packed blob.  Products of
+    different groups never meet, so the reduction has no cross-worker step:
+    the client only decodes each blob as it arrives and concatenates.
 
     Parameters
     ----------
@@ -282,18 +279,23 @@ class DaskEngine(Engine):
         return max(64, -(-count // (4 * self.workers)))
 
     def product_items(self, count: int) -> int:
-        """Two groups per worker thread, at least 64 positions: products of equal cost balance
-        without more tasks, and every task ends in a scheduler round trip."""
-        return max(64, -(-count // (2 * self.workers)))
+        """One group per worker thread, at least 64 positions: the products all cost the same, so
+        equal groups balance, and every further task adds a scheduler round trip to the critical path."""
+        return max(64, -(-count // self.workers))
 
-    def _worker_addresses(self) -> list[str]:
+    def _worker_threads(self) -> list[str]:
+        """Each worker's address once per thread, sorted (empty if the scheduler does not say)."""
         try:
-            return sorted(self.client.scheduler_info()["workers"])
-        except (KeyError, TypeError, OSError):
+            info = self.client.scheduler_info()["workers"]
+            return [a for a in sorted(info) for _ in range(max(1, int(info[a].get("nthreads", 1))))]
+        except (KeyError, TypeError, OSError, ValueError):
             return []
 
+    def _worker_addresses(self) -> list[str]:
+        return sorted(set(self._worker_threads()))
+
     def _direct(self, workers: Sequence[str | None]) -> bool | None:
-        """Scatter straight to the workers when they all run on the client's host (a third faster
+        """Talk straight to the workers when they all run on the client's host (a third faster
         than through the scheduler); elsewhere Dask's default, which needs no client-to-worker route."""
         hosts = {_host(w) for w in workers}
         return True if hosts and hosts <= {"127.0.0.1", "localhost", "::1"} else None
@@ -307,7 +309,7 @@ class DaskEngine(Engine):
         return bk.bytes_to_ints(b"".join(self.client.gather(futures)), out_width)
 
     def place(self, width: int, groups: Sequence[Sequence[Ints]], *, decode: bool = True) -> Placed:
-        """Ship each group's runs to one worker (round robin over groups) and keep them there.
+        """Ship each group's runs to one worker (round robin over worker threads) and keep them there.
 
         One scatter per worker, packed bytes on the wire.  With ``decode``
         the workers turn the blobs into ``mpz`` lists at once (and this call
@@ -315,15 +317,17 @@ class DaskEngine(Engine):
         workers' memory, as a serial product starts from values in ours.
         """
         client = self.client
-        workers: list[str | None] = list(self._worker_addresses()) or [None]
+        threads: list[str | None] = list(self._worker_threads()) or [None]
+        homes = [threads[k % len(threads)] for k in range(len(groups))]
+        direct = self._direct(threads)
         placed: list[list[Any]] = [[] for _ in groups]
-        for w, address in enumerate(workers):
-            mine = [k for k in range(len(groups)) if k % len(workers) == w]
+        for address in dict.fromkeys(homes):
+            mine = [k for k in range(len(groups)) if homes[k] == address]
             blobs = [bk.ints_to_bytes(run.values, width) for k in mine for run in groups[k]]
             if not blobs:
                 continue
             where = None if address is None else [address]
-            futures = client.scatter(blobs, hash=False, workers=where, direct=self._direct(workers))
+            futures = client.scatter(blobs, hash=False, workers=where, direct=direct)
             if decode:
                 futures = [client.submit(decode_run, f, width, pure=False, workers=where) for f in futures]
             pos = 0
@@ -339,24 +343,25 @@ class DaskEngine(Engine):
                      ) -> list[bk.mpz]:
         """The aggregation on the cluster; ``groups`` may already be on the workers (:meth:`place`).
 
-        Each group's runs sit on one worker (so its nodes need no transfer);
-        runs spread over several workers would meet at the nodes instead.
-        Nodes multiply up to :data:`TREE_FAN_IN` runs; only each group's root
-        comes back, as one packed blob.
+        One task per group, on the worker that holds the group's runs (no
+        transfer between workers): the flat product of the runs, returned
+        as one packed blob.  Each blob is fetched (straight from the worker
+        when the cluster is on this host) and decoded as soon as its task
+        ends, while the other workers are still multiplying.
         """
+        from distributed import as_completed
+
         placed = groups if isinstance(groups, Placed) else self.place(width, groups, decode=False)
         client = self.client
-        roots = []
-        for runs in placed.groups:
-            level = list(runs)
-            while True:  # at least one node, which also packs decoded runs back to bytes
-                level = [client.submit(product_node, int(modulus), width, *level[i:i + TREE_FAN_IN], pure=False)
-                         for i in range(0, len(level), TREE_FAN_IN)]
-                if len(level) == 1:
-                    break
-            roots.append(level[0])
         try:
-            return bk.bytes_to_ints(b"".join(client.gather(roots)), width)
+            futures = [client.submit(product_node, int(modulus), width, *runs, pure=False)
+                       for runs in placed.groups]
+            index = {f.key: k for k, f in enumerate(futures)}
+            direct = self._direct(self._worker_addresses())
+            parts: list[list[bk.mpz]] = [[] for _ in futures]
+            for done in as_completed(futures):
+                parts[index[done.key]] = bk.bytes_to_ints(client.gather(done, direct=direct), width)
+            return [c for part in parts for c in part]
         finally:
             if not isinstance(groups, Placed):
                 placed.release()

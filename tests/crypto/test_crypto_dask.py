@@ -10,7 +10,7 @@ from distributed import Client, LocalCluster
 
 from dpdpca.bench.scale import run_benchmark
 from dpdpca.crypto import SlotLayout, decrypt, encrypt, scalar_times_packed, scalars_times_packed, sum_arrays
-from dpdpca.crypto.compute import (TREE_FAN_IN, DaskEngine, ExecutorEngine, Ints, SerialEngine, as_engine,
+from dpdpca.crypto.compute import (DaskEngine, ExecutorEngine, Ints, SerialEngine, as_engine,
                                    dask_engine, spans)
 from dpdpca.errors import ParameterError
 
@@ -30,7 +30,7 @@ def _operations(pk, executor):
     values = list(range(-700, 700))  # 117 ciphertexts: several tasks
     a = encrypt(pk, values, layout=LAYOUT, bound=700, executor=executor, _test_randomness=RAND)
     b = encrypt(pk, values[::-1], layout=LAYOUT, bound=700, executor=executor, _test_randomness=RAND)
-    arrays = [a, b, a, b, a]  # one flat node per chunk (fewer runs than TREE_FAN_IN)
+    arrays = [a, b, a, b, a]
     total = sum_arrays(arrays, executor=executor)
     ks = [(-1) ** i * (i % 9) for i in range(len(a.ciphertexts))]
     scaled = a.mul_scalars(ks, executor=executor)
@@ -57,23 +57,27 @@ def test_dask_engine_equals_serial_bit_for_bit(keys512, client):
     assert decrypt(sk, rerandomized) == values
 
 
-def test_resident_runs_and_a_two_level_tree_equal_serial(keys512, client):
+def test_resident_runs_equal_serial(keys512, client):
     pk, sk = keys512
     width = pk.ciphertext_bytes
     arrays = [encrypt(pk, [i - 40, 3 * i, -i], layout=LAYOUT, bound=60, chunks=[1, 1, 1], _test_randomness=RAND)
-              for i in range(TREE_FAN_IN + 2)]  # 18 runs per chunk: 16 + 2 children, then the root
+              for i in range(18)]  # 18 runs per group, one flat product each
     serial = sum_arrays(arrays)
     engine = DaskEngine(client)
     assert sum_arrays(arrays, executor=engine).ciphertexts == serial.ciphertexts
-    groups = [[Ints(a.ciphertexts[lo:hi], width) for a in arrays] for lo, hi in [(0, 2), (2, 3)]]
+    groups = [[Ints(a.ciphertexts[lo:hi], width) for a in arrays] for lo, hi in [(0, 1), (1, 2), (2, 3)]]
     placed = engine.place(width, groups)
-    assert placed.decoded and [len(g) for g in placed.groups] == [len(arrays)] * 2
+    assert placed.decoded and [len(g) for g in placed.groups] == [len(arrays)] * 3
+    # one group per worker thread, round robin: groups 0 and 2 on the first worker, 1 on the second
+    homes = [client.who_has(g)[g[0].key] for g in placed.groups]
+    assert homes[0] == homes[2] != homes[1]
+    assert all(len(set(map(tuple, client.who_has(g).values()))) == 1 for g in placed.groups)
     assert engine.tree_product(pk.nsquare, width, placed) == serial.ciphertexts
     placed.release()
     assert placed.groups == []
     assert decrypt(sk, serial) == [sum(i - 40 for i in range(18)), sum(3 * i for i in range(18)), -153]
     assert spans(1000, engine) == [(s, min(s + 125, 1000)) for s in range(0, 1000, 125)]  # 4 tasks per worker
-    assert engine.product_items(1000) == 250 and engine.product_items(100) == 64  # the sum: 2 per worker
+    assert engine.product_items(1000) == 500 and engine.product_items(100) == 64  # the sum: 1 per thread
     # scatter goes straight to workers only on the client's host; elsewhere through Dask's default route
     assert engine._direct(["tcp://127.0.0.1:4001", "tcp://[::1]:4002", "tcp://localhost:4003"]) is True
     assert engine._direct(["tcp://127.0.0.1:4001", "tcp://10.1.2.3:4002"]) is None and engine._direct([]) is None
