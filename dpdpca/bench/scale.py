@@ -14,8 +14,8 @@ iterations is reported):
   ``mpz`` values in the workers' memory (:meth:`DaskEngine.place
   <dpdpca.crypto.compute.DaskEngine.place>`, not timed; reported as
   ``dask_place_s``): the scale-out case, where owners' shares land on the
-  workers as they arrive.  Timed: the tree of products on the workers and
-  the results' return to this process as packed bytes;
+  workers as they arrive.  Timed: one product task per worker and the
+  results' return to this process as packed bytes, decoded to ``mpz``;
 * ``dask_shipped``: :func:`~dpdpca.crypto.sum_arrays` with the Dask engine
   from arrays in this process (packing, shipping, products, return): what
   ``--scheduler`` costs when the proxy holds the shares itself;

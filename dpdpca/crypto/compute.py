@@ -12,8 +12,8 @@ implement the interface:
 * :class:`ExecutorEngine`: any :class:`concurrent.futures.Executor`, usually
   :func:`local_process_pool`;
 * :class:`DaskEngine`: a ``distributed.Client`` (optional extra
-  ``dpdpca[distributed]``); the aggregation is a tree reduction whose inner
-  nodes stay on the workers.
+  ``dpdpca[distributed]``); in the aggregation each worker thread holds one
+  group of positions and multiplies its runs in one task.
 
 Engines that ship work elsewhere send only ``bytes``, ``int`` and ``str``
 values and lists of them: each run of ciphertexts (an :class:`Ints`
