@@ -6,10 +6,14 @@ ratios.  Each ratio is taken between two measurements run back to back
 (3 pairs with ``--quick``, 5 otherwise) and the median pair is reported,
 which resists load from other jobs on a shared machine; the per-second rates
 are the best run.  Values are packed with the slot parameters the protocol needs for
-d = 784, L = 100 owners and 10**5 rows per owner: the wide layout
-(:func:`dpdpca.protocol.params.final_value_bound` and ``carry_value_bound``)
-for the headline figures, the plain one (``slot_value_bound``) for the
-``*_plain`` figures.
+d = 784, L = 100 owners and 10**5 rows per owner, in three layouts: the
+headline figures use the layout of parameters that declare the default
+add/remove release (:func:`dpdpca.protocol.params.add_remove_value_bound`
+with that release's noise allowance for epsilon >= 0.01, as ``dpdpca keygen
+--release add-remove`` makes it); the ``*_any`` figures the wide layout that
+also serves the centred release (``final_value_bound`` and
+``carry_value_bound``); the ``*_plain`` figures the plain one
+(``slot_value_bound``).
 
 JSON keys: ``key_bits``, ``values`` (slots encrypted by our layer),
 ``phe_values``, ``phe_encrypt_values_per_s``, ``encrypt_values_per_s``,
@@ -22,8 +26,10 @@ right after it, and the median of the paired ratios is reported),
 ``peak_rss_mb`` (peak RSS of a fresh process encrypting the upper triangle of
 a d x d matrix), ``triangle_d``, ``triangle_ciphertexts``,
 ``triangle_encrypt_s``, ``triangle_bytes``, ``slots_per_ciphertext``,
-``slot_bits``, ``slot_bound_bits``, ``carry_bound_bits``, ``encrypt_ratio_plain``,
-``decrypt_ratio_plain``, ``slots_per_ciphertext_plain``, ``slot_bits_plain``, ``table_build_s``, ``keygen_s``,
+``slot_bits``, ``encrypt_ratio_any``, ``decrypt_ratio_any``,
+``slots_per_ciphertext_any``, ``slot_bits_any``, ``slot_bound_bits``, ``carry_bound_bits`` (of the
+``any`` layout), ``encrypt_ratio_plain``, ``decrypt_ratio_plain``,
+``slots_per_ciphertext_plain``, ``slot_bits_plain``, ``table_build_s``, ``keygen_s``,
 ``packed_power_speedup`` (scalar_times_packed against a plain powmod by the
 packed exponent), ``quick``; with ``--workers N > 1`` also
 ``parallel_workers`` and ``parallel_encrypt_speedup`` (serial time / time on a
@@ -60,7 +66,7 @@ from dpdpca.crypto import (
 )
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.matrix import EncryptedSymmetricMatrix
-from dpdpca.protocol.params import carry_value_bound, final_value_bound, slot_value_bound
+from dpdpca.protocol.params import ProtocolParams, carry_value_bound, final_value_bound, slot_value_bound
 
 #: Protocol sizes the slots are derived for.
 D, OWNERS, ROWS_PER_OWNER = 784, 100, 10**5
@@ -92,6 +98,34 @@ def _paired(fa: Any, fb: Any, runs: int) -> tuple[Any, Any, list[float], list[fl
         rb, t = _timed(fb)
         tb.append(t)
     return ra, rb, ta, tb
+
+
+def _throughput(pk: PublicKey, sk: Any, layout: SlotLayout, bound: int, values: list[int], phe_side: dict[str, Any],
+                runs: int, suffix: str = "") -> dict[str, Any]:
+    """Encrypt and decrypt ratios of one layout, each paired with phe's run on ``phe_side['values']``.
+
+    ``values`` (a multiple of the layout's slots) must round-trip; returns the
+    ``encrypt_ratio``, ``decrypt_ratio``, ``slots_per_ciphertext``,
+    ``slot_bits`` keys with ``suffix``.
+    """
+    ppk, psk, pvals, pcts = phe_side["ppk"], phe_side["psk"], phe_side["values"], phe_side["cts"]
+    _, enc, phe_enc_t, enc_t = _paired(lambda: [ppk.encrypt(v) for v in pvals],
+                                       lambda: encrypt(pk, values, layout=layout, bound=bound), runs)
+    _, plain, phe_dec_t, dec_t = _paired(lambda: [psk.decrypt(c) for c in pcts], lambda: decrypt(sk, enc), runs)
+    if plain != values:
+        raise RuntimeError("dpdpca.crypto round trip failed in the benchmark")
+    n_phe = len(pvals)
+    out = {
+        "encrypt_ratio": statistics.median((len(values) / b) / (n_phe / a) for a, b in zip(phe_enc_t, enc_t)),
+        "decrypt_ratio": statistics.median((len(values) / b) / (n_phe / a) for a, b in zip(phe_dec_t, dec_t)),
+        "slots_per_ciphertext": layout.slots,
+        "slot_bits": layout.slot_bits,
+    }
+    if not suffix:
+        out.update({"phe_encrypt_values_per_s": n_phe / min(phe_enc_t), "encrypt_values_per_s": len(values) / min(enc_t),
+                    "phe_decrypt_values_per_s": n_phe / min(phe_dec_t), "decrypt_values_per_s": len(values) / min(dec_t)})
+    return {k + (suffix if k in ("encrypt_ratio", "decrypt_ratio", "slots_per_ciphertext", "slot_bits") else ""): v
+            for k, v in out.items()}
 
 
 def _fixed_point_values(count: int, codec: FixedPointCodec, rng: np.random.Generator) -> list[int]:
@@ -147,29 +181,28 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
     (pk, sk), keygen_s = _timed(lambda: generate_keypair(key_bits, insecure_test_key=insecure_test_key))
     declared = dict(owners=OWNERS, rows_per_owner=ROWS_PER_OWNER)
     bound = final_value_bound(**declared)
-    layout = SlotLayout.for_final_bound(pk, bound, carry_value_bound(**declared))  # the protocol's wide packing
+    layout = SlotLayout.for_final_bound(pk, bound, carry_value_bound(**declared))  # wide packing, both releases
     plain_bound = slot_value_bound(d=D, **declared)
     plain_layout = SlotLayout.for_bound(pk, plain_bound)  # the plain packing: slots hold R'' itself
+    ar_layout = ProtocolParams.create(pk, max_owners=OWNERS, max_rows_per_owner=ROWS_PER_OWNER,
+                                      release="add-remove").layout  # what keygen --release add-remove makes
     _, table_s = _timed(lambda: pk.hs_table)
 
     # -- encryption and decryption throughput, same values for both libraries --
     n_phe = 24 if quick else 120
     n_ours_ct = 100 if quick else 600
-    values = _fixed_point_values(n_ours_ct * layout.slots, codec, rng)
+    values = _fixed_point_values(n_ours_ct * max(layout.slots, ar_layout.slots), codec, rng)
     ppk = phe.PaillierPublicKey(int(pk.n))
     psk = phe.PaillierPrivateKey(ppk, int(sk.p), int(sk.q))
-    phe_cts, enc, phe_enc_t, enc_t = _paired(lambda: [ppk.encrypt(v) for v in values[:n_phe]],
-                                             lambda: encrypt(pk, values, layout=layout, bound=bound), runs)
-    phe_plain, plain, phe_dec_t, dec_t = _paired(lambda: [psk.decrypt(c) for c in phe_cts],
-                                                 lambda: decrypt(sk, enc), runs)
-    if phe_plain != values[:n_phe]:
+    phe_cts = [ppk.encrypt(v) for v in values[:n_phe]]
+    if [psk.decrypt(c) for c in phe_cts] != values[:n_phe]:
         raise RuntimeError("python-paillier round trip failed in the benchmark")
-    if plain != values:
-        raise RuntimeError("dpdpca.crypto round trip failed in the benchmark")
-    plain_values = values[:n_ours_ct * plain_layout.slots]
-    _, enc_p, phe_enc_tp, enc_tp = _paired(lambda: [ppk.encrypt(v) for v in values[:n_phe]],
-                                           lambda: encrypt(pk, plain_values, layout=plain_layout, bound=plain_bound), runs)
-    _, _, phe_dec_tp, dec_tp = _paired(lambda: [psk.decrypt(c) for c in phe_cts], lambda: decrypt(sk, enc_p), runs)
+    phe_side = {"ppk": ppk, "psk": psk, "values": values[:n_phe], "cts": phe_cts}
+    out: dict[str, Any] = {"key_bits": pk.bits, "values": n_ours_ct * ar_layout.slots, "phe_values": n_phe}
+    for lay, lay_bound, suffix in ((ar_layout, ar_layout.max_abs, ""), (layout, bound, "_any"),
+                                   (plain_layout, plain_bound, "_plain")):
+        out.update(_throughput(pk, sk, lay, lay_bound, values[:n_ours_ct * lay.slots], phe_side, runs, suffix))
+    values = values[:n_ours_ct * layout.slots]  # the "any" layout's values, for the parallel run below
 
     # -- aggregation: L arrays, one mulmod per ciphertext and array after the first --
     n_arrays = 100
@@ -205,35 +238,18 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
         lambda: [bk.powmod(c, sum(v << (layout.slot_bits * t) for t, v in enumerate(w)), n2)
                  for w in vectors[:naive_n]], runs)
 
-    out: dict[str, Any] = {
-        "key_bits": pk.bits,
-        "values": len(values),
-        "phe_values": n_phe,
-        "phe_encrypt_values_per_s": n_phe / min(phe_enc_t),
-        "encrypt_values_per_s": len(values) / min(enc_t),
-        "encrypt_ratio": statistics.median((len(values) / b) / (n_phe / a) for a, b in zip(phe_enc_t, enc_t)),
-        "phe_decrypt_values_per_s": n_phe / min(phe_dec_t),
-        "decrypt_values_per_s": len(values) / min(dec_t),
-        "decrypt_ratio": statistics.median((len(values) / b) / (n_phe / a) for a, b in zip(phe_dec_t, dec_t)),
+    out.update({
         "aggregate_efficiency": statistics.median(ratios),
         "aggregate_arrays": n_arrays,
         "aggregate_ciphertexts": n_agg_ct,
         "mulmod_us": mulmod_s * 1e6,
-        "slots_per_ciphertext": layout.slots,
-        "slot_bits": layout.slot_bits,
         "slot_bound_bits": bound.bit_length(),
         "carry_bound_bits": layout.carry_bound.bit_length(),
-        "encrypt_ratio_plain": statistics.median((len(plain_values) / b) / (n_phe / a)
-                                                 for a, b in zip(phe_enc_tp, enc_tp)),
-        "decrypt_ratio_plain": statistics.median((len(plain_values) / b) / (n_phe / a)
-                                                 for a, b in zip(phe_dec_tp, dec_tp)),
-        "slots_per_ciphertext_plain": plain_layout.slots,
-        "slot_bits_plain": plain_layout.slot_bits,
         "table_build_s": table_s,
         "keygen_s": keygen_s,
         "packed_power_speedup": statistics.median((b / naive_n) / (a / n_vec) for a, b in zip(fast_t, naive_t)),
         "quick": quick,
-    }
+    })
     if workers > 1:
         with local_process_pool(workers, public_key=pk) as pool:
             # Start every worker (each builds the key's table in its initializer) before timing.
@@ -258,6 +274,8 @@ _TABLE: list[tuple[str, str | None, str | None]] = [
     ("phe decrypt (values/s)", "phe_decrypt_values_per_s", "{:.1f}"),
     ("ours decrypt (values/s)", "decrypt_values_per_s", "{:.1f}"),
     ("decrypt ratio", "decrypt_ratio", "{:.1f}x"),
+    ("encrypt / decrypt ratio (any)", None, "any"),
+    ("encrypt / decrypt ratio (plain)", None, "plain"),
     ("aggregate efficiency", "aggregate_efficiency", "{:.3f}"),
     ("one mulmod (us)", "mulmod_us", "{:.2f}"),
     ("E[x]^pack(w) speedup", "packed_power_speedup", "{:.1f}x"),
@@ -287,10 +305,13 @@ def command(quick: bool, key_bits: int, d: int, insecure_test_key: bool, workers
         click.echo(json.dumps(result, sort_keys=True))
         return
     for label, key, fmt in _TABLE:
-        if key is None or fmt is None:
+        if key is None and fmt in ("any", "plain"):
+            value = (f"{result['encrypt_ratio_' + fmt]:.1f}x / {result['decrypt_ratio_' + fmt]:.1f}x "
+                     f"({result['slot_bits_' + fmt]} x {result['slots_per_ciphertext_' + fmt]})")
+        elif key is None or fmt is None:
             value = f"{result['slot_bits']} x {result['slots_per_ciphertext']}"
         elif key not in result:
             continue
         else:
             value = fmt.format(result[key])
-        click.echo(f"{label:<28} {value}")
+        click.echo(f"{label:<32} {value}")
