@@ -18,7 +18,9 @@ def test_bench_crypto_json_small_key():
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert KEYS <= set(out)
-    assert out["key_bits"] == 1024 and out["slot_bits"] == 80 and out["slots_per_ciphertext"] == 11  # wide (M only: v' has its own layout)
+    assert out["key_bits"] == 1024 and out["slot_bits_any"] == 80 and out["slots_per_ciphertext_any"] == 11  # wide (M only: v' has its own layout)
+    # the headline: parameters declaring the add/remove release (no N**2 term, that release's allowance)
+    assert (out["slot_bits"], out["slots_per_ciphertext"]) == (60, 17) and out["decrypt_ratio_any"] > 0
     assert out["slot_bits_plain"] == 160 and out["slots_per_ciphertext_plain"] == 6
     assert out["decrypt_ratio_plain"] > 0 and out["encrypt_ratio_plain"] > 0
     assert out["triangle_d"] == 30 and out["triangle_chunks_check"] is True
