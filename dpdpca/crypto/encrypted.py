@@ -313,13 +313,17 @@ class EncryptedArray:
         return self._derive(new_bound, cts)
 
     def rerandomize(self, *, method: str = "djn", executor: EngineLike = None,
-                    factors: Sequence[int] = ()) -> EncryptedArray:
+                    factors: Sequence[int] = (), base: PublicKey | None = None) -> EncryptedArray:
         """Same plaintexts, fresh randomness (multiply by fresh encryptions of 0).
 
         ``factors``: encryptions of 0 made ahead (:class:`~dpdpca.crypto.randomizers.RandomizerPool`)
         for the first ``len(factors)`` ciphertexts; the rest get new ones of ``method``.
+        ``base``: the key (same ``n``) whose DJN base ``hs`` makes the new
+        factors, e.g. :meth:`PublicKey.with_own_base`; default this array's key.
         """
-        key = self.public_key
+        key = self.public_key if base is None else base
+        if int(key.n) != int(self.public_key.n):
+            raise KeyMismatchError("base must have this array's modulus n, got another key")
         if len(factors) > len(self.ciphertexts):
             raise param_error("factors", f"at most one per ciphertext ({len(self.ciphertexts)})", len(factors))
         n2 = key.nsquare

@@ -210,16 +210,12 @@ class Proxy:
         (:meth:`~dpdpca.crypto.PublicKey.with_own_base`) hides G from anyone
         without the secret key who saw the owners' ciphertexts.
         """
-        count = sum(len(a.ciphertexts) for a in arrays)
         if self.release == "add-remove":
             own = self.params.public_key.with_own_base()
-            factors = own.random_factors(count, method="djn")
+            out = [a.rerandomize(method="djn", executor=self.executor, base=own) for a in arrays]
             own.drop_table()
-            out = []
-            for a in arrays:
-                mine, factors = factors[:len(a.ciphertexts)], factors[len(a.ciphertexts):]
-                out.append(a.rerandomize(factors=mine))
             return out
+        count = sum(len(a.ciphertexts) for a in arrays)
         ready = self._randomizers.take_ready(count)
         self._randomizers.close()
         self.timings_.add(self.party, "precompute", self._randomizers.cpu_s)

@@ -67,3 +67,23 @@ def test_rerandomize_with_given_factors_keeps_plaintexts_and_changes_ciphertexts
     assert all(a != b for a, b in zip(out.ciphertexts, enc.ciphertexts))
     with pytest.raises(ParameterError, match="factors must be at most one per ciphertext"):
         enc.rerandomize(factors=[1] * 4)
+
+
+def test_rerandomize_draws_new_factors_from_the_given_base(keys512):
+    # base = a key with the same n and another hs: the new factors are that hs**alpha. With the
+    # degenerate hs = 1 nothing changes, which shows the base (not the array's key) was used.
+    from dpdpca.crypto import PublicKey, generate_keypair
+    from dpdpca.errors import KeyMismatchError
+
+    pk, sk = keys512
+    layout = SlotLayout(slot_bits=24, slots=3)
+    vals = [5, -7, 0, 11, 2, -1, 8]
+    enc = encrypt(pk, vals, layout=layout, bound=20)
+    own = pk.with_own_base()
+    assert int(own.n) == int(pk.n) and int(own.hs) != int(pk.hs)
+    out = enc.rerandomize(method="djn", base=own)
+    assert decrypt(sk, out) == vals and all(a != b for a, b in zip(out.ciphertexts, enc.ciphertexts))
+    trivial = enc.rerandomize(method="djn", base=PublicKey(int(pk.n), 1, insecure_test_key=True))
+    assert [int(c) for c in trivial.ciphertexts] == [int(c) for c in enc.ciphertexts]
+    with pytest.raises(KeyMismatchError, match="base must have this array's modulus n"):
+        enc.rerandomize(base=generate_keypair(512, insecure_test_key=True)[0])
