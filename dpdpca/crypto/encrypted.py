@@ -446,8 +446,12 @@ class EncryptedArray:
         return wire.encode_batch(self.public_key, self.layout, self.chunks, self.bound, self.ciphertexts)
 
     @classmethod
-    def from_bytes(cls, data: bytes, public_key: PublicKey) -> EncryptedArray:
+    def from_bytes(cls, data: bytes, public_key: PublicKey, *, check_units: bool = True) -> EncryptedArray:
         """Parse :meth:`to_bytes` output, validating every field.
+
+        ``check_units=False``: every check but the unit test modulo n, which
+        the caller then makes on several arrays at once
+        (:func:`dpdpca.crypto.wire.check_units`).
 
         Raises
         ------
@@ -456,7 +460,7 @@ class EncryptedArray:
         KeyMismatchError
             Made under another key.
         """
-        kind, _dim, layout, chunks, bound, cts = wire.decode_batch(data, public_key)
+        kind, _dim, layout, chunks, bound, cts = wire.decode_batch(data, public_key, check_units=check_units)
         if kind != wire.KIND_VECTOR:
             raise MessageError(f"message kind must be {wire.KIND_VECTOR} (vector), got {kind}")
         return cls._trusted(public_key, layout, chunks, bound, cts)

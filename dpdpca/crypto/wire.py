@@ -27,14 +27,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.keys import PublicKey
 from dpdpca.crypto.packing import SlotLayout
 from dpdpca.errors import KeyMismatchError, MessageError
 
-__all__ = ["MAGIC", "VERSION", "KIND_VECTOR", "KIND_SYMMETRIC", "encode_batch", "decode_batch"]
+__all__ = ["MAGIC", "VERSION", "KIND_VECTOR", "KIND_SYMMETRIC", "encode_batch", "decode_batch", "check_ciphertexts",
+           "check_units"]
 
 MAGIC = b"DPCB"
 VERSION = 2
@@ -59,9 +60,13 @@ def encode_batch(public_key: PublicKey, layout: SlotLayout, chunks: Sequence[int
     return body + hashlib.sha256(body).digest()
 
 
-def decode_batch(data: bytes, public_key: PublicKey
+def decode_batch(data: bytes, public_key: PublicKey, *, check_units: bool = True
                  ) -> tuple[int, int, SlotLayout, tuple[int, ...], int, list[bk.mpz]]:
     """Parse and validate; returns ``(kind, dim, layout, chunks, bound, ciphertexts)``.
+
+    ``check_units=False`` leaves the test that every ciphertext is a unit
+    modulo n to the caller, who must then run :func:`check_units` on these
+    ciphertexts (with those of other batches: one gcd for all of them).
 
     Raises
     ------
@@ -118,17 +123,33 @@ def decode_batch(data: bytes, public_key: PublicKey
         if not 1 <= c <= slots:
             raise MessageError(f"message chunk[{k}] must be in [1, {slots}], got {c}")
     ciphertexts = bk.bytes_to_ints(data[pos:pos + width * count], width)
-    check_ciphertexts(ciphertexts, public_key, "message ciphertext")
+    check_ciphertexts(ciphertexts, public_key, "message ciphertext", units=check_units)
     return kind, dim, layout, tuple(chunks), bound, ciphertexts
 
 
-def check_ciphertexts(ciphertexts: Sequence[int], public_key: PublicKey, name: str) -> None:
-    """Every ciphertext in ``[1, n**2)`` and a unit modulo n, else MessageError naming ``name[k]``."""
+def check_ciphertexts(ciphertexts: Sequence[int], public_key: PublicKey, name: str, *, units: bool = True) -> None:
+    """Every ciphertext in ``[1, n**2)`` and (``units``) a unit modulo n, else MessageError naming ``name[k]``."""
     n2 = public_key.nsquare
     for k, c in enumerate(ciphertexts):
         if not 0 < c < n2:
             got = "0" if c == 0 else ("a negative value" if c < 0 else ">= n**2")
             raise MessageError(f"{name}[{k}] must be in [1, n**2), got {got}")
-    bad = bk.first_non_unit(ciphertexts, public_key.n)
-    if bad is not None:
-        raise MessageError(f"{name}[{bad}] must be a unit modulo n, got a non-unit")
+    if units:
+        check_units({name: ciphertexts}, public_key)
+
+
+def check_units(groups: Mapping[str, Sequence[int]], public_key: PublicKey) -> None:
+    """Every ciphertext of every group a unit modulo n, else MessageError naming ``name[k]``, the first non-unit.
+
+    One batched test for all groups (:func:`dpdpca.crypto._gmp.first_non_unit`:
+    a gcd with n of the product of up to 256 of them), so several small
+    batches cost one gcd, not one each.
+    """
+    flat = [c for cts in groups.values() for c in cts]
+    bad = bk.first_non_unit(flat, public_key.n)
+    if bad is None:
+        return
+    for name, cts in groups.items():
+        if bad < len(cts):
+            raise MessageError(f"{name}[{bad}] must be a unit modulo n, got a non-unit")
+        bad -= len(cts)

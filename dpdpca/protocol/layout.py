@@ -18,6 +18,8 @@ of it travels.
 
 from __future__ import annotations
 
+import functools
+
 from dpdpca.crypto import triangle_size, upper_triangle_chunks
 
 __all__ = ["row_chunk_spans", "window_chunks", "tile_chunks", "triangle_chunk_count", "release_r_chunks",
@@ -80,10 +82,16 @@ def share_chunks(release: str, d: int, slots: int) -> dict[str, list[int]]:
     windows); the add/remove release sends ``R``, ``v`` (tiles) and ``N``.
     The order is the order the owners' signed digest covers.
     """
+    return {name: list(chunks) for name, chunks in _share_chunks(release, d, slots)}
+
+
+@functools.lru_cache(maxsize=32)
+def _share_chunks(release: str, d: int, slots: int) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    # Cached (immutable): the proxy derives the same layout for every share it reads.
     r = release_r_chunks(release, d, slots)
     if release == "add-remove":
-        return {"R": r, "v": tile_chunks(d, slots), "N": [1]}
-    return {"R": r, "v": [1] * d, "vwin": window_chunks(d, slots)}
+        return (("R", tuple(r)), ("v", tuple(tile_chunks(d, slots))), ("N", (1,)))
+    return (("R", tuple(r)), ("v", (1,) * d), ("vwin", tuple(window_chunks(d, slots))))
 
 
 def release_ciphertext_count(release: str, d: int, slots: int, v_slots: int | None = None) -> int:

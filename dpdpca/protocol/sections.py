@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpdpca.crypto import EncryptedArray, PublicKey
+from dpdpca.crypto import EncryptedArray, PublicKey, wire
 from dpdpca.errors import KeyMismatchError, MessageError
 from dpdpca.protocol.layout import share_chunks, share_counts
 from dpdpca.protocol.messages import Message
@@ -40,8 +40,11 @@ def check_section_sizes(msg: Message, counts: dict[str, int], ciphertext_bytes: 
 
 
 def load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[int], bound: int,
-                layout: Any) -> EncryptedArray:
+                layout: Any, check_units: bool = True) -> EncryptedArray:
     """Deserialize a section and check it has the public layout, chunks and bound.
+
+    ``check_units=False``: the caller tests the ciphertexts for units itself,
+    with those of the other sections (:func:`load_share_arrays`).
 
     Raises
     ------
@@ -52,7 +55,7 @@ def load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[i
         A section under another key.
     """
     try:
-        arr = EncryptedArray.from_bytes(msg.section(name), public_key)
+        arr = EncryptedArray.from_bytes(msg.section(name), public_key, check_units=check_units)
     except KeyMismatchError:
         raise
     except MessageError as exc:
@@ -76,14 +79,25 @@ def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: i
                        release: str = "centred") -> dict[str, EncryptedArray]:
     """The arrays of one share (``owners=1``) or of an aggregate, in :func:`share_chunks` shapes.
 
-    Section sizes are checked against d before any list of length O(d^2) is built.
+    Section sizes are checked against d before any list of length O(d^2) is built.  Every
+    ciphertext of every section is tested for a unit modulo n in one batch (one gcd per share).
+
+    Raises
+    ------
+    MessageError
+        A section too short for d, malformed, off the public layout, chunks or
+        bound, or holding a ciphertext that is not a unit modulo n (named:
+        ``section R: message ciphertext[3] must be a unit modulo n, ...``).
     """
     slots = params.layout.slots
     check_section_sizes(msg, share_counts(release, d, slots), params.public_key.ciphertext_bytes)
     bounds = {k: b * owners for k, b in params.share_bounds(release).items()}
-    return {name: load_array(msg, name, params.public_key, chunks=chunks,
-                              bound=bounds["v" if name == "vwin" else name], layout=params.layout)
-            for name, chunks in share_chunks(release, d, slots).items()}
+    arrays = {name: load_array(msg, name, params.public_key, chunks=chunks,
+                               bound=bounds["v" if name == "vwin" else name], layout=params.layout, check_units=False)
+              for name, chunks in share_chunks(release, d, slots).items()}
+    wire.check_units({f"section {name}: message ciphertext": arr.ciphertexts for name, arr in arrays.items()},
+                     params.public_key)
+    return arrays
 
 
 def ciphertext_set(arrays: dict[str, EncryptedArray]) -> set[Any]:

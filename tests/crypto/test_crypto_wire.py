@@ -122,6 +122,12 @@ def test_batched_unit_check_names_the_first_non_unit(keys512, where):
         assert bk.first_non_unit(bad, pk.n) == where
         with pytest.raises(MessageError, match=rf"ct\[{where}\] must be a unit modulo n, got a non-unit"):
             wire.check_ciphertexts(bad, pk, "ct")
+        # one batch over several groups names the group and the index within it
+        with pytest.raises(MessageError, match=rf"^second\[{where}\] must be a unit modulo n, got a non-unit$"):
+            wire.check_units({"first": units[:7], "second": bad, "third": [sk.p]}, pk)
+    wire.check_units({"first": units[:7], "second": units}, pk)  # all units: no error
+    with pytest.raises(MessageError, match=r"^third\[0\] must be a unit"):
+        wire.check_units({"first": units[:7], "second": units, "third": [bk.mpz(sk.p)]}, pk)
 
 
 def test_chunk_and_bound_validation(keys512, message):
