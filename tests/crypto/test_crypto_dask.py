@@ -71,6 +71,7 @@ def test_resident_runs_equal_serial(keys512, client):
     # one group per worker thread, round robin: groups 0 and 2 on the first worker, 1 on the second
     homes = [client.who_has(g)[g[0].key] for g in placed.groups]
     assert homes[0] == homes[2] != homes[1]
+    assert [[home] for home in placed.homes] == [list(h) for h in homes]
     assert all(len(set(map(tuple, client.who_has(g).values()))) == 1 for g in placed.groups)
     assert engine.tree_product(pk.nsquare, width, placed) == serial.ciphertexts
     placed.release()
