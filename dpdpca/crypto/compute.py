@@ -304,11 +304,12 @@ class DaskEngine(Engine):
 
     def map(self, kernel: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]], out_width: int) -> list[bk.mpz]:
         packed = [tuple(_pack_arg(a) for a in args) for args in tasks]
-        # Blobs go to the workers by scatter (not inside the task graph), then one task each.
-        blobs = self.client.scatter([p for p in packed], hash=False,
-                                    direct=self._direct(self._worker_addresses()))
-        futures = [self.client.submit(run_packed, kernel, out_width, b, pure=False) for b in blobs]
-        return bk.bytes_to_ints(b"".join(self.client.gather(futures)), out_width)
+        direct = self._direct(self._worker_addresses())
+        # Blobs go to the workers by scatter (not inside the task graph), then one task each,
+        # all in one map call (one message to the scheduler).
+        blobs = self.client.scatter([p for p in packed], hash=False, direct=direct)
+        futures = self.client.map(run_packed, [kernel] * len(blobs), [out_width] * len(blobs), blobs, pure=False)
+        return bk.bytes_to_ints(b"".join(self.client.gather(futures, direct=direct)), out_width)
 
     def place(self, width: int, groups: Sequence[Sequence[Ints]], *, decode: bool = True) -> Placed:
         """Ship each group's runs to one worker (round robin over worker threads) and keep them there.
