@@ -474,6 +474,8 @@ def _fmt(mean: float | None, std: float | None) -> str:
 
 def _table(title: str, panel: dict[str, Any], xname: str) -> list[str]:
     xs = panel["x"]
+    if not panel["methods"]:  # e.g. R/K when no method of the run has an intermediate rank
+        return [f"#### {title}", "", f"No method of this run: {panel.get('note', 'none applies')}.", ""]
     lines = [f"#### {title}", "", "| method (runs) | " + " | ".join(f"{xname}={x:g}" for x in xs) + " |",
              "|---|" + "---|" * len(xs)]
     for name, row in panel["methods"].items():
@@ -588,7 +590,7 @@ def write_outputs(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> li
         info = entry["info"]
         head = f"{key} ({info['shape'][0]} x {info['shape'][1]}, K={info['n_components']})"
         for sweep, panel in entry["sweeps"].items():
-            if not panel["x"]:
+            if not panel["x"] or not panel["methods"]:  # nothing to draw: no empty axes
                 continue
             path = plotting.line_plot(out / f"{key}_{sweep}.png", panel["x"], _series(panel), xlabel=_LABELS[sweep],
                                       ylabel="q / q_o", title=f"{head}: q/q_o vs {_LABELS[sweep]}",

@@ -154,3 +154,18 @@ def test_method_runs_must_name_a_registered_method():
     with pytest.raises(ValueError, match="--method-runs"):
         utility.run_utility(quick=True, datasets=["synthetic"], methods="nonprivate", method_runs={"nope": 1})
     assert main(["bench", "utility", "--quick", "--method-runs", "sketch=x"]) == 2
+
+
+def test_a_sweep_no_method_of_the_run_takes_is_noted_not_drawn(tmp_path, capsys, tiny):
+    # R/K applies only to methods with an intermediate rank: with none in the run there is no empty PNG.
+    out_dir = tmp_path / "u"
+    assert main(["bench", "utility", "--quick", "--dataset", "digits", "--methods", "nonprivate", "--sweeps",
+                 "epsilon,r_over_k", "--runs", "1", "--no-fpca", "--json", "--out", str(out_dir)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["datasets"]["digits"]["sweeps"]["r_over_k"]["methods"] == {}
+    from dpdpca import plotting
+
+    assert (out_dir / "digits_epsilon.png").exists() == plotting.available()
+    assert not (out_dir / "digits_r_over_k.png").exists()
+    md = (out_dir / "results.md").read_text()
+    assert "No method of this run: only methods with an intermediate rank R (option n_intermediate)." in md
