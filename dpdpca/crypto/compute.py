@@ -332,7 +332,7 @@ class DaskEngine(Engine):
             where = None if address is None else [address]
             futures = client.scatter(blobs, hash=False, workers=where, direct=direct)
             if decode:
-                futures = [client.submit(decode_run, f, width, pure=False, workers=where) for f in futures]
+                futures = client.map(decode_run, futures, width=width, pure=False, workers=where)
             pos = 0
             for k in mine:
                 placed[k] = futures[pos:pos + len(groups[k])]
