@@ -1,6 +1,6 @@
 """``dpdpca bench scale [--quick] [--scheduler tcp://HOST:8786] --json``: the proxy's aggregation scaled out.
 
-Aggregates L = 10 encrypted arrays (one per owner) position by position, the
+Aggregates L = 10 encrypted arrays (one per owner; ``--owners``) position by position, the
 proxy's homomorphic sum, and reports throughput in input ciphertexts per
 second on each engine, with every ratio taken between runs of the same
 iteration (the runs of one iteration follow each other; the median over
@@ -52,6 +52,7 @@ from typing import Any
 
 import click
 
+from dpdpca._validation import check_int
 from dpdpca.crypto import EncryptedArray, SlotLayout, generate_keypair, sum_arrays
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.compute import DaskEngine, Ints, dask_engine, local_process_pool, spans
@@ -98,7 +99,8 @@ def _timed(fn: Any) -> tuple[Any, float]:
 
 
 def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool = False,
-                  scheduler: str | None = None, workers: int = 2, ciphertexts: int | None = None) -> dict[str, Any]:
+                  scheduler: str | None = None, workers: int = 2, ciphertexts: int | None = None,
+                  owners: int = OWNERS) -> dict[str, Any]:
     """Serial against Dask (resident and shipped) and a process pool (see the module docstring)."""
     load = os.getloadavg()
     pk, _ = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
@@ -110,7 +112,7 @@ def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool 
     # Benchmark operands: random units mod n**2 stand in for the owners' ciphertexts (aggregation
     # does the same work whatever they encrypt); their declared bounds sum within the layout.
     arrays = [EncryptedArray(pk, layout, (layout.slots,) * count, 1, [bk.random_unit(n2) for _ in range(count)])
-              for _ in range(OWNERS)]
+              for _ in range(check_int("owners", owners, minimum=2))]
     cluster = None
     engine, cluster = (dask_engine(scheduler), None) if scheduler else _local_engine(workers)
     pool = local_process_pool(workers)
@@ -144,14 +146,14 @@ def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool 
         engine.close()
         if cluster is not None:
             cluster.close()
-    total = OWNERS * count
+    total = owners * count
 
     def ratio(name: str) -> float:
         return statistics.median(s / t for s, t in zip(times["serial"], times[name]))
 
     return {
         "key_bits": pk.bits,
-        "owners": OWNERS,
+        "owners": owners,
         "ciphertexts_per_owner": count,
         "serial_ciphertexts_per_s": total / min(times["serial"]),
         "dask_ciphertexts_per_s": total / min(times["dask"]),
@@ -181,12 +183,14 @@ def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool 
               help="Local Dask worker processes (without --scheduler).")
 @click.option("--key-bits", default=2048, show_default=True, type=int, help="Paillier modulus size.")
 @click.option("--insecure-test-key", is_flag=True, help="Allow --key-bits below 2048 (testing only).")
+@click.option("--owners", default=OWNERS, show_default=True, type=click.IntRange(min=2),
+              help="Arrays aggregated (one per owner); each worker's product grows with it, Dask's round trips do not.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(quick: bool, scheduler: str | None, workers: int, key_bits: int, insecure_test_key: bool,
-            as_json: bool) -> None:
+            owners: int, as_json: bool) -> None:
     """The proxy's aggregation: 2 local Dask workers (or --scheduler) and a process pool against serial."""
     out = run_benchmark(quick=quick, key_bits=key_bits, insecure_test_key=insecure_test_key, scheduler=scheduler,
-                        workers=workers)
+                        workers=workers, owners=owners)
     if as_json:
         click.echo(json.dumps(out, sort_keys=True))
     else:
