@@ -128,8 +128,9 @@ def test_multiprocess_cluster_smoke_and_no_leaked_processes(keys512):
             assert sum_arrays([a, b, a, b, a], executor=engine).ciphertexts == serial["sum"]
             # bench scale end to end on this cluster (and a local pool of two processes)
             out = run_benchmark(quick=True, key_bits=512, insecure_test_key=True,
-                                scheduler=cluster.scheduler_address, ciphertexts=40)
+                                scheduler=cluster.scheduler_address, ciphertexts=40, owners=3)
             assert out["bit_identical"] is True and out["dask_workers"] == 2 and out["runs"] == 3
+            assert out["owners"] == 3 and out["serial_ciphertexts_per_s"] > 0
             assert out["scheduler"] == cluster.scheduler_address
             for key in ("dask_vs_serial_aggregation", "dask_shipped_vs_serial", "pool_shipped_vs_serial",
                         "parallel_capacity", "serial_ciphertexts_per_s", "dask_ciphertexts_per_s"):
