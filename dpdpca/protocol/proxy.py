@@ -190,11 +190,9 @@ class Proxy:
         if self._prepared:
             return
         d = check_features(check_int("d", d, minimum=1), self.max_features)
-        if self.release == "add-remove":
-            self._prepared = True
-            return
-        v_slots = None if self.release == "add-remove" else self.params.v2_layout.slots
-        self._randomizers.fill(release_ciphertext_count(self.release, d, self.params.layout.slots, v_slots))
+        if self.release != "add-remove":
+            self._randomizers.fill(release_ciphertext_count(self.release, d, self.params.layout.slots,
+                                                            self.params.v2_layout.slots))
         self._prepared = True
 
     def _rerandomize(self, *arrays: EncryptedArray) -> list[EncryptedArray]:
