@@ -210,8 +210,9 @@ def _fashion(quick: bool) -> tuple[np.ndarray, str]:
     return clip_rows(X)[0], name
 
 
-def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, packing: str = "wide",
+def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: str = "wide",
               scheduler: str | None = None) -> dict[str, Any]:
+    """The d = 784 (``--quick``: 196) run under the parameters :func:`layouts` names ``kind``."""
     X, name = _fashion(quick)
     parts = partition(X, OWNERS)
     d = X.shape[1]
@@ -221,7 +222,7 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, packin
     declared = dict(max_owners=OWNERS, max_rows_per_owner=max(p.shape[0] for p in parts))
     try:
         t0 = time.perf_counter()
-        user = DataUser.generate(key_bits=KEY_BITS, **declared, **kinds[packing])  # timed: keygen is part of the run
+        user = DataUser.generate(key_bits=KEY_BITS, **declared, **kinds[kind])  # timed: keygen is part of the run
         run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, user=user,
                            executor=engine if engine is not None else pool, user_executor=pool)
         wall = time.perf_counter() - t0
@@ -232,8 +233,8 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, packin
             engine.close()
     t = run.result.timings.to_dict()
     per_party = {p: round(sum(ph.values()), 3) for p, ph in t["parties"].items()}
-    key = f"d{d}" + ("" if packing == "wide" else f"_{packing}")
-    slots = {other: (user.params.layout.slots if other == packing else
+    key = f"d{d}" + ("" if kind == "wide" else f"_{kind}")
+    slots = {other: (user.params.layout.slots if other == kind else
                      ProtocolParams.create(user.params.public_key, **declared, **kinds[other]).layout.slots)
              for other in kinds}
     return {
@@ -271,7 +272,7 @@ def command(quick: bool, as_json: bool, workers: int, skip_large: bool, large_pl
     if not skip_large:
         out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta, scheduler=scheduler))
         if large_plain:
-            out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta, packing="plain",
+            out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta, kind="plain",
                                  scheduler=scheduler))
     for k in ("d784_slots_per_ciphertext", "d196_slots_per_ciphertext", "d64_slots_per_ciphertext"):
         if k in out:  # the headline: the largest run's layouts
