@@ -116,9 +116,12 @@ class PublicKey:
         _check_size(n.bit_length(), insecure_test_key, "public key bits")
         self.n = n
         self.nsquare = n * n
-        hs = bk.mpz(check_int("hs", hs, minimum=1, maximum=int(self.nsquare) - 1))
+        # hs is public, but a thousand-digit number is no one-line error: its size is named instead.
+        hs = bk.mpz(check_int("hs", hs))
+        if not 1 <= hs < self.nsquare:
+            raise param_error("hs", "in [1, n**2)", f"{'a non-positive value' if hs < 1 else f'{hs.bit_length()} bits'}")
         if bk.gcd(hs, n) != 1:
-            raise param_error("hs", "a unit modulo n**2", int(hs))
+            raise param_error("hs", "a unit modulo n**2", "a value sharing a factor with n")
         self.hs = hs
         self.bits = int(n.bit_length())
         self.alpha_bits = (self.bits + 1) // 2
