@@ -34,8 +34,8 @@ from dpdpca.crypto.keys import PublicKey
 from dpdpca.crypto.packing import SlotLayout
 from dpdpca.errors import KeyMismatchError, MessageError
 
-__all__ = ["MAGIC", "VERSION", "KIND_VECTOR", "KIND_SYMMETRIC", "encode_batch", "decode_batch", "check_ciphertexts",
-           "check_units"]
+__all__ = ["MAGIC", "VERSION", "KIND_VECTOR", "KIND_SYMMETRIC", "encode_batch", "decode_batch", "ciphertext_bytes",
+           "check_ciphertexts", "check_units"]
 
 MAGIC = b"DPCB"
 VERSION = 2
@@ -125,6 +125,19 @@ def decode_batch(data: bytes, public_key: PublicKey, *, check_units: bool = True
     ciphertexts = bk.bytes_to_ints(data[pos:pos + width * count], width)
     check_ciphertexts(ciphertexts, public_key, "message ciphertext", units=check_units)
     return kind, dim, layout, tuple(chunks), bound, ciphertexts
+
+
+def ciphertext_bytes(data: bytes, count: int, width: int) -> list[bytes]:
+    """The ``count`` ciphertexts of a batch :func:`decode_batch` accepted, each as its ``width`` wire bytes.
+
+    They are the last ``count * width`` bytes before the trailer; equal bytes
+    are equal ciphertexts (fixed width, range checked).
+    """
+    stop = len(data) - _TRAILER
+    start = stop - count * width
+    if count < 0 or start < 0:
+        raise MessageError(f"message must hold {count} ciphertexts of {width} bytes, got {len(data)} bytes")
+    return [data[i:i + width] for i in range(start, stop, width)]
 
 
 def check_ciphertexts(ciphertexts: Sequence[int], public_key: PublicKey, name: str, *, units: bool = True) -> None:

@@ -10,26 +10,30 @@ It never holds the secret key.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from concurrent.futures import Future
 from typing import Any
 
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
 from dpdpca.crypto import EncryptedArray, scalars_times_packed, sum_arrays
-from dpdpca.crypto.compute import EngineLike
+from dpdpca.crypto import _gmp as bk
+from dpdpca.crypto.compute import EngineLike, ExecutorEngine, as_engine
 from dpdpca.crypto.randomizers import RandomizerPool
 from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, calibrate_add_remove, calibrate_distributed
 from dpdpca.dp.release import check_release
-from dpdpca.errors import AuthenticationError, DataError, MessageError, OverflowRiskError, ProtocolError
+from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError, ProtocolError
 from dpdpca.protocol import add_remove
-from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements, ciphertext_digest
+from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.layout import release_ciphertext_count, row_chunk_spans
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.masking import draw_mask, mask_bound
-from dpdpca.protocol.messages import Message, MessageType, check_owner_id
+from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.notes import centred_report
 from dpdpca.protocol.params import (DEFAULT_MAX_FEATURES, ProtocolParams, check_features, check_noise_options,
                                     check_release_options, integer_noise_sensitivity)
-from dpdpca.protocol.sections import ciphertext_set, load_share_arrays, share_sections
+from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel
+from dpdpca.protocol.sections import load_share_arrays, share_arrays_from, share_sections
 from dpdpca.timing import Timings
 
 __all__ = ["Proxy"]
@@ -96,7 +100,8 @@ class Proxy:
         self.d: int | None = None
         self._shares: dict[str, dict[str, EncryptedArray]] = {}
         self._statements: dict[str, ShareStatement] = {}
-        self._seen: set[Any] = set()
+        self._partials: list[dict[str, EncryptedArray]] = []  # products of shares checked on the pool
+        self._seen: set[bytes] = set()
         self._aggregate: dict[str, EncryptedArray] | None = None
         self.owners_: list[str] = []
         self.statements_: list[ShareStatement] = []
@@ -107,6 +112,10 @@ class Proxy:
     # -- round 1 ------------------------------------------------------------
     def receive_share(self, data: bytes) -> str:
         """Accept one owner's signed share; return its owner id.
+
+        The checks that need no session state are
+        :func:`~dpdpca.protocol.intake.check_share`'s; the bookkeeping
+        (late, duplicate, ``max_owners``, one d, replay) is this proxy's.
 
         Raises
         ------
@@ -127,55 +136,117 @@ class Proxy:
         DataError
             An owner with a different number of features d, or d above ``max_features``.
         """
+        share = check_share(data, self._intake_context(), d_expected=self.d)
+        self._admit(share.owner, share.d, share.statement, share.keys)
+        self._shares[share.owner] = share.arrays
+        return share.owner
+
+    def receive_shares(self, datas: Iterable[bytes], *, expected: int | None = None) -> list[str | DpdpcaError]:
+        """Accept a batch of shares; per share, in order, its owner id or the error that refused it.
+
+        With a local process pool as ``executor`` (an
+        :class:`~dpdpca.crypto.compute.ExecutorEngine`), chunks of shares are
+        checked and multiplied in its workers while ``datas`` is still being
+        read (:func:`~dpdpca.protocol.intake.intake_kernel`), and only the
+        bookkeeping stays here: Wang & Chang's proxy aggregating "in
+        parallel".  A share the bookkeeping refuses after its worker
+        multiplied it in is divided out again (times its inverse modulo
+        n**2).  Otherwise, one :meth:`receive_share` after the other.  The
+        outcome is the same either way: the same shares accepted, the same
+        errors, the same aggregate.
+
+        Parameters
+        ----------
+        datas : iterable of bytes
+            Consumed lazily, so reading overlaps the checks.
+        expected : int or None
+            How many shares to expect (sizes the chunks).
+        """
+        engine = as_engine(self.executor)
+        if self._aggregate is not None or not isinstance(engine, ExecutorEngine):
+            return [self._try(self.receive_share, data) for data in datas]
+        size = 16 if expected is None else max(1, min(32, -(-int(expected) // (2 * engine.workers))))
+        context = self._intake_context().to_bytes()
+        futures: list[Future[Any]] = []
+        chunk: list[bytes] = []
+        for data in datas:
+            chunk.append(bytes(data))
+            if len(chunk) >= size:
+                futures.append(engine.executor.submit(intake_kernel, context, self.d, chunk))
+                chunk = []
+        if chunk:
+            futures.append(engine.executor.submit(intake_kernel, context, self.d, chunk))
+        out: list[str | DpdpcaError] = []
+        for future in futures:
+            out.extend(self._admit_chunk(*future.result()))
+        return out
+
+    @staticmethod
+    def _try(step: Any, data: bytes) -> str | DpdpcaError:
+        try:
+            return step(data)  # type: ignore[no-any-return]
+        except DpdpcaError as exc:
+            return exc
+
+    def _intake_context(self) -> IntakeContext:
+        return IntakeContext(self.params, self.owner_keys, self.release, self.max_features)
+
+    def _admit(self, owner: str, d: int, statement: ShareStatement, keys: list[bytes]) -> None:
+        """The proxy's bookkeeping for a share that passed :func:`check_share`; raises if it is refused."""
         p = self.params
-        msg = Message.from_bytes(data).expect(MessageType.OWNER_SHARE, session=p.session_id,
-                                              key_fingerprint=p.key_fingerprint)
-        owner = check_owner_id(msg.meta.get("owner_id"))
-        if msg.sender != f"owner:{owner}":
-            raise ProtocolError(f"share sender must be owner:{owner}, got {msg.sender!r:.80}")
         if self._aggregate is not None:
             raise ProtocolError(f"share of owner {owner} must arrive before the collection closes, got it late")
-        if owner in self._shares:
+        if owner in self._statements:
             raise ProtocolError(f"owner id must be unique, got a duplicate or replayed share from owner {owner!r}")
-        if owner not in self.owner_keys:
-            raise AuthenticationError(f"share signer must be a listed owner, got {owner!r}")
-        if len(self._shares) >= p.max_owners:
+        if len(self._statements) >= p.max_owners:
             raise OverflowRiskError(f"owners must be <= max_owners={p.max_owners} (the declared slot width), "
-                                    f"got share number {len(self._shares) + 1}")
-        d = check_features(msg.meta_int("d", minimum=1), self.max_features)
+                                    f"got share number {len(self._statements) + 1}")
         if self.d is not None and d != self.d:
             raise DataError(f"owners must all have d={self.d} features, got d={d} from owner {owner!r}")
-        if msg.meta.get("release", "centred") != self.release:
-            raise MessageError(f"share release must be {self.release!r}, got {str(msg.meta.get('release'))[:40]!r}")
-        declared = {k: str(b) for k, b in p.share_bounds(self.release).items()}
-        if msg.meta.get("declared_bounds") != declared:
-            raise MessageError(f"share declared_bounds must be the public {declared}, "
-                               f"got {str(msg.meta.get('declared_bounds'))[:200]}")
-        statement = ShareStatement.from_json(msg.meta.get("statement"))
-        if statement.owner_id != owner or statement.d != d:
-            raise AuthenticationError(f"share statement must be for owner {owner!r} and d={d}, "
-                                      f"got owner {statement.owner_id!r} and d={statement.d}")
-        if statement.ciphertext_sha256 != ciphertext_digest(msg.sections, share_sections(self.release)):
-            raise AuthenticationError(f"share statement of owner {owner!r} must cover these ciphertexts, "
-                                      f"got another digest")
-        if self.release == "add-remove":
-            check_statements([statement.to_json()], self.owner_keys, session=p.session_id,
-                             key_fingerprint=p.key_fingerprint, d=d, max_owners=1, counted=False)
-        else:
-            check_counts([statement.to_json()], self.owner_keys, session=p.session_id,
-                         key_fingerprint=p.key_fingerprint, d=d, max_owners=1,
-                         max_rows_per_owner=p.max_rows_per_owner)
-        share = load_share_arrays(msg, p, d, owners=1, release=self.release)
-        ciphertexts = ciphertext_set(share)
-        if not self._seen.isdisjoint(ciphertexts):
+        if not self._seen.isdisjoint(keys):
             raise ProtocolError(f"ciphertexts must be fresh, got owner {owner!r} resending ciphertexts already "
                                 f"received in another share (a replay)")
-        self._seen |= ciphertexts
+        self._seen.update(keys)
         self.d = d
-        self._shares[owner] = share
         self._statements[owner] = statement
         self.prepare(d)
-        return owner
+
+    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], products: dict[int, dict[str, bytes]]
+                     ) -> list[str | DpdpcaError]:
+        """Bookkeeping for one chunk checked by :func:`intake_kernel`; keeps its product of accepted shares."""
+        pk = self.params.public_key
+        width = pk.ciphertext_bytes
+        out: list[str | DpdpcaError] = []
+        admitted: dict[int, int] = {}
+        refused: dict[int, list[bytes]] = {}  # passed the worker, refused here: divided out below
+        for verdict in verdicts:
+            if verdict[0] != "ok":
+                out.append(error_from(verdict[1], verdict[2]))
+                continue
+            _, owner, d, statement, blob = verdict
+            try:
+                keys = [blob[i:i + width] for i in range(0, len(blob), width)]
+                self._admit(owner, d, ShareStatement.from_json(statement), keys)
+            except DpdpcaError as exc:
+                out.append(exc)
+                refused.setdefault(d, []).append(blob)
+                continue
+            out.append(owner)
+            admitted[d] = admitted.get(d, 0) + 1
+        for d, blobs in products.items():
+            if not admitted.get(d):
+                continue
+            cts = {name: bk.bytes_to_ints(blob, width) for name, blob in blobs.items()}
+            n2 = bk.mpz(pk.nsquare)
+            for blob in refused.get(d, []):
+                pos = 0
+                for name, run in cts.items():
+                    for k in range(len(run)):
+                        c = bk.mpz.from_bytes(blob[pos:pos + width], "big")
+                        run[k] = run[k] * bk.invert(c, n2) % n2
+                        pos += width
+            self._partials.append(share_arrays_from(self.params, d, self.release, cts, owners=admitted[d]))
+        return out
 
     def prepare(self, d: int) -> None:
         """Start computing the centred release's rerandomizers ``r^n`` while the collection is open.
@@ -226,7 +297,7 @@ class Proxy:
     @property
     def received(self) -> list[str]:
         """Owner ids whose shares were accepted, in arrival order."""
-        return list(self._shares)
+        return list(self._statements)
 
     def close_collection(self) -> int | None:
         """Aggregate (Alg. 1 lines 2-4); return N, the sum of the accepted owners' signed counts.
@@ -244,21 +315,22 @@ class Proxy:
         """
         if self._aggregate is not None:
             raise ProtocolError("close_collection must be called once, got a second call")
-        if len(self._shares) < self.quorum:
-            raise ProtocolError(f"shares must reach the quorum of {self.quorum}, got {len(self._shares)}")
+        if len(self._statements) < self.quorum:
+            raise ProtocolError(f"shares must reach the quorum of {self.quorum}, got {len(self._statements)}")
         n = None
         if self.release != "add-remove":
             n = sum(int(st.n_rows or 0) for st in self._statements.values())
             if n < 2:
                 raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {n}")
         with self.timings_.measure(self.party, "aggregate"):
-            shares = list(self._shares.values())
+            shares = [*self._shares.values(), *self._partials]
             self._aggregate = {key: sum_arrays([s[key] for s in shares], executor=self.executor)
                                for key in share_sections(self.release)}
-            self.owners_ = list(self._shares)
+            self.owners_ = list(self._statements)
             self.statements_ = [self._statements[o] for o in self.owners_]
             self.n_ = n
             self._shares.clear()  # individual shares are no longer needed
+            self._partials.clear()
             self._seen.clear()
         return n
 

@@ -17,7 +17,8 @@ from dpdpca.protocol.layout import share_chunks, share_counts
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
 
-__all__ = ["check_section_sizes", "load_array", "share_sections", "load_share_arrays", "ciphertext_set", "int_array"]
+__all__ = ["check_section_sizes", "load_array", "share_sections", "load_share_arrays", "share_arrays_from",
+           "int_array"]
 
 
 def check_section_sizes(msg: Message, counts: dict[str, int], ciphertext_bytes: int) -> None:
@@ -76,11 +77,12 @@ def share_sections(release: str) -> tuple[str, ...]:
 
 
 def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: int,
-                       release: str = "centred") -> dict[str, EncryptedArray]:
+                       release: str = "centred", check_units: bool = True) -> dict[str, EncryptedArray]:
     """The arrays of one share (``owners=1``) or of an aggregate, in :func:`share_chunks` shapes.
 
     Section sizes are checked against d before any list of length O(d^2) is built.  Every
-    ciphertext of every section is tested for a unit modulo n in one batch (one gcd per share).
+    ciphertext of every section is tested for a unit modulo n in one batch (one gcd per share),
+    unless ``check_units=False`` (the caller then tests a product of them).
 
     Raises
     ------
@@ -95,22 +97,24 @@ def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: i
     arrays = {name: load_array(msg, name, params.public_key, chunks=chunks,
                                bound=bounds["v" if name == "vwin" else name], layout=params.layout, check_units=False)
               for name, chunks in share_chunks(release, d, slots).items()}
-    wire.check_units({f"section {name}: message ciphertext": arr.ciphertexts for name, arr in arrays.items()},
-                     params.public_key)
+    if check_units:
+        wire.check_units({f"section {name}: message ciphertext": arr.ciphertexts for name, arr in arrays.items()},
+                         params.public_key)
     return arrays
 
 
-def ciphertext_set(arrays: dict[str, EncryptedArray]) -> set[Any]:
-    """Every ciphertext of ``arrays``, exactly, as a set (to refuse a ciphertext seen in another share).
+def share_arrays_from(params: ProtocolParams, d: int, release: str, ciphertexts: dict[str, list[Any]], *,
+                      owners: int) -> dict[str, EncryptedArray]:
+    """Arrays in :func:`share_chunks` shapes over our own ciphertexts (a product of ``owners`` checked shares).
 
-    The values themselves, not digests of them: no truncation to collide, and
-    no hashing of each ciphertext's bytes (the set holds references to
-    integers the share keeps anyway).
+    The bound of each is ``owners`` times the public share bound, as
+    :func:`load_share_arrays` declares for an aggregate of that many.
     """
-    out: set[Any] = set()
-    for arr in arrays.values():
-        out.update(arr.ciphertexts)
-    return out
+    bounds = params.share_bounds(release)
+    chunks = share_chunks(release, d, params.layout.slots)
+    return {name: EncryptedArray._trusted(params.public_key, params.layout, tuple(chunks[name]),
+                                          bounds["v" if name == "vwin" else name] * owners, cts)
+            for name, cts in ciphertexts.items()}
 
 
 def int_array(values: Sequence[int]) -> np.ndarray:

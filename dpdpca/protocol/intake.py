@@ -1,0 +1,213 @@
+"""The proxy's checks of one owner's share that need no session state, in process or on a local pool.
+
+A share is accepted in two steps.  :func:`check_share` runs every check that
+depends only on the public parameters, the owners' verify keys and the bytes
+of the share: its integrity, session and key, sender, the declared d, release
+and bounds, the owner's signature over the statement and the ciphertext
+digest, the public layout, the range of every ciphertext and (in process)
+that every ciphertext is a unit modulo n.  The proxy's bookkeeping then
+decides (:meth:`dpdpca.protocol.proxy.Proxy.receive_share`): a late share, a
+second share of one owner, more than ``max_owners`` shares, another d, or a
+ciphertext already received in another share (a replay) is refused there.
+
+:func:`intake_kernel` is the first step for a chunk of shares in a worker of
+a local process pool (:meth:`~dpdpca.protocol.proxy.Proxy.receive_shares`):
+it checks each share as :func:`check_share` does, multiplies the ciphertexts
+of the shares that passed position by position (their homomorphic sum, as
+the aggregation would) and returns that product with, per share, its
+verdict and the exact bytes of its ciphertexts for the replay check.  The
+unit test moves from each share to the chunk's product: a product is a unit
+modulo n iff every factor is, so one gcd per chunk decides it, and a chunk
+whose product fails is scanned share by share (each non-unit share is then
+refused with the same error as in process).  Nothing here needs or sees the
+secret key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from dpdpca.crypto import EncryptedArray, wire
+from dpdpca.crypto import _gmp as bk
+from dpdpca.errors import AuthenticationError, DataError, DpdpcaError, MessageError, ProtocolError
+from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements, ciphertext_digest
+from dpdpca.protocol.identity import OwnerKeyring
+from dpdpca.protocol.messages import Message, MessageType, check_owner_id
+from dpdpca.protocol.params import ProtocolParams, check_features
+from dpdpca.protocol.sections import load_share_arrays, share_sections
+
+__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "intake_kernel", "error_from"]
+
+
+@dataclass(frozen=True)
+class IntakeContext:
+    """What a share is checked against: the public parameters, the owners' verify keys, the release, d's cap."""
+
+    params: ProtocolParams
+    owner_keys: OwnerKeyring
+    release: str
+    max_features: int
+
+    def to_bytes(self) -> bytes:
+        """JSON of the public parameters and verify keys (nothing secret), for a worker process."""
+        return json.dumps({"params": self.params.to_json(), "owner_keys": self.owner_keys.to_json(),
+                           "release": self.release, "max_features": self.max_features},
+                          sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "IntakeContext":
+        obj = json.loads(data.decode())
+        return cls(ProtocolParams.from_json(obj["params"]), OwnerKeyring.from_json(obj["owner_keys"]),
+                   str(obj["release"]), int(obj["max_features"]))
+
+
+@dataclass
+class CheckedShare:
+    """A share that passed :func:`check_share`: its owner, d, signed statement, arrays and ciphertext bytes."""
+
+    owner: str
+    d: int
+    statement: ShareStatement
+    arrays: dict[str, EncryptedArray]
+    keys: list[bytes]
+
+
+def ciphertext_keys(msg: Message, arrays: dict[str, EncryptedArray], width: int) -> list[bytes]:
+    """The exact bytes of every ciphertext of a checked share, one ``bytes`` each (the replay check's keys).
+
+    The wire form is fixed-width big-endian and every ciphertext is range
+    checked, so equal bytes are equal ciphertexts and nothing is truncated.
+    """
+    out: list[bytes] = []
+    for name, arr in arrays.items():
+        out.extend(wire.ciphertext_bytes(msg.section(name), len(arr.ciphertexts), width))
+    return out
+
+
+def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = None,
+                check_units: bool = True) -> CheckedShare:
+    """Every check of one share that needs no session state (see the module docstring).
+
+    Parameters
+    ----------
+    data : bytes
+    ctx : IntakeContext
+    d_expected : int or None
+        The d of the shares accepted so far, if any: another d is refused here.
+    check_units : bool
+        Test every ciphertext for a unit modulo n (``False``: the caller
+        tests a product of them, :func:`intake_kernel`).
+
+    Raises
+    ------
+    MessageError, KeyMismatchError, AuthenticationError, ProtocolError, DataError
+        As :meth:`dpdpca.protocol.proxy.Proxy.receive_share` documents.
+    """
+    p = ctx.params
+    msg = Message.from_bytes(data).expect(MessageType.OWNER_SHARE, session=p.session_id,
+                                          key_fingerprint=p.key_fingerprint)
+    owner = check_owner_id(msg.meta.get("owner_id"))
+    if msg.sender != f"owner:{owner}":
+        raise ProtocolError(f"share sender must be owner:{owner}, got {msg.sender!r:.80}")
+    if owner not in ctx.owner_keys:
+        raise AuthenticationError(f"share signer must be a listed owner, got {owner!r}")
+    d = check_features(msg.meta_int("d", minimum=1), ctx.max_features)
+    if d_expected is not None and d != d_expected:
+        raise DataError(f"owners must all have d={d_expected} features, got d={d} from owner {owner!r}")
+    if msg.meta.get("release", "centred") != ctx.release:
+        raise MessageError(f"share release must be {ctx.release!r}, got {str(msg.meta.get('release'))[:40]!r}")
+    declared = {k: str(b) for k, b in p.share_bounds(ctx.release).items()}
+    if msg.meta.get("declared_bounds") != declared:
+        raise MessageError(f"share declared_bounds must be the public {declared}, "
+                           f"got {str(msg.meta.get('declared_bounds'))[:200]}")
+    statement = ShareStatement.from_json(msg.meta.get("statement"))
+    if statement.owner_id != owner or statement.d != d:
+        raise AuthenticationError(f"share statement must be for owner {owner!r} and d={d}, "
+                                  f"got owner {statement.owner_id!r} and d={statement.d}")
+    if statement.ciphertext_sha256 != ciphertext_digest(msg.sections, share_sections(ctx.release)):
+        raise AuthenticationError(f"share statement of owner {owner!r} must cover these ciphertexts, "
+                                  f"got another digest")
+    if ctx.release == "add-remove":
+        check_statements([statement.to_json()], ctx.owner_keys, session=p.session_id,
+                         key_fingerprint=p.key_fingerprint, d=d, max_owners=1, counted=False)
+    else:
+        check_counts([statement.to_json()], ctx.owner_keys, session=p.session_id,
+                     key_fingerprint=p.key_fingerprint, d=d, max_owners=1,
+                     max_rows_per_owner=p.max_rows_per_owner)
+    arrays = load_share_arrays(msg, p, d, owners=1, release=ctx.release, check_units=check_units)
+    return CheckedShare(owner, d, statement, arrays, ciphertext_keys(msg, arrays, p.public_key.ciphertext_bytes))
+
+
+def error_from(kind: str, message: str) -> DpdpcaError:
+    """The exception a worker reported by class name (one of :mod:`dpdpca.errors`), rebuilt in the caller."""
+    from dpdpca import errors
+
+    cls = getattr(errors, kind, None)
+    if not (isinstance(cls, type) and issubclass(cls, DpdpcaError)):
+        cls = errors.ProtocolError
+    return cls(message)
+
+
+_CONTEXTS: dict[bytes, IntakeContext] = {}
+
+
+def _context(blob: bytes) -> IntakeContext:
+    key = hashlib.sha256(blob).digest()
+    ctx = _CONTEXTS.get(key)
+    if ctx is None:
+        _CONTEXTS.clear()  # one session at a time per worker
+        ctx = _CONTEXTS[key] = IntakeContext.from_bytes(blob)
+    return ctx
+
+
+def _product(shares: Sequence[CheckedShare], names: Sequence[str], n2: Any) -> dict[str, list[Any]]:
+    return {name: bk.columnwise_prod_mod([s.arrays[name].ciphertexts for s in shares], n2) for name in names}
+
+
+def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
+                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, bytes]]]:
+    """Check a chunk of shares in a worker; their verdicts and, per d, the product of those that passed.
+
+    Returns ``(verdicts, products)``: ``verdicts[i]`` is
+    ``("ok", owner, d, statement_json, keys_blob)`` (``keys_blob``: every
+    ciphertext's fixed-width bytes, concatenated) or ``("error", class name,
+    message)``; ``products[d][section]`` the fixed-width bytes of the
+    position-wise product modulo n**2 of the passing shares of that d, in
+    order.  Only ``bytes``, ``int`` and ``str`` cross the process boundary.
+    """
+    ctx = _context(context)
+    pk = ctx.params.public_key
+    names = share_sections(ctx.release)
+    width = pk.ciphertext_bytes
+    checked: list[CheckedShare | None] = []
+    verdicts: list[tuple[Any, ...]] = []
+    for data in datas:
+        try:
+            share = check_share(data, ctx, d_expected=d_expected, check_units=False)
+        except DpdpcaError as exc:
+            checked.append(None)
+            verdicts.append(("error", type(exc).__name__, str(exc)))
+            continue
+        checked.append(share)
+        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), b"".join(share.keys)))
+    products: dict[int, dict[str, bytes]] = {}
+    for d in sorted({s.d for s in checked if s is not None}):
+        group = [i for i, s in enumerate(checked) if s is not None and s.d == d]
+        prod = _product([checked[i] for i in group], names, pk.nsquare)  # type: ignore[misc]
+        if bk.first_non_unit([c for name in names for c in prod[name]], pk.n) is not None:
+            for i in group:  # some share holds a non-unit: find which, refuse it, multiply the others again
+                try:
+                    wire.check_units({f"section {name}: message ciphertext": checked[i].arrays[name].ciphertexts
+                                      for name in names}, pk)  # type: ignore[union-attr]
+                except MessageError as exc:
+                    checked[i] = None
+                    verdicts[i] = ("error", type(exc).__name__, str(exc))
+            group = [i for i in group if checked[i] is not None]
+            if not group:
+                continue
+            prod = _product([checked[i] for i in group], names, pk.nsquare)  # type: ignore[misc]
+        products[d] = {name: bk.ints_to_bytes(prod[name], width) for name in names}
+    return verdicts, products
