@@ -66,6 +66,11 @@ range checks of every share, message serialisation, bookkeeping):
   owners' shares, sent in parallel, count once): DPDPCA has a fixed number of
   such hops whatever L is (2: the shares, the result), the chain has L.
 
+``--workers N`` gives DPDPCA's parties a local process pool of N workers (the
+cores of each party's host; :meth:`~dpdpca.protocol.proxy.Proxy.receive_shares`
+is the proxy's parallel intake), started and warmed before the sweep; an
+owner's segment is then its wall-clock segment.  The chain gets none.
+
 ``crossover_L`` is the smallest L of the sweep from which DPDPCA's critical
 path is below the sequential one at every larger L too (null if never);
 ``crossover_L_with_latency`` the same under the latency model.  Each L runs
@@ -76,6 +81,7 @@ on one thread and the garbage collector is off inside each timed run.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -91,9 +97,10 @@ import numpy as np
 
 from dpdpca import plotting
 from dpdpca._io import atomic_write_bytes, atomic_write_json
-from dpdpca._validation import param_error
+from dpdpca._validation import check_int, param_error
 from dpdpca.baselines.private_local_pca import PrivateLocalPCA
 from dpdpca.bench._data import blas_threads_limited, no_gc, real_or_synthetic
+from dpdpca.crypto import local_process_pool
 from dpdpca.data import partition, preprocess
 from dpdpca.protocol.runner import run_protocol
 from dpdpca.protocol.transport import FileTransport
@@ -244,7 +251,8 @@ def owner_segments(cpu: Sequence[float], send_wall: Sequence[float], send_cpu: S
     return [c - sc + sw for c, sw, sc in zip(cpu, send_wall, send_cpu)]
 
 
-def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure: bool) -> dict[str, Any]:
+def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure: bool,
+                 pool: Any = None) -> dict[str, Any]:
     net = TimedFileTransport(root)
     marks: list[tuple[str, float]] = []
     cpu_marks: list[tuple[str, float]] = []
@@ -256,14 +264,17 @@ def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure
     with no_gc():
         t0, c0 = time.perf_counter(), time.thread_time()
         run = run_protocol(parts, n_components=N_COMPONENTS, epsilon=EPSILON, delta=DELTA, key_bits=key_bits,
-                           insecure_test_key=insecure, transport=net, progress=progress)
+                           insecure_test_key=insecure, transport=net, progress=progress, executor=pool)
         wall = time.perf_counter() - t0
     seg = segments(marks, t0)
     owner_ids = [label.split(" ", 1)[1] for label, _ in marks if label.startswith("owner ")]
     io_wall, io_cpu = net.io.to_dict()["parties"], net.io_cpu.to_dict()["parties"]
-    owners = owner_segments(segments(cpu_marks, c0)["owners_s"],
-                            [io_wall.get(f"owner:{o}", {}).get("send", 0.0) for o in owner_ids],
-                            [io_cpu.get(f"owner:{o}", {}).get("send", 0.0) for o in owner_ids])
+    if pool is None:
+        owners = owner_segments(segments(cpu_marks, c0)["owners_s"],
+                                [io_wall.get(f"owner:{o}", {}).get("send", 0.0) for o in owner_ids],
+                                [io_cpu.get(f"owner:{o}", {}).get("send", 0.0) for o in owner_ids])
+    else:  # the owner's work runs in the pool's processes: its thread's CPU time would miss it
+        owners = list(seg["owners_s"])
     timings, keygen = _without_keygen(run.result.timings)
     proxy_phases = timings.to_dict()["parties"].get("proxy", {})
     # made in a background thread during the owners' turns, so not inside the proxy's own segment
@@ -319,11 +330,14 @@ def _parse_owners(text: str | None, quick: bool) -> list[int]:
 
 def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_bits: int = 2048,
                insecure_test_key: bool = False, latency_ms: float = 20.0, repeats: int = 1,
-               seed: int = 0, progress: Any = None) -> dict[str, Any]:
+               seed: int = 0, workers: int = 1, progress: Any = None) -> dict[str, Any]:
     """Measure both protocols at each L; return the JSON-ready dict (see the module docstring).
 
-    ``progress``, if given, is called with a label before each L.
+    ``workers`` > 1 gives DPDPCA's parties a local pool of that many
+    processes (the cores of each party's host); ``progress``, if given, is
+    called with a label before each L.
     """
+    workers = check_int("workers", workers, minimum=1)
     started = time.perf_counter()
     tick = progress or (lambda label: None)
     Ls = list(owners) if owners is not None else list(OWNERS_QUICK if quick else OWNERS_FULL)
@@ -332,10 +346,13 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
     if Ls[-1] > X.shape[0]:
         raise param_error("--owners", f"at most the {X.shape[0]} rows", Ls[-1])
     best: dict[str, list[dict[str, Any]]] = {"dpdpca": [], "sequential": []}
-    with tempfile.TemporaryDirectory(prefix="dpdpca-timing-") as tmp, blas_threads_limited(1) as threads:
+    with (tempfile.TemporaryDirectory(prefix="dpdpca-timing-") as tmp, blas_threads_limited(1) as threads,
+          contextlib.ExitStack() as stack):
         root = Path(tmp)
-        # warm-up (imports, caches, BLAS), not counted
-        _dpdpca_once(partition(X, 2), root / "warm-dpdpca", key_bits=key_bits, insecure=insecure_test_key)
+        pool = stack.enter_context(local_process_pool(workers)) if workers > 1 else None
+        # warm-up (imports, caches, BLAS, the pool's processes), not counted
+        _dpdpca_once(partition(X, 2 * workers), root / "warm-dpdpca", key_bits=key_bits, insecure=insecure_test_key,
+                     pool=pool)
         _sequential_once(partition(X, 2), root / "warm-seq")
         for L in Ls:
             tick(f"L={L}")
@@ -343,7 +360,7 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
             runs: dict[str, list[dict[str, Any]]] = {"dpdpca": [], "sequential": []}
             for rep in range(repeats):  # interleaved, so drift hits both alike
                 runs["dpdpca"].append(_dpdpca_once(parts, root / f"dpdpca-L{L}-{rep}", key_bits=key_bits,
-                                                   insecure=insecure_test_key))
+                                                   insecure=insecure_test_key, pool=pool))
                 runs["sequential"].append(_sequential_once(parts, root / f"seq-L{L}-{rep}"))
             for name in best:
                 best[name].append(min(runs[name], key=lambda r: r["critical_s"]))
@@ -388,7 +405,7 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
         "dataset": dataset,
         "n_rows": int(X.shape[0]), "n_features": int(X.shape[1]), "n_components": N_COMPONENTS,
         "epsilon": EPSILON, "delta": DELTA, "key_bits": key_bits, "insecure_test_key": insecure_test_key,
-        "repeats": repeats, "quick": quick, "blas_threads": threads,
+        "repeats": repeats, "quick": quick, "blas_threads": threads, "workers": workers,
         "transport": ("FileTransport: one file per message, written atomically with fsync, read back by the "
                       "recipient and moved aside (keep_read=True)"),
         "goals": {"dpdpca_growth_max": 2.0, "dpdpca_faster_from_L": 50},
@@ -455,15 +472,18 @@ def format_table(result: dict[str, Any]) -> str:
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="Runs per L; the shortest critical path counts.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic stand-in data.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes each DPDPCA party may use (its host's cores): a local pool for the owners' "
+                   "encryption, the proxy's share checks and aggregation, the user's decryption.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write timing.json, timing.csv and timing.png here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(quick: bool, owners: str | None, key_bits: int, insecure_test_key: bool, latency_ms: float,
-            repeats: int, seed: int, out_dir: str | None, as_json: bool) -> None:
+            repeats: int, seed: int, workers: int, out_dir: str | None, as_json: bool) -> None:
     """DPDPCA vs the sequential PrivateLocalPCA as L grows, messages through files (Wang-Chang Fig. 3)."""
     Ls = _parse_owners(owners, quick)
     result = run_timing(quick=quick, owners=Ls, key_bits=key_bits, insecure_test_key=insecure_test_key,
-                        latency_ms=latency_ms, repeats=repeats, seed=seed,
+                        latency_ms=latency_ms, repeats=repeats, seed=seed, workers=workers,
                         progress=lambda label: click.echo(f"... {label}", err=True))
     notes = write_outputs(result, out_dir) if out_dir is not None else []
     click.echo(json.dumps(result, sort_keys=True) if as_json else format_table(result))

@@ -195,19 +195,18 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
         verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), b"".join(share.keys)))
     products: dict[int, dict[str, bytes]] = {}
     for d in sorted({s.d for s in checked if s is not None}):
-        group = [i for i, s in enumerate(checked) if s is not None and s.d == d]
-        prod = _product([checked[i] for i in group], names, pk.nsquare)  # type: ignore[misc]
+        group = {i: s for i, s in enumerate(checked) if s is not None and s.d == d}
+        prod = _product(list(group.values()), names, pk.nsquare)
         if bk.first_non_unit([c for name in names for c in prod[name]], pk.n) is not None:
-            for i in group:  # some share holds a non-unit: find which, refuse it, multiply the others again
+            for i, share in list(group.items()):  # some share holds a non-unit: refuse it, multiply the rest again
                 try:
-                    wire.check_units({f"section {name}: message ciphertext": checked[i].arrays[name].ciphertexts
-                                      for name in names}, pk)  # type: ignore[union-attr]
+                    wire.check_units({f"section {name}: message ciphertext": share.arrays[name].ciphertexts
+                                      for name in names}, pk)
                 except MessageError as exc:
-                    checked[i] = None
+                    del group[i]
                     verdicts[i] = ("error", type(exc).__name__, str(exc))
-            group = [i for i in group if checked[i] is not None]
             if not group:
                 continue
-            prod = _product([checked[i] for i in group], names, pk.nsquare)  # type: ignore[misc]
+            prod = _product(list(group.values()), names, pk.nsquare)
         products[d] = {name: bk.ints_to_bytes(prod[name], width) for name in names}
     return verdicts, products

@@ -21,9 +21,10 @@ the user use :class:`dpdpca.net.client.ServiceTransport`).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any, Callable
 
-from dpdpca.errors import ProtocolError
+from dpdpca.errors import DpdpcaError, ProtocolError
 from dpdpca.protocol.config import ReleaseOptions
 from dpdpca.protocol.owner import DataOwner
 from dpdpca.protocol.proxy import Proxy
@@ -100,6 +101,10 @@ class ProxySteps:
         """Check and keep one owner's signed share; its owner id (:meth:`Proxy.receive_share`)."""
         return self.proxy.receive_share(data)
 
+    def accept_many(self, datas: Iterable[bytes], *, expected: int | None = None) -> list[str | DpdpcaError]:
+        """Check and keep a batch of shares; per share its owner id or its error (:meth:`Proxy.receive_shares`)."""
+        return self.proxy.receive_shares(datas, expected=expected)
+
     def close(self) -> int | None:
         """Aggregate the accepted shares; N (centred release) or None (:meth:`Proxy.close_collection`)."""
         return self.proxy.close_collection()
@@ -118,14 +123,35 @@ def collect_shares(steps: ProxySteps, net: Transport, *, deadline_s: float | Non
     closed they are refused as late, so N and S-bar cover exactly the owners
     accepted.  ``until_quorum=False``: every share the transport holds (the
     proxy command given its share files).
+
+    Shares go to the proxy in batches: after the first of a batch arrives,
+    every share already waiting joins it (up to the quorum), so a proxy with a
+    local process pool checks them in parallel while it reads
+    (:meth:`ProxySteps.accept_many`).  The first share refused raises, as one
+    share at a time would (after the rest of its batch was handled).
     """
     stop = None if deadline_s is None else time.monotonic() + deadline_s
     while not until_quorum or len(steps.received) < steps.quorum:
         left = None if stop is None else max(0.0, stop - time.monotonic())
-        data = net.receive(PROXY, timeout=left)
+        first = net.receive(PROXY, timeout=left)
+        if first is None:
+            return
+        want = steps.quorum - len(steps.received) if until_quorum else None
+        for outcome in steps.accept_many(_waiting(net, first, want), expected=want):
+            if isinstance(outcome, DpdpcaError):
+                raise outcome
+
+
+def _waiting(net: Transport, first: bytes, most: int | None) -> Iterator[bytes]:
+    """``first``, then every message already waiting for the proxy, ``most`` in all (None: no limit)."""
+    yield first
+    taken = 1
+    while most is None or taken < most:
+        data = net.receive(PROXY, timeout=0.0)
         if data is None:
             return
-        steps.accept(data)
+        yield data
+        taken += 1
 
 
 def reject_late_shares(steps: ProxySteps, net: Transport) -> int:

@@ -77,6 +77,26 @@ def test_bench_timing_bad_owners():
     assert main(["bench", "timing", "--owners", "1,x"]) == 2
 
 
+def test_bench_timing_workers_give_the_parties_a_pool(capsys, monkeypatch):
+    """--workers 2: the proxy's shares are checked in chunks on the pool (its bookkeeping runs here)."""
+    from dpdpca.protocol.proxy import Proxy
+
+    chunks: list[int] = []
+    admit = Proxy._admit_chunk
+
+    def spy(self, verdicts, products):
+        chunks.append(len(verdicts))
+        return admit(self, verdicts, products)
+
+    monkeypatch.setattr(Proxy, "_admit_chunk", spy)
+    assert main(["bench", "timing", "--owners", "4", "--workers", "2", "--key-bits", "768", "--insecure-test-key",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["workers"] == 2 and result["dpdpca_owner_max_s"][0] > 0 and result["dpdpca_critical_s"][0] > 0
+    assert sum(chunks) == 4 + 4  # the warm-up run (2 x workers owners) and L = 4, every share through a chunk
+    assert main(["bench", "timing", "--workers", "0"]) == 2
+
+
 def test_crossover_needs_every_larger_L():
     assert timing.crossover([10, 50, 100, 500], [2, 2, 2, 2], [1, 3, 1.5, 4]) == 500
     assert timing.crossover([10, 50], [1, 1], [2, 2]) == 10

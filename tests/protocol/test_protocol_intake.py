@@ -1,0 +1,130 @@
+"""The proxy's parallel intake: shares checked and multiplied on a local pool give the serial outcome exactly."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from dpdpca.crypto import EncryptedArray, local_process_pool
+from dpdpca.errors import DpdpcaError
+from dpdpca.protocol import Proxy
+from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
+from dpdpca.protocol.intake import IntakeContext, error_from
+from dpdpca.protocol.messages import Message
+from dpdpca.protocol.runner import run_protocol
+from dpdpca.protocol.sections import share_sections
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with local_process_pool(2) as ex:
+        yield ex
+
+
+def _resigned(p, identity, owner_id, msg, sections, release, n_rows):
+    """``msg`` as owner ``owner_id``'s share over ``sections``, validly signed by that owner."""
+    st = ShareStatement.sign(identity(owner_id), session=p.session_id, key_fingerprint=p.key_fingerprint,
+                             d=int(msg.meta["d"]), n_rows=n_rows,
+                             ciphertext_sha256=ciphertext_digest(sections, share_sections(release)))
+    meta = dict(msg.meta, owner_id=owner_id, statement=st.to_json())
+    return Message(msg.type, msg.session, msg.key_fingerprint, f"owner:{owner_id}", meta, sections).to_bytes()
+
+
+def _hostile_batch(p, make_owner, identity, keypair, release):
+    """Good shares mixed with every kind of bad one; each bad kind is refused by a different check."""
+    rng = np.random.default_rng(11)
+    n_rows = None if release == "add-remove" else 3
+
+    def share(oid, d=4):
+        return make_owner(p, oid, release=release).share(0.9 * rng.uniform(-1, 1, size=(3, d)) / np.sqrt(d))
+
+    good = {oid: share(oid) for oid in ["1", "2", "3", "4", "5", "6", "8"]}
+    tampered = bytearray(share("7"))
+    tampered[len(tampered) // 2] ^= 0x10
+    m3 = Message.from_bytes(good["3"])
+    replay = _resigned(p, identity, "9", m3, m3.sections, release, n_rows)  # owner 9 signs owner 3's ciphertexts
+    m8 = Message.from_bytes(good["8"])
+    width = p.public_key.ciphertext_bytes
+    body = m8.sections["v"][:-32]
+    non_unit = (int(keypair[1].p) * 7).to_bytes(width, "big")
+    body = body[:len(body) - width] + non_unit
+    bad_unit = _resigned(p, identity, "8", m8, dict(m8.sections, v=body + hashlib.sha256(body).digest()),
+                         release, n_rows)
+    return [good["1"], good["2"], bytes(tampered), good["2"], good["3"], share("10", d=5), replay, bad_unit,
+            good["4"], good["8"], good["5"], good["6"], good["1"]]
+
+
+def _outcome(o):
+    return (type(o).__name__, str(o)) if isinstance(o, DpdpcaError) else o
+
+
+@pytest.mark.parametrize("release", ["add-remove", "centred"])
+@pytest.mark.parametrize("expected", [None, 13])
+def test_pool_intake_matches_the_serial_one_share_by_share(make_user, make_owner, identity, keypair, pool,
+                                                            release, expected):
+    """Same accepted owners, same errors (type and text), same aggregate ciphertexts, in one chunk or many."""
+    user = make_user(release=release)
+    p = user.params
+    batch = _hostile_batch(p, make_owner, identity, keypair, release)
+    serial = Proxy(p, user.owner_keys, quorum=1, release=release)
+    want = [Proxy._try(serial.receive_share, data) for data in batch]
+    parallel = Proxy(p, user.owner_keys, quorum=1, release=release, executor=pool)
+    got = parallel.receive_shares(iter(batch), expected=expected)
+    assert [_outcome(o) for o in got] == [_outcome(o) for o in want]
+    kinds = [type(o).__name__ for o in want]
+    assert kinds == ["str", "str", "MessageError", "ProtocolError", "str", "DataError", "ProtocolError",
+                     "MessageError", "str", "str", "str", "str", "ProtocolError"]
+    assert "unit modulo n" in str(want[7]) and "fresh" in str(want[6]) and "duplicate" in str(want[3])
+    assert parallel.received == serial.received == ["1", "2", "3", "4", "8", "5", "6"]
+    serial.close_collection()
+    parallel.close_collection()
+    for name in share_sections(release):
+        assert parallel._aggregate[name].ciphertexts == serial._aggregate[name].ciphertexts
+        assert parallel._aggregate[name].bound == serial._aggregate[name].bound
+
+
+def test_a_share_refused_by_the_bookkeeping_is_divided_out(make_user, make_owner, pool):
+    """Owner 1 twice in one chunk: the worker multiplies both in; the proxy refuses the second and divides it out."""
+    user = make_user(release="add-remove")
+    p = user.params
+    first = make_owner(p, "1", release="add-remove").share(np.full((3, 4), 0.2))
+    second = make_owner(p, "1", release="add-remove").share(np.full((3, 4), -0.3))
+    parallel = Proxy(p, user.owner_keys, quorum=1, release="add-remove", executor=pool)
+    got = parallel.receive_shares([first, second])
+    assert got[0] == "1" and "duplicate" in str(got[1])
+    parallel.close_collection()
+    alone = Proxy(p, user.owner_keys, quorum=1, release="add-remove")
+    alone.receive_share(first)
+    alone.close_collection()
+    for name in share_sections("add-remove"):
+        assert parallel._aggregate[name].ciphertexts == alone._aggregate[name].ciphertexts
+        assert parallel._aggregate[name].bound == alone._aggregate[name].bound
+
+
+def test_intake_after_the_close_is_late_and_a_whole_run_on_the_pool_is_exact(make_user, make_owner, unit_rows,
+                                                                              pool):
+    user = make_user()
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=1, executor=pool)
+    proxy.receive_shares([make_owner(p, "1").share(np.full((3, 2), 0.2))])
+    proxy.close_collection()
+    late = proxy.receive_shares([make_owner(p, "2").share(np.full((3, 2), 0.2))])
+    assert "late" in str(late[0])
+    rng = np.random.default_rng(3)
+    parts = [unit_rows(rng, 5, 3) for _ in range(9)]
+    run = run_protocol(parts, n_components=2, epsilon=1.0, delta=1e-5, key_bits=768, insecure_test_key=True,
+                       executor=pool, verify=True)
+    assert run.verify is not None and run.verify["max_abs_integer_error"] == 0  # the release is exact
+    assert run.owners_present == [str(i) for i in range(1, 10)]
+
+
+def test_context_round_trips_and_worker_errors_keep_their_class(make_user):
+    user = make_user()
+    ctx = IntakeContext(user.params, user.owner_keys, "centred", 100)
+    back = IntakeContext.from_bytes(ctx.to_bytes())
+    assert back.params.session_id == user.params.session_id and back.owner_keys.to_json() == ctx.owner_keys.to_json()
+    assert b'"p"' not in ctx.to_bytes() and b'"q"' not in ctx.to_bytes()  # public parameters only
+    assert type(error_from("AuthenticationError", "x")).__name__ == "AuthenticationError"
+    assert type(error_from("os", "x")).__name__ == "ProtocolError"  # never an arbitrary attribute of the module
