@@ -437,7 +437,8 @@ def write_outputs(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> li
         dpdpca_latency_s=lm["dpdpca_critical_s"], sequential_latency_s=lm["sequential_critical_s"],
         latency_ms=lm["latency_ms"], dpdpca_online_s=online if online != result["dpdpca_critical_s"] else None,
         title=f"Running time vs owners, {ds['name']} ({result['n_rows']} x {result['n_features']}), "
-              f"eps={result['epsilon']:g}, {result['key_bits']}-bit key")
+              f"eps={result['epsilon']:g}, {result['key_bits']}-bit key"
+              + (f", {result['workers']} processes per DPDPCA party" if result.get("workers", 1) > 1 else ""))
     return notes + [f"wrote {path}"]
 
 
