@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from dpdpca.crypto import EncryptedArray, local_process_pool
+from dpdpca.crypto import local_process_pool
 from dpdpca.errors import DpdpcaError
 from dpdpca.protocol import Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
