@@ -91,6 +91,11 @@ def test_per_role_sequence_as_separate_processes(tmp_path):
     for argv in steps:
         proc = _cli(*argv, cwd=tmp_path)
         assert proc.returncode == 0, (argv, proc.stderr)
+    # the proxy's parallel intake (a local pool of 2) writes the very same state, byte for byte
+    pooled = _cli("proxy", "aggregate", "--public", "keys/public.json", *verify, "--out-dir", "state2", "--workers",
+                  "2", "s1.msg", "s2.msg", "s3.msg", cwd=tmp_path)
+    assert pooled.returncode == 0, pooled.stderr
+    assert (tmp_path / "state2" / "state.msg").read_bytes() == (tmp_path / "state" / "state.msg").read_bytes()
     assert stat.S_IMODE(os.stat(tmp_path / "keys" / "private.json").st_mode) == 0o600
     assert stat.S_IMODE(os.stat(tmp_path / "ids" / "alice.identity.json").st_mode) == 0o600
     assert "p" not in json.loads((tmp_path / "keys" / "public.json").read_text())
