@@ -128,3 +128,20 @@ def test_context_round_trips_and_worker_errors_keep_their_class(make_user):
     assert b'"p"' not in ctx.to_bytes() and b'"q"' not in ctx.to_bytes()  # public parameters only
     assert type(error_from("AuthenticationError", "x")).__name__ == "AuthenticationError"
     assert type(error_from("os", "x")).__name__ == "ProtocolError"  # never an arbitrary attribute of the module
+
+
+def test_the_first_share_accepted_fixes_d_on_the_pool_too(make_user, make_owner, pool):
+    """A batch whose first share has another d than the rest: that share sets d, the others are refused, as serially."""
+    user = make_user(release="add-remove")
+    p = user.params
+    batch = [make_owner(p, oid, release="add-remove").share(np.full((3, d), 0.2)) for oid, d in
+             [("1", 5), ("2", 4), ("3", 4), ("4", 5), ("5", 4)]]
+    serial = Proxy(p, user.owner_keys, quorum=1, release="add-remove")
+    want = [_outcome(Proxy._try(serial.receive_share, data)) for data in batch]
+    parallel = Proxy(p, user.owner_keys, quorum=1, release="add-remove", executor=pool)
+    assert [_outcome(o) for o in parallel.receive_shares(batch, expected=5)] == want
+    assert parallel.received == serial.received == ["1", "4"] and parallel.d == serial.d == 5
+    serial.close_collection()
+    parallel.close_collection()
+    for name in share_sections("add-remove"):
+        assert parallel._aggregate[name].ciphertexts == serial._aggregate[name].ciphertexts
