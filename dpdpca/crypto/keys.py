@@ -119,7 +119,7 @@ class PublicKey:
         # hs is public, but a thousand-digit number is no one-line error: its size is named instead.
         hs = bk.mpz(check_int("hs", hs))
         if not 1 <= hs < self.nsquare:
-            raise param_error("hs", "in [1, n**2)", f"{'a non-positive value' if hs < 1 else f'{hs.bit_length()} bits'}")
+            raise param_error("hs", "in [1, n**2)", "a non-positive value" if hs < 1 else f"{hs.bit_length()} bits")
         if bk.gcd(hs, n) != 1:
             raise param_error("hs", "a unit modulo n**2", "a value sharing a factor with n")
         self.hs = hs
