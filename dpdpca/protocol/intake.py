@@ -37,7 +37,7 @@ from dpdpca.protocol.counts import ShareStatement, check_counts, check_statement
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
 from dpdpca.protocol.params import ProtocolParams, check_features
-from dpdpca.protocol.sections import load_share_arrays, share_sections
+from dpdpca.protocol.sections import check_share_units, load_share_arrays, share_sections
 
 __all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "intake_kernel", "error_from"]
 
@@ -172,8 +172,8 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
     """Check a chunk of shares in a worker; their verdicts and, per d, the product of those that passed.
 
     Returns ``(verdicts, products)``: ``verdicts[i]`` is
-    ``("ok", owner, d, statement_json, keys_blob)`` (``keys_blob``: every
-    ciphertext's fixed-width bytes, concatenated) or ``("error", class name,
+    ``("ok", owner, d, statement_json, keys)`` (``keys``: every
+    ciphertext's fixed-width bytes, section by section) or ``("error", class name,
     message)``; ``products[d][section]`` the fixed-width bytes of the
     position-wise product modulo n**2 of the passing shares of that d, in
     order.  Only ``bytes``, ``int`` and ``str`` cross the process boundary.
@@ -192,7 +192,7 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
             verdicts.append(("error", type(exc).__name__, str(exc)))
             continue
         checked.append(share)
-        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), b"".join(share.keys)))
+        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), share.keys))
     products: dict[int, dict[str, bytes]] = {}
     for d in sorted({s.d for s in checked if s is not None}):
         group = {i: s for i, s in enumerate(checked) if s is not None and s.d == d}
@@ -200,8 +200,7 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
         if bk.first_non_unit([c for name in names for c in prod[name]], pk.n) is not None:
             for i, share in list(group.items()):  # some share holds a non-unit: refuse it, multiply the rest again
                 try:
-                    wire.check_units({f"section {name}: message ciphertext": share.arrays[name].ciphertexts
-                                      for name in names}, pk)
+                    check_share_units(share.arrays, pk)
                 except MessageError as exc:
                     del group[i]
                     verdicts[i] = ("error", type(exc).__name__, str(exc))

@@ -218,33 +218,29 @@ class Proxy:
         width = pk.ciphertext_bytes
         out: list[str | DpdpcaError] = []
         admitted: dict[int, int] = {}
-        refused: dict[int, list[bytes]] = {}  # passed the worker, refused here: divided out below
+        refused: dict[int, list[list[bytes]]] = {}  # passed the worker, refused here: divided out below
         for verdict in verdicts:
             if verdict[0] != "ok":
                 out.append(error_from(verdict[1], verdict[2]))
                 continue
-            _, owner, d, statement, blob = verdict
+            _, owner, d, statement, keys = verdict
             try:
-                keys = [blob[i:i + width] for i in range(0, len(blob), width)]
                 self._admit(owner, d, ShareStatement.from_json(statement), keys)
             except DpdpcaError as exc:
                 out.append(exc)
-                refused.setdefault(d, []).append(blob)
+                refused.setdefault(d, []).append(keys)
                 continue
             out.append(owner)
             admitted[d] = admitted.get(d, 0) + 1
+        n2 = bk.mpz(pk.nsquare)
         for d, blobs in products.items():
             if not admitted.get(d):
                 continue
             cts = {name: bk.bytes_to_ints(blob, width) for name, blob in blobs.items()}
-            n2 = bk.mpz(pk.nsquare)
-            for blob in refused.get(d, []):
-                pos = 0
-                for name, run in cts.items():
-                    for k in range(len(run)):
-                        c = bk.mpz.from_bytes(blob[pos:pos + width], "big")
-                        run[k] = run[k] * bk.invert(c, n2) % n2
-                        pos += width
+            for keys in refused.get(d, []):  # the keys run section by section, in the products' order
+                inverses = iter(bk.invert(c, n2) for c in bk.bytes_to_ints(b"".join(keys), width))
+                for run in cts.values():
+                    run[:] = [c * next(inverses) % n2 for c in run]
             self._partials.append(share_arrays_from(self.params, d, self.release, cts, owners=admitted[d]))
         return out
 

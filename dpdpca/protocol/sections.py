@@ -17,7 +17,8 @@ from dpdpca.protocol.layout import share_chunks, share_counts
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
 
-__all__ = ["check_section_sizes", "load_array", "share_sections", "load_share_arrays", "share_arrays_from",
+__all__ = ["check_section_sizes", "load_array", "share_sections", "load_share_arrays", "check_share_units",
+           "share_arrays_from",
            "int_array"]
 
 
@@ -98,9 +99,20 @@ def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: i
                                bound=bounds["v" if name == "vwin" else name], layout=params.layout, check_units=False)
               for name, chunks in share_chunks(release, d, slots).items()}
     if check_units:
-        wire.check_units({f"section {name}: message ciphertext": arr.ciphertexts for name, arr in arrays.items()},
-                         params.public_key)
+        check_share_units(arrays, params.public_key)
     return arrays
+
+
+def check_share_units(arrays: dict[str, EncryptedArray], public_key: PublicKey) -> None:
+    """Every ciphertext of every section a unit modulo n (one batched test), else MessageError naming it.
+
+    Raises
+    ------
+    MessageError
+        ``section R: message ciphertext[3] must be a unit modulo n, got a non-unit``.
+    """
+    wire.check_units({f"section {name}: message ciphertext": arr.ciphertexts for name, arr in arrays.items()},
+                     public_key)
 
 
 def share_arrays_from(params: ProtocolParams, d: int, release: str, ciphertexts: dict[str, list[Any]], *,
