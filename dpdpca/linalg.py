@@ -11,9 +11,9 @@ everywhere (see ``docs/architecture.md``):
   entry on a tie).
 
 The upper-triangle helpers use the row-major order ``i <= j`` (diagonal
-included) that the noise samplers and the protocol's messages share.  The
-crypto layer keeps its own integer versions (it knows nothing of this
-module).
+included) that the noise samplers and the protocol's messages share; its size,
+:func:`upper_triangle_size`, is :mod:`dpdpca.triangle`'s, which the crypto
+layer (it knows nothing of this module) shares too.
 
 This module depends on numpy and scipy only, so every layer may import it.
 
@@ -43,6 +43,7 @@ import scipy.linalg
 
 from dpdpca._validation import check_int
 from dpdpca.errors import DataError
+from dpdpca.triangle import upper_triangle_size
 
 __all__ = ["top_eigenpairs", "flip_signs", "upper_triangle_size", "pack_upper", "unpack_upper",
            "second_moment", "scatter"]
@@ -109,12 +110,6 @@ def top_eigenpairs(M: np.ndarray, k: int, *, dtype: Any = np.float64) -> tuple[n
         w, U = np.linalg.eigh(A)
     w = w[::-1][:k].astype(np.float64)
     return w, flip_signs(U[:, ::-1][:, :k].astype(np.float64))
-
-
-def upper_triangle_size(d: int) -> int:
-    """``d(d+1)/2``, the entries of a symmetric d x d matrix's upper triangle."""
-    d = check_int("d", d, minimum=1)
-    return d * (d + 1) // 2
 
 
 @functools.lru_cache(maxsize=8)

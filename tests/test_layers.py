@@ -105,3 +105,43 @@ def _cycles() -> list[list[str]]:
 def test_no_import_cycles():
     cycles = _cycles()
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def _private_owner(imported: str) -> str | None:
+    """The package whose private module ``imported`` names (``dpdpca.crypto._gmp`` -> ``dpdpca.crypto``), or None."""
+    parts = imported.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            module = ".".join(parts[: i + 1])
+            return ".".join(parts[:i]) if module in MODULES else None  # a private name in a module is not one
+    return None
+
+
+def test_no_module_imports_another_packages_private_module():
+    """``x._private`` is imported only from inside package ``x`` (crypto's big-number backend stays in crypto)."""
+    bad = []
+    for module, imports in MODULES.items():
+        for imp in sorted(imports):
+            owner = _private_owner(imp)
+            if owner is not None and imp.split(".")[0] == "dpdpca" and not _under(module, owner):
+                bad.append(f"{module} imports {imp}")
+    assert not bad, "private module imported from outside its package: " + "; ".join(bad)
+
+
+def test_the_private_rule_sees_the_backend():
+    assert _private_owner("dpdpca.crypto._gmp") == "dpdpca.crypto"
+    assert _private_owner("dpdpca.crypto.ciphertexts") is None
+    assert "dpdpca.crypto._gmp" in MODULES["dpdpca.crypto.ciphertexts"]
+    assert not any(i.startswith("dpdpca.crypto._gmp") for m in ("dpdpca.protocol.proxy", "dpdpca.protocol.intake")
+                   for i in MODULES[m])
+
+
+def test_one_upper_triangle_size():
+    """``d (d + 1) // 2`` is written once (dpdpca.triangle); every layer calls it."""
+    import re
+
+    inline = re.compile(r"\b(\w+) \* \(\1 \+ 1\) // 2")
+    found = [str(p.relative_to(ROOT.parent)) for p in sorted(ROOT.rglob("*.py")) if inline.search(p.read_text())]
+    assert found == ["dpdpca/triangle.py"]
+    from dpdpca import crypto, linalg, triangle
+    assert crypto.triangle_size is linalg.upper_triangle_size is triangle.upper_triangle_size

@@ -33,6 +33,7 @@ from dpdpca.errors import DataError
 from dpdpca.estimator import PCAEstimator
 from dpdpca.linalg import second_moment, top_eigenpairs
 from dpdpca.result import PCAResult
+from dpdpca.triangle import upper_triangle_size
 
 __all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "partial_square_root",
            "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "CENTERINGS", "symmetric_bytes",
@@ -43,7 +44,7 @@ FLOAT_BYTES = 8
 
 def symmetric_bytes(d: int) -> int:
     """Bytes of a symmetric d x d float64 matrix sent as its upper triangle."""
-    return FLOAT_BYTES * d * (d + 1) // 2
+    return FLOAT_BYTES * upper_triangle_size(d)
 
 
 def partial_square_root(M: np.ndarray, r: int, *, dtype: Any = np.float64) -> np.ndarray:

@@ -64,7 +64,7 @@ from dpdpca.crypto import (
     sum_arrays,
     upper_triangle_chunks,
 )
-from dpdpca.crypto import _gmp as bk
+from dpdpca.crypto.ciphertexts import power_mod, random_unit
 from dpdpca.crypto.matrix import EncryptedSymmetricMatrix
 from dpdpca.protocol.params import ProtocolParams, carry_value_bound, final_value_bound, slot_value_bound
 
@@ -210,8 +210,8 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
     n2 = pk.nsquare
     per_array_bound = layout.max_abs // n_arrays
     arrays = [EncryptedArray(pk, layout, (layout.slots,) * n_agg_ct, per_array_bound,
-                             [bk.random_unit(n2) for _ in range(n_agg_ct)]) for _ in range(n_arrays)]
-    a, b = bk.random_unit(n2), bk.random_unit(n2)
+                             [random_unit(n2) for _ in range(n_agg_ct)]) for _ in range(n_arrays)]
+    a, b = random_unit(n2), random_unit(n2)
     timer = timeit.Timer("a * b % m", globals={"a": a, "b": b, "m": n2})
     n_mulmods = (n_arrays - 1) * n_agg_ct
     # Pair each aggregation with a bare mulmod loop of the same count, run right after
@@ -235,7 +235,7 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
     naive_n = 4 if quick else 10
     _, _, fast_t, naive_t = _paired(
         lambda: scalar_times_packed(x, vectors, vector_bound=kappa_bound),
-        lambda: [bk.powmod(c, sum(v << (layout.slot_bits * t) for t, v in enumerate(w)), n2)
+        lambda: [power_mod(c, sum(v << (layout.slot_bits * t) for t, v in enumerate(w)), n2)
                  for w in vectors[:naive_n]], runs)
 
     out.update({

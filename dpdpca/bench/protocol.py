@@ -58,6 +58,7 @@ from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.parties import DataUser
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.protocol.runner import run_protocol
+from dpdpca.triangle import upper_triangle_size
 
 KEY_BITS = 2048
 OWNERS = 10
@@ -89,7 +90,7 @@ def _phe_protocol_seconds(parts: list[np.ndarray], user: DataUser, samples: int,
     priv = phe.PaillierPrivateKey(pub, int(sk.p), int(sk.q))
     f = params.frac_bits
     d = parts[0].shape[1]
-    entries = d * (d + 1) // 2
+    entries = upper_triangle_size(d)
     shares = [exact_scatter_share(quantize_rows(X, f), f) for X in parts]
     r_vals = [int(x) for x in upper_triangle_flatten(shares[0][0])]
     v_vals = [int(x) for x in shares[0][1]]

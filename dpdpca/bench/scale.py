@@ -54,7 +54,7 @@ import click
 
 from dpdpca._validation import check_int
 from dpdpca.crypto import EncryptedArray, SlotLayout, generate_keypair, sum_arrays
-from dpdpca.crypto import _gmp as bk
+from dpdpca.crypto.ciphertexts import product_mod, random_below, random_unit
 from dpdpca.crypto.compute import DaskEngine, Ints, dask_engine, local_process_pool, spans
 from dpdpca.errors import ParameterError
 
@@ -78,10 +78,10 @@ def product_loop_seconds(bits: int, count: int) -> float:
     (nothing shipped), used to measure how much parallel throughput the
     machine gives at the moment.
     """
-    m = bk.mpz(bk.random_below(1 << bits)) | 1 | (1 << (bits - 1))
-    rows = [[bk.random_below(m) for _ in range(count)] for _ in range(OWNERS)]
+    m = int(random_below(1 << bits)) | 1 | (1 << (bits - 1))
+    rows = [[random_below(m) for _ in range(count)] for _ in range(OWNERS)]
     t0 = time.perf_counter()
-    bk.columnwise_prod_mod(rows, m)
+    product_mod(rows, m)
     return time.perf_counter() - t0
 
 
@@ -111,7 +111,7 @@ def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool 
     width = pk.ciphertext_bytes
     # Benchmark operands: random units mod n**2 stand in for the owners' ciphertexts (aggregation
     # does the same work whatever they encrypt); their declared bounds sum within the layout.
-    arrays = [EncryptedArray(pk, layout, (layout.slots,) * count, 1, [bk.random_unit(n2) for _ in range(count)])
+    arrays = [EncryptedArray(pk, layout, (layout.slots,) * count, 1, [random_unit(n2) for _ in range(count)])
               for _ in range(check_int("owners", owners, minimum=2))]
     cluster = None
     engine, cluster = (dask_engine(scheduler), None) if scheduler else _local_engine(workers)

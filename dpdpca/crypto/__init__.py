@@ -6,8 +6,10 @@ Layers, bottom up: :mod:`~dpdpca.crypto._gmp` (the only gmpy2 user),
 (reals to integers), :mod:`~dpdpca.crypto.encrypted` and
 :mod:`~dpdpca.crypto.matrix` (encrypted vectors and symmetric matrices with
 bound tracking), :mod:`~dpdpca.crypto.wire` (binary format),
-:mod:`~dpdpca.crypto.compute` (compute engines: serial, process pool, Dask) and :mod:`~dpdpca.crypto.interop`
-(python-paillier).  Knows nothing of PCA or differential privacy.
+:mod:`~dpdpca.crypto.compute` (compute engines: serial, process pool, Dask), :mod:`~dpdpca.crypto.interop`
+(python-paillier) and :mod:`~dpdpca.crypto.ciphertexts` (the public batch operations on raw ciphertexts that
+the proxy's intake and the benchmarks use: product, divide-out, unit check, fixed-width bytes; nothing outside
+this package imports the private backend).  Knows nothing of PCA or differential privacy.
 """
 
 from dpdpca.crypto.codec import FixedPointCodec, MinMaxDiscretizer

@@ -21,6 +21,7 @@ from dpdpca.crypto.encrypted import EncryptedArray, as_int_list, decrypt, encryp
 from dpdpca.crypto.keys import PrivateKey, PublicKey
 from dpdpca.crypto.packing import SlotLayout
 from dpdpca.errors import MessageError
+from dpdpca.triangle import upper_triangle_size
 
 __all__ = [
     "upper_triangle_chunks",
@@ -31,9 +32,8 @@ __all__ = [
 ]
 
 
-def triangle_size(d: int) -> int:
-    """``d (d + 1) / 2`` entries in the upper triangle of a d x d matrix."""
-    return d * (d + 1) // 2
+#: The same function as :func:`dpdpca.triangle.upper_triangle_size` (one helper for every layer).
+triangle_size = upper_triangle_size
 
 
 def upper_triangle_chunks(d: int, slots: int) -> tuple[int, ...]:
@@ -77,8 +77,8 @@ def upper_triangle_unflatten(values: Any, d: int) -> np.ndarray:
     """Inverse of :func:`upper_triangle_flatten`: a symmetric (d, d) object array."""
     d = check_int("d", d, minimum=1)
     vals = as_int_list("values", values if not isinstance(values, np.ndarray) else values.ravel())
-    if len(vals) != triangle_size(d):
-        raise param_error("values", f"of length d (d + 1) / 2 = {triangle_size(d)}", len(vals))
+    if len(vals) != upper_triangle_size(d):
+        raise param_error("values", f"of length d (d + 1) / 2 = {upper_triangle_size(d)}", len(vals))
     flat = np.empty(len(vals), dtype=object)
     flat[:] = vals
     rows, cols = np.triu_indices(d)  # row-major i <= j, the order of upper_triangle_flatten
@@ -108,8 +108,8 @@ class EncryptedSymmetricMatrix:
         self.d = check_int("d", d, minimum=1)
         if not isinstance(array, EncryptedArray):
             raise param_error("array", "an EncryptedArray", type(array).__name__)
-        if array.length != triangle_size(self.d):
-            raise param_error("array.length", f"d (d + 1) / 2 = {triangle_size(self.d)}", array.length)
+        if array.length != upper_triangle_size(self.d):
+            raise param_error("array.length", f"d (d + 1) / 2 = {upper_triangle_size(self.d)}", array.length)
         self.array = array
 
     def __repr__(self) -> str:
@@ -163,7 +163,7 @@ class EncryptedSymmetricMatrix:
     def from_bytes(cls, data: bytes, public_key: PublicKey) -> EncryptedSymmetricMatrix:
         """Parse :meth:`to_bytes` output (see :meth:`EncryptedArray.from_bytes`)."""
         kind, dim, layout, chunks, bound, cts = wire.decode_batch(data, public_key)
-        if kind != wire.KIND_SYMMETRIC or dim < 1 or triangle_size(dim) != sum(chunks):
+        if kind != wire.KIND_SYMMETRIC or dim < 1 or upper_triangle_size(dim) != sum(chunks):
             raise MessageError(f"message must be a symmetric matrix of d (d + 1) / 2 slots, "
                                f"got kind {kind}, d {dim}, {sum(chunks)} slots")
         return cls(dim, EncryptedArray._trusted(public_key, layout, chunks, bound, cts))

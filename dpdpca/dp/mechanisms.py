@@ -32,6 +32,7 @@ from dpdpca.dp.discrete import sample_discrete_gaussian, sample_discrete_laplace
 from dpdpca.dp.randomness import resolve_source
 from dpdpca.dp.report import NEIGHBOURING_RELATIONS, REPLACE_ONE, PrivacyReport
 from dpdpca.dp.settings import SENSITIVITY_MODES
+from dpdpca.triangle import upper_triangle_size
 
 __all__ = [
     "GaussianMechanism",
@@ -292,7 +293,7 @@ class DiscreteGaussianMechanism(_Mechanism):
         vector (never more than the Frobenius norm of the matrix difference).
         """
         d = check_int("d", d, minimum=1)
-        return self.sample(d * (d + 1) // 2, rng)
+        return self.sample(upper_triangle_size(d), rng)
 
     def randomise(self, values: Any, rng: Any = None) -> list[int]:
         """``values + noise`` for a sequence of Python ints (new list)."""

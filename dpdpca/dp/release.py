@@ -67,6 +67,7 @@ from dpdpca.dp.calibration import (
     zcdp_rho_for,
 )
 from dpdpca.dp.report import ADD_REMOVE_ONE, PrivacyReport
+from dpdpca.triangle import upper_triangle_size
 
 __all__ = [
     "BLOCKS",
@@ -204,7 +205,7 @@ class AddRemoveCalibration:
 
 def block_counts(d: int) -> dict[str, int]:
     """Noisy coordinates per block for ``d`` features: ``d(d+1)/2`` (R), ``d`` (v), 1 (N)."""
-    return {"R": d * (d + 1) // 2, "v": d, "N": 1}
+    return {"R": upper_triangle_size(d), "v": d, "N": 1}
 
 
 def block_scales(frac_bits: int) -> dict[str, int]:

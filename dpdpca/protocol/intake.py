@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from dpdpca.crypto import EncryptedArray, wire
-from dpdpca.crypto import _gmp as bk
+from dpdpca.crypto.ciphertexts import first_non_unit, product_mod, to_fixed_bytes
 from dpdpca.errors import AuthenticationError, DataError, DpdpcaError, MessageError, ProtocolError
 from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements, ciphertext_digest
 from dpdpca.protocol.identity import OwnerKeyring
@@ -164,7 +164,7 @@ def _context(blob: bytes) -> IntakeContext:
 
 
 def _product(shares: Sequence[CheckedShare], names: Sequence[str], n2: Any) -> dict[str, list[Any]]:
-    return {name: bk.columnwise_prod_mod([s.arrays[name].ciphertexts for s in shares], n2) for name in names}
+    return {name: product_mod([s.arrays[name].ciphertexts for s in shares], n2) for name in names}
 
 
 def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
@@ -197,7 +197,7 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
     for d in sorted({s.d for s in checked if s is not None}):
         group = {i: s for i, s in enumerate(checked) if s is not None and s.d == d}
         prod = _product(list(group.values()), names, pk.nsquare)
-        if bk.first_non_unit([c for name in names for c in prod[name]], pk.n) is not None:
+        if first_non_unit([c for name in names for c in prod[name]], pk.n) is not None:
             for i, share in list(group.items()):  # some share holds a non-unit: refuse it, multiply the rest again
                 try:
                     check_share_units(share.arrays, pk)
@@ -207,5 +207,5 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
             if not group:
                 continue
             prod = _product(list(group.values()), names, pk.nsquare)
-        products[d] = {name: bk.ints_to_bytes(prod[name], width) for name in names}
+        products[d] = {name: to_fixed_bytes(prod[name], width) for name in names}
     return verdicts, products

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import functools
 
-from dpdpca.crypto import triangle_size, upper_triangle_chunks
+from dpdpca.crypto import upper_triangle_chunks
+from dpdpca.triangle import upper_triangle_size
 
 __all__ = ["row_chunk_spans", "window_chunks", "tile_chunks", "triangle_chunk_count", "release_r_chunks",
            "share_chunks", "share_counts", "release_ciphertext_count"]
@@ -47,7 +48,7 @@ def window_chunks(d: int, slots: int) -> list[int]:
 def triangle_chunk_count(d: int, slots: int) -> int:
     """``len(upper_triangle_chunks(d, slots))`` in O(1): ``sum_{m=1..d} ceil(m / slots)``."""
     q, r = divmod(d, slots)
-    return slots * q * (q + 1) // 2 + (q + 1) * r
+    return slots * upper_triangle_size(q) + (q + 1) * r
 
 
 def tile_chunks(d: int, slots: int) -> list[int]:
@@ -58,13 +59,13 @@ def tile_chunks(d: int, slots: int) -> list[int]:
 def release_r_chunks(release: str, d: int, slots: int) -> list[int]:
     """Chunk sizes of R (and of R'' / R~): row-aligned for the centred release, dense tiles for add/remove."""
     if release == "add-remove":
-        return tile_chunks(triangle_size(d), slots)
+        return tile_chunks(upper_triangle_size(d), slots)
     return list(upper_triangle_chunks(d, slots))
 
 
 def _r_count(release: str, d: int, slots: int) -> int:
     if release == "add-remove":
-        return -(-triangle_size(d) // slots)
+        return -(-upper_triangle_size(d) // slots)
     return triangle_chunk_count(d, slots)
 
 

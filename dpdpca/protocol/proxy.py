@@ -16,7 +16,7 @@ from typing import Any
 
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
 from dpdpca.crypto import EncryptedArray, scalars_times_packed, sum_arrays
-from dpdpca.crypto import _gmp as bk
+from dpdpca.crypto.ciphertexts import divide_out, from_fixed_bytes
 from dpdpca.crypto.compute import EngineLike, ExecutorEngine, as_engine
 from dpdpca.crypto.randomizers import RandomizerPool
 from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, calibrate_add_remove, calibrate_distributed
@@ -35,6 +35,7 @@ from dpdpca.protocol.params import (DEFAULT_MAX_FEATURES, ProtocolParams, check_
 from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel
 from dpdpca.protocol.sections import load_share_arrays, share_arrays_from, share_sections
 from dpdpca.timing import Timings
+from dpdpca.triangle import upper_triangle_size
 
 __all__ = ["Proxy"]
 
@@ -232,15 +233,14 @@ class Proxy:
                 continue
             out.append(owner)
             admitted[d] = admitted.get(d, 0) + 1
-        n2 = bk.mpz(pk.nsquare)
         for d, blobs in products.items():
             if not admitted.get(d):
                 continue
-            cts = {name: bk.bytes_to_ints(blob, width) for name, blob in blobs.items()}
+            cts = {name: from_fixed_bytes(blob, width) for name, blob in blobs.items()}
             for keys in refused.get(d, []):  # the keys run section by section, in the products' order
-                inverses = iter(bk.invert(c, n2) for c in bk.bytes_to_ints(b"".join(keys), width))
+                divisors = iter(from_fixed_bytes(b"".join(keys), width))
                 for run in cts.values():
-                    run[:] = [c * next(inverses) % n2 for c in run]
+                    run[:] = divide_out(run, divisors, pk.nsquare)
             self._partials.append(share_arrays_from(self.params, d, self.release, cts, owners=admitted[d]))
         return out
 
@@ -433,7 +433,7 @@ class Proxy:
             # dimension: the rounding-coupling bound (7-8% less sigma than zCDP) with "analytic"
             mech = DiscreteGaussianMechanism(epsilon=epsilon, delta=delta, sensitivity=sens_int,
                                              calibration=calibration, neighbouring=REPLACE_ONE,
-                                             sensitivity_mode=sensitivity_mode, dimension=d * (d + 1) // 2)
+                                             sensitivity_mode=sensitivity_mode, dimension=upper_triangle_size(d))
             factor = n if noise_lattice == "integer" else 1
             p.check_noise_fits(float(mech.sigma) * factor, epsilon=epsilon)
             noise = [int(g) * factor for g in mech.sample_symmetric_upper(d)]

@@ -58,6 +58,7 @@ from dpdpca.errors import DataError
 from dpdpca.estimator import TensorEstimator
 from dpdpca.result import TensorResult
 from dpdpca.timing import Timings
+from dpdpca.triangle import upper_triangle_size
 
 __all__ = ["CapeAGN", "NonPrivateTensorDecomposition", "site_moments", "check_budget_split", "VARIANTS"]
 
@@ -184,7 +185,7 @@ class _MomentTensorEstimator(TensorEstimator):
         self.sample_scale_ = scale
         n_sites = len(moments)
         float_bytes = 8
-        bytes_sent = {f"site:{s + 1}": float_bytes * (d * (d + 1) // 2 + k * (k + 1) * (k + 2) // 6)
+        bytes_sent = {f"site:{s + 1}": float_bytes * (upper_triangle_size(d) + k * (k + 1) * (k + 2) // 6)
                       for s in range(n_sites)}
         bytes_sent["aggregator"] = float_bytes * d * k * n_sites
         return TensorResult(method=method, weights=weights, means=means, privacy=privacy, timings=timings,
