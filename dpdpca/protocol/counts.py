@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -35,6 +36,7 @@ __all__ = ["SHARE_DOMAIN", "SHARE_SECTIONS", "ShareStatement", "ciphertext_diges
 
 #: Domain string of an owner-share statement (a signature on it verifies as nothing else).
 SHARE_DOMAIN = "dpdpca/owner-share/v2"
+_DIGITS = re.compile(r"[0-9]{1,20}")
 #: The ciphertext sections of an owner share, in digest order.
 SHARE_SECTIONS = ("R", "v", "vwin")
 
@@ -143,7 +145,7 @@ class ShareStatement:
         digest, sig = obj.get("ciphertext_sha256"), obj.get("signature")
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:
             raise MessageError(f"share statement d must be an integer >= 1, got {str(d)[:40]!r}")
-        if n is not None and (not isinstance(n, str) or not n.isdigit() or len(n) > 20):
+        if n is not None and (not isinstance(n, str) or _DIGITS.fullmatch(n) is None):
             raise MessageError(f"share statement n_rows must be a decimal string or null, got {str(n)[:40]!r}")
         if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise MessageError(f"share statement ciphertext_sha256 must be 64 hex characters, got {str(digest)[:80]!r}")

@@ -41,7 +41,8 @@ from typing import Any, Mapping
 from dpdpca.errors import KeyMismatchError, MessageError, ProtocolError
 from dpdpca.protocol.identity import check_owner_id
 
-__all__ = ["MessageType", "Message", "MAGIC", "VERSION", "MAX_HEADER_BYTES", "check_owner_id", "check_session_id"]
+__all__ = ["MessageType", "Message", "MAGIC", "VERSION", "MAX_HEADER_BYTES", "check_owner_id", "check_session_id",
+           "strict_int", "decimal_int"]
 
 MAGIC = b"DPDPCA"
 VERSION = 2
@@ -50,6 +51,40 @@ MAX_HEADER_BYTES = 1 << 22
 _PREFIX = struct.Struct(">6sBBI")
 _DIGEST = 32
 _SESSION = re.compile(r"[0-9a-f]{16,64}")
+_DECIMAL = re.compile(r"-?[0-9]{1,4000}")
+
+
+def strict_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+    """A field that must be a JSON integer: ``4`` is one; ``4.5``, ``4.0``, ``"4"`` and ``true`` are not.
+
+    Raises
+    ------
+    MessageError
+        Not an ``int`` (``bool`` is not one either), or below ``minimum``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MessageError(f"{name} must be an integer, got {type(value).__name__} {str(value)[:40]!r}")
+    if minimum is not None and value < minimum:
+        raise MessageError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def decimal_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+    """A big integer carried as a decimal string (``"-12"``): ASCII digits only, no sign but ``-``, no spaces.
+
+    Raises
+    ------
+    MessageError
+        Not a string of that form (``" 12"``, ``"1_000"``, ``"+5"``, ``"١٢"`` and ``12`` are refused),
+        or below ``minimum``.
+    """
+    if not isinstance(value, str) or _DECIMAL.fullmatch(value) is None:
+        raise MessageError(f"{name} must be a decimal string of ASCII digits, got {type(value).__name__} "
+                           f"{str(value)[:40]!r}")
+    out = int(value)
+    if minimum is not None and out < minimum:
+        raise MessageError(f"{name} must be >= {minimum}, got {out}")
+    return out
 
 
 class MessageType(enum.IntEnum):
@@ -160,12 +195,23 @@ class Message:
                                f"got {hlen}")
         try:
             header = json.loads(body[start:start + hlen].decode())
+            if not isinstance(header, dict):
+                raise MessageError(f"message header must be a JSON object, got {type(header).__name__}")
             session = check_session_id(header["session"])
-            fingerprint = str(header["key_fingerprint"])
-            sender = str(header["sender"])
-            rnd = int(header["round"])
-            meta = dict(header["meta"])
-            table = [(str(n), int(ln)) for n, ln in header["sections"]]
+            fingerprint = _strict_str("message key_fingerprint", header["key_fingerprint"])
+            sender = _strict_str("message sender", header["sender"])
+            rnd = strict_int("message round", header["round"])
+            meta = header["meta"]
+            if not isinstance(meta, dict):
+                raise MessageError(f"message meta must be a JSON object, got {type(meta).__name__}")
+            if not isinstance(header["sections"], list):
+                raise MessageError(f"message sections must be a list, got {type(header['sections']).__name__}")
+            table = []
+            for entry in header["sections"]:
+                if not isinstance(entry, list) or len(entry) != 2:
+                    raise MessageError(f"message section table entries must be [name, length], got {str(entry)[:60]}")
+                table.append((_strict_str("message section name", entry[0]),
+                              strict_int("message section length", entry[1])))
         except MessageError:
             raise
         except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as exc:
@@ -208,11 +254,31 @@ class Message:
             raise MessageError(f"message {self.type.name} must have section {name!r}, got {sorted(self.sections)}") from None
 
     def meta_int(self, name: str, *, minimum: int | None = None) -> int:
-        """An integer from ``meta`` (stored as decimal string for big values)."""
-        try:
-            value = int(self.meta[name])
-        except (KeyError, ValueError, TypeError):
-            raise MessageError(f"message {self.type.name} must have integer meta {name!r}, got {self.meta.get(name)!r}") from None
-        if minimum is not None and value < minimum:
-            raise MessageError(f"message meta {name} must be >= {minimum}, got {value}")
-        return value
+        """An integer field of ``meta``: a JSON integer, strictly (:func:`strict_int`; ``4.5``, ``"4"``, ``true`` are refused).
+
+        Raises
+        ------
+        MessageError
+            Missing, not an integer, or below ``minimum``.
+        """
+        if name not in self.meta:
+            raise MessageError(f"message {self.type.name} must have integer meta {name!r}, got none")
+        return strict_int(f"message {self.type.name} meta {name}", self.meta[name], minimum=minimum)
+
+    def meta_decimal(self, name: str, *, minimum: int | None = None) -> int:
+        """A big integer field of ``meta`` carried as a decimal string (:func:`decimal_int`), e.g. ``N``.
+
+        Raises
+        ------
+        MessageError
+            Missing, not a decimal string, or below ``minimum``.
+        """
+        if name not in self.meta:
+            raise MessageError(f"message {self.type.name} must have decimal meta {name!r}, got none")
+        return decimal_int(f"message {self.type.name} meta {name}", self.meta[name], minimum=minimum)
+
+
+def _strict_str(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise MessageError(f"{name} must be a string, got {type(value).__name__}")
+    return value

@@ -22,7 +22,7 @@ from dpdpca.dp import (CALIBRATIONS, DEFAULT_RELEASE, REPLACE_ONE, SENSITIVITY_M
 from dpdpca.dp.calibration import classic_gaussian_sigma, zcdp_rho_for
 from dpdpca.dp.release import check_noise_by, check_release
 from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError
-from dpdpca.protocol.messages import check_session_id
+from dpdpca.protocol.messages import check_session_id, decimal_int, strict_int
 
 __all__ = ["slot_value_bound", "final_value_bound", "masked_sum_bound", "carry_value_bound", "PACKINGS", "ProtocolParams", "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS",
            "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int", "check_noise_options",
@@ -549,19 +549,26 @@ class ProtocolParams:
         if not isinstance(p, Mapping):
             raise MessageError(f"{PARAMS_KEY} must be an object, got {type(p).__name__}")
         try:
-            if int(p["version"]) != PARAMS_VERSION:
+            if strict_int(f"{PARAMS_KEY}.version", p["version"]) != PARAMS_VERSION:
                 raise MessageError(f"{PARAMS_KEY}.version must be {PARAMS_VERSION} (the slot layouts and the "
                                    f"add/remove share layout changed; run dpdpca keygen again), got "
                                    f"{str(p['version'])[:20]}")
-            pk = PublicKey.from_json(jwk, insecure_test_key=bool(p.get("insecure_test_key", False)))
-            params = cls.create(pk, max_owners=int(p["max_owners"]), max_rows_per_owner=int(p["max_rows_per_owner"]),
-                                frac_bits=int(p["frac_bits"]), kappa=int(p["kappa"]),
-                                min_epsilon=float(p["min_epsilon"]), min_delta=float(p["min_delta"]),
-                                session_id=p["session_id"], packing=str(p.get("packing", "plain")),
-                                release=str(p.get("release", "any")))
-            layout_ok = (str(params.noise_allowance) == str(p.get("noise_allowance"))
-                         and params.layout.slot_bits == int(p.get("slot_bits", -1))
-                         and params.layout.slots == int(p.get("slots", -1)))
+            ints = {name: strict_int(f"{PARAMS_KEY}.{name}", p[name])
+                    for name in ("max_owners", "max_rows_per_owner", "frac_bits", "kappa", "slot_bits", "slots")}
+            reals = {name: _strict_real(f"{PARAMS_KEY}.{name}", p[name]) for name in ("min_epsilon", "min_delta")}
+            texts = {name: _strict_text(f"{PARAMS_KEY}.{name}", p[name]) for name in ("packing", "release")}
+            insecure = p.get("insecure_test_key", False)
+            if not isinstance(insecure, bool):
+                raise MessageError(f"{PARAMS_KEY}.insecure_test_key must be true or false, got "
+                                   f"{type(insecure).__name__}")
+            allowance = decimal_int(f"{PARAMS_KEY}.noise_allowance", p["noise_allowance"], minimum=1)
+            pk = PublicKey.from_json(jwk, insecure_test_key=insecure)
+            params = cls.create(pk, max_owners=ints["max_owners"], max_rows_per_owner=ints["max_rows_per_owner"],
+                                frac_bits=ints["frac_bits"], kappa=ints["kappa"],
+                                min_epsilon=reals["min_epsilon"], min_delta=reals["min_delta"],
+                                session_id=p["session_id"], packing=texts["packing"], release=texts["release"])
+            layout_ok = (params.noise_allowance == allowance and params.layout.slot_bits == ints["slot_bits"]
+                         and params.layout.slots == ints["slots"])
         except DpdpcaError:
             raise
         except (KeyError, TypeError, ValueError, OverflowError) as exc:
@@ -578,3 +585,16 @@ class ProtocolParams:
             raise OverflowRiskError(
                 f"epsilon must be large enough that the noise fits the declared allowance "
                 f"(keygen min_epsilon={self.min_epsilon}, min_delta={self.min_delta}), got {epsilon}")
+
+
+def _strict_real(name: str, value: Any) -> float:
+    """A JSON number (an int or a float, never a bool or a string) as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MessageError(f"{name} must be a number, got {type(value).__name__} {str(value)[:40]!r}")
+    return float(value)
+
+
+def _strict_text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise MessageError(f"{name} must be a string, got {type(value).__name__} {str(value)[:40]!r}")
+    return value

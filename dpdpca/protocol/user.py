@@ -132,7 +132,7 @@ class DataUser:
         """
         p = self.params
         msg, d, keyring = self._result_header(data)
-        n = msg.meta_int("N", minimum=1)
+        n = msg.meta_decimal("N", minimum=1)
         statements, n_signed = check_counts(msg.meta.get("statements"), keyring, session=p.session_id,
                                             key_fingerprint=p.key_fingerprint, d=d, max_owners=p.max_owners,
                                             max_rows_per_owner=p.max_rows_per_owner)
@@ -184,8 +184,9 @@ class DataUser:
         if p.release not in ("any", release):
             raise MessageError(f"result release must be {p.release!r}, the one the public parameters were made for, "
                                f"got {str(release)[:40]!r}")
-        if msg.meta.get("frac_bits") != p.frac_bits:
-            raise MessageError(f"result frac_bits must be {p.frac_bits}, got {str(msg.meta.get('frac_bits'))[:40]}")
+        frac_bits = msg.meta_int("frac_bits", minimum=0)
+        if frac_bits != p.frac_bits:
+            raise MessageError(f"result frac_bits must be {p.frac_bits}, got {frac_bits}")
         return msg, d, self.owner_keys
 
     @staticmethod
