@@ -33,6 +33,9 @@ __all__ = [
     "ints_to_bytes",
     "bytes_to_ints",
     "int_to_bytes",
+    "jacobi",
+    "is_perfect_power",
+    "smallest_factor_below",
 ]
 
 #: Miller-Rabin rounds for key primes (error < 4**-64 per candidate).
@@ -306,3 +309,38 @@ def bytes_to_ints(blob: bytes, width: int) -> list[mpz]:
     """Inverse of :func:`ints_to_bytes` (``len(blob)`` must be a multiple of ``width``)."""
     fb = mpz.from_bytes
     return [fb(blob[i:i + width], "big") for i in range(0, len(blob), width)]
+
+
+def jacobi(a: int, n: int) -> int:
+    """Jacobi symbol ``(a / n)`` for odd ``n > 0`` (-1, 0 or 1)."""
+    return int(gmpy2.jacobi(a, n))
+
+
+def is_perfect_power(n: int) -> bool:
+    """True if ``n = b**k`` for integers ``b`` and ``k >= 2``."""
+    return bool(gmpy2.is_power(n))
+
+
+_SMALL_PRIMES: dict[int, mpz] = {}
+
+
+def smallest_factor_below(n: int, bound: int) -> int | None:
+    """The smallest prime factor of ``n`` below ``bound``, or ``None``.
+
+    One gcd with the product of all primes below ``bound`` (cached per
+    bound), then trial division only if that gcd is not 1.
+    """
+    prod = _SMALL_PRIMES.get(bound)
+    if prod is None:
+        prod, p = mpz(1), mpz(2)
+        while p < bound:
+            prod *= p
+            p = gmpy2.next_prime(p)
+        _SMALL_PRIMES[bound] = prod
+    g = gmpy2.gcd(n, prod)
+    if g == 1:
+        return None
+    p = mpz(2)
+    while g % p:
+        p = gmpy2.next_prime(p)
+    return int(p)

@@ -27,7 +27,13 @@ from typing import Any
 from dpdpca._io import atomic_write_json
 from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import _gmp as bk
-from dpdpca.errors import InsecureKeyError, MessageError, OverflowRiskError, ParameterError
+from dpdpca.crypto.modproof import ModulusProof, check_public_modulus, prove_modulus
+from dpdpca.errors import (
+    InsecureKeyError,
+    MessageError,
+    OverflowRiskError,
+    ParameterError,
+)
 
 __all__ = [
     "MIN_SECURE_BITS",
@@ -89,6 +95,10 @@ class PublicKey:
         ``-x**(2n) mod n**2`` for a random unit ``x``; a unit of Z*_{n^2}.
     insecure_test_key : bool
         Explicit consent to a modulus below 2048 bits (tests only).
+    modulus_proof : ModulusProof or None
+        The key holder's proof that ``n`` is a Paillier–Blum modulus
+        (:mod:`dpdpca.crypto.modproof`); owners verify it with
+        :meth:`check_modulus` before they encrypt.
 
     Attributes
     ----------
@@ -109,7 +119,8 @@ class PublicKey:
         ``n`` even or ``hs`` not a unit modulo ``n**2``.
     """
 
-    def __init__(self, n: int, hs: int, *, insecure_test_key: bool = False) -> None:
+    def __init__(self, n: int, hs: int, *, insecure_test_key: bool = False,
+                 modulus_proof: ModulusProof | None = None) -> None:
         n = bk.mpz(check_int("n", n, minimum=3))
         if n % 2 == 0:
             raise param_error("n", "odd", int(n))
@@ -128,7 +139,22 @@ class PublicKey:
         self.fingerprint = _fingerprint(n)
         self.ciphertext_bytes = (int(self.nsquare).bit_length() + 7) // 8
         self.insecure_test_key = bool(insecure_test_key)
+        self.modulus_proof = modulus_proof
         self._table: bk.FixedBaseTable | None = None
+
+    def check_modulus(self, *, require_proof: bool = True) -> None:
+        """Refuse a modulus anyone could factor (:func:`dpdpca.crypto.modproof.check_public_modulus`).
+
+        Not prime, not a perfect power, no prime factor below 2**16, and the
+        Paillier–Blum proof verifies (verified once per process and key).
+        ``require_proof=False``: a key without a proof passes on the structural
+        checks alone (an owner's explicit ``insecure_test_key``).
+
+        Raises
+        ------
+        InsecureKeyError
+        """
+        check_public_modulus(int(self.n), self.modulus_proof, require_proof=require_proof)
 
     # -- identity -------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
@@ -175,7 +201,7 @@ class PublicKey:
         ciphertexts of anyone using it would be readable by whoever saw them
         (``c = 1 + m n``).  The key's size was already accepted by the caller.
         """
-        return PublicKey(int(self.n), derive_hs(int(self.n)), insecure_test_key=True)
+        return PublicKey(int(self.n), derive_hs(int(self.n)), insecure_test_key=True, modulus_proof=self.modulus_proof)
 
     def drop_table(self) -> None:
         """Free the cached fixed-base table (up to 64 MiB); the next encryption rebuilds one."""
@@ -238,8 +264,8 @@ class PublicKey:
 
     # -- JSON -----------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        """python-paillier JWK fields plus ``hs``, ``bits`` and ``fingerprint``."""
-        return {
+        """python-paillier JWK fields plus ``hs``, ``bits``, ``fingerprint`` and ``modulus_proof`` (if any)."""
+        out = {
             "kty": "DAJ",
             "alg": "PAI-GN1",
             "key_ops": ["encrypt"],
@@ -249,6 +275,9 @@ class PublicKey:
             "bits": self.bits,
             "fingerprint": self.fingerprint,
         }
+        if self.modulus_proof is not None:
+            out["modulus_proof"] = self.modulus_proof.to_json(int(self.n))
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any], *, insecure_test_key: bool = False) -> PublicKey:
@@ -281,7 +310,8 @@ class PublicKey:
         else:
             _check_size(n.bit_length(), insecure_test_key, "public key bits")
             hs = derive_hs(n)
-        return cls(n, hs, insecure_test_key=insecure_test_key)
+        proof = None if obj.get("modulus_proof") is None else ModulusProof.from_json(obj["modulus_proof"], n)
+        return cls(n, hs, insecure_test_key=insecure_test_key, modulus_proof=proof)
 
 
 def derive_hs(n: int, x: int | None = None) -> bk.mpz:
@@ -401,8 +431,17 @@ def keypair_from_primes(p: int, q: int, *, insecure_test_key: bool = False,
     n = bk.mpz(p) * q
     _check_size(n.bit_length(), insecure_test_key)
     x = None if _test_randomness is None else _test_randomness()
-    pub = PublicKey(n, derive_hs(n, x), insecure_test_key=insecure_test_key)
+    pub = PublicKey(n, derive_hs(n, x), insecure_test_key=insecure_test_key, modulus_proof=_proof_or_none(p, q))
     return pub, PrivateKey(pub, p, q)
+
+
+def _proof_or_none(p: int, q: int) -> ModulusProof | None:
+    # gcd(n, phi(n)) != 1 only if one prime divides the other minus one (primes of very different sizes):
+    # such a pair still makes a Paillier key, but one that owners refuse (it cannot be proved square-free).
+    try:
+        return prove_modulus(p, q)
+    except ParameterError:
+        return None
 
 
 def generate_keypair(bits: int = 2048, *, insecure_test_key: bool = False) -> tuple[PublicKey, PrivateKey]:
@@ -443,7 +482,7 @@ def generate_keypair(bits: int = 2048, *, insecure_test_key: bool = False) -> tu
         if p != q:
             break
     n = p * q
-    pub = PublicKey(n, derive_hs(n), insecure_test_key=insecure_test_key)
+    pub = PublicKey(n, derive_hs(n), insecure_test_key=insecure_test_key, modulus_proof=prove_modulus(p, q))
     return pub, PrivateKey(pub, p, q)
 
 

@@ -70,7 +70,10 @@ class DataOwner:
     Raises
     ------
     InsecureKeyError
-        The data user's key is below 2048 bits and ``insecure_test_key`` is False.
+        The data user's key is below 2048 bits and ``insecure_test_key`` is False;
+        or its modulus is prime, a perfect power, has a factor below 2**16, or
+        its Paillier–Blum proof (``modulus_proof`` of ``public.json``) fails or
+        is missing (:meth:`dpdpca.crypto.PublicKey.check_modulus`).
     """
 
     def __init__(self, params: ProtocolParams, identity: OwnerIdentity, *, clip: bool = True,
@@ -83,6 +86,9 @@ class DataOwner:
         if bits < MIN_SECURE_BITS and not insecure_test_key:
             raise InsecureKeyError(f"data user's key bits must be >= {MIN_SECURE_BITS} for an owner to encrypt "
                                    f"(the owner may pass insecure_test_key=True, CLI --insecure-test-key), got {bits}")
+        # Once per process and key: not prime, no perfect power, no factor below 2^16, and the key holder's
+        # Paillier-Blum proof (a key without one passes only on the owner's own insecure_test_key).
+        params.public_key.check_modulus(require_proof=not insecure_test_key)
         self.params = params
         # The owner's own DJN base hs = -x^(2n), x drawn here: never the hs in public.json, which
         # the data user chose (hs = 1 would make every ciphertext 1 + m n, readable by anyone).
