@@ -485,6 +485,7 @@ class EncryptedArray:
 
 def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: int,
             chunks: Sequence[int] | None = None, method: str = "djn", executor: EngineLike = None,
+            factors: Sequence[int] | None = None,
             _test_randomness: Callable[[int], int] | None = None) -> EncryptedArray:
     """Pack and encrypt signed integers.
 
@@ -508,6 +509,12 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
         ``"standard"``: ``c = (1 + m n) r**n``.
     executor : concurrent.futures.Executor or None
         ``None`` = serial in-process; else tasks get bytes and ints.
+    factors : sequence of int or None
+        Encryptions of zero made ahead (:class:`~dpdpca.crypto.RandomizerPool`,
+        ``method`` factors of this key's modulus), exactly one per ciphertext:
+        the online work is then one multiplication per ciphertext,
+        ``(1 + m n) f mod n**2``, in this process.  The caller hands each
+        factor out once.  ``method`` and ``executor`` are then unused.
     _test_randomness : callable or None
         Tests only: ``i -> alpha`` (or ``r``) for ciphertext ``i``.
 
@@ -551,6 +558,13 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     n = public_key.n
     sb = layout.slot_bits
     plaintexts = [bk.mpz(P % n) for P in pack_many(vals, chunk_t, sb)]
+    if factors is not None:
+        if len(factors) != len(plaintexts) or _test_randomness is not None:
+            raise param_error("factors", f"exactly one per ciphertext ({len(plaintexts)}) and no _test_randomness",
+                              len(factors))
+        fs = [bk.mpz(f) for f in factors]
+        wire.check_ciphertexts(fs, public_key, "factors", units=False)
+        return EncryptedArray._trusted(public_key, layout, chunk_t, bound, public_key.raw_encrypt_with(plaintexts, fs))
     engine = compute.as_engine(executor)
     compute.register_public(public_key)
     rand = None if _test_randomness is None else [int(_test_randomness(i)) for i in range(len(plaintexts))]
