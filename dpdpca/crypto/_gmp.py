@@ -9,11 +9,13 @@ modular-product loops that aggregation runs.  Randomness comes from
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Iterable, Sequence
 from operator import methodcaller
 
 import gmpy2
+import numpy as np
 from gmpy2 import mpz
 
 __all__ = [
@@ -150,14 +152,49 @@ class FixedBaseTable:
         fits = [w for w in range(1, 17) if -(-int(exp_bits) // w) << w <= cls.MAX_ENTRIES] or [1]
         return min(fits, key=lambda w: (cls.cost(exp_bits, count, w), w))
 
-    def _digits(self, e: int) -> list[int]:
-        if self.window == 8:
-            return list(int(e).to_bytes(self.n_bytes, "little"))
-        w, mask, e = self.window, (1 << self.window) - 1, int(e)
+    #: Exponents whose digits are extracted at once (bounds the bit matrix to a few MiB).
+    BLOCK = 2048
+
+    def _digit_matrix(self, raw: np.ndarray) -> np.ndarray:
+        """Digits of exponents given as little-endian bytes, shape (count, n_bytes) -> (count, n_rows).
+
+        Row ``k`` of the result holds the ``w``-bit digits, least significant
+        first, in numpy (no Python loop per exponent or digit).
+
+        Raises
+        ------
+        ValueError
+            An exponent of ``exp_bits`` bits or more.
+        """
+        w, rows = self.window, self.n_rows
+        if w == 8:
+            digits = raw
+        else:
+            bits = np.unpackbits(raw, axis=1, bitorder="little")
+            width = rows * w
+            if bits.shape[1] < width:
+                bits = np.pad(bits, ((0, 0), (0, width - bits.shape[1])))
+            elif bits[:, width:].any():
+                raise ValueError(f"exponents must be below 2**{self.exp_bits}, got a larger one")
+            bits = bits[:, :width].reshape(raw.shape[0], rows, w)
+            digits = bits.astype(np.int64) @ (np.int64(1) << np.arange(w, dtype=np.int64))
+        top = self.exp_bits - 8 * (self.n_bytes - 1)
+        if top < 8 and raw.shape[0] and (raw[:, -1] >> top).any():
+            raise ValueError(f"exponents must be below 2**{self.exp_bits}, got a larger one")
+        return digits
+
+    def _lookup(self, digits: np.ndarray) -> list[mpz]:
+        """``prod_k rows[k][digits[i, k]] mod mod`` for each row ``i`` of a digit matrix."""
+        rows = self.rows
+        m = self.mod
+        one = mpz(1)
         out = []
-        for _ in range(self.n_rows):
-            out.append(e & mask)
-            e >>= w
+        for ds in digits.tolist():
+            acc = one
+            for row, u in zip(rows, ds):
+                if u:
+                    acc = acc * row[u] % m
+            out.append(acc)
         return out
 
     def pow(self, e: int) -> mpz:
@@ -165,16 +202,37 @@ class FixedBaseTable:
         return self.pow_many([e])[0]
 
     def pow_many(self, exps: Iterable[int]) -> list[mpz]:
-        """:meth:`pow` for each exponent."""
-        rows = self.rows
-        m = self.mod
-        out = []
-        for e in exps:
-            acc = mpz(1)
-            for row, u in zip(rows, self._digits(e)):
-                if u:
-                    acc = acc * row[u] % m
-            out.append(acc)
+        """:meth:`pow` for each exponent (``ValueError`` for one outside ``[0, 2**exp_bits)``)."""
+        exps = exps if isinstance(exps, (list, tuple)) else list(exps)
+        nb = self.n_bytes
+        out: list[mpz] = []
+        for start in range(0, len(exps), self.BLOCK):
+            block = exps[start:start + self.BLOCK]
+            try:
+                blob = b"".join(map(methodcaller("to_bytes", nb, "little"), block))
+            except (AttributeError, OverflowError):  # numpy integers, or negative / too large
+                if any(int(e) < 0 or int(e) >> self.exp_bits for e in block):
+                    raise ValueError(f"exponents must be in [0, 2**{self.exp_bits}), got one outside") from None
+                blob = b"".join(int(e).to_bytes(nb, "little") for e in block)
+            raw = np.frombuffer(blob, dtype=np.uint8).reshape(len(block), nb)
+            out.extend(self._lookup(self._digit_matrix(raw)))
+        return out
+
+    def pow_random(self, count: int) -> list[mpz]:
+        """``base**e mod mod`` for ``count`` exponents ``e`` uniform in ``[0, 2**exp_bits)``.
+
+        The exponents are ``os.urandom`` bytes with the bits above
+        ``exp_bits`` cleared (uniform, as ``secrets.randbits``), turned into
+        digits in numpy and never into Python integers; they are not kept.
+        """
+        nb = self.n_bytes
+        top = self.exp_bits - 8 * (nb - 1)
+        out: list[mpz] = []
+        for start in range(0, int(count), self.BLOCK):
+            k = min(self.BLOCK, int(count) - start)
+            raw = np.frombuffer(os.urandom(k * nb), dtype=np.uint8).reshape(k, nb).copy()
+            raw[:, -1] &= np.uint8((1 << top) - 1)
+            out.extend(self._lookup(self._digit_matrix(raw)))
         return out
 
 

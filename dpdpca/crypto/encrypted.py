@@ -32,7 +32,7 @@ from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto import compute, wire
 from dpdpca.crypto.compute import EngineLike
 from dpdpca.crypto.keys import METHODS, PrivateKey, PublicKey
-from dpdpca.crypto.packing import SlotLayout, centred, pack_slots, unpack_slots
+from dpdpca.crypto.packing import SlotLayout, centred, pack_many, unpack_many
 from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError
 
 __all__ = [
@@ -48,6 +48,11 @@ __all__ = [
 def as_int_list(name: str, values: Any) -> list[int]:
     """Signed Python ints from a sequence or integer/object array (floats are refused).
 
+    The types are checked once per distinct type, not once per value: a list
+    of ``int`` is copied as it is, a list mixing ``int``, ``mpz`` or numpy
+    integers is converted by one ``map(int, ...)``; only a sequence holding
+    something else is walked value by value, to name the first bad entry.
+
     Raises
     ------
     ParameterError
@@ -57,30 +62,35 @@ def as_int_list(name: str, values: Any) -> list[int]:
         if values.ndim != 1:
             raise param_error(name, "a 1-D sequence", f"shape {values.shape}")
         if values.dtype.kind in "iu":
-            return [int(v) for v in values.tolist()]
+            return values.tolist()  # type: ignore[no-any-return]
         if values.dtype.kind != "O":
             raise param_error(name, "integers (encode reals with FixedPointCodec)", f"dtype {values.dtype}")
         values = values.tolist()
-    out = []
+    elif not isinstance(values, list):
+        values = list(values)
+    types = set(map(type, values))
+    if types <= {int}:
+        return list(values)
+    if all(t is not bool and issubclass(t, (Integral, np.integer)) for t in types):
+        return list(map(int, values))
     for i, v in enumerate(values):
         if isinstance(v, bool) or not isinstance(v, (Integral, np.integer)):
             raise param_error(f"{name}[{i}]", "an integer (encode reals with FixedPointCodec)", v)
-        out.append(int(v))
-    return out
+    raise AssertionError("unreachable: a type failed the check but no value did")  # pragma: no cover
 
 
 def _check_values_within(name: str, values: Sequence[int], bound: int) -> None:
+    if not values:
+        return
+    try:  # one numpy pass when the values fit int64 (the usual case); else the exact loop
+        arr = np.asarray(values, dtype=np.int64)
+        if bound >= (1 << 62) or not (np.abs(arr) > bound).any():
+            return
+    except (OverflowError, TypeError, ValueError):
+        pass
     for i, v in enumerate(values):
         if abs(v) > bound:
             raise OverflowRiskError(f"{name}[{i}] must satisfy |value| <= bound {bound}, got {v}")
-
-
-def _split_chunks(values: Sequence[int], chunks: Sequence[int]) -> list[Sequence[int]]:
-    out, pos = [], 0
-    for c in chunks:
-        out.append(values[pos:pos + c])
-        pos += c
-    return out
 
 
 def _default_chunks(length: int, slots: int) -> tuple[int, ...]:
@@ -275,7 +285,7 @@ class EncryptedArray:
             new_bound = result_bound
         n, n2 = self.public_key.n, self.public_key.nsquare
         sb = self.layout.slot_bits
-        packed = [pack_slots(v, sb) % n for v in _split_chunks(vals, self.chunks)]
+        packed = [P % n for P in pack_many(vals, self.chunks, sb)]
         # c * (1 + P n) = c + n (P c mod n)  (mod n**2)
         cts = [(c + n * (p * c % n)) % n2 for c, p in zip(self.ciphertexts, packed)]
         return self._derive(new_bound, cts)
@@ -475,6 +485,7 @@ class EncryptedArray:
 
 def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: int,
             chunks: Sequence[int] | None = None, method: str = "djn", executor: EngineLike = None,
+            factors: Sequence[int] | None = None,
             _test_randomness: Callable[[int], int] | None = None) -> EncryptedArray:
     """Pack and encrypt signed integers.
 
@@ -498,6 +509,12 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
         ``"standard"``: ``c = (1 + m n) r**n``.
     executor : concurrent.futures.Executor or None
         ``None`` = serial in-process; else tasks get bytes and ints.
+    factors : sequence of int or None
+        Encryptions of zero made ahead (:class:`~dpdpca.crypto.RandomizerPool`,
+        ``method`` factors of this key's modulus), exactly one per ciphertext:
+        the online work is then one multiplication per ciphertext,
+        ``(1 + m n) f mod n**2``, in this process.  The caller hands each
+        factor out once.  ``method`` and ``executor`` are then unused.
     _test_randomness : callable or None
         Tests only: ``i -> alpha`` (or ``r``) for ciphertext ``i``.
 
@@ -540,7 +557,14 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
             raise param_error("chunks", f"summing to len(values) = {len(vals)}", sum(chunk_t))
     n = public_key.n
     sb = layout.slot_bits
-    plaintexts = [bk.mpz(pack_slots(v, sb) % n) for v in _split_chunks(vals, chunk_t)]
+    plaintexts = [bk.mpz(P % n) for P in pack_many(vals, chunk_t, sb)]
+    if factors is not None:
+        if len(factors) != len(plaintexts) or _test_randomness is not None:
+            raise param_error("factors", f"exactly one per ciphertext ({len(plaintexts)}) and no _test_randomness",
+                              len(factors))
+        fs = [bk.mpz(f) for f in factors]
+        wire.check_ciphertexts(fs, public_key, "factors", units=False)
+        return EncryptedArray._trusted(public_key, layout, chunk_t, bound, public_key.raw_encrypt_with(plaintexts, fs))
     engine = compute.as_engine(executor)
     compute.register_public(public_key)
     rand = None if _test_randomness is None else [int(_test_randomness(i)) for i in range(len(plaintexts))]
@@ -592,14 +616,10 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLik
     n = pub.n
     sb = enc.layout.slot_bits
     bound = enc.bound
-    out: list[int] = []
-    for k, (m, c) in enumerate(zip(plain, enc.chunks)):
-        value = centred(m, n)
-        slots = [value] if c == 1 else unpack_slots(value, c, sb)
-        if slots is None or any(abs(s) > bound for s in slots):
-            raise MessageError(f"ciphertext[{k}] must decrypt to {c} slots with |slot| <= {bound}, "
-                               "got a plaintext that does not fit (tampered, or a false declared bound)")
-        out.extend(slots)
+    out, bad = unpack_many([centred(m, n) for m in plain], enc.chunks, sb, bound)
+    if bad is not None:
+        raise MessageError(f"ciphertext[{bad}] must decrypt to {enc.chunks[bad]} slots with |slot| <= {bound}, "
+                           "got a plaintext that does not fit (tampered, or a false declared bound)")
     return out
 
 

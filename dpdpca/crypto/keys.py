@@ -20,7 +20,6 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -214,19 +213,20 @@ class PublicKey:
         ``expected`` (DJN): how many encryptions this batch belongs to (default
         ``count``), which sizes the fixed-base table (:meth:`djn_table`).
         ``_test_randomness(i)`` (tests only) returns alpha (DJN) or r
-        (standard) for the i-th factor instead of drawing it from
-        :mod:`secrets`.
+        (standard) for the i-th factor instead of drawing it from the OS
+        CSPRNG (alpha: ``os.urandom`` bytes, :meth:`FixedBaseTable.pow_random`;
+        r: :mod:`secrets`).
         """
         if method not in METHODS:
             raise param_error("method", f"one of {METHODS}", method)
         if method == "djn":
-            if _test_randomness is None:
-                alphas = [secrets.randbits(self.alpha_bits) for _ in range(count)]
-            else:
-                alphas = [int(_test_randomness(i)) for i in range(count)]
-                for a in alphas:
-                    check_int("alpha", a, minimum=0, maximum=(1 << self.alpha_bits) - 1)
-            return self.djn_table(count if expected is None else max(count, int(expected))).pow_many(alphas)
+            table = self.djn_table(count if expected is None else max(count, int(expected)))
+            if _test_randomness is None:  # alpha uniform below 2**alpha_bits, from os.urandom bytes
+                return table.pow_random(count)
+            alphas = [int(_test_randomness(i)) for i in range(count)]
+            for a in alphas:
+                check_int("alpha", a, minimum=0, maximum=(1 << self.alpha_bits) - 1)
+            return table.pow_many(alphas)
         if _test_randomness is None:
             rs = [bk.random_unit(self.n) for _ in range(count)]
         else:

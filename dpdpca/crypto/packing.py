@@ -60,13 +60,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from dpdpca._validation import check_int
 from dpdpca.errors import OverflowRiskError
 
 if TYPE_CHECKING:
     from dpdpca.crypto.keys import PublicKey
 
-__all__ = ["SlotLayout", "pack_slots", "unpack_slots", "centred"]
+__all__ = ["SlotLayout", "pack_slots", "unpack_slots", "pack_many", "unpack_many", "centred"]
 
 
 @dataclass(frozen=True)
@@ -253,3 +255,121 @@ def unpack_slots(packed: int, count: int, slot_bits: int) -> list[int] | None:
         out.append(s)
         p = (p - s) >> slot_bits
     return out if p == 0 else None
+
+
+#: Widest slot the numpy paths handle (digits and values in int64).
+_NUMPY_SLOT_BITS = 62
+#: Ciphertexts whose digits are converted at once (bounds the bit matrices to a few tens of MiB).
+_BLOCK = 2048
+
+
+def _chunk_index(chunks: Sequence[int]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Row and column of every value when ``chunks`` are laid out as rows of a matrix."""
+    counts = np.asarray(chunks, dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    row = np.repeat(np.arange(len(counts)), counts)
+    col = np.arange(int(counts.sum())) - np.repeat(starts, counts)
+    return row, col, int(counts.max(initial=0))
+
+
+def _offsets(chunks: Sequence[int], slot_bits: int) -> dict[int, int]:
+    """``H_c = sum_{j<c} 2**(slot_bits - 1) 2**(slot_bits j)`` for each chunk size ``c`` used."""
+    half = 1 << (slot_bits - 1)
+    return {c: half * (((1 << (slot_bits * c)) - 1) // ((1 << slot_bits) - 1)) for c in set(chunks)}
+
+
+def _digits_to_bytes(digits: np.ndarray, slot_bits: int) -> np.ndarray:
+    """Rows of non-negative ``slot_bits``-bit digits (uint64, least significant first) as little-endian bytes."""
+    k, w = digits.shape
+    bits = np.unpackbits(np.ascontiguousarray(digits, dtype="<u8").view(np.uint8).reshape(k, w, 8),
+                         axis=2, bitorder="little")[:, :, :slot_bits]
+    return np.packbits(bits.reshape(k, w * slot_bits), axis=1, bitorder="little")
+
+
+def _bytes_to_digits(raw: np.ndarray, width: int, slot_bits: int) -> np.ndarray:
+    """Inverse of :func:`_digits_to_bytes`: ``width`` digits per row of little-endian bytes, as int64."""
+    k = raw.shape[0]
+    bits = np.unpackbits(raw, axis=1, bitorder="little")[:, :width * slot_bits].reshape(k, width, slot_bits)
+    bits = np.pad(bits, ((0, 0), (0, 0), (0, 64 - slot_bits)))
+    return np.packbits(bits, axis=2, bitorder="little").view("<u8").reshape(k, width).astype(np.int64)
+
+
+def pack_many(values: Sequence[int], chunks: Sequence[int], slot_bits: int) -> list[int]:
+    """:func:`pack_slots` of each consecutive chunk of ``values`` (``chunks[k]`` values each).
+
+    With slots of at most 62 bits and every ``|value| < 2**(slot_bits - 1)``
+    the digits are made in numpy: the packed integer of a chunk is
+    ``sum_j (s_j + 2**(w-1)) 2**(w j) - H_c``, whose shifted digits are
+    non-negative and read as one little-endian bit string; otherwise
+    (wider slots, or a carrying layout's intermediate values) the Python
+    loop of :func:`pack_slots`.  Same integers either way.
+    """
+    chunks = list(chunks)
+    if slot_bits <= _NUMPY_SLOT_BITS and len(values):
+        try:
+            arr = np.asarray(values, dtype=np.int64)
+        except (OverflowError, TypeError, ValueError):
+            arr = None
+        half = 1 << (slot_bits - 1)
+        if arr is not None and arr.ndim == 1 and arr.size == sum(chunks) and int(np.abs(arr).max()) < half:
+            offsets = _offsets(chunks, slot_bits)
+            out: list[int] = []
+            pos = 0
+            for start in range(0, len(chunks), _BLOCK):
+                part = chunks[start:start + _BLOCK]
+                row, col, width = _chunk_index(part)
+                digits = np.zeros((len(part), width), dtype=np.uint64)
+                digits[row, col] = (arr[pos:pos + row.size] + half).astype(np.uint64)
+                pos += row.size
+                raw = _digits_to_bytes(digits, slot_bits)
+                out.extend(int.from_bytes(b, "little") - offsets[c] for b, c in zip(raw.tolist(), part))
+            return out
+    out, pos = [], 0
+    for c in chunks:
+        out.append(pack_slots(values[pos:pos + c], slot_bits))
+        pos += c
+    return out
+
+
+def unpack_many(packed: Sequence[int], chunks: Sequence[int], slot_bits: int, bound: int
+                ) -> tuple[list[int], int | None]:
+    """:func:`unpack_slots` of each signed integer, and the index of the first that fails (or None).
+
+    ``packed[k]`` holds ``chunks[k]`` balanced slots; it fails if anything is
+    left over or a slot exceeds ``bound`` in absolute value (the values
+    returned are then those before it).  With slots of at most 62 bits the
+    digits come out in numpy from ``packed[k] + H_c``, whose digits lie in
+    ``[0, 2**w)`` exactly when the balanced ones lie in ``[-2**(w-1), 2**(w-1))``;
+    otherwise the Python loop.  Same result either way.
+    """
+    chunks = list(chunks)
+    # A one-slot ciphertext holds any |value| <= bound: the numpy reading needs bound < 2**(w-1).
+    if slot_bits <= _NUMPY_SLOT_BITS and len(packed) and max(chunks) > 1 and bound < (1 << (slot_bits - 1)):
+        offsets = _offsets(chunks, slot_bits)
+        shifted = [int(p) + offsets[c] for p, c in zip(packed, chunks)]
+        bad = next((k for k, (t, c) in enumerate(zip(shifted, chunks)) if t < 0 or t >> (c * slot_bits)), None)
+        good = len(packed) if bad is None else bad
+        half = 1 << (slot_bits - 1)
+        out: list[int] = []
+        for start in range(0, good, _BLOCK):
+            part = chunks[start:min(good, start + _BLOCK)]
+            width = max(part)
+            nbytes = (width * slot_bits + 7) // 8
+            blob = b"".join(t.to_bytes(nbytes, "little") for t in shifted[start:start + len(part)])
+            raw = np.frombuffer(blob, dtype=np.uint8).reshape(len(part), nbytes)
+            row, col, _w = _chunk_index(part)
+            flat = _bytes_to_digits(raw, width, slot_bits)[row, col] - half
+            over = np.flatnonzero(np.abs(flat) > bound)
+            if over.size:
+                first = int(row[over[0]])
+                out.extend(flat[row < first].tolist())
+                return out, start + first
+            out.extend(flat.tolist())
+        return out, bad
+    out = []
+    for k, (p, c) in enumerate(zip(packed, chunks)):
+        slots = [int(p)] if c == 1 else unpack_slots(p, c, slot_bits)
+        if slots is None or any(abs(s) > bound for s in slots):
+            return out, k
+        out.extend(slots)
+    return out, None

@@ -1,13 +1,19 @@
 """Encryptions of zero computed ahead of use.
 
 A full-randomness rerandomizer ``r**n mod n**2`` (``r`` uniform in Z*_n) costs
-one 2048-bit exponentiation modulo a 4096-bit number, about 9 ms, and depends
-on no plaintext.  A party that knows it will need ``count`` of them (the proxy,
-once it knows d) computes them in a background thread while it waits for
-other parties, then takes them when its critical path needs them.  gmpy2
-releases the GIL during the exponentiations, so the thread uses a second core.
+one 2048-bit exponentiation modulo a 4096-bit number, about 9 ms, and a DJN
+factor ``hs**alpha`` about a hundred 4096-bit multiplications through the
+fixed-base table; neither depends on a plaintext.  A party that knows it will
+need ``count`` of them (an owner once it knows d and the release, the proxy
+once it knows d) computes them ahead -- in a background thread while it waits
+for other parties, or at once (``wait=True``) as offline work -- then takes
+them when its critical path needs them.  gmpy2 releases the GIL during the
+``r**n`` exponentiations, so that thread uses a second core; the DJN table
+lookups hold the GIL, so a DJN pool fills best at once or in an idle process.
 
-Every factor is handed out at most once, never logged and never serialized.
+Every factor is handed out at most once, never logged and never serialized
+by this class (:mod:`dpdpca.protocol.offline` stores an owner's, 0600, used
+once and deleted).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import time
 
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.keys import PublicKey
-from dpdpca._validation import check_int, type_error
+from dpdpca._validation import check_int, param_error, type_error
 
 __all__ = ["RandomizerPool"]
 
@@ -28,6 +34,10 @@ class RandomizerPool:
     Parameters
     ----------
     public_key : PublicKey
+        With ``method="djn"``, the key whose ``hs`` is the base (e.g.
+        :meth:`PublicKey.with_own_base`).
+    method : {"standard", "djn"}
+        ``r**n`` (full randomness, the default) or ``hs**alpha``.
 
     Attributes
     ----------
@@ -46,14 +56,17 @@ class RandomizerPool:
     >>> pool.close()
     """
 
-    #: Factors per exponentiation call; the thread checks for a stop request between blocks,
-    #: so a stop waits for at most this many exponentiations (about 18 ms at 2048 bits).
-    BLOCK = 2
+    #: Factors per call by method; the thread checks for a stop request between blocks,
+    #: so a stop waits for at most one block (about 18 ms at 2048 bits).
+    BLOCKS = {"standard": 2, "djn": 32}
 
-    def __init__(self, public_key: PublicKey) -> None:
+    def __init__(self, public_key: PublicKey, *, method: str = "standard") -> None:
         if not isinstance(public_key, PublicKey):
             raise type_error("public_key", "a PublicKey", type(public_key).__name__)
+        if method not in self.BLOCKS:
+            raise param_error("method", f"one of {tuple(self.BLOCKS)}", method)
         self.public_key = public_key
+        self.method = method
         self._ready: list[bk.mpz] = []
         self._wanted = 0
         self._lock = threading.Lock()
@@ -62,13 +75,18 @@ class RandomizerPool:
         self.cpu_s = 0.0
 
     def __repr__(self) -> str:  # never the factors
-        return f"RandomizerPool(ready={len(self._ready)}, wanted={self._wanted})"
+        return f"RandomizerPool(method={self.method!r}, ready={len(self._ready)}, wanted={self._wanted})"
 
-    def fill(self, count: int) -> None:
-        """Start computing ``count`` more factors in the background (returns at once)."""
+    def fill(self, count: int, *, wait: bool = False) -> None:
+        """Compute ``count`` more factors: in the background (returns at once), or now with ``wait``."""
         count = check_int("count", count, minimum=0)
         with self._lock:
             self._wanted += count
+        if wait:
+            self.stop_thread()
+            self._stop.clear()
+            self._run()
+            return
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="dpdpca-randomizers", daemon=True)
@@ -79,10 +97,11 @@ class RandomizerPool:
         try:
             while not self._stop.is_set():
                 with self._lock:
-                    k = min(self.BLOCK, self._wanted - len(self._ready))
+                    left = self._wanted - len(self._ready)
+                    k = min(self.BLOCKS[self.method], left)
                 if k <= 0:
                     return
-                block = self.public_key.random_factors(k, method="standard")
+                block = self.public_key.random_factors(k, method=self.method, expected=left)
                 with self._lock:
                     self._ready.extend(block)
         finally:
@@ -94,12 +113,16 @@ class RandomizerPool:
         with self._lock:
             return len(self._ready)
 
-    def stop(self) -> None:
-        """Stop the background thread after its current block (keeps what is ready)."""
+    def stop_thread(self) -> None:
+        """Wait for the background thread to stop after its current block (keeps what is ready and wanted)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+    def stop(self) -> None:
+        """Stop the background thread after its current block (keeps what is ready, wants no more)."""
+        self.stop_thread()
         with self._lock:
             self._wanted = len(self._ready)
 
@@ -116,15 +139,17 @@ class RandomizerPool:
         """Exactly ``count`` factors: the ready ones first, the rest computed now."""
         out = self.take_ready(count)
         if len(out) < count:
-            out.extend(self.public_key.random_factors(count - len(out), method="standard"))
+            out.extend(self.public_key.random_factors(count - len(out), method=self.method))
         return out
 
     def close(self) -> None:
-        """Stop the thread and forget every factor not handed out."""
+        """Stop the thread and forget every factor not handed out (and a DJN key's table)."""
         self.stop()
         with self._lock:
             self._ready = []
             self._wanted = 0
+        if self.method == "djn":
+            self.public_key.drop_table()
 
     def __enter__(self) -> "RandomizerPool":
         return self

@@ -23,6 +23,7 @@ from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.layout import share_chunks
 from dpdpca.protocol.messages import Message, MessageType
+from dpdpca.protocol.offline import OwnerRandomness
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.protocol.sections import share_sections
@@ -104,6 +105,35 @@ class DataOwner:
             raise param_error("noise", "None unless release is 'add-remove'", type(noise).__name__)
         self.noise = noise
         self.record_noise_for_testing = bool(record_noise_for_testing)
+        self._randomness: OwnerRandomness | None = None
+
+    def precompute(self, d: int) -> OwnerRandomness:
+        """Offline: make the DJN factors of this owner's share for ``d`` features (timed as ``precompute``).
+
+        They depend on the key, d and the release only; :meth:`share` then
+        uses them (once) and its ``encrypt`` phase is one multiplication per
+        ciphertext.  Returns them, e.g. to :meth:`OwnerRandomness.save` for a
+        later ``owner share`` (``dpdpca owner prepare``).
+        """
+        with self.timings_.measure(self.party, "precompute"):
+            self._randomness = OwnerRandomness.make(self.public_key, key_fingerprint=self.params.key_fingerprint,
+                                                    release=self.release, d=d, slots=self.params.layout.slots)
+        return self._randomness
+
+    def use_randomness(self, randomness: OwnerRandomness) -> None:
+        """Encrypt the next share with factors made ahead (:meth:`OwnerRandomness.consume`).
+
+        Raises
+        ------
+        ProtocolError
+            They were made for another key, release or layout (d is checked by :meth:`share`).
+        """
+        p = self.params
+        if (randomness.key_fingerprint, randomness.release, randomness.slots) != (
+                p.key_fingerprint, self.release, p.layout.slots):
+            raise ProtocolError(f"randomness must be made for key {p.key_fingerprint[:16]}..., release "
+                                f"{self.release!r} and {p.layout.slots} slots, got {randomness!r}")
+        self._randomness = randomness
 
     def prepare(self, X: Any) -> np.ndarray:
         """Validate, clip (or check) and quantize: integer rows of shape (n, d).
@@ -184,14 +214,21 @@ class DataOwner:
         else:
             values["vwin"] = [x for a in range(d) for x in v_list[a:a + layout.slots]]
         shapes = share_chunks(self.release, d, layout.slots)
+        ready, self._randomness = self._randomness, None  # factors made ahead are used once
+        if ready is not None and not ready.matches(key_fingerprint=p.key_fingerprint, release=self.release, d=d,
+                                                   slots=layout.slots):
+            raise ProtocolError(f"randomness made ahead must be for d={d}, got {ready!r}")
         with self.timings_.measure(self.party, "encrypt"):
-            if self.executor is None:  # size the one fixed-base table for every ciphertext of the share
+            if ready is None and self.executor is None:  # size the one fixed-base table for the whole share
                 self.public_key.djn_table(sum(len(c) for c in shapes.values()))
             encrypted = {name: encrypt(self.public_key, values[name], layout=layout,
                                        bound=bounds["v" if name == "vwin" else name], chunks=chunks,
-                                       executor=self.executor)
+                                       executor=self.executor,
+                                       factors=None if ready is None else ready.sections[name])
                          for name, chunks in shapes.items()}
             self.public_key.drop_table()  # one share per owner and session: free the table now
+            if ready is not None:
+                ready.sections.clear()
         with self.timings_.measure(self.party, "serialize"):
             sections = {name: arr.to_bytes() for name, arr in encrypted.items()}
             statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,

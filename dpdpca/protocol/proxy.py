@@ -10,6 +10,8 @@ It never holds the secret key.
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
@@ -109,6 +111,10 @@ class Proxy:
         self.n_: int | None = None
         self._randomizers = RandomizerPool(params.public_key)
         self._prepared = False
+        # Add/remove: the proxy's noise drawn ahead for one privacy setting (used once, then dropped).
+        self._release_options: dict[str, Any] = {}
+        self._ready_noise: tuple[tuple[Any, ...], Any, dict[str, list[int]]] | None = None
+        self._noise_thread: threading.Thread | None = None
 
     # -- round 1 ------------------------------------------------------------
     def receive_share(self, data: bytes) -> str:
@@ -210,7 +216,7 @@ class Proxy:
         self._seen.update(keys)
         self.d = d
         self._statements[owner] = statement
-        self.prepare(d)
+        self.prepare(d, wait=False)
 
     def _admit_chunk(self, verdicts: list[tuple[Any, ...]], products: dict[int, dict[str, bytes]]
                      ) -> list[str | DpdpcaError]:
@@ -244,23 +250,63 @@ class Proxy:
             self._partials.append(share_arrays_from(self.params, d, self.release, cts, owners=admitted[d]))
         return out
 
-    def prepare(self, d: int) -> None:
-        """Start computing the centred release's rerandomizers ``r^n`` while the collection is open.
+    def expect_release(self, **finish_options: Any) -> None:
+        """Say which release :meth:`finish` will make (its keywords), so :meth:`prepare` can draw its noise ahead."""
+        self._release_options = dict(finish_options)
 
-        They depend on the key and d only (:func:`release_ciphertext_count`),
-        so a background thread makes them while owners are still encrypting;
-        :meth:`finish` then takes them off its critical path.  Called on the
-        first accepted share; a launcher that knows d earlier may call it
-        sooner.  Idempotent.  The add/remove release needs no ``r^n``
-        (:meth:`_rerandomize`), so nothing starts.
+    def prepare(self, d: int, *, wait: bool | None = None, **finish_options: Any) -> None:
+        """Make the release's data-independent work while the collection is open (offline work).
+
+        The rerandomizers depend on the key and d only
+        (:func:`release_ciphertext_count`): ``r^n`` for the centred release,
+        DJN factors ``hs'^alpha`` under the proxy's own base for the
+        add/remove release.  With the privacy setting (:meth:`finish`'s
+        keywords here or from :meth:`expect_release`; ``noise_by="proxy"``)
+        the add/remove release's noise is drawn now too; the centred
+        release's noise and mask depend on N, known only at the close, so
+        they stay online.  ``wait``: do it all now (True), in background
+        threads (False), or by default ``r^n`` in the background (gmpy2
+        releases the GIL, so it uses a second core while owners encrypt)
+        and the rest now (the DJN table lookups and the noise sampler hold
+        the GIL).  Everything made here is timed as ``precompute`` and used
+        once by :meth:`finish`, which draws fresh values for anything not
+        made or made for another setting.  Called on the first accepted
+        share (in the background); a launcher that knows d earlier calls it
+        sooner.  Idempotent.
         """
         if self._prepared:
             return
         d = check_features(check_int("d", d, minimum=1), self.max_features)
-        if self.release != "add-remove":
-            self._randomizers.fill(release_ciphertext_count(self.release, d, self.params.layout.slots,
-                                                            self.params.v2_layout.slots))
+        options = {**self._release_options, **finish_options}
+        count = release_ciphertext_count(self.release, d, self.params.layout.slots, self.params.v2_layout.slots)
+        if self.release == "add-remove":
+            self._randomizers = RandomizerPool(self.params.public_key.with_own_base(), method="djn")
+            if options.get("epsilon") is not None and options.get("delta") is not None \
+                    and options.get("noise_by", "proxy") == "proxy":
+                def draw() -> None:
+                    start = time.thread_time()
+                    key = (float(options["epsilon"]), float(options["delta"]),
+                           options.get("calibration", "analytic"), d)
+                    cal = calibrate_add_remove(epsilon=check_positive("epsilon", options["epsilon"]),
+                                               delta=check_open_unit("delta", options["delta"]), d=d,
+                                               frac_bits=self.params.frac_bits, calibration=key[2])
+                    self._ready_noise = (key, cal, add_remove.proxy_noise(cal, self.params))
+                    self.timings_.add(self.party, "precompute", time.thread_time() - start)
+                if wait is False:
+                    self._noise_thread = threading.Thread(target=draw, name="dpdpca-noise", daemon=True)
+                    self._noise_thread.start()
+                else:
+                    draw()
+        self._randomizers.fill(count, wait=bool(wait) or (wait is None and self._randomizers.method == "djn"))
         self._prepared = True
+
+    def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> tuple[Any, dict[str, list[int]]] | None:
+        """The add/remove noise :meth:`prepare` drew for this setting, handed out once (None otherwise)."""
+        if self._noise_thread is not None:
+            self._noise_thread.join()
+            self._noise_thread = None
+        ready, self._ready_noise = self._ready_noise, None
+        return (ready[1], ready[2]) if ready is not None and ready[0] == key else None
 
     def _rerandomize(self, *arrays: EncryptedArray) -> list[EncryptedArray]:
         """Multiply every outgoing ciphertext by a fresh encryption of 0.
@@ -275,19 +321,20 @@ class Proxy:
         (:meth:`~dpdpca.crypto.PublicKey.with_own_base`) hides G from anyone
         without the secret key who saw the owners' ciphertexts.
         """
-        if self.release == "add-remove":
-            own = self.params.public_key.with_own_base()
-            out = [a.rerandomize(method="djn", executor=self.executor, base=own) for a in arrays]
-            own.drop_table()
-            return out
+        pool = self._randomizers
         count = sum(len(a.ciphertexts) for a in arrays)
-        ready = self._randomizers.take_ready(count)
-        self._randomizers.close()
-        self.timings_.add(self.party, "precompute", self._randomizers.cpu_s)
+        ready = pool.take_ready(count)
+        self.timings_.add(self.party, "precompute", pool.cpu_s)
+        method = pool.method
+        # The rest (none if prepare() finished) under the same base: the proxy's own for DJN.
+        base = pool.public_key if method == "djn" else None
         out = []
-        for a in arrays:
-            mine, ready = ready[:len(a.ciphertexts)], ready[len(a.ciphertexts):]
-            out.append(a.rerandomize(method="standard", executor=self.executor, factors=mine))
+        try:
+            for a in arrays:
+                mine, ready = ready[:len(a.ciphertexts)], ready[len(a.ciphertexts):]
+                out.append(a.rerandomize(method=method, executor=self.executor, factors=mine, base=base))
+        finally:
+            pool.close()  # forgets every factor not handed out, and the own base's table
         return out
 
     @property
@@ -538,10 +585,14 @@ class Proxy:
         v_packed = agg["v"]  # tiles of v (:func:`share_chunks`)
         extra: dict[str, Any] = {}
         with self.timings_.measure(self.party, "noise"):
+            ready = self._noise_drawn_ahead((eps, dl, calibration, d))
             if noise_by == "proxy":
-                cal = calibrate_add_remove(epsilon=eps, delta=dl, d=d, frac_bits=p.frac_bits,
-                                           calibration=calibration)
-                noise = add_remove.proxy_noise(cal, p)
+                if ready is not None:
+                    cal, noise = ready
+                else:
+                    cal = calibrate_add_remove(epsilon=eps, delta=dl, d=d, frac_bits=p.frac_bits,
+                                               calibration=calibration)
+                    noise = add_remove.proxy_noise(cal, p)
                 if self.record_noise_for_testing:
                     self.noise_blocks_for_testing_ = noise
                 r2 = agg["R"].add_plain(noise["R"], plain_bound=p.noise_allowance)

@@ -88,6 +88,8 @@ class ProxySteps:
         self.proxy = proxy
         self.options = release
         self.owners = owners
+        if release is not None:  # lets the proxy draw the release's noise while collection is open
+            proxy.expect_release(**release.finish_kwargs(owners=owners))
 
     @property
     def received(self) -> list[str]:

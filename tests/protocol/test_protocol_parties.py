@@ -344,10 +344,11 @@ def test_proxy_rerandomizes_what_the_user_receives(make_user, unit_rows, _shares
     assert "rerandomize" in proxy.timings_.to_dict()["parties"]["proxy"]
 
 
-@pytest.mark.parametrize("release", ["centred"])
+@pytest.mark.parametrize("release", ["centred", "add-remove"])
 def test_proxy_makes_its_rerandomizers_while_collection_is_open(make_user, unit_rows, make_owner, release):
-    # prepare(d) starts r^n factors in the background; finish uses them (each once) and
-    # books their CPU time as an overlapping "precompute" phase, not as "rerandomize".
+    # prepare(d) makes r^n factors (centred, in the background) or DJN factors under the proxy's own
+    # base (add/remove); finish uses them (each once) and books their CPU time as an overlapping
+    # "precompute" phase, not as "rerandomize".
     import time
 
     from dpdpca.protocol.layout import release_ciphertext_count
@@ -396,8 +397,10 @@ def test_add_remove_outputs_get_a_djn_factor_under_the_proxys_own_base(keypair, 
         pk = PublicKey(int(pk.n), 1, insecure_test_key=True)
     params = ProtocolParams.create(pk, max_owners=10, max_rows_per_owner=64)
     proxy = Proxy(params, test_keyring, quorum=2, release="add-remove")
-    proxy.prepare(4)
-    assert proxy._randomizers.ready == 0 and proxy._randomizers._wanted == 0  # nothing made ahead
+    proxy.prepare(4)  # the DJN factors made ahead: under a base the proxy drew, never the published hs
+    pool = proxy._randomizers
+    assert pool.method == "djn" and pool.ready == pool._wanted > 0
+    assert int(pool.public_key.n) == int(pk.n) and int(pool.public_key.hs) not in (int(pk.hs), 1)
     rng = np.random.default_rng(13)
     for oid in ("1", "2"):
         proxy.receive_share(make_owner(params, oid, release="add-remove").share(unit_rows(rng, 5, 4)))
@@ -411,4 +414,5 @@ def test_add_remove_outputs_get_a_djn_factor_under_the_proxys_own_base(keypair, 
         for c_out, c_agg in zip(sent, agg[name]):
             ratio = int(c_out * gmpy2.invert(c_agg, n2) % n2)
             assert ratio % n != 1  # (1 + G n) alone would be 1 mod n
-    assert "precompute" not in proxy.timings_.to_dict()["parties"]["proxy"]
+    assert proxy.timings_.to_dict()["parties"]["proxy"]["precompute"] > 0.0
+    assert pool.ready == 0  # used or forgotten

@@ -1,0 +1,140 @@
+"""An owner's offline work: the encryptions of zero of one share, made before the data arrive.
+
+Every ciphertext of a share is ``(1 + m n) f mod n**2`` with a DJN factor
+``f = hs'**alpha`` under the owner's own base (:meth:`PublicKey.with_own_base`).
+The factors depend on the key, d and the release only, so an owner makes them
+ahead (``dpdpca owner prepare``, or :meth:`DataOwner.precompute`) and its
+online encryption is then one multiplication per ciphertext.
+
+Whoever holds a share's factors reads its plaintexts (``c f**-1 = 1 + m n``),
+so they are as secret as the data: the file is written 0600 in the owner's
+own directory, refused if anyone else may read it, read once and deleted
+before it is used (:meth:`OwnerRandomness.consume`), and never logged
+(``repr`` shows counts only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpdpca._io import atomic_write_bytes
+from dpdpca._validation import check_int
+from dpdpca.crypto import PublicKey
+from dpdpca.errors import FileAccessError, MessageError
+from dpdpca.protocol.layout import share_chunks
+
+__all__ = ["OwnerRandomness", "RANDOMNESS_FILE"]
+
+#: Default file name in the owner's directory.
+RANDOMNESS_FILE = "randomness.bin"
+_MAGIC = b"DPDPCA-OWNER-RANDOMNESS-1\n"
+
+
+@dataclass
+class OwnerRandomness:
+    """The DJN factors of one share: ``sections[name]`` holds one factor per ciphertext of that section.
+
+    Attributes
+    ----------
+    key_fingerprint : str
+        The data user's key (the factors are modulo its ``n**2``).
+    release : str
+    d : int
+    slots : int
+        Slots per ciphertext of the public layout (fixes the section sizes).
+    sections : dict of str to list of int
+    """
+
+    key_fingerprint: str
+    release: str
+    d: int
+    slots: int
+    sections: dict[str, list[int]]
+
+    def __repr__(self) -> str:  # never the factors
+        counts = {k: len(v) for k, v in self.sections.items()}
+        return f"OwnerRandomness(release={self.release!r}, d={self.d}, factors={counts})"
+
+    @classmethod
+    def make(cls, own_key: PublicKey, *, key_fingerprint: str, release: str, d: int, slots: int
+             ) -> "OwnerRandomness":
+        """Fresh factors ``hs'**alpha`` (``alpha`` from ``os.urandom``) for every ciphertext of one share."""
+        d = check_int("d", d, minimum=1)
+        shapes = share_chunks(release, d, slots)
+        total = sum(len(c) for c in shapes.values())
+        factors = own_key.random_factors(total, method="djn")
+        own_key.drop_table()
+        out: dict[str, list[int]] = {}
+        pos = 0
+        for name, chunks in shapes.items():
+            out[name] = factors[pos:pos + len(chunks)]
+            pos += len(chunks)
+        return cls(key_fingerprint, release, d, int(slots), out)
+
+    def matches(self, *, key_fingerprint: str, release: str, d: int, slots: int) -> bool:
+        """True if these factors were made for this key, release, d and layout."""
+        return (self.key_fingerprint, self.release, self.d, self.slots) == (key_fingerprint, release, d, slots)
+
+    def save(self, path: str | os.PathLike[str], public_key: PublicKey) -> Path:
+        """Write the factors to ``path`` (mode 0600, atomically; an existing file is refused)."""
+        width = public_key.ciphertext_bytes
+        header = json.dumps({"key_fingerprint": self.key_fingerprint, "release": self.release, "d": self.d,
+                             "slots": self.slots, "width": width,
+                             "sections": {k: len(v) for k, v in self.sections.items()}},
+                            sort_keys=True, separators=(",", ":")).encode()
+        blob = b"".join(int(f).to_bytes(width, "big") for v in self.sections.values() for f in v)
+        return atomic_write_bytes(path, _MAGIC + header + b"\n" + blob, mode=0o600, exclusive=True)
+
+    @classmethod
+    def consume(cls, path: str | os.PathLike[str], public_key: PublicKey) -> "OwnerRandomness":
+        """Read the factors at ``path`` and delete the file before anything uses them (used once).
+
+        Raises
+        ------
+        FileAccessError
+            The file is missing, not a regular file of this user, or readable
+            or writable by group or others (then it is left in place: it may
+            not be this owner's to delete).
+        MessageError
+            Malformed, or made under another key.
+        """
+        p = Path(path)
+        try:
+            fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as exc:
+            raise FileAccessError(f"randomness file {str(p)!r} must be readable, got {type(exc).__name__}: "
+                                  f"{exc.strerror or exc}") from None
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+                raise FileAccessError(f"randomness file {str(p)!r} must be a regular file of this user with mode "
+                                      f"0600, got mode {stat.S_IMODE(st.st_mode):o}")
+            data = fh.read()
+        p.unlink()  # before use: a crash later loses these factors, never reuses them
+        if not data.startswith(_MAGIC) or b"\n" not in data[len(_MAGIC):]:
+            raise MessageError(f"randomness file {str(p)!r} must start with {_MAGIC[:-1].decode()!r}, got another file")
+        line, blob = data[len(_MAGIC):].split(b"\n", 1)
+        try:
+            head = json.loads(line)
+            sizes = {str(k): int(v) for k, v in head["sections"].items()}
+            width = int(head["width"])
+            fingerprint, release = str(head["key_fingerprint"]), str(head["release"])
+            d, slots = int(head["d"]), int(head["slots"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise MessageError(f"randomness file {str(p)!r} must have a valid header, got a malformed one") from None
+        if fingerprint != public_key.fingerprint or width != public_key.ciphertext_bytes:
+            raise MessageError(f"randomness file key must be {public_key.fingerprint[:16]}..., got {fingerprint[:16]}...")
+        if len(blob) != width * sum(sizes.values()):
+            raise MessageError(f"randomness file must hold {sum(sizes.values())} factors of {width} bytes, "
+                               f"got {len(blob)} bytes")
+        values = [int.from_bytes(blob[i:i + width], "big") for i in range(0, len(blob), width)]
+        sections: dict[str, list[int]] = {}
+        pos = 0
+        for name, count in sizes.items():
+            sections[name] = values[pos:pos + count]
+            pos += count
+        return cls(fingerprint, release, d, slots, sections)

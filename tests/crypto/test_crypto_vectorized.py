@@ -1,0 +1,114 @@
+"""The numpy paths (digits, packing, conversions) give exactly what the per-value loops give."""
+
+from __future__ import annotations
+
+import gmpy2
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpdpca.crypto import _gmp as bk
+from dpdpca.crypto.encrypted import as_int_list
+from dpdpca.crypto.packing import pack_many, pack_slots, unpack_many, unpack_slots
+from dpdpca.errors import ParameterError
+
+
+@st.composite
+def _chunked(draw, max_bits=62):
+    bits = draw(st.integers(2, max_bits))
+    half = 1 << (bits - 1)
+    chunks = draw(st.lists(st.integers(1, 9), min_size=1, max_size=12))
+    values = draw(st.lists(st.integers(-half + 1, half - 1), min_size=sum(chunks), max_size=sum(chunks)))
+    return bits, chunks, values
+
+
+def _loop_pack(values, chunks, bits):
+    out, pos = [], 0
+    for c in chunks:
+        out.append(pack_slots(values[pos:pos + c], bits))
+        pos += c
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(_chunked(max_bits=70))
+def test_pack_and_unpack_many_match_the_loops(case):
+    bits, chunks, values = case
+    packed = pack_many(values, chunks, bits)
+    assert packed == _loop_pack(values, chunks, bits)
+    bound = max(abs(v) for v in values)
+    assert unpack_many(packed, chunks, bits, bound) == (values, None)
+
+
+def test_pack_many_falls_back_for_carrying_values():
+    # A slot beyond 2**(w-1) (a carrying layout's intermediate) takes the loop, with the same result.
+    values, chunks = [2 ** 20, -3, 7, -(2 ** 21)], [2, 2]
+    assert pack_many(values, chunks, 8) == _loop_pack(values, chunks, 8)
+
+
+@pytest.mark.parametrize("bits", [8, 40, 62, 64])
+def test_unpack_many_names_the_first_bad_ciphertext(bits):
+    half = 1 << (bits - 1)
+    chunks = [3, 3, 1, 3]
+    values = [1, -2, 3, 4, 5, -6, 7, 8, -9, 10]
+    packed = pack_many(values, chunks, bits)
+    assert unpack_many(packed, chunks, bits, 10) == (values, None)
+    # a slot over the bound in ciphertext 1 (and a leftover in ciphertext 3): ciphertext 1 is named
+    over = list(packed)
+    over[1] = pack_slots([4, 11, -6], bits)
+    over[3] = packed[3] + (1 << (3 * bits))
+    assert unpack_many(over, chunks, bits, 10) == (values[:3], 1)
+    # a leftover alone (the value does not fit 3 slots)
+    left = list(packed)
+    left[2] = half  # beyond the bound of a one-slot ciphertext
+    assert unpack_many(left, chunks, bits, 10)[1] == 2
+    # ... which a one-slot ciphertext may hold when the bound allows it (as unpack_slots' caller did)
+    assert unpack_many(left, chunks, bits, half) == (values[:6] + [half] + values[7:], None)
+    left = list(packed)
+    left[3] = -half * (1 << (3 * bits))
+    assert unpack_many(left, chunks, bits, 10)[1] == 3
+    for k in range(4):  # the loop agrees on every case
+        assert (unpack_slots(packed[k], chunks[k], bits) is None) is False
+
+
+@settings(max_examples=30, deadline=None)
+@given(window=st.integers(1, 16), exps=st.lists(st.integers(0, (1 << 100) - 1), min_size=1, max_size=6))
+def test_table_digits_match_powmod(window, exps):
+    mod = (1 << 127) - 1
+    table = bk.FixedBaseTable(5, mod, 100, window=window)
+    assert table.pow_many(exps) == [gmpy2.powmod(5, e, mod) for e in exps]
+    assert table.pow_many(np.array([3, 0], dtype=np.int64)) == [125, 1]
+
+
+@pytest.mark.parametrize("window", [3, 8, 11])
+def test_table_refuses_exponents_out_of_range(window):
+    table = bk.FixedBaseTable(5, 1009, 20, window=window)
+    for bad in (1 << 20, -1, 1 << 40):
+        with pytest.raises(ValueError, match="exponents must be"):
+            table.pow_many([1, bad])
+
+
+def test_pow_random_draws_in_range_and_uniform_low_bits():
+    # Base 2 mod a prime above 2**exp_bits: the power is 2**e itself, so e is read back exactly.
+    exp_bits = 13
+    mod = gmpy2.next_prime(1 << (1 << exp_bits))
+    table = bk.FixedBaseTable(2, mod, exp_bits, window=5)
+    exps = [int(p).bit_length() - 1 for p in table.pow_random(3000)]
+    assert all(0 <= e < (1 << exp_bits) for e in exps)
+    # every bit of e is set about half the time (top bit included: no bit beyond exp_bits leaks in)
+    for b in range(exp_bits):
+        ones = sum((e >> b) & 1 for e in exps)
+        assert 1300 < ones < 1700, (b, ones)
+
+
+def test_as_int_list_checks_types_once_and_names_a_bad_entry():
+    assert as_int_list("v", [1, -2, 3]) == [1, -2, 3]
+    mixed = as_int_list("v", [1, gmpy2.mpz(2), np.int64(-3)])
+    assert mixed == [1, 2, -3] and {type(x) for x in mixed} == {int}
+    assert as_int_list("v", np.array([4, 5], dtype=np.int32)) == [4, 5]
+    assert as_int_list("v", (x for x in [7, 8])) == [7, 8]
+    with pytest.raises(ParameterError, match=r"v\[2\] must be an integer"):
+        as_int_list("v", [1, 2, 3.0])
+    with pytest.raises(ParameterError, match=r"v\[1\] must be an integer"):
+        as_int_list("v", [1, True])
