@@ -105,8 +105,7 @@ def _https(user: DataUser, owners: dict[str, OwnerIdentity], shares: dict[str, b
     port = free_port()
     url = f"https://127.0.0.1:{port}"
     config = write_proxy_toml(root / "proxy.toml", public=root / "public.json", owners=owners, user=me, tls=tls,
-                              port=port, state_dir=root / "state",
-                              release_mode="centred")  # the shares are DataOwner's default, the centred release's
+                              port=port, state_dir=root / "state")  # DataOwner's default release, add/remove
     watcher = ProxyClient(url, me, USER, ca_cert=tls.ca_cert, retries=8)
     server = ServerProcess(config, url).start(ready_client=watcher)
     try:

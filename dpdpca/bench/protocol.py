@@ -53,10 +53,10 @@ from dpdpca.crypto.compute import dask_engine
 from dpdpca.data import clip_rows, load_dataset, partition
 from dpdpca.errors import DataError
 from dpdpca.protocol.masking import draw_mask
-from dpdpca.protocol.layout import release_ciphertext_count
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.parties import DataUser
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
+from dpdpca.protocol.releases import ADD_REMOVE
 from dpdpca.protocol.runner import run_protocol
 from dpdpca.triangle import upper_triangle_size
 
@@ -190,8 +190,8 @@ def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float) -> dict[str, Any]
         "d64_dataset": "digits (1797 x 64, bundled)",
         "d64_slots_per_ciphertext": {name: users[name].params.layout.slots for name in kinds},
         "d64_slot_bits": {name: users[name].params.layout.slot_bits for name in kinds},
-        "d64_release_ciphertexts": {name: release_ciphertext_count(
-            "add-remove", 64, users[name].params.layout.slots) for name in kinds},
+        "d64_release_ciphertexts": {name: ADD_REMOVE.result_ciphertexts(
+            64, users[name].params.layout.slots) for name in kinds},
     }
     return out
 
@@ -248,7 +248,7 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: 
         f"{key}_dataset": name,
         f"{key}_rows": int(X.shape[0]),
         f"{key}_slots_per_ciphertext": slots,
-        f"{key}_release_ciphertexts": {other: release_ciphertext_count("add-remove", d, n) for other, n in slots.items()},
+        f"{key}_release_ciphertexts": {other: ADD_REMOVE.result_ciphertexts(d, n) for other, n in slots.items()},
         f"{key}_scheduler": scheduler or "none",
         "d784_skipped": quick,
     }

@@ -93,7 +93,7 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
     for m, spec in specs.items():
         opts, centring[m] = centering_for(spec, settings)
         options[m] = {**(noise_opts if spec.noisy else {}), **opts, **dict((method_options or {}).get(m, {}))}
-    costs = _price(names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], sites=sites,
+    costs = _price(names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], n=X.shape[0], sites=sites,
                    calibration=settings.get("calibration") or "analytic",
                    sensitivity_mode=settings.get("sensitivity_mode"), label=name)
     if ledger is not None:
@@ -130,17 +130,17 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
     return summary
 
 
-def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int, sites: int, calibration: str,
+def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int, n: int, sites: int, calibration: str,
            sensitivity_mode: str | None, label: str) -> list[Any]:
     """The ledger cost of every run of every private method, from the public request only.
 
-    Protocol methods are priced by :func:`dpdpca.dp.costs.protocol_release_cost`
-    (their RDP curves); the plaintext pipelines release (epsilon, delta)-DP
+    Protocol methods are priced by :func:`dpdpca.protocol.costs.protocol_release_cost`
+    (the calibration their proxy draws from; N public for the centred release); the plaintext pipelines release (epsilon, delta)-DP
     results under replace-one (their sensitivities are replace-one bounds) and
     are priced by basic composition.
     """
     from dpdpca.dp import REPLACE_ONE, ReleaseCost
-    from dpdpca.dp.costs import protocol_release_cost
+    from dpdpca.protocol.costs import protocol_release_cost
 
     costs = []
     for name in names:
@@ -149,10 +149,9 @@ def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int,
             continue
         if spec.crypto:
             fixed = dict(spec.fixed)
-            paper = fixed.get("sensitivity_mode", sensitivity_mode) == "paper"
-            release = fixed.get("release") or ("centred" if paper else "add-remove")
-            cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=release,
-                                         noise_by=fixed.get("noise_by", "proxy"), d=d,
+            cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=fixed.get("release"),
+                                         sensitivity_mode=fixed.get("sensitivity_mode", sensitivity_mode or "rigorous"),
+                                         noise_by=fixed.get("noise_by", "proxy"), d=d, n=n,
                                          calibration="classic" if calibration == "classic" else "analytic",
                                          owners=sites, label=f"compare {label} {name}")
         else:

@@ -39,7 +39,7 @@ from dpdpca.commands.protocol_options import (Pool, load_owner_keys, load_privat
                                               workers_option)
 from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, ParameterError, ProtocolError
-from dpdpca.protocol.params import check_release_options, resolve_release
+from dpdpca.protocol.params import PARAM_RELEASES, check_release_options, resolve_release
 
 __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
 
@@ -63,10 +63,10 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
               help="Smallest delta the noise allowance is sized for.")
 @click.option("--force", is_flag=True, help="Overwrite an existing private.json / public.json.")
 @packing_option
-@click.option("--release", "declared_release", type=click.Choice(["any", "add-remove", "centred"]), default="any",
+@click.option("--release", "declared_release", type=click.Choice(list(PARAM_RELEASES)), default="add-remove",
               show_default=True,
-              help="The release the parameters serve: any (both), or one of them (add-remove: about 30% more slots "
-                   "per ciphertext); the owners and the proxy then refuse the other.")
+              help="The release the parameters serve: add-remove (the default of every command; about 30% more "
+                   "slots per ciphertext), centred, or any (both); the owners and the proxy refuse another.")
 def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners: int, max_rows_per_owner: int,
                frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool, packing: str,
                declared_release: str) -> None:
@@ -125,13 +125,16 @@ def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
 @release_options
 @click.option("--owners", type=int, default=None, help="L, with --noise-by owners (the proxy's --owners).")
 @click.option("--quorum", type=int, default=None, help="Q, with --noise-by owners: shares are sized for it.")
-@click.option("--epsilon", type=float, default=None, help="With --noise-by owners: the release's epsilon.")
-@click.option("--delta", type=float, default=None, help="With --noise-by owners: the release's delta.")
+@click.option("--epsilon", type=float, default=None,
+              help="The release's epsilon: with --noise-by owners (sizes the noise) or --ledger (prices it).")
+@click.option("--delta", type=float, default=None,
+              help="The release's delta: with --noise-by owners or --ledger.")
+@ledger_options
 @bounds_options
 @workers_option
 @scheduler_option
 @proxy_client_options
-def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_id: str | None,
+def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None, public_path: str, identity_path: str, data_file: str, owner_id: str | None,
                     out_path: str | None, no_clip: bool, insecure_test_key: bool, release: str | None, noise_by: str,
                     honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
                     delta: float | None, feature_bounds: Any, feature_bounds_file: str | None,
@@ -159,6 +162,19 @@ def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_
     X, _ = apply_feature_bounds(X, dataset_bounds=None, feature_bounds=feature_bounds, bounds_file=feature_bounds_file,
                                 no_feature_bounds=no_feature_bounds)
     rel = resolve_release(release)
+    ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
+    cost = None
+    if ledger is not None:  # this owner's own budget: refused before anything is encrypted or written
+        from dpdpca.protocol.costs import protocol_release_cost
+
+        if epsilon is None or delta is None:
+            raise ParameterError(f"--epsilon and --delta (the release's budget) must be given with --ledger, got "
+                                 f"epsilon={epsilon}, delta={delta}")
+        cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=rel, noise_by=noise_by, d=X.shape[1],
+                                     n=params.n_max, frac_bits=params.frac_bits, owners=owners or 1,
+                                     honest_owners=honest_owners, quorum=quorum, kappa=params.kappa,
+                                     label=f"owner {owner_id} share, session {params.session_id}")
+        ledger.check(cost)
     noise = None
     if noise_by == "owners":
         if owners is None or epsilon is None or delta is None:
@@ -179,6 +195,10 @@ def owner_share_cmd(public_path: str, identity_path: str, data_file: str, owner_
             service.close()
     where = f"wrote {out_path}" if service is None else \
         f"proxy: {service.answer['status']} ({service.answer.get('detail', '')})"
+    if ledger is not None and cost is not None:
+        spent = ledger.record(cost)
+        where += (f"; owner ledger {ledger.path}: {spent['releases']} releases, composed "
+                  f"({spent['epsilon']:.4g}, {spent['delta']:g})-DP")
     click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {owner.rows_clipped_} clipped; {where} "
                f"({len(data):,} bytes)")
 
@@ -253,13 +273,10 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
     from dpdpca.protocol.identity import OwnerKeyring
     from dpdpca.protocol.ledger import ReleaseLedger
     from dpdpca.protocol.config import ReleaseOptions
-    from dpdpca.protocol.params import check_noise_options
     from dpdpca.protocol.proxy import Proxy
     from dpdpca.protocol.roles import PROXY, USER, ProxySteps
     from dpdpca.protocol.transport import PathTransport
 
-    check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
-                        noise_lattice=noise_lattice)
     state = Path(state_dir)
     params = load_public(str(state / "public.json"))
     keyring = OwnerKeyring.from_json(read_json_file(state / "owner-keys.json", "proxy owner keys"))
@@ -268,23 +285,15 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
                                  executor=pool, ledger=ReleaseLedger(state / "ledger.json"),
                                  max_features=max_features)
         ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
-        cost = None
-        if ledger is not None:  # refused before any noise is drawn
-            from dpdpca.dp.costs import protocol_release_cost
-
-            n_owners = owners if owners is not None else len(keyring)
-            cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=proxy.release, noise_by=noise_by,
-                                         d=int(proxy.d or 1), frac_bits=params.frac_bits, calibration=calibration,
-                                         owners=n_owners, honest_owners=honest_owners, quorum=proxy.quorum,
-                                         kappa=params.kappa, label=f"proxy finish {state_dir}")
-            ledger.check(cost)
+        # the privacy setting, validated once; finish prices it with the calibration that draws the
+        # noise, refuses it past the ledger's budget before drawing, and records it
         options = ReleaseOptions(epsilon=epsilon, delta=delta, calibration=calibration,
                                  sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice, release=proxy.release,
                                  noise_by=noise_by, honest_owners=honest_owners)
-        data = ProxySteps(proxy, options, owners=owners).release()
+        data = ProxySteps(proxy, options, owners=owners, ledger=ledger, label=f"proxy finish {state_dir}").release()
     PathTransport(outbox=[out_path]).send(PROXY, USER, data)
-    if ledger is not None and cost is not None:
-        spent = ledger.record(cost)
+    if ledger is not None:
+        spent = proxy.ledger_entry_
         click.echo(f"privacy ledger {ledger.path}: {spent['releases']} releases, composed "
                    f"({spent['epsilon']:.4g}, {spent['delta']:g})-DP ({spent['method']})")
     p = proxy.privacy_

@@ -79,18 +79,16 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     from dpdpca.data import clip_rows, load_dataset, load_file, partition
     from dpdpca.errors import DataError
     from dpdpca.metrics import captured_energy_ratio
-    from dpdpca.dp.costs import protocol_release_cost
     from dpdpca.protocol.config import DeclaredBounds, Deployment, KeyOptions, ProtocolOptions, ReleaseOptions
-    from dpdpca.protocol.params import check_noise_options, check_release_options
+    from dpdpca.protocol.params import check_release_options
     from dpdpca.protocol.runner import owner_ids, progress_steps, run_protocol
 
-    check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration, sensitivity_mode=sensitivity_mode,
-                        noise_lattice=noise_lattice)
-    check_int("owners", owners, minimum=1)
-    check_int("components", components, minimum=1)
+    # The privacy setting, validated once into the frozen value everything below takes.
     release_opts = ReleaseOptions(epsilon=epsilon, delta=delta, calibration=calibration,
                                   sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice, release=release,
                                   noise_by=noise_by, honest_owners=honest_owners)
+    check_int("owners", owners, minimum=1)
+    check_int("components", components, minimum=1)
     rel = release_opts.mode
     check_release_options(release=rel, noise_by=noise_by, honest_owners=honest_owners, owners=owners, quorum=quorum)
     ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
@@ -109,13 +107,6 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     if not np.any(np.ptp(X_clipped, axis=0) > 0):  # exact: every row equal (constant, all-zero or one row)
         raise DataError(f"data must vary after clipping and centring (the captured-energy ratio is undefined "
                         f"otherwise), got {X.shape[0]} row(s) that are all equal; nothing was encrypted")
-    cost = None
-    if ledger is not None:  # refused here, before anyone encrypts or draws noise
-        cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=rel, noise_by=noise_by, d=X.shape[1],
-                                     frac_bits=frac_bits, calibration=calibration, owners=owners,
-                                     honest_owners=honest_owners, quorum=quorum, kappa=kappa,
-                                     label=f"dpdpca run {source}")
-        ledger.check(cost)
     parts = partition(X, owners)
     show_bar = not as_json and sys.stderr.isatty()
     with Pool(workers, scheduler) as pool, _progress(show_bar, progress_steps(owners)) as tick:
@@ -126,7 +117,10 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
             bounds=DeclaredBounds(max_owners=max_owners, clip=not no_clip),
             deployment=Deployment(launcher="processes" if processes else "in-process", executor=pool,
                                   quorum=quorum, verify=verify))
-        run = run_protocol(parts, n_components=components, options=options, progress=tick)
+        # the proxy prices its release with the calibration that draws the noise, refuses it past the
+        # ledger's budget before drawing (nothing is decrypted), and records it
+        run = run_protocol(parts, n_components=components, options=options, progress=tick, ledger=ledger,
+                           ledger_label=f"dpdpca run {source}")
     result = run.result
     by_id = dict(zip(owner_ids(len(parts)), parts))  # the runner names owners "1".."L"; look them up by id
     X_ref = np.vstack([by_id[o] for o in run.owners_present])
@@ -153,8 +147,10 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     }
     if "coalitions" in result.extra:
         summary["coalitions"] = result.extra["coalitions"]
-    if ledger is not None and cost is not None:
-        summary["ledger"] = {"path": str(ledger.path), **_json_safe(ledger.record(cost))}
+    if ledger is not None:
+        from dpdpca.dp import PrivacyLedger
+
+        summary["ledger"] = {"path": str(ledger.path), **_json_safe(PrivacyLedger(ledger.path).spent())}
     if run.verify is not None:
         summary["verify"] = run.verify
     if out_dir is not None:

@@ -172,7 +172,7 @@ class ProxyClient:
         stop = time.monotonic() + timeout_s
         while True:
             info = self.status()
-            if info["phase"] in ("released", "failed", "lost"):
+            if info["phase"] in ("released", "failed", "lost") or info.get("refused"):
                 return info
             if time.monotonic() >= stop:
                 raise ProtocolError(f"the proxy must release within {timeout_s} s, got phase {info['phase']}")

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from dpdpca._io import atomic_write_bytes
+from dpdpca.dp.accountant import BudgetExceededError, PrivacyLedger
 from dpdpca.errors import DpdpcaError, MessageError, ParameterError, ProtocolError
 from dpdpca.protocol.identity import OwnerKeyring, check_owner_id
 from dpdpca.protocol.ledger import ReleaseLedger
@@ -139,7 +140,7 @@ class Collection:
                  owner_keys: OwnerKeyring, quorum: int, min_shares: int = 1, deadline: float | None = None,
                  collection_seconds: float | None = None, noise: ReleaseOptions | None = None,
                  release: str = "on-close", executor: Executor | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, budget: PrivacyLedger | None = None) -> None:
         self.params = params
         self.root = Path(state_dir)
         self.owner_keys = owner_keys
@@ -151,8 +152,10 @@ class Collection:
         self.release = release
         self.executor = executor
         self.clock = clock
+        self.budget = budget
         self._lock = threading.Lock()
         self._broken: str | None = None
+        self._refused: str | None = None
         (self.root / "shares").mkdir(parents=True, exist_ok=True)
         self.ledger = ReleaseLedger(self.root / "ledger.json")
         self._steps = self._new_steps()
@@ -177,7 +180,8 @@ class Collection:
         if proxy is None:
             proxy = Proxy(self.params, self.owner_keys, quorum=self.min_shares, executor=self.executor,
                           ledger=self.ledger, release=self.noise.mode)
-        return ProxySteps(proxy, self.noise)
+        return ProxySteps(proxy, self.noise, ledger=self.budget,
+                          label=f"proxy service session {self.params.session_id}")
 
     def _read_state(self) -> dict[str, Any] | None:
         path = self.root / "state.json"
@@ -252,7 +256,8 @@ class Collection:
                 "min_shares": self.min_shares, "expected": len(self.owner_keys),
                 "deadline_unix": float(state["deadline_unix"]), "session": self.params.session_id,
                 "seconds_left": max(0.0, float(state["deadline_unix"]) - self.clock())
-                if phase is Phase.COLLECTING else 0.0}
+                if phase is Phase.COLLECTING else 0.0,
+                "refused": self._refused}
 
     # -- round 1 ------------------------------------------------------------------
     def submit_share(self, owner_id: str, data: bytes) -> Outcome:
@@ -316,8 +321,13 @@ class Collection:
         """Mask and add the noise once; the release is on disk before anyone can fetch it."""
         if self.phase is not Phase.CLOSED or self._result is not None or self._broken is not None:
             return False
+        if self._refused is not None:
+            return False
         try:
             result = self._steps.release()
+        except BudgetExceededError as exc:  # priced before any noise is drawn: nothing was released
+            self._refused = str(exc)
+            return False
         except DpdpcaError as exc:  # e.g. an epsilon too small for the declared noise allowance
             self._broken = f"proxy finish failed: {exc}"
             return False
@@ -335,6 +345,8 @@ class Collection:
             if self._result is not None:
                 return Outcome(200, "released", body=self._result)
             phase = self.phase
+            if self._refused is not None:
+                return Outcome(403, "refused", f"release refused: {self._refused}")
             if self._broken is not None:
                 return Outcome(503, "unavailable", self._broken)
             if phase is Phase.FAILED:

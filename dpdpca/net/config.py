@@ -26,6 +26,9 @@ Example (relative paths are resolved against the file's directory):
     noise_lattice = "n-scaled"
     release_mode = "add-remove"    # the default (as dpdpca run); "centred": the paper's masked release
     noise_by = "proxy"             # or "owners" (add-remove only): the owners' shares carry the noise
+    budget_epsilon = 3.0           # optional: the total budget over every session of this data ...
+    budget_delta = 1e-5            # ... the proxy refuses a release past it, before any noise is drawn
+    budget_ledger = "privacy-ledger.json"   # where the sessions' releases are recorded (this default)
 
     [user]
     verify_keys = "user.verify.json"   # from dpdpca user identity
@@ -35,7 +38,12 @@ Example (relative paths are resolved against the file's directory):
     # alice = "..."
 
 Every owner that may send a share is listed in one of the ``owner_keys``
-files; the proxy's release ledger is ``state_dir/ledger.json``.
+files; the proxy's release ledger is ``state_dir/ledger.json``.  With a
+budget, every session's release is priced by the calibration that draws its
+noise and recorded in ``budget_ledger`` (a :class:`dpdpca.dp.PrivacyLedger`,
+shared by the sessions that name it); a release past the budget is refused
+before anything is drawn or decrypted (the user's ``GET /result`` answers
+``403 refused``).
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from dpdpca._validation import check_int, param_error
+from dpdpca.dp.accountant import PrivacyLedger
 from dpdpca.errors import MessageError, ParameterError
 from dpdpca.net.auth import USER, PartyKeys
 from dpdpca.protocol.identity import OwnerKeyring
@@ -115,6 +124,9 @@ class ServiceConfig:
     collection_seconds: float | None = None
     noise: ReleaseOptions = ReleaseOptions()
     release: str = "on-close"
+    budget_epsilon: float | None = None
+    budget_delta: float | None = None
+    budget_ledger: Path | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY
     host: str = "127.0.0.1"
     port: int = 8443
@@ -135,10 +147,22 @@ class ServiceConfig:
             raise ParameterError("protocol.deadline or protocol.collection_seconds must be set, got neither")
         if self.collection_seconds is not None and not self.collection_seconds > 0:
             raise param_error("collection_seconds", "> 0", self.collection_seconds)
+        if (self.budget_epsilon is None) != (self.budget_delta is None):
+            raise ParameterError(f"protocol.budget_epsilon and protocol.budget_delta must be given together, got "
+                                 f"epsilon={self.budget_epsilon} delta={self.budget_delta}")
+        if self.budget_epsilon is not None:
+            self.budget()  # validates the budget and the ledger file
         rel = self.noise
         check_release_options(release=rel.mode, noise_by=rel.noise_by, honest_owners=rel.honest_owners,
                               owners=len(self.owner_keys), quorum=self.min_shares if rel.noise_by == "owners" else None)
         self.party_keys()  # validates every key
+
+    def budget(self) -> PrivacyLedger | None:
+        """The service's budget ledger (:class:`dpdpca.dp.PrivacyLedger`), or None without a budget."""
+        if self.budget_epsilon is None or self.budget_delta is None:
+            return None
+        path = self.budget_ledger if self.budget_ledger is not None else self.state_dir.parent / "privacy-ledger.json"
+        return PrivacyLedger(path, budget_epsilon=self.budget_epsilon, budget_delta=self.budget_delta)
 
     def party_keys(self) -> PartyKeys:
         """The known parties: ``user`` and ``owner:<id>`` for every listed owner."""
@@ -215,6 +239,9 @@ def load_config(path: str | Path) -> ServiceConfig:
             deadline=None if "deadline" not in proto else _unix(proto["deadline"]),
             collection_seconds=None if "collection_seconds" not in proto else float(proto["collection_seconds"]),
             noise=noise, release=str(proto.get("release", "on-close")),
+            budget_epsilon=None if "budget_epsilon" not in proto else float(proto["budget_epsilon"]),
+            budget_delta=None if "budget_delta" not in proto else float(proto["budget_delta"]),
+            budget_ledger=base / str(proto.get("budget_ledger", "privacy-ledger.json")),
             max_body_bytes=int(server.get("max_body_bytes", DEFAULT_MAX_BODY)),
             host=str(server.get("host", "127.0.0.1")), port=int(server.get("port", 8443)),
             tls_cert=path_of(server.get("tls_cert")), tls_key=path_of(server.get("tls_key")))

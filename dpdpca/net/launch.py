@@ -64,12 +64,15 @@ def write_proxy_toml(path: str | os.PathLike[str], *, public: str | os.PathLike[
                      state_dir: str | os.PathLike[str], quorum: int | None = None, min_shares: int = 1,
                      collection_seconds: float = 3600.0, epsilon: float = 1.0, delta: float = 1e-5,
                      max_body_bytes: int | None = None, tokens: Mapping[str, str] | None = None,
-                     release: str = "on-close", release_mode: str | None = None) -> Path:
+                     release: str = "on-close", release_mode: str | None = None,
+                     budget: tuple[float, float] | None = None,
+                     budget_ledger: str | os.PathLike[str] | None = None) -> Path:
     """Write a ``proxy.toml`` (absolute paths) and the verify-key files it names, beside it.
 
     ``tokens`` maps owner ids (and ``"user"``) to bearer tokens; ``release``
     is when the proxy finishes, ``release_mode`` which release it makes
-    (None: the default, add/remove).
+    (None: the default, add/remove); ``budget`` the service's total
+    ``(epsilon, delta)`` over every session recorded in ``budget_ledger``.
     """
     target = Path(path)
     owners_file, user_file = target.parent / "owners.verify.json", target.parent / "user.verify.json"
@@ -87,6 +90,10 @@ def write_proxy_toml(path: str | os.PathLike[str], *, public: str | os.PathLike[
               f"delta = {float(delta)}", f'release = "{release}"']
     if release_mode is not None:
         lines.append(f'release_mode = "{release_mode}"')
+    if budget is not None:
+        lines += [f"budget_epsilon = {float(budget[0])}", f"budget_delta = {float(budget[1])}"]
+    if budget_ledger is not None:
+        lines.append(f'budget_ledger = "{Path(budget_ledger).resolve()}"')
     lines += ["", "[user]", f'verify_keys = "{user_file.resolve()}"']
     if USER in tokens:
         lines.append(f'token = "{tokens.pop(USER)}"')

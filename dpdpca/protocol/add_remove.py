@@ -27,7 +27,6 @@ import numpy as np
 from dpdpca.dp import (BLOCKS, AddRemoveCalibration, DistributedCalibration, block_scales, calibrate_distributed,
                        sample_discrete_gaussian)
 from dpdpca.errors import OverflowRiskError
-from dpdpca.protocol.params import ProtocolParams
 
 __all__ = ["owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy", "add_block_noise",
            "owner_noise_calibration"]
@@ -46,7 +45,7 @@ def check_noise_fits(noise: Mapping[str, Sequence[int]], allowance: int, *, who:
                                 f"(a 2**-80 tail event, or epsilon below the keygen min_epsilon)")
 
 
-def proxy_noise(cal: AddRemoveCalibration, params: ProtocolParams, source: Any = None) -> dict[str, list[int]]:
+def proxy_noise(cal: AddRemoveCalibration, params: Any, source: Any = None) -> dict[str, list[int]]:
     """The proxy's noise for R (upper triangle), v and N, exact integers from OS entropy.
 
     Raises
@@ -61,7 +60,7 @@ def proxy_noise(cal: AddRemoveCalibration, params: ProtocolParams, source: Any =
     return noise
 
 
-def owner_noise(cal: DistributedCalibration, params: ProtocolParams, source: Any = None) -> dict[str, list[int]]:
+def owner_noise(cal: DistributedCalibration, params: Any, source: Any = None) -> dict[str, list[int]]:
     """One owner's share of the distributed noise, exact integers from OS entropy (checks as :func:`proxy_noise`)."""
     params.check_noise_fits(max(math.sqrt(float(s2)) for s2 in cal.local_sigma_squared_int.values()),
                             epsilon=cal.epsilon)

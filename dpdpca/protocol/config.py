@@ -26,12 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from dpdpca.crypto.compute import EngineLike
-from dpdpca.dp import REPLACE_ONE, DistributedCalibration
+from dpdpca.dp import DistributedCalibration
+from dpdpca.dp.release import check_noise_by
 from dpdpca.protocol.add_remove import owner_noise_calibration
 from dpdpca.protocol.params import check_noise_options, resolve_release
+from dpdpca.protocol.releases import ProtocolRelease
 from dpdpca.protocol.transport import Transport
 
-__all__ = ["ReleaseOptions", "KeyOptions", "DeclaredBounds", "Deployment", "ProtocolOptions", "LAUNCHERS"]
+__all__ = ["ReleaseOptions", "PrivacySetting", "KeyOptions", "DeclaredBounds", "Deployment", "ProtocolOptions",
+           "LAUNCHERS"]
 
 #: The launchers of :func:`dpdpca.protocol.runner.run_protocol`.
 LAUNCHERS = ("in-process", "processes")
@@ -39,12 +42,16 @@ LAUNCHERS = ("in-process", "processes")
 
 @dataclass(frozen=True)
 class ReleaseOptions:
-    """What is released and how it is noised.
+    """The privacy setting of one release: what is released and how it is noised (also :data:`PrivacySetting`).
 
-    Validated on construction (one-line :class:`~dpdpca.errors.ParameterError`);
-    ``release=None`` resolves to the project's default (``"add-remove"``), or
-    to ``"centred"`` when ``sensitivity_mode="paper"`` or
-    ``noise_lattice="integer"`` ask for the paper's release.
+    The one frozen value every step below the entry point takes: validated
+    once, on construction (one-line :class:`~dpdpca.errors.ParameterError`),
+    and never checked again below (the proxy calibrates from it, the ledger
+    prices it, the release object draws from it).  ``release=None`` resolves
+    to the project's default, the add/remove release, or to the centred one
+    when ``sensitivity_mode="paper"`` or ``noise_lattice="integer"`` ask for
+    the paper's release; ``release`` is then the release object
+    (:mod:`dpdpca.protocol.releases`), which is also its wire name.
 
     Parameters
     ----------
@@ -57,8 +64,10 @@ class ReleaseOptions:
     noise_by : {"proxy", "owners"}
     honest_owners : int or None
         t for ``noise_by="owners"`` (default L).
-    neighbouring : str
-        Checked only: the centred release is replace-one (N is released exactly).
+    neighbouring : str or None
+        The release's relation (None: the release's own; add/remove-one or
+        replace-one). Another value is refused: the centred release is
+        replace-one only (N is released exactly).
     """
 
     epsilon: float = 1.0
@@ -69,29 +78,31 @@ class ReleaseOptions:
     release: str | None = None
     noise_by: str = "proxy"
     honest_owners: int | None = None
-    neighbouring: str = REPLACE_ONE
+    neighbouring: str | None = None
 
     def __post_init__(self) -> None:
         rel = resolve_release(self.release, sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice)
+        check_noise_by(self.noise_by)
+        relation = rel.check_setting(noise_by=self.noise_by, honest_owners=self.honest_owners,
+                                     neighbouring=self.neighbouring, sensitivity_mode=self.sensitivity_mode,
+                                     noise_lattice=self.noise_lattice)
         eps, dl = check_noise_options(epsilon=self.epsilon, delta=self.delta, calibration=self.calibration,
-                                      sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice,
-                                      neighbouring=self.neighbouring)
+                                      sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice)
         object.__setattr__(self, "release", rel)
+        object.__setattr__(self, "neighbouring", relation)
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", dl)
 
     @property
-    def mode(self) -> str:
-        """The resolved release, ``"add-remove"`` or ``"centred"``."""
-        return str(self.release)
+    def kind(self) -> ProtocolRelease:
+        """The release object (:mod:`dpdpca.protocol.releases`)."""
+        assert isinstance(self.release, ProtocolRelease)
+        return self.release
 
-    def finish_kwargs(self, *, owners: int | None = None) -> dict[str, Any]:
-        """Keyword arguments of :meth:`dpdpca.protocol.proxy.Proxy.finish` (``owners``: L, add/remove only)."""
-        out: dict[str, Any] = {"epsilon": self.epsilon, "delta": self.delta, "calibration": self.calibration,
-                               "sensitivity_mode": self.sensitivity_mode, "noise_lattice": self.noise_lattice}
-        if self.mode == "add-remove":
-            out.update(noise_by=self.noise_by, honest_owners=self.honest_owners, owners=owners)
-        return out
+    @property
+    def mode(self) -> str:
+        """The release's wire name, ``"add-remove"`` or ``"centred"``."""
+        return str(self.release)
 
     def owner_noise(self, *, d: int, frac_bits: int, owners: int, quorum: int | None,
                     present: int) -> DistributedCalibration | None:
@@ -100,11 +111,17 @@ class ReleaseOptions:
                                        quorum=quorum, present=present)
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["release"] = str(self.release)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ReleaseOptions":
         return cls(**dict(data))
+
+
+#: The frozen privacy setting (the same class): what every layer below the entry point takes.
+PrivacySetting = ReleaseOptions
 
 
 @dataclass(frozen=True)

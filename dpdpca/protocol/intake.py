@@ -33,11 +33,12 @@ from typing import Any, Sequence
 from dpdpca.crypto import EncryptedArray, wire
 from dpdpca.crypto.ciphertexts import first_non_unit, product_mod, to_fixed_bytes
 from dpdpca.errors import AuthenticationError, DataError, DpdpcaError, MessageError, ProtocolError
-from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements, ciphertext_digest
+from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
 from dpdpca.protocol.params import ProtocolParams, check_features
-from dpdpca.protocol.sections import check_share_units, load_share_arrays, share_sections
+from dpdpca.protocol.releases import CENTRED, ProtocolRelease, as_release
+from dpdpca.protocol.sections import check_share_units, load_share_arrays
 
 __all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "intake_kernel", "error_from"]
 
@@ -48,20 +49,23 @@ class IntakeContext:
 
     params: ProtocolParams
     owner_keys: OwnerKeyring
-    release: str
+    release: ProtocolRelease
     max_features: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "release", as_release(self.release))
 
     def to_bytes(self) -> bytes:
         """JSON of the public parameters and verify keys (nothing secret), for a worker process."""
         return json.dumps({"params": self.params.to_json(), "owner_keys": self.owner_keys.to_json(),
-                           "release": self.release, "max_features": self.max_features},
+                           "release": str(self.release), "max_features": self.max_features},
                           sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "IntakeContext":
         obj = json.loads(data.decode())
         return cls(ProtocolParams.from_json(obj["params"]), OwnerKeyring.from_json(obj["owner_keys"]),
-                   str(obj["release"]), int(obj["max_features"]))
+                   as_release(obj["release"]), int(obj["max_features"]))
 
 
 @dataclass
@@ -117,7 +121,7 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
     d = check_features(msg.meta_int("d", minimum=1), ctx.max_features)
     if d_expected is not None and d != d_expected:
         raise DataError(f"owners must all have d={d_expected} features, got d={d} from owner {owner!r}")
-    if msg.meta.get("release", "centred") != ctx.release:
+    if msg.meta.get("release", CENTRED) != ctx.release:  # a share without the field predates add/remove
         raise MessageError(f"share release must be {ctx.release!r}, got {str(msg.meta.get('release'))[:40]!r}")
     declared = {k: str(b) for k, b in p.share_bounds(ctx.release).items()}
     if msg.meta.get("declared_bounds") != declared:
@@ -127,16 +131,12 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
     if statement.owner_id != owner or statement.d != d:
         raise AuthenticationError(f"share statement must be for owner {owner!r} and d={d}, "
                                   f"got owner {statement.owner_id!r} and d={statement.d}")
-    if statement.ciphertext_sha256 != ciphertext_digest(msg.sections, share_sections(ctx.release)):
+    if statement.ciphertext_sha256 != ciphertext_digest(msg.sections, ctx.release.sections):
         raise AuthenticationError(f"share statement of owner {owner!r} must cover these ciphertexts, "
                                   f"got another digest")
-    if ctx.release == "add-remove":
-        check_statements([statement.to_json()], ctx.owner_keys, session=p.session_id,
-                         key_fingerprint=p.key_fingerprint, d=d, max_owners=1, counted=False)
-    else:
-        check_counts([statement.to_json()], ctx.owner_keys, session=p.session_id,
-                     key_fingerprint=p.key_fingerprint, d=d, max_owners=1,
-                     max_rows_per_owner=p.max_rows_per_owner)
+    ctx.release.check_statements([statement.to_json()], ctx.owner_keys, session=p.session_id,
+                                 key_fingerprint=p.key_fingerprint, d=d, max_owners=1,
+                                 max_rows_per_owner=p.max_rows_per_owner)
     arrays = load_share_arrays(msg, p, d, owners=1, release=ctx.release, check_units=check_units)
     return CheckedShare(owner, d, statement, arrays, ciphertext_keys(msg, arrays, p.public_key.ciphertext_bytes))
 
@@ -180,7 +180,7 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
     """
     ctx = _context(context)
     pk = ctx.params.public_key
-    names = share_sections(ctx.release)
+    names = ctx.release.sections
     width = pk.ciphertext_bytes
     checked: list[CheckedShare | None] = []
     verdicts: list[tuple[Any, ...]] = []

@@ -25,7 +25,7 @@ from dpdpca._io import atomic_write_bytes
 from dpdpca._validation import check_int
 from dpdpca.crypto import PublicKey
 from dpdpca.errors import FileAccessError, MessageError
-from dpdpca.protocol.layout import share_chunks
+from dpdpca.protocol.releases import as_release
 
 __all__ = ["OwnerRandomness", "RANDOMNESS_FILE"]
 
@@ -64,7 +64,7 @@ class OwnerRandomness:
              ) -> "OwnerRandomness":
         """Fresh factors ``hs'**alpha`` (``alpha`` from ``os.urandom``) for every ciphertext of one share."""
         d = check_int("d", d, minimum=1)
-        shapes = share_chunks(release, d, slots)
+        shapes = as_release(release).share_chunks(d, slots)
         total = sum(len(c) for c in shapes.values())
         factors = own_key.random_factors(total, method="djn")
         own_key.drop_table()
@@ -73,7 +73,7 @@ class OwnerRandomness:
         for name, chunks in shapes.items():
             out[name] = factors[pos:pos + len(chunks)]
             pos += len(chunks)
-        return cls(key_fingerprint, release, d, int(slots), out)
+        return cls(key_fingerprint, str(release), d, int(slots), out)
 
     def matches(self, *, key_fingerprint: str, release: str, d: int, slots: int) -> bool:
         """True if these factors were made for this key, release, d and layout."""

@@ -16,17 +16,14 @@ from dpdpca.crypto.compute import EngineLike
 from dpdpca.crypto.keys import MIN_SECURE_BITS
 from dpdpca.data import clip_rows
 from dpdpca.dp import DistributedCalibration
-from dpdpca.dp.release import check_release
 from dpdpca.errors import DataError, InsecureKeyError, OverflowRiskError, ProtocolError
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity
-from dpdpca.protocol.layout import share_chunks
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.offline import OwnerRandomness
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
-from dpdpca.protocol.sections import share_sections
 from dpdpca.timing import Timings
 
 __all__ = ["DataOwner"]
@@ -51,10 +48,11 @@ class DataOwner:
         The owner's own policy: encrypt under a key below 2048 bits only if
         True.  Never read from the public parameters (the data user writes
         those).
-    release : {"centred", "add-remove"}
-        ``"add-remove"`` (:mod:`dpdpca.protocol.add_remove`): N is private, so
-        it travels encrypted at scale 2^(2f) and the signed statement carries
-        no count.
+    release : {"add-remove", "centred"} or ProtocolRelease
+        ``"add-remove"`` (default, as the CLI's; :mod:`dpdpca.protocol.add_remove`):
+        N is private, so it travels encrypted at scale 2^(2f) and the signed
+        statement carries no count.  ``"centred"``: Wang & Chang's release
+        (:mod:`dpdpca.protocol.releases`).
     noise : DistributedCalibration or None
         With ``release="add-remove"``: this owner's share of the distributed
         noise (``--noise-by owners``), added before encrypting.
@@ -78,7 +76,7 @@ class DataOwner:
     """
 
     def __init__(self, params: ProtocolParams, identity: OwnerIdentity, *, clip: bool = True,
-                 executor: EngineLike = None, insecure_test_key: bool = False, release: str = "centred",
+                 executor: EngineLike = None, insecure_test_key: bool = False, release: str = "add-remove",
                  noise: DistributedCalibration | None = None, record_noise_for_testing: bool = False) -> None:
         if not isinstance(identity, OwnerIdentity):
             raise ProtocolError(f"identity must be an OwnerIdentity (the owner's signing key), "
@@ -100,9 +98,10 @@ class DataOwner:
         self.executor = executor
         self.party = f"owner:{self.owner_id}"
         self.timings_ = Timings()
-        self.release = params.check_release(check_release(release))
-        if noise is not None and self.release != "add-remove":
-            raise param_error("noise", "None unless release is 'add-remove'", type(noise).__name__)
+        self.release = params.check_release(release)
+        if noise is not None and not self.release.owner_noise:
+            raise param_error("noise", f"None with release {str(self.release)!r} (owners' noise needs release "
+                              f"'add-remove')", type(noise).__name__)
         self.noise = noise
         self.record_noise_for_testing = bool(record_noise_for_testing)
         self._randomness: OwnerRandomness | None = None
@@ -172,7 +171,7 @@ class DataOwner:
         d windows ``W_a = v[a : min(a + slots, d)]`` (the proxy needs both
         shapes for ``v b^T + b v^T``); the add/remove release has no mask, so
         ``v^l`` goes once as ``ceil(d / slots)`` packed tiles, with
-        ``E[N^l 2^2f]`` (:func:`dpdpca.protocol.layout.share_chunks`).  Declared bounds are the public ones, never the
+        ``E[N^l 2^2f]`` (the release's ``share_chunks``, :mod:`dpdpca.protocol.releases`).  Declared bounds are the public ones, never the
         data's.  ``N^l`` travels in the clear inside a
         :class:`~dpdpca.protocol.counts.ShareStatement` signed by the owner,
         which also covers the session, the key, d and the ciphertexts' SHA-256.
@@ -197,23 +196,13 @@ class DataOwner:
         p = self.params
         layout = p.layout
         bounds = p.share_bounds(self.release)
-        r_upper: Any = upper_triangle_flatten(R)
-        v_list = [int(x) for x in v]
-        n_sent: int | None = int(n)
-        if self.release == "add-remove":
-            with self.timings_.measure(self.party, "noise"):
-                noise = None if self.noise is None else add_remove.owner_noise(self.noise, p)
-                if self.record_noise_for_testing:
-                    self.noise_blocks_for_testing_ = noise
-                r_upper, v_list, n_scaled = add_remove.add_block_noise(r_upper, v_list, int(n) << (2 * p.frac_bits),
-                                                                       noise)
-            n_sent = None  # N is private under add/remove-one: no count in the clear
-        values = {"R": r_upper, "v": v_list}
-        if self.release == "add-remove":
-            values["N"] = [n_scaled]
-        else:
-            values["vwin"] = [x for a in range(d) for x in v_list[a:a + layout.slots]]
-        shapes = share_chunks(self.release, d, layout.slots)
+        with self.timings_.measure(self.party, "noise"):
+            noise = None if self.noise is None else add_remove.owner_noise(self.noise, p)
+            if self.record_noise_for_testing:
+                self.noise_blocks_for_testing_ = noise
+            values, n_sent = self.release.share_values(upper_triangle_flatten(R), [int(x) for x in v], int(n),
+                                                       frac_bits=p.frac_bits, slots=layout.slots, noise=noise)
+        shapes = self.release.share_chunks(d, layout.slots)
         ready, self._randomness = self._randomness, None  # factors made ahead are used once
         if ready is not None and not ready.matches(key_fingerprint=p.key_fingerprint, release=self.release, d=d,
                                                    slots=layout.slots):
@@ -233,11 +222,10 @@ class DataOwner:
             sections = {name: arr.to_bytes() for name, arr in encrypted.items()}
             statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
                                             d=d, n_rows=n_sent,
-                                            ciphertext_sha256=ciphertext_digest(sections, share_sections(self.release)))
+                                            ciphertext_sha256=ciphertext_digest(sections, self.release.sections))
             meta: dict[str, Any] = {"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
                                     "declared_bounds": {k: str(b) for k, b in bounds.items()}}
-            if self.release == "add-remove":
-                meta["release"] = self.release
+            meta["release"] = str(self.release)
             msg = Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, self.party, meta=meta,
                           sections=sections)
             data = msg.to_bytes()

@@ -34,6 +34,7 @@ import numpy as np
 
 import dpdpca.errors as errors
 from dpdpca.dp import PrivacyReport
+from dpdpca.dp.accountant import BudgetExceededError, PrivacyLedger
 from dpdpca.errors import DpdpcaError, ProtocolError
 from dpdpca.linalg import pack_upper
 from dpdpca.protocol.config import ReleaseOptions
@@ -151,10 +152,15 @@ def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: C
         proxy = Proxy(params, OwnerKeyring.from_json(cfg["owner_keys"]), quorum=cfg["quorum"],
                       record_noise_for_testing=cfg["verify"], release=release.mode)
         net = PipeTransport(PROXY, {**owner_conns, USER: to_user}, send_only=(USER,))
-        proxy_round(ProxySteps(proxy, release, owners=cfg["owners"]), net, deadline_s=cfg["deadline_s"],
+        led = cfg.get("ledger")
+        ledger = None if led is None else PrivacyLedger(
+            led["path"], **({} if not led["budget"] else {"budget_epsilon": led["budget"]["epsilon"],
+                                                          "budget_delta": led["budget"]["delta"]}))
+        proxy_round(ProxySteps(proxy, release, owners=cfg["owners"], ledger=ledger,
+                               label="" if led is None else led["label"]), net, deadline_s=cfg["deadline_s"],
                     tick=_ticker(ctrl), late=_drain_late)
         out = {"timings": proxy.timings_.to_dict(), "bytes_sent": net.bytes_sent, "owners": proxy.owners_}
-        if cfg["verify"] and proxy.release == "add-remove":
+        if cfg["verify"] and proxy.release.noisy_blocks:
             blocks = getattr(proxy, "noise_blocks_for_testing_", None)
             if blocks is not None:
                 out["noise_blocks"] = _str_blocks(blocks)
@@ -189,7 +195,8 @@ def _user_main(ctrl: Connection, to_proxy: Connection) -> None:
 
 def _raise_if_error(reply: Any) -> Any:
     if isinstance(reply, dict) and "error" in reply:
-        cls = getattr(errors, str(reply["error"]), ProtocolError)
+        name = str(reply["error"])
+        cls = BudgetExceededError if name == "BudgetExceededError" else getattr(errors, name, ProtocolError)
         if not (isinstance(cls, type) and issubclass(cls, DpdpcaError)):
             cls = ProtocolError
         raise cls(str(reply["message"]))
@@ -240,7 +247,8 @@ class _Parties:
                 proc.join()
 
 
-def run_in_processes(plan: RunPlan, *, progress: Tick) -> ProtocolRun:
+def run_in_processes(plan: RunPlan, *, progress: Tick, ledger: PrivacyLedger | None = None,
+                     ledger_label: str = "") -> ProtocolRun:
     """Run the protocol with one OS process per party (see the module docstring).
 
     Parameters
@@ -275,7 +283,9 @@ def run_in_processes(plan: RunPlan, *, progress: Tick) -> ProtocolRun:
                                 for oid, ctrl in owners.items()}).to_json()
         _send_json(proxy, {"params": public, "owner_keys": keyring, "deadline_s": dep.deadline_s,
                            "verify": dep.verify, "quorum": plan.quorum, "release": rel.to_json(),
-                           "owners": len(plan.ids)})
+                           "owners": len(plan.ids),
+                           "ledger": None if ledger is None else {"path": str(ledger.path), "budget": ledger.budget,
+                                                                  "label": ledger_label}})
         _send_json(user, {"owner_keys": keyring})
         for oid, ctrl in owners.items():
             ctrl.send_bytes(_npy_bytes(plan.partitions[oid]))
@@ -325,7 +335,7 @@ def _assemble(plan: RunPlan, public: Any, reports: dict[str, Any], components: n
         rows_clipped={o: int(owners[o]["rows_clipped"]) for o in plan.present}, n_owners=len(plan.ids),
         used=[plan.partitions[o] for o in prox["owners"]], params=ProtocolParams.from_json(public),
         clip=opts.bounds.clip, verify=verify)
-    if opts.release.mode == "add-remove":
+    if opts.release.kind.noisy_blocks:
         noises = None
         if verify:
             with_noise = [owners[o] for o in prox["owners"] if "noise_blocks" in owners[o]]

@@ -16,28 +16,26 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import EncryptedArray, scalars_times_packed, sum_arrays
 from dpdpca.crypto.ciphertexts import divide_out, from_fixed_bytes
 from dpdpca.crypto.compute import EngineLike, ExecutorEngine, as_engine
 from dpdpca.crypto.randomizers import RandomizerPool
-from dpdpca.dp import REPLACE_ONE, DiscreteGaussianMechanism, calibrate_add_remove, calibrate_distributed
-from dpdpca.dp.release import check_release
+from dpdpca.dp.accountant import PrivacyLedger
 from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError, ProtocolError
 from dpdpca.protocol import add_remove
-from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements
+from dpdpca.protocol.config import ReleaseOptions
+from dpdpca.protocol.counts import ShareStatement
 from dpdpca.protocol.identity import OwnerKeyring
-from dpdpca.protocol.layout import release_ciphertext_count, row_chunk_spans
+from dpdpca.protocol.layout import row_chunk_spans
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.messages import Message, MessageType
-from dpdpca.protocol.notes import centred_report
-from dpdpca.protocol.params import (DEFAULT_MAX_FEATURES, ProtocolParams, check_features, check_noise_options,
-                                    check_release_options, integer_noise_sensitivity)
+from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
+from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
 from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel
-from dpdpca.protocol.sections import load_share_arrays, share_arrays_from, share_sections
+from dpdpca.protocol.sections import load_share_arrays, share_arrays_from
 from dpdpca.timing import Timings
-from dpdpca.triangle import upper_triangle_size
 
 __all__ = ["Proxy"]
 
@@ -67,8 +65,9 @@ class Proxy:
         Keep the drawn noise in ``noise_for_testing_`` (the upper triangle of
         G'' as added to R'').  Test and ``--verify`` hook only; a real proxy
         must not disclose it to the data user.
-    release : {"centred", "add-remove"}
-        Which release the owners' shares are for (:mod:`dpdpca.protocol.add_remove`).
+    release : {"add-remove", "centred"} or ProtocolRelease
+        Which release the owners' shares are for (:mod:`dpdpca.protocol.releases`);
+        default add/remove, as the CLI's.
 
     Attributes
     ----------
@@ -83,7 +82,7 @@ class Proxy:
     def __init__(self, params: ProtocolParams, owner_keys: OwnerKeyring, *, quorum: int | None = None,
                  executor: EngineLike = None, ledger: ReleaseLedger | None = None,
                  max_features: int = DEFAULT_MAX_FEATURES, record_noise_for_testing: bool = False,
-                 release: str = "centred") -> None:
+                 release: str = "add-remove") -> None:
         if not isinstance(owner_keys, OwnerKeyring) or len(owner_keys) == 0:
             raise ProtocolError(f"owner_keys must be a non-empty OwnerKeyring (the owners' verify keys), "
                                 f"got {type(owner_keys).__name__}")
@@ -97,7 +96,7 @@ class Proxy:
         self.ledger = ReleaseLedger() if ledger is None else ledger
         self.max_features = check_int("max_features", max_features, minimum=1)
         self.record_noise_for_testing = bool(record_noise_for_testing)
-        self.release = params.check_release(check_release(release))
+        self.release = params.check_release(release)
         self.timings_ = Timings()
         self.party = "proxy"
         self.d: int | None = None
@@ -112,7 +111,7 @@ class Proxy:
         self._randomizers = RandomizerPool(params.public_key)
         self._prepared = False
         # Add/remove: the proxy's noise drawn ahead for one privacy setting (used once, then dropped).
-        self._release_options: dict[str, Any] = {}
+        self._release_setting: ReleaseOptions | None = None
         self._ready_noise: tuple[tuple[Any, ...], Any, dict[str, list[int]]] | None = None
         self._noise_thread: threading.Thread | None = None
 
@@ -250,18 +249,27 @@ class Proxy:
             self._partials.append(share_arrays_from(self.params, d, self.release, cts, owners=admitted[d]))
         return out
 
-    def expect_release(self, **finish_options: Any) -> None:
-        """Say which release :meth:`finish` will make (its keywords), so :meth:`prepare` can draw its noise ahead."""
-        self._release_options = dict(finish_options)
+    def expect_release(self, setting: ReleaseOptions | None = None, **finish_options: Any) -> None:
+        """Say which release :meth:`finish` will make (its setting, or its keywords), so :meth:`prepare` can
+        draw its noise ahead."""
+        self._release_setting = self._expected_setting(setting, finish_options)
 
-    def prepare(self, d: int, *, wait: bool | None = None, **finish_options: Any) -> None:
+    def _expected_setting(self, setting: ReleaseOptions | None, options: dict[str, Any]) -> ReleaseOptions | None:
+        """The setting given, or built (validated once) from :meth:`finish`'s keywords, or the expected one."""
+        options = {k: v for k, v in options.items() if k != "owners"}
+        if setting is not None or options.get("epsilon") is not None:
+            return self.setting(setting, **options)
+        return self._release_setting
+
+    def prepare(self, d: int, *, wait: bool | None = None, setting: ReleaseOptions | None = None,
+                **finish_options: Any) -> None:
         """Make the release's data-independent work while the collection is open (offline work).
 
         The rerandomizers depend on the key and d only
-        (:func:`release_ciphertext_count`): ``r^n`` for the centred release,
+        (the release's ``result_ciphertexts``): ``r^n`` for the centred release,
         DJN factors ``hs'^alpha`` under the proxy's own base for the
         add/remove release.  With the privacy setting (:meth:`finish`'s
-        keywords here or from :meth:`expect_release`; ``noise_by="proxy"``)
+        keywords or ``setting`` here, or from :meth:`expect_release`; ``noise_by="proxy"``)
         the add/remove release's noise is drawn now too; the centred
         release's noise and mask depend on N, known only at the close, so
         they stay online.  ``wait``: do it all now (True), in background
@@ -277,26 +285,22 @@ class Proxy:
         if self._prepared:
             return
         d = check_features(check_int("d", d, minimum=1), self.max_features)
-        options = {**self._release_options, **finish_options}
-        count = release_ciphertext_count(self.release, d, self.params.layout.slots, self.params.v2_layout.slots)
-        if self.release == "add-remove":
+        setting = self._expected_setting(setting, finish_options)
+        count = self.release.result_ciphertexts(d, self.params.layout.slots, self.params.v2_layout.slots)
+        if self.release.rerandomizer == "djn":  # under the proxy's own base (see _rerandomize)
             self._randomizers = RandomizerPool(self.params.public_key.with_own_base(), method="djn")
-            if options.get("epsilon") is not None and options.get("delta") is not None \
-                    and options.get("noise_by", "proxy") == "proxy":
-                def draw() -> None:
-                    start = time.thread_time()
-                    key = (float(options["epsilon"]), float(options["delta"]),
-                           options.get("calibration", "analytic"), d)
-                    cal = calibrate_add_remove(epsilon=check_positive("epsilon", options["epsilon"]),
-                                               delta=check_open_unit("delta", options["delta"]), d=d,
-                                               frac_bits=self.params.frac_bits, calibration=key[2])
-                    self._ready_noise = (key, cal, add_remove.proxy_noise(cal, self.params))
-                    self.timings_.add(self.party, "precompute", time.thread_time() - start)
-                if wait is False:
-                    self._noise_thread = threading.Thread(target=draw, name="dpdpca-noise", daemon=True)
-                    self._noise_thread.start()
-                else:
-                    draw()
+        if setting is not None and self.release.noise_before_close and setting.noise_by == "proxy":
+            def draw() -> None:
+                start = time.thread_time()
+                noise = self.release.calibrate(setting, d=d, frac_bits=self.params.frac_bits, kappa=self.params.kappa)
+                self._ready_noise = (_noise_key(setting, d), noise.calibration,
+                                     add_remove.proxy_noise(noise.calibration, self.params))
+                self.timings_.add(self.party, "precompute", time.thread_time() - start)
+            if wait is False:
+                self._noise_thread = threading.Thread(target=draw, name="dpdpca-noise", daemon=True)
+                self._noise_thread.start()
+            else:
+                draw()
         self._randomizers.fill(count, wait=bool(wait) or (wait is None and self._randomizers.method == "djn"))
         self._prepared = True
 
@@ -361,14 +365,14 @@ class Proxy:
         if len(self._statements) < self.quorum:
             raise ProtocolError(f"shares must reach the quorum of {self.quorum}, got {len(self._statements)}")
         n = None
-        if self.release != "add-remove":
+        if self.release.counted:
             n = sum(int(st.n_rows or 0) for st in self._statements.values())
             if n < 2:
                 raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {n}")
         with self.timings_.measure(self.party, "aggregate"):
             shares = [*self._shares.values(), *self._partials]
             self._aggregate = {key: sum_arrays([s[key] for s in shares], executor=self.executor)
-                               for key in share_sections(self.release)}
+                               for key in self.release.sections}
             self.owners_ = list(self._statements)
             self.statements_ = [self._statements[o] for o in self.owners_]
             self.n_ = n
@@ -384,7 +388,7 @@ class Proxy:
             raise ProtocolError("state_bytes needs a closed collection, got none")
         p = self.params
         return Message(MessageType.PROXY_STATE, p.session_id, p.key_fingerprint, self.party,
-                       meta={"owners": self.owners_, "d": self.d, "release": self.release,
+                       meta={"owners": self.owners_, "d": self.d, "release": str(self.release),
                              "statements": [st.to_json() for st in self.statements_]},
                        sections={k: a.to_bytes() for k, a in self._aggregate.items()}).to_bytes()
 
@@ -396,16 +400,11 @@ class Proxy:
         msg = Message.from_bytes(data).expect(MessageType.PROXY_STATE, session=params.session_id,
                                               key_fingerprint=params.key_fingerprint)
         d = check_features(msg.meta_int("d", minimum=1), max_features)
-        release = check_release(str(msg.meta.get("release", "centred")))
-        n: int | None = None
-        if release == "add-remove":
-            statements = check_statements(msg.meta.get("statements"), owner_keys, session=params.session_id,
-                                          key_fingerprint=params.key_fingerprint, d=d,
-                                          max_owners=params.max_owners, counted=False)
-        else:
-            statements, n = check_counts(msg.meta.get("statements"), owner_keys, session=params.session_id,
-                                         key_fingerprint=params.key_fingerprint, d=d, max_owners=params.max_owners,
-                                         max_rows_per_owner=params.max_rows_per_owner)
+        release = as_release(msg.meta.get("release", CENTRED))  # a state without the field predates add/remove
+        statements, n = release.check_statements(msg.meta.get("statements"), owner_keys, session=params.session_id,
+                                                 key_fingerprint=params.key_fingerprint, d=d,
+                                                 max_owners=params.max_owners,
+                                                 max_rows_per_owner=params.max_rows_per_owner)
         owners = [st.owner_id for st in statements]
         if msg.meta.get("owners") != owners:
             raise MessageError(f"proxy state owners must be those of its statements {owners}, "
@@ -417,30 +416,71 @@ class Proxy:
         return proxy
 
     # -- round 4 ------------------------------------------------------------
-    def finish(self, *, epsilon: float, delta: float, calibration: str = "analytic",
-               sensitivity_mode: str = "rigorous", noise_lattice: str = "n-scaled", noise_by: str = "proxy",
-               honest_owners: int | None = None, owners: int | None = None) -> bytes:
-        """Mask, build G and add the DP noise under encryption (Alg. 1 lines 6-11).
+    def setting(self, setting: ReleaseOptions | None = None, **options: Any) -> ReleaseOptions:
+        """The frozen privacy setting of this release: ``setting`` as given, or built (validated) from ``options``.
 
-        For the add/remove release this is :meth:`finish_add_remove` instead
-        (no mask; ``noise_by``, ``honest_owners`` and ``owners`` apply there).
+        The boundary where the setting is checked, once; a setting for another
+        release than this proxy's is refused.
+        """
+        if setting is None:
+            setting = ReleaseOptions(**{"release": self.release, **options})
+        elif options:
+            raise param_error("options", "empty when a setting is given", sorted(options))
+        if setting.release != self.release:
+            raise param_error("release", f"{str(self.release)!r}, the release of this proxy's shares",
+                              setting.release)
+        return setting
+
+    def price(self, setting: ReleaseOptions, *, owners: int | None = None) -> ReleaseNoise:
+        """The calibrated noise of this session's release: the noise :meth:`finish` draws and its cost.
+
+        Needs the closed collection (d, and N for the centred release), never
+        the data; nothing is drawn.
+        """
+        if self._aggregate is None:
+            raise ProtocolError("finish must follow close_collection, got it first")
+        n_owners = len(self.owner_keys) if owners is None else check_int("owners", owners, minimum=1)
+        if setting.noise_by == "owners":
+            t = n_owners if setting.honest_owners is None else setting.honest_owners
+            if t > n_owners:
+                raise param_error("honest_owners", f"<= L = {n_owners}", t)
+            if self.quorum - (n_owners - t) < 1:
+                raise param_error("quorum", f"> L - t = {n_owners - t} so that an honest owner's noise is always "
+                                  f"present", self.quorum)
+        p = self.params
+        return self.release.calibrate(setting, d=int(self.d or 0), frac_bits=p.frac_bits, kappa=p.kappa, n=self.n_,
+                                      owners=n_owners, quorum=self.quorum, present=len(self.owners_))
+
+    def finish(self, setting: ReleaseOptions | None = None, *, owners: int | None = None,
+               ledger: PrivacyLedger | None = None, label: str = "", **options: Any) -> bytes:
+        """Add the DP noise under encryption and release, once (Alg. 1 lines 6-11, or the add/remove release).
+
+        Prices, checks, runs and records the release in one call: the noise is
+        calibrated first (:meth:`price`), a ``ledger`` refuses it past its
+        budget before anything is drawn, the release object draws that same
+        noise and builds the message, and the ledger records the same cost.
 
         Parameters
         ----------
-        epsilon : float > 0
-        delta : float in (0, 1)
-            The budget of the discrete Gaussian; the reported delta adds the
-            mask's total-variation term :func:`mask_tv_bound`.
-        calibration : {"analytic", "classic"}
-        sensitivity_mode : {"rigorous", "paper"}
-            ``"rigorous"``: Delta from :func:`dpdpca.dp.centred_scatter_sensitivity`
-            under replace-one; ``"paper"``: Wang & Chang's Delta = 1.
-        noise_lattice : {"n-scaled", "integer"}
-            ``"n-scaled"`` (rigorous default): G'' integer discrete Gaussian
-            calibrated to ``N * S_int``; the user gets ``S_bar + G''/(N 2^2f)``.
-            ``"integer"`` (the paper's form): ``N * G'`` with G'
-            calibrated to ``S_int``; then ``M = -v v^T (mod N)``, so the data
-            user learns every ``v_i v_j mod N`` and the release is NOT DP.
+        setting : ReleaseOptions or None
+            The frozen privacy setting; None builds it from ``options``
+            (``epsilon``, ``delta``, ``calibration``, ``sensitivity_mode``,
+            ``noise_lattice``, ``noise_by``, ``honest_owners``), validated once.
+            Centred release: ``"rigorous"`` sensitivity is
+            :func:`dpdpca.dp.centred_scatter_sensitivity` under replace-one,
+            ``"paper"`` Wang & Chang's Delta = 1; ``noise_lattice="n-scaled"``
+            (rigorous) calibrates G'' to ``N * S_int``, ``"integer"`` (the
+            paper's form) adds ``N * G'`` and is NOT DP (the user learns
+            ``v_i v_j mod N``).  The reported delta adds the mask's
+            total-variation term.
+        owners : int or None
+            L for owners' noise (default the number of listed owners).
+        ledger : PrivacyLedger or None
+            A budget ledger (:class:`dpdpca.dp.PrivacyLedger`): the release's
+            cost is checked against it before the noise is drawn and recorded
+            after the release is built (:attr:`ledger_entry_`).
+        label : str
+            The ledger entry's label.
 
         Returns
         -------
@@ -450,45 +490,55 @@ class Proxy:
         Raises
         ------
         ParameterError
-            epsilon, delta or an option out of range.
+            An option out of range, or a setting for another release.
+        BudgetExceededError
+            The release would pass ``ledger``'s budget (nothing was drawn).
         OverflowRiskError
             The noise for this epsilon/delta exceeds the declared allowance, or a
             drawn sample does (probability < 2**-80).
         ProtocolError
             Called before the collection closed, or a second time for this
-            session (the ledger already holds a release; this survives the
-            process when the ledger is a file).
+            session (the session ledger already holds a release; this survives
+            the process when the ledger is a file).
         """
-        if self.release == "add-remove":
-            return self.finish_add_remove(epsilon=epsilon, delta=delta, calibration=calibration, noise_by=noise_by,
-                                          honest_owners=honest_owners, owners=owners)
-        epsilon, delta = check_noise_options(epsilon=epsilon, delta=delta, calibration=calibration,
-                                             sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice)
-        if self._aggregate is None or self.n_ is None:
-            raise ProtocolError("finish must follow close_collection, got it first")
+        setting = self.setting(setting, **options)
+        noise = self.price(setting, owners=owners)
         if self.ledger.is_released(self.params.session_id):  # early, before any expensive work
             raise ProtocolError(f"session {self.params.session_id} must be released once, got a second release "
                                 f"(the ledger holds one)")
+        cost = None
+        if ledger is not None:
+            cost = noise.cost(label=label or f"dpdpca session {self.params.session_id}")
+            ledger.check(cost)
+        out = self.release.finish(self, noise)
+        if ledger is not None and cost is not None:
+            self.ledger_entry_ = ledger.record(cost)
+        self.privacy_ = noise.report
+        return out
+
+    def _claim(self, out: bytes) -> bytes:
+        # Recorded before the release leaves the proxy: a crash can lose it, never duplicate it.
+        self.ledger.claim(self.params.session_id, role="proxy", digest=hashlib.sha256(out).hexdigest())
+        return out
+
+    def _finish_centred(self, noise: ReleaseNoise) -> bytes:
+        """The centred release: mask, G'' and rerandomization under encryption (:class:`CentredRelease`)."""
+        assert self._aggregate is not None and self.n_ is not None
+        setting, mech = noise.setting, noise.calibration
         p, n, d = self.params, self.n_, int(self.d or 0)
         f = p.frac_bits
         agg = self._aggregate
         slots = p.layout.slots
 
         with self.timings_.measure(self.party, "noise"):
-            sens_real, sens_int = integer_noise_sensitivity(n, frac_bits=f, sensitivity_mode=sensitivity_mode,
-                                                            noise_lattice=noise_lattice)
-            # dimension: the rounding-coupling bound (7-8% less sigma than zCDP) with "analytic"
-            mech = DiscreteGaussianMechanism(epsilon=epsilon, delta=delta, sensitivity=sens_int,
-                                             calibration=calibration, neighbouring=REPLACE_ONE,
-                                             sensitivity_mode=sensitivity_mode, dimension=upper_triangle_size(d))
-            factor = n if noise_lattice == "integer" else 1
-            p.check_noise_fits(float(mech.sigma) * factor, epsilon=epsilon)
-            noise = [int(g) * factor for g in mech.sample_symmetric_upper(d)]
-            if noise and max(abs(g) for g in noise) > p.noise_allowance:
+            factor = n if setting.noise_lattice == "integer" else 1
+            p.check_noise_fits(float(mech.sigma) * factor, epsilon=setting.epsilon)
+            draws = [int(g) * factor for g in mech.sample_symmetric_upper(d)]
+            if draws and max(abs(g) for g in draws) > p.noise_allowance:
                 raise OverflowRiskError(f"noise sample must be <= the allowance {p.noise_allowance}, "
-                                        f"got {max(abs(g) for g in noise)} (a 2**-80 tail event)")
+                                        f"got {max(abs(g) for g in draws)} (a 2**-80 tail event)")
             if self.record_noise_for_testing:
-                self.noise_for_testing_ = list(noise)
+                self.noise_for_testing_ = list(draws)
 
         with self.timings_.measure(self.party, "mask"):
             b = draw_mask(d, n, frac_bits=f, kappa=p.kappa)
@@ -504,7 +554,7 @@ class Proxy:
             # term2: E[W_a]^{b_i} -> slots b_i v_j
             term2 = agg["vwin"].select([a for _, a, _ in spans]).mul_scalars([b[i] for i, _, _ in spans],
                                                                               executor=self.executor)
-            plain = [b[i] * b[j] + g for (i, j), g in zip(_upper_pairs(d), noise)]
+            plain = [b[i] * b[j] + g for (i, j), g in zip(_upper_pairs(d), draws)]
             r2 = sum_arrays([enc_nr, term1, term2], executor=self.executor).add_plain(
                 plain, plain_bound=bound_b * bound_b + p.noise_allowance)
             # v' travels packed: in its own layout (wide packing: its slots are ~kappa bits wider
@@ -525,97 +575,48 @@ class Proxy:
             # ciphertexts made with r^n (phe) depends on the parities of the mask.
             r2, v2 = self._rerandomize(r2, v2)
 
-        report = centred_report(mech, epsilon=epsilon, d=d, n=n, frac_bits=f, kappa=p.kappa,
-                                noise_lattice=noise_lattice, sensitivity_mode=sensitivity_mode, sens_real=sens_real,
-                                sens_int=sens_int)
         meta = {"owners": self.owners_, "d": d, "N": str(n), "frac_bits": f,
                 "statements": [st.to_json() for st in self.statements_],
-                "noise_lattice": noise_lattice, "privacy": report.to_dict()}
-        out = Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
-                      sections={"R2": r2.to_bytes(), "v2": v2.to_bytes()}).to_bytes()
-        # Recorded before the release leaves the proxy: a crash can lose it, never duplicate it.
-        self.ledger.claim(p.session_id, role="proxy", digest=hashlib.sha256(out).hexdigest())
-        self.privacy_ = report
-        return out
+                "noise_lattice": setting.noise_lattice, "privacy": noise.report.to_dict()}
+        return self._claim(Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
+                                   sections={"R2": r2.to_bytes(), "v2": v2.to_bytes()}).to_bytes())
 
-    def finish_add_remove(self, *, epsilon: float, delta: float, calibration: str = "analytic",
-                          noise_by: str = "proxy", honest_owners: int | None = None,
-                          owners: int | None = None) -> bytes:
-        """The add/remove release: noise on E[R], E[v], E[N 2^2f] (or the owners' noise already in), no mask.
+    def finish_add_remove(self, **options: Any) -> bytes:
+        """:meth:`finish` of a proxy for the add/remove release (the name earlier versions used)."""
+        return self.finish(**options)
 
-        Parameters
-        ----------
-        epsilon : float > 0
-        delta : float in (0, 1)
-        calibration : {"analytic", "classic"}
-            ``"analytic"``: the rounding-coupling bound
-            (:func:`dpdpca.dp.calibrate_add_remove`); ``"classic"``: the papers'
-            formula.  Owners' noise always uses the distributed accountant.
-        noise_by : {"proxy", "owners"}
-        honest_owners : int or None
-            t (owners' noise; default L).
-        owners : int or None
-            L (owners' noise; default the number of listed owners).
-
-        Returns
-        -------
-        bytes
-            The ``MASKED_RESULT`` message (``R2``, ``v2``, ``N2`` sections).
-
-        Raises
-        ------
-        ProtocolError
-            Called before the collection closed, or a second time for this session.
-        ParameterError, OverflowRiskError
-            As :meth:`finish`.
-        """
-        eps = check_positive("epsilon", epsilon)
-        dl = check_open_unit("delta", delta)
-        if calibration not in ("analytic", "classic"):
-            raise param_error("calibration", "one of ('analytic', 'classic')", calibration)
-        n_owners = len(self.owner_keys) if owners is None else check_int("owners", owners, minimum=1)
-        check_release_options(release="add-remove", noise_by=noise_by, honest_owners=honest_owners,
-                              owners=n_owners, quorum=self.quorum if noise_by == "owners" else None)
-        if self._aggregate is None:
-            raise ProtocolError("finish must follow close_collection, got it first")
-        if self.ledger.is_released(self.params.session_id):
-            raise ProtocolError(f"session {self.params.session_id} must be released once, got a second release "
-                                f"(the ledger holds one)")
+    def _finish_add_remove(self, noise: ReleaseNoise) -> bytes:
+        """The add/remove release: noise on E[R], E[v], E[N 2^2f] (or the owners' noise already in), no mask."""
+        assert self._aggregate is not None
         p, d, agg = self.params, int(self.d or 0), self._aggregate
-        v_packed = agg["v"]  # tiles of v (:func:`share_chunks`)
+        v_packed = agg["v"]  # tiles of v (the release's share_chunks)
         extra: dict[str, Any] = {}
         with self.timings_.measure(self.party, "noise"):
-            ready = self._noise_drawn_ahead((eps, dl, calibration, d))
-            if noise_by == "proxy":
-                if ready is not None:
-                    cal, noise = ready
-                else:
-                    cal = calibrate_add_remove(epsilon=eps, delta=dl, d=d, frac_bits=p.frac_bits,
-                                               calibration=calibration)
-                    noise = add_remove.proxy_noise(cal, p)
+            if noise.distributed is None:
+                ready = self._noise_drawn_ahead(_noise_key(noise.setting, d))
+                # drawn ahead from the same calibration (the key fixes it), or now
+                draws = ready[1] if ready is not None else add_remove.proxy_noise(noise.calibration, p)
                 if self.record_noise_for_testing:
-                    self.noise_blocks_for_testing_ = noise
-                r2 = agg["R"].add_plain(noise["R"], plain_bound=p.noise_allowance)
-                v2 = v_packed.add_plain(noise["v"], plain_bound=p.noise_allowance)
-                n2 = agg["N"].add_plain(noise["N"], plain_bound=p.noise_allowance)
-                report = cal.report("proxy")
+                    self.noise_blocks_for_testing_ = draws
+                r2 = agg["R"].add_plain(draws["R"], plain_bound=p.noise_allowance)
+                v2 = v_packed.add_plain(draws["v"], plain_bound=p.noise_allowance)
+                n2 = agg["N"].add_plain(draws["N"], plain_bound=p.noise_allowance)
             else:
-                dist = calibrate_distributed(epsilon=eps, delta=dl, d=d, frac_bits=p.frac_bits, owners=n_owners,
-                                             honest=n_owners if honest_owners is None else honest_owners,
-                                             quorum=self.quorum)
                 r2, v2, n2 = agg["R"], v_packed, agg["N"]
-                report = dist.report(present=len(self.owners_))
-                extra["coalitions"] = dist.coalition_report(present=len(self.owners_))
+                extra["coalitions"] = noise.distributed.coalition_report(present=len(self.owners_))
         with self.timings_.measure(self.party, "rerandomize"):
             r2, v2, n2 = self._rerandomize(r2, v2, n2)
-        meta = {"owners": self.owners_, "d": d, "frac_bits": p.frac_bits, "release": "add-remove",
-                "noise_by": noise_by, "statements": [st.to_json() for st in self.statements_],
-                "privacy": report.to_dict(), **extra}
-        out = Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
-                      sections={"R2": r2.to_bytes(), "v2": v2.to_bytes(), "N2": n2.to_bytes()}).to_bytes()
-        self.ledger.claim(p.session_id, role="proxy", digest=hashlib.sha256(out).hexdigest())
-        self.privacy_ = report
-        return out
+        meta = {"owners": self.owners_, "d": d, "frac_bits": p.frac_bits, "release": str(self.release),
+                "noise_by": noise.setting.noise_by, "statements": [st.to_json() for st in self.statements_],
+                "privacy": noise.report.to_dict(), **extra}
+        return self._claim(Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
+                                   sections={"R2": r2.to_bytes(), "v2": v2.to_bytes(),
+                                             "N2": n2.to_bytes()}).to_bytes())
+
+
+def _noise_key(setting: ReleaseOptions, d: int) -> tuple[Any, ...]:
+    """What fixes the add/remove calibration: noise drawn ahead for this key is the noise of this release."""
+    return (setting.release, setting.epsilon, setting.delta, setting.calibration, d)
 
 
 def _upper_pairs(d: int) -> list[tuple[int, int]]:

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable
 
+from dpdpca.dp.accountant import PrivacyLedger
 from dpdpca.errors import DpdpcaError, ProtocolError
 from dpdpca.protocol.config import ReleaseOptions
 from dpdpca.protocol.owner import DataOwner
@@ -74,6 +75,11 @@ class ProxySteps:
     owners : int or None
         L, the owners of the session (add/remove release with owners' noise);
         default the listed owners.
+    ledger : PrivacyLedger or None
+        A budget ledger: :meth:`release` prices the release against it first
+        and records it (:meth:`dpdpca.protocol.proxy.Proxy.finish`).
+    label : str
+        The ledger entry's label.
 
     Raises
     ------
@@ -81,15 +87,18 @@ class ProxySteps:
         ``release`` is for another release than the proxy's.
     """
 
-    def __init__(self, proxy: Proxy, release: ReleaseOptions | None = None, *, owners: int | None = None) -> None:
-        if release is not None and release.mode != proxy.release:
-            raise ProtocolError(f"proxy release options must be for the {proxy.release!r} release, "
+    def __init__(self, proxy: Proxy, release: ReleaseOptions | None = None, *, owners: int | None = None,
+                 ledger: PrivacyLedger | None = None, label: str = "") -> None:
+        if release is not None and release.release != proxy.release:
+            raise ProtocolError(f"proxy release options must be for the {str(proxy.release)!r} release, "
                                 f"got {release.mode!r}")
         self.proxy = proxy
         self.options = release
         self.owners = owners
+        self.ledger = ledger
+        self.label = label
         if release is not None:  # lets the proxy draw the release's noise while collection is open
-            proxy.expect_release(**release.finish_kwargs(owners=owners))
+            proxy.expect_release(release)
 
     @property
     def received(self) -> list[str]:
@@ -115,7 +124,7 @@ class ProxySteps:
         """Mask (centred), add the DP noise under encryption, rerandomize: the one release of the session."""
         if self.options is None:
             raise ProtocolError("proxy release needs its release options, got none")
-        return self.proxy.finish(**self.options.finish_kwargs(owners=self.owners))
+        return self.proxy.finish(self.options, owners=self.owners, ledger=self.ledger, label=self.label)
 
 
 def collect_shares(steps: ProxySteps, net: Transport, *, deadline_s: float | None, until_quorum: bool = True) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from dpdpca.linalg import pack_upper
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
+from dpdpca.protocol.releases import as_release
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
@@ -142,7 +143,7 @@ def assemble_run(result: PCAResult, *, release: str, timings: Timings, bytes_sen
         Add/remove, ``verify``: every noise share (the proxy's, or each owner's).
     """
     check = None
-    if release == "add-remove":
+    if as_release(release).noisy_blocks:
         if verify:
             check = verify_add_remove(noisy_blocks or {}, noise_blocks or [], used, frac_bits=params.frac_bits,
                                       clip=clip)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dpdpca.crypto.compute import as_engine
+from dpdpca.dp.accountant import PrivacyLedger
 from dpdpca.errors import ParameterError
 from dpdpca.protocol.config import ProtocolOptions
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
@@ -43,7 +44,8 @@ Progress = Callable[[str], None]
 
 
 def run_protocol(partitions: Sequence[Any], *, n_components: int, options: ProtocolOptions | None = None,
-                 user: DataUser | None = None, progress: Progress | None = None, **flat: Any) -> ProtocolRun:
+                 user: DataUser | None = None, progress: Progress | None = None,
+                 ledger: PrivacyLedger | None = None, ledger_label: str = "", **flat: Any) -> ProtocolRun:
     """Run owners, proxy and data user end to end.
 
     Parameters
@@ -60,6 +62,13 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, options: Proto
     progress : callable or None
         Called with a label after each step, when it happens
         (:func:`progress_steps` calls).
+    ledger : PrivacyLedger or None
+        A budget ledger: the proxy prices its release with the calibration
+        that draws the noise, refuses it past the budget (BudgetExceededError,
+        before the noise is drawn or anything is decrypted) and records it
+        (:meth:`dpdpca.protocol.proxy.Proxy.finish`).
+    ledger_label : str
+        The ledger entry's label.
     **flat
         Instead of ``options``: the options by their flat names
         (:meth:`ProtocolOptions.from_flat`): ``epsilon``, ``delta``,
@@ -87,11 +96,12 @@ def run_protocol(partitions: Sequence[Any], *, n_components: int, options: Proto
     if opts.deployment.launcher == "processes":
         from dpdpca.protocol.processes import run_in_processes
 
-        return run_in_processes(plan, progress=tick)
-    return _run_in_process(plan, user=user, tick=tick)
+        return run_in_processes(plan, progress=tick, ledger=ledger, ledger_label=ledger_label)
+    return _run_in_process(plan, user=user, tick=tick, ledger=ledger, ledger_label=ledger_label)
 
 
-def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress) -> ProtocolRun:
+def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, ledger: PrivacyLedger | None = None,
+                    ledger_label: str = "") -> ProtocolRun:
     """The in-process launcher: every party's steps in turn, over one transport."""
     opts = plan.options
     dep, rel = opts.deployment, opts.release
@@ -118,7 +128,7 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress) -> 
     proxy = Proxy(params, keyring, quorum=plan.quorum, executor=dep.executor, record_noise_for_testing=dep.verify,
                   release=rel.mode)
     # Its rerandomizers (and the add/remove noise) depend on d and the setting only: made while the owners encrypt.
-    proxy.prepare(d, **rel.finish_kwargs(owners=len(plan.ids)))
+    proxy.prepare(d, setting=rel)
     for oid in plan.present:
         owner = DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,
                           insecure_test_key=opts.key.insecure_test_key, release=rel.mode, noise=owner_cal,
@@ -129,7 +139,7 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress) -> 
             owner_noises[oid] = owner.noise_blocks_for_testing_
         rows_clipped[oid] = owner.rows_clipped_
         timings.merge(owner.timings_)
-    late = proxy_round(ProxySteps(proxy, rel, owners=len(plan.ids)), net, deadline_s=dep.deadline_s, tick=tick)
+    late = proxy_round(ProxySteps(proxy, rel, owners=len(plan.ids), ledger=ledger, label=ledger_label), net, deadline_s=dep.deadline_s, tick=tick)
     result = user_round(user, net, n_components=plan.n_components, tick=tick)
     timings.merge(proxy.timings_)
     timings.merge(user.timings_)
@@ -137,7 +147,7 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress) -> 
                                   owners=proxy.owners_, rows_clipped=rows_clipped,
                                   used=[plan.partitions[o] for o in proxy.owners_], params=params,
                                   n_owners=len(plan.ids), clip=opts.bounds.clip, verify=dep.verify)
-    if rel.mode == "add-remove":
+    if rel.kind.noisy_blocks:
         noises: list[Any] | None = None
         if dep.verify:
             noises = ([owner_noises[o] for o in proxy.owners_] if owner_cal is not None

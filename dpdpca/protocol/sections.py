@@ -13,7 +13,7 @@ import numpy as np
 
 from dpdpca.crypto import EncryptedArray, PublicKey, wire
 from dpdpca.errors import KeyMismatchError, MessageError
-from dpdpca.protocol.layout import share_chunks, share_counts
+from dpdpca.protocol.releases import as_release
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
 
@@ -73,12 +73,12 @@ def load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[i
 
 
 def share_sections(release: str) -> tuple[str, ...]:
-    """The ciphertext sections of a share, in signed-digest order (:func:`share_chunks`)."""
-    return tuple(share_counts(release, 1, 1))
+    """The ciphertext sections of a share, in signed-digest order (the release's ``sections``)."""
+    return as_release(release).sections
 
 
 def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: int,
-                       release: str = "centred", check_units: bool = True) -> dict[str, EncryptedArray]:
+                       release: str = "add-remove", check_units: bool = True) -> dict[str, EncryptedArray]:
     """The arrays of one share (``owners=1``) or of an aggregate, in :func:`share_chunks` shapes.
 
     Section sizes are checked against d before any list of length O(d^2) is built.  Every
@@ -93,11 +93,12 @@ def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: i
         ``section R: message ciphertext[3] must be a unit modulo n, ...``).
     """
     slots = params.layout.slots
-    check_section_sizes(msg, share_counts(release, d, slots), params.public_key.ciphertext_bytes)
-    bounds = {k: b * owners for k, b in params.share_bounds(release).items()}
+    rel = as_release(release)
+    check_section_sizes(msg, rel.share_counts(d, slots), params.public_key.ciphertext_bytes)
+    bounds = {k: b * owners for k, b in params.share_bounds(rel).items()}
     arrays = {name: load_array(msg, name, params.public_key, chunks=chunks,
                                bound=bounds["v" if name == "vwin" else name], layout=params.layout, check_units=False)
-              for name, chunks in share_chunks(release, d, slots).items()}
+              for name, chunks in rel.share_chunks(d, slots).items()}
     if check_units:
         check_share_units(arrays, params.public_key)
     return arrays
@@ -123,7 +124,7 @@ def share_arrays_from(params: ProtocolParams, d: int, release: str, ciphertexts:
     :func:`load_share_arrays` declares for an aggregate of that many.
     """
     bounds = params.share_bounds(release)
-    chunks = share_chunks(release, d, params.layout.slots)
+    chunks = as_release(release).share_chunks(d, params.layout.slots)
     return {name: EncryptedArray._trusted(params.public_key, params.layout, tuple(chunks[name]),
                                           bounds["v" if name == "vwin" else name] * owners, cts)
             for name, cts in ciphertexts.items()}

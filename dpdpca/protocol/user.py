@@ -22,10 +22,11 @@ from dpdpca.linalg import top_eigenpairs, unpack_upper
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements
 from dpdpca.protocol.identity import OwnerKeyring
-from dpdpca.protocol.layout import share_chunks, share_counts, tile_chunks, triangle_chunk_count
+from dpdpca.protocol.layout import tile_chunks, triangle_chunk_count
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
+from dpdpca.protocol.releases import ADD_REMOVE, CENTRED, as_release, served_releases
 from dpdpca.protocol.sections import check_section_sizes, int_array, load_array
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
@@ -180,8 +181,8 @@ class DataUser:
         msg = Message.from_bytes(data).expect(MessageType.MASKED_RESULT, session=p.session_id,
                                               key_fingerprint=p.key_fingerprint)
         d = check_features(msg.meta_int("d", minimum=1), self.max_features)
-        release = msg.meta.get("release", "centred")
-        if p.release not in ("any", release):
+        release = msg.meta.get("release", CENTRED)
+        if not any(release == served for served in served_releases(p.release)):
             raise MessageError(f"result release must be {p.release!r}, the one the public parameters were made for, "
                                f"got {str(release)[:40]!r}")
         frac_bits = msg.meta_int("frac_bits", minimum=0)
@@ -217,8 +218,8 @@ class DataUser:
                                       counted=False)
         slots = p.layout.slots
         self._check_owners(msg, statements, d, slots)
-        shapes = share_chunks("add-remove", d, slots)  # the aggregate has the shares' layout
-        check_section_sizes(msg, {f"{k}2": c for k, c in share_counts("add-remove", d, slots).items()},
+        shapes = ADD_REMOVE.share_chunks(d, slots)  # the aggregate has the shares' layout
+        check_section_sizes(msg, {f"{k}2": c for k, c in ADD_REMOVE.share_counts(d, slots).items()},
                             p.public_key.ciphertext_bytes)
         try:
             report = PrivacyReport.from_dict(msg.meta["privacy"])
@@ -259,8 +260,12 @@ class DataUser:
         ----------
         Wang & Chang, eq. (22); ``docs/architecture.md``, "The protocol in integers".
         """
-        if Message.from_bytes(data).meta.get("release") == "add-remove":
-            return self._finish_add_remove(data, n_components=n_components)
+        # the release object of the message decides (a result without the field predates add/remove)
+        release = as_release(Message.from_bytes(data).meta.get("release", CENTRED), name="result release")
+        return release.decrypt_result(self, data, n_components=n_components)
+
+    def _finish_centred(self, data: bytes, *, n_components: int) -> PCAResult:
+        """:meth:`finish` for the centred release: ``M / scale`` exactly, then ``eigh``."""
         M, scale, report, meta = self.reconstruct(data)
         d = M.shape[0]
         k = check_int("n_components", n_components, minimum=1, maximum=d)
@@ -289,11 +294,11 @@ class DataUser:
         n_est = self.n_noisy_
         extra: dict[str, Any] = {"n_rows_noisy": n_est, "owners": list(meta.get("owners", [])),
                                  "explained_variance": [float(x) / max(n_est - 1.0, 1.0) for x in eig],
-                                 "release": "add-remove", "noise_by": meta.get("noise_by", "proxy")}
+                                 "release": str(ADD_REMOVE), "noise_by": meta.get("noise_by", "proxy")}
         if "coalitions" in meta:
             extra["coalitions"] = meta["coalitions"]
         return PCAResult(method="dpdpca", components=comps, eigenvalues=eig, privacy=report,
                          explained_variance=eig / max(n_est - 1.0, 1.0), timings=self.timings_,
-                         params={"n_components": k, "frac_bits": self.params.frac_bits, "release": "add-remove",
+                         params={"n_components": k, "frac_bits": self.params.frac_bits, "release": str(ADD_REMOVE),
                                  "noise_by": meta.get("noise_by", "proxy")},
                          extra=extra)

@@ -21,7 +21,7 @@ def net_keypair():
 
 @pytest.fixture(scope="session")
 def net_params(net_keypair):
-    return ProtocolParams.create(net_keypair[0], max_owners=4, max_rows_per_owner=64)
+    return ProtocolParams.create(net_keypair[0], release="any", max_owners=4, max_rows_per_owner=64)
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +44,7 @@ def owner_rows(seed: int, n: int = 20, d: int = 3) -> np.ndarray:
 @pytest.fixture(scope="session")
 def shares(net_params, identities):
     """Two distinct signed shares per owner id: ``shares[oid][0]`` and an alternative ``shares[oid][1]``."""
-    return {oid: [DataOwner(net_params, identities[oid], insecure_test_key=True)
+    return {oid: [DataOwner(net_params, identities[oid], insecure_test_key=True, release="centred")
                   .share(owner_rows(10 * int(oid) + k, n=20 + k)) for k in (0, 1)]
             for oid in ("1", "2", "3")}
 

@@ -68,7 +68,7 @@ def test_http_commands_refuse_bad_input_in_one_line(tmp_path, parties, capsys):
              str(tmp_path / "a.identity.json"), "--data", str(tmp_path / "x.csv")]
     _one_line_error(capsys, [*share, "--out", str(tmp_path / "s.msg"), "--proxy", "https://127.0.0.1:1"],
                     "exactly one of --out and --proxy")
-    params = ProtocolParams.create(generate_keypair(768, insecure_test_key=True)[0], max_owners=2,
+    params = ProtocolParams.create(generate_keypair(768, insecure_test_key=True)[0], release="any", max_owners=2,
                                    max_rows_per_owner=4)
     (tmp_path / "public.json").write_text(json.dumps(params.to_json()))
     _one_line_error(capsys, [*share, "--proxy", "http://127.0.0.1:1"], "https://HOST:PORT")

@@ -28,7 +28,7 @@ KEY = ["--key-bits", "768", "--insecure-test-key"]
 def setup(tmp_path_factory) -> Path:
     """Keys, identities of owners a and b and the user, a CA and server certificate, one valid proxy.toml."""
     root = tmp_path_factory.mktemp("netcorpus")
-    assert main(["keygen", "--out-dir", str(root / "keys"), *KEY, "--max-owners", "2", "--max-rows-per-owner",
+    assert main(["keygen", "--out-dir", str(root / "keys"), *KEY, "--release", "any", "--max-owners", "2", "--max-rows-per-owner",
                  "8"]) == 0
     ids = {o: OwnerIdentity.generate(o) for o in ("a", "b")}
     for oid, ident in ids.items():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from dpdpca.cli import main
-from dpdpca.net.client import ProxyClient, upload_shares
+from dpdpca.net.client import ProxyClient, ProxyRefused, upload_shares
 from dpdpca.net.launch import ServerProcess, free_port, throwaway_tls, write_proxy_toml
 from dpdpca.protocol import DataOwner, DataUser, ProtocolParams
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
@@ -37,7 +37,7 @@ def _done(proc: subprocess.Popen) -> str:
 
 def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path, rows_for):
     keys, ids = tmp_path / "keys", tmp_path / "ids"
-    assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "3", "--max-rows-per-owner", "50"]) == 0
+    assert main(["keygen", "--out-dir", str(keys), *KEY, "--release", "any", "--max-owners", "3", "--max-rows-per-owner", "50"]) == 0
     assert main(["user", "identity", "--out-dir", str(ids)]) == 0
     rows = {"1": 30, "2": 12, "3": 25}
     for oid in rows:
@@ -100,7 +100,7 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
 def test_two_hundred_owners_at_once_are_each_counted_once(tmp_path, net_keypair, rows_for):
     pk, sk = net_keypair
     n_owners, n_rows = 200, 3
-    params = ProtocolParams.create(pk, max_owners=n_owners, max_rows_per_owner=8)
+    params = ProtocolParams.create(pk, release="any", max_owners=n_owners, max_rows_per_owner=8)
     (tmp_path / "public.json").write_text(json.dumps(params.to_json()))
     ids = [str(i) for i in range(1, n_owners + 1)]
     owners = {oid: OwnerIdentity.generate(oid) for oid in ids}
@@ -110,7 +110,7 @@ def test_two_hundred_owners_at_once_are_each_counted_once(tmp_path, net_keypair,
     url = f"https://127.0.0.1:{port}"
     config = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json", owners=owners, user=user,
                               tls=tls, port=port, state_dir=tmp_path / "state", release_mode="centred")
-    shares = {oid: DataOwner(params, owners[oid], insecure_test_key=True).share(rows_for(int(oid), n=n_rows, d=2))
+    shares = {oid: DataOwner(params, owners[oid], insecure_test_key=True, release="centred").share(rows_for(int(oid), n=n_rows, d=2))
               for oid in ids}
     retried = ids[::4]  # 50 owners send twice, at the same time as everyone else
     uploads = [(owners[o], shares[o]) for o in ids] + [(owners[o], shares[o]) for o in retried]
@@ -131,3 +131,49 @@ def test_two_hundred_owners_at_once_are_each_counted_once(tmp_path, net_keypair,
         watcher.close()
         assert server.stop() in (0, -signal.SIGTERM)
     assert len(list((tmp_path / "state" / "shares").glob("*.msg"))) == n_owners
+
+
+def test_a_service_with_a_budget_refuses_a_second_sessions_release_past_it(tmp_path, rows_for):
+    """Two sessions share the service's budget ledger: the second release would pass it and is refused
+    over HTTPS before any noise is drawn; nothing is released, claimed or decrypted."""
+    ids = tmp_path / "ids"
+    assert main(["user", "identity", "--out-dir", str(ids)]) == 0
+    assert main(["owner", "keygen", "--owner-id", "1", "--out-dir", str(ids)]) == 0
+    owner = OwnerIdentity.load(ids / "1.identity.json")
+    user = OwnerIdentity.load(ids / "user.identity.json")
+    tls = throwaway_tls(tmp_path)
+    budget_ledger = tmp_path / "privacy-ledger.json"
+    answers = []
+    for session in ("a", "b"):
+        keys = tmp_path / f"keys-{session}"
+        assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "1", "--max-rows-per-owner", "50"]) == 0
+        params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
+        port = free_port()
+        url = f"https://127.0.0.1:{port}"
+        config = write_proxy_toml(tmp_path / f"proxy-{session}.toml", public=keys / "public.json",
+                                  owners={"1": owner}, user=user, tls=tls, port=port,
+                                  state_dir=tmp_path / f"state-{session}", release="on-request",
+                                  budget=(1.5, 1e-5), budget_ledger=budget_ledger)
+        watcher = ProxyClient(url, user, "user", ca_cert=tls.ca_cert)
+        server = ServerProcess(config, url).start(ready_client=watcher)
+        try:
+            share = DataOwner(params, owner, insecure_test_key=True).share(rows_for(7, n=20, d=3))
+            client = ProxyClient(url, owner, "owner:1", ca_cert=tls.ca_cert)
+            assert client.post_share("1", share)["status"] == "accepted"
+            client.close()
+            try:
+                answers.append(("released", watcher.fetch_result(timeout_s=60, poll_s=0.1)))
+            except ProxyRefused as exc:
+                answers.append((exc.status, str(exc)))
+                assert exc.code == 403 and watcher.status()["refused"]
+        finally:
+            watcher.close()
+            server.stop()
+    assert answers[0][0] == "released"
+    assert answers[1][0] == "refused" and "release must keep the ledger" in answers[1][1]
+    entries = json.loads(budget_ledger.read_text())["entries"]
+    assert len(entries) == 1 and entries[0]["cost"]["epsilon"] == 1.0  # the second was never recorded
+    assert not (tmp_path / "state-b" / "result.msg").exists()  # nothing left the proxy
+    assert not (tmp_path / "state-b" / "ledger.json").exists() or \
+        "releases" not in (tmp_path / "state-b" / "ledger.json").read_text() or \
+        json.loads((tmp_path / "state-b" / "ledger.json").read_text())["dpdpca_release_ledger"]["releases"] == {}

@@ -29,7 +29,8 @@ def make_user(keypair, test_keyring):
     """
     def make(**kwargs) -> DataUser:
         pk, sk = keypair
-        defaults = dict(max_owners=10, max_rows_per_owner=64, frac_bits=16, kappa=40)
+        # "any": these parameters serve both releases (the tests run each); keygen's default is add-remove
+        defaults = dict(max_owners=10, max_rows_per_owner=64, frac_bits=16, kappa=40, release="any")
         defaults.update(kwargs)
         return DataUser(sk, ProtocolParams.create(pk, **defaults), owner_keys=test_keyring)
     return make

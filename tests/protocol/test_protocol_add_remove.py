@@ -77,9 +77,9 @@ def test_counted_statement_is_refused_in_the_add_remove_release(make_user, ident
     from dpdpca.protocol import DataOwner, Proxy
 
     user = make_user()
-    centred_share = DataOwner(user.params, identity("1"), insecure_test_key=True).share(
+    centred_share = DataOwner(user.params, identity("1"), insecure_test_key=True, release="centred").share(
         unit_rows(np.random.default_rng(4), 3, 2))
-    with pytest.raises(MessageError, match=r"^share release must be 'add-remove', got 'None'$"):
+    with pytest.raises(MessageError, match=r"^share release must be 'add-remove', got 'centred'$"):
         Proxy(user.params, user.owner_keys, release="add-remove").receive_share(centred_share)
 
 

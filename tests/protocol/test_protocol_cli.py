@@ -30,7 +30,7 @@ def _rows(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("keys")
-    assert main(["keygen", "--out-dir", str(out), *KEY, "--max-owners", "3", "--max-rows-per-owner", "50"]) == 0
+    assert main(["keygen", "--out-dir", str(out), *KEY, "--release", "any", "--max-owners", "3", "--max-rows-per-owner", "50"]) == 0
     return out
 
 
@@ -50,7 +50,7 @@ def _verify_keys(ids: Path, *oids: str) -> list[str]:
 @pytest.fixture(scope="module")
 def other_keys(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("other")
-    assert main(["keygen", "--out-dir", str(out), *KEY]) == 0
+    assert main(["keygen", "--out-dir", str(out), *KEY, "--release", "any"]) == 0
     return out
 
 
@@ -77,7 +77,7 @@ def test_per_role_sequence_as_separate_processes(tmp_path):
     verify = [a for o in ("alice", "bob", "carol") for a in ("--owner-keys", f"ids/{o}.verify.json")]
     owner = ["--public", "keys/public.json", "--insecure-test-key"]
     steps = [
-        ["keygen", "--out-dir", "keys", *KEY, "--max-owners", "3", "--max-rows-per-owner", "400"],
+        ["keygen", "--out-dir", "keys", *KEY, "--release", "any", "--max-owners", "3", "--max-rows-per-owner", "400"],
         *[["owner", "keygen", "--owner-id", o, "--out-dir", "ids"] for o in ("alice", "bob", "carol")],
         ["owner", "share", *owner, "--identity", "ids/alice.identity.json", "--data", "a.csv", "--out", "s1.msg"],
         ["owner", "share", *owner, "--identity", "ids/bob.identity.json", "--data", "b.npy", "--out", "s2.msg"],
@@ -205,6 +205,29 @@ def test_owner_share_bad_input(keys, ids, tmp_path, capsys):
     # the owner's own policy: a data-user key below 2048 bits is refused without --insecure-test-key
     _expect_error(capsys, [*owner[:-1], "--data", str(tmp_path / "ok.npy"), "--out", str(out)],
                   "key bits must be >= 2048", no_file=out)
+
+
+def test_owner_with_a_spent_ledger_refuses_to_share(keys, ids, tmp_path, capsys):
+    """``owner share --ledger``: the owner prices the release with its calibration and refuses past its budget."""
+    rng = np.random.default_rng(3)
+    ledger = tmp_path / "owner.ledger.json"
+    budget = ["--ledger", str(ledger), "--budget-epsilon", "1.5", "--budget-delta", "1e-5"]
+    _share(keys, ids, tmp_path, _rows(rng, 10, 2), "1", "--epsilon", "1", "--delta", "1e-5", *budget)
+    entries = json.loads(ledger.read_text())["entries"]
+    assert len(entries) == 1 and entries[0]["cost"]["epsilon"] == 1.0
+    before = ledger.read_bytes()
+    data = tmp_path / "second.npy"
+    np.save(data, _rows(rng, 10, 2))
+    out = tmp_path / "second.msg"
+    argv = ["owner", "share", "--public", str(keys / "public.json"), "--data", str(data), "--identity",
+            str(ids / "1.identity.json"), "--insecure-test-key", "--out", str(out), "--epsilon", "1",
+            "--delta", "1e-5", *budget]
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpdpca: error: release must keep the ledger") and err.count("\n") == 1, err
+    assert not out.exists() and ledger.read_bytes() == before  # nothing written, nothing recorded
+    _expect_error(capsys, argv[:-8] + budget, "--epsilon and --delta", no_file=out)
 
 
 def test_proxy_aggregate_bad_shares(keys, ids, other_keys, tmp_path, capsys):

@@ -95,9 +95,9 @@ def _npy_with_shape(shape: str) -> bytes:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("corpus")
-    assert main(["keygen", "--out-dir", str(root / "keys"), *KEY, "--max-owners", "3",
+    assert main(["keygen", "--out-dir", str(root / "keys"), *KEY, "--release", "any", "--max-owners", "3",
                  "--max-rows-per-owner", "50"]) == 0
-    assert main(["keygen", "--out-dir", str(root / "other"), *KEY, "--max-owners", "3",
+    assert main(["keygen", "--out-dir", str(root / "other"), *KEY, "--release", "any", "--max-owners", "3",
                  "--max-rows-per-owner", "50"]) == 0
     for oid in ("alice", "bob"):
         assert main(["owner", "keygen", "--owner-id", oid, "--out-dir", str(root / "ids")]) == 0

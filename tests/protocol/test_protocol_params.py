@@ -15,7 +15,7 @@ from dpdpca.protocol.params import (PARAMS_KEY, ProtocolParams, check_noise_opti
 
 @pytest.fixture(scope="module")
 def params(keypair) -> ProtocolParams:
-    return ProtocolParams.create(keypair[0], max_owners=5, max_rows_per_owner=100, frac_bits=12,
+    return ProtocolParams.create(keypair[0], release="any", max_owners=5, max_rows_per_owner=100, frac_bits=12,
                                  min_epsilon=0.1, min_delta=1e-9)
 
 
@@ -64,14 +64,14 @@ def test_layout_holds_the_largest_slot_value(params, keypair):
     assert params.layout.limit >= carry_value_bound(**declared) >= slot_value_bound(d=1, **declared)
     params.layout.check_key(params.public_key)
     # plain: every slot holds R'' itself
-    plain = ProtocolParams.create(keypair[0], max_owners=5, max_rows_per_owner=100, frac_bits=12, min_epsilon=0.1,
+    plain = ProtocolParams.create(keypair[0], release="any", max_owners=5, max_rows_per_owner=100, frac_bits=12, min_epsilon=0.1,
                                   min_delta=1e-9, packing="plain")
     assert not plain.layout.carries and plain.layout.max_abs >= slot_value_bound(d=1, **declared)
     assert plain.layout.slots * plain.layout.slot_bits <= plain.public_key.bits - 2
     assert params.layout.slots > plain.layout.slots  # 11 vs 6 at 768 bits; ~2x at 2048
     assert ProtocolParams.from_json(plain.to_json()).layout == plain.layout
     with pytest.raises(ParameterError, match="packing must be one of"):
-        ProtocolParams.create(keypair[0], max_owners=5, max_rows_per_owner=100, packing="narrow")
+        ProtocolParams.create(keypair[0], release="any", max_owners=5, max_rows_per_owner=100, packing="narrow")
 
 
 def test_v_prime_has_its_own_layout_and_m_its_own_slot_width(params, keypair):
@@ -86,7 +86,7 @@ def test_v_prime_has_its_own_layout_and_m_its_own_slot_width(params, keypair):
     a = params.noise_allowance
     shares = params.share_bounds("add-remove")
     assert 5 * max(shares["R"], shares["v"]) + a <= params.final_bound <= params.layout.max_abs
-    plain = ProtocolParams.create(keypair[0], max_owners=5, max_rows_per_owner=100, frac_bits=12, min_epsilon=0.1,
+    plain = ProtocolParams.create(keypair[0], release="any", max_owners=5, max_rows_per_owner=100, frac_bits=12, min_epsilon=0.1,
                                   min_delta=1e-9, packing="plain")
     assert plain.v2_layout == plain.layout
 
@@ -124,25 +124,27 @@ def test_noise_options_are_validated():
 @pytest.mark.parametrize("release", ["centred", "add-remove"])
 @pytest.mark.parametrize("d,slots", [(1, 1), (2, 5), (7, 3), (64, 31), (100, 30)])
 def test_share_counts_are_the_lengths_of_share_chunks(release, d, slots):
-    from dpdpca.protocol.layout import share_chunks, share_counts
+    from dpdpca.protocol.releases import as_release
 
-    chunks = share_chunks(release, d, slots)
-    assert share_counts(release, d, slots) == {name: len(c) for name, c in chunks.items()}
-    assert list(share_counts(release, d, slots)) == list(chunks)  # the signed digest's section order
+    rel = as_release(release)
+    chunks = rel.share_chunks(d, slots)
+    assert rel.share_counts(d, slots) == {name: len(c) for name, c in chunks.items()}
+    assert list(rel.share_counts(d, slots)) == list(chunks) == list(rel.sections)  # the signed digest's order
 
 
 @pytest.mark.parametrize("d,slots", [(1, 1), (2, 5), (7, 3), (64, 41), (100, 30)])
 def test_add_remove_r_is_dense_and_centred_r_is_row_aligned(d, slots):
     from dpdpca.crypto import triangle_size
-    from dpdpca.protocol.layout import release_ciphertext_count, row_chunk_spans, share_chunks
+    from dpdpca.protocol.layout import row_chunk_spans
+    from dpdpca.protocol.releases import ADD_REMOVE, CENTRED
 
-    dense = share_chunks("add-remove", d, slots)["R"]
+    dense = ADD_REMOVE.share_chunks(d, slots)["R"]
     t = triangle_size(d)
     assert sum(dense) == t and len(dense) == -(-t // slots)
     assert all(c == slots for c in dense[:-1]) and 1 <= dense[-1] <= slots
-    aligned = share_chunks("centred", d, slots)["R"]
+    aligned = CENTRED.share_chunks(d, slots)["R"]
     assert sum(aligned) == t and [s[2] for s in row_chunk_spans(d, slots)] == aligned
-    assert release_ciphertext_count("add-remove", d, slots) == len(dense) + -(-d // slots) + 1
+    assert ADD_REMOVE.result_ciphertexts(d, slots) == len(dense) + -(-d // slots) + 1
     if d == 64:  # the figure the layout module's docstring quotes
         assert (len(dense), len(aligned)) == (51, 87)
 

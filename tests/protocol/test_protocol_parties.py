@@ -11,13 +11,33 @@ from scipy import stats
 
 from dpdpca.crypto import EncryptedArray, PrivateKey
 from dpdpca.errors import DataError, KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ProtocolError
-from dpdpca.protocol import DataUser, InProcessTransport, Proxy, ProtocolParams, run_protocol
+from dpdpca.protocol import DataUser, InProcessTransport, ProtocolParams, run_protocol
+from dpdpca.protocol import Proxy as _Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.runner import reference_scatter_int
 from dpdpca.protocol.sections import share_sections
+
+
+# These tests attack and check the Wang-Chang (centred) release: its mask, its signed counts, its N.
+# The library's default is the add/remove release, so the parties here name the centred one.
+class Proxy(_Proxy):
+    """The centred release's proxy (``release`` may still be given)."""
+
+    def __init__(self, *args, release="centred", **kwargs):
+        super().__init__(*args, release=release, **kwargs)
+
+
+@pytest.fixture
+def make_owner(make_owner):
+    """The conftest's owner factory, for the centred release unless told otherwise."""
+    def make(params, owner_id, **kwargs):
+        kwargs.setdefault("release", "centred")
+        return make_owner(params, owner_id, **kwargs)
+    return make
+
 
 
 @pytest.fixture
@@ -123,7 +143,7 @@ def test_duplicate_and_replayed_shares_are_rejected(make_user, unit_rows, _share
         proxy.receive_share(share)  # replay of the same bytes
     with pytest.raises(ProtocolError, match="duplicate or replayed"):
         proxy.receive_share(make_owner(user.params, "1").share(X * 0.5))  # same id, new data
-    other_session = ProtocolParams.create(user.params.public_key, max_owners=10, max_rows_per_owner=64)
+    other_session = ProtocolParams.create(user.params.public_key, release="any", max_owners=10, max_rows_per_owner=64)
     with pytest.raises(ProtocolError, match="another session"):
         Proxy(user.params, user.owner_keys).receive_share(make_owner(other_session, "9").share(X))
 
@@ -164,7 +184,7 @@ def test_wrong_key_tampered_and_foreign_messages(make_user, unit_rows, other_key
     rng = np.random.default_rng(6)
     user = make_user()
     X = unit_rows(rng, 3, 2)
-    foreign = ProtocolParams.create(other_keypair[0], max_owners=10, max_rows_per_owner=64,
+    foreign = ProtocolParams.create(other_keypair[0], release="any", max_owners=10, max_rows_per_owner=64,
                                     session_id=user.params.session_id)
     with pytest.raises(KeyMismatchError):
         Proxy(user.params, user.owner_keys).receive_share(make_owner(foreign, "1").share(X))
@@ -215,9 +235,9 @@ def test_owners_with_different_d_and_too_many_owners(make_user, unit_rows, make_
                                            ("wide", "final_abs must fit one slot")])
 def test_key_too_small_for_the_declared_bounds(keypair, packing, match):
     with pytest.raises(OverflowRiskError, match=match):
-        ProtocolParams.create(keypair[0], max_owners=2 ** 200, max_rows_per_owner=2 ** 200, packing=packing)
+        ProtocolParams.create(keypair[0], release="any", max_owners=2 ** 200, max_rows_per_owner=2 ** 200, packing=packing)
     with pytest.raises(OverflowRiskError, match="carry_abs must fit one slot below n/2"):
-        ProtocolParams.create(keypair[0], max_owners=2 ** 60, max_rows_per_owner=2 ** 60, kappa=300)
+        ProtocolParams.create(keypair[0], release="any", max_owners=2 ** 60, max_rows_per_owner=2 ** 60, kappa=300)
 
 
 def test_budget_and_component_errors(make_user, unit_rows):
@@ -228,7 +248,8 @@ def test_budget_and_component_errors(make_user, unit_rows):
                           (dict(delta=0.0), "delta must be in"), (dict(delta=1.0), "delta must be in"),
                           (dict(n_components=0), "n_components must be >= 1"),
                           (dict(n_components=4), "n_components must be <= 3"),
-                          (dict(neighbouring="add/remove-one"), "releases N exactly"),
+                          (dict(neighbouring="add/remove-one", release="centred"), "releases N exactly"),
+                          (dict(neighbouring="replace-one"), "'add/remove-one' for release 'add-remove'"),
                           (dict(noise_lattice="real"), "noise_lattice")]:
         args = dict(n_components=1, **common)
         args.update(kwargs)
@@ -351,7 +372,7 @@ def test_proxy_makes_its_rerandomizers_while_collection_is_open(make_user, unit_
     # "precompute" phase, not as "rerandomize".
     import time
 
-    from dpdpca.protocol.layout import release_ciphertext_count
+    from dpdpca.protocol.releases import as_release
 
     rng = np.random.default_rng(12)
     user = make_user()
@@ -361,7 +382,7 @@ def test_proxy_makes_its_rerandomizers_while_collection_is_open(make_user, unit_
     proxy.prepare(d)
     proxy.prepare(d)  # idempotent: one fill
     v_slots = None if release == "add-remove" else user.params.v2_layout.slots  # v' has its own layout
-    want = release_ciphertext_count(release, d, user.params.layout.slots, v_slots)
+    want = as_release(release).result_ciphertexts(d, user.params.layout.slots, v_slots)
     stop = time.monotonic() + 30
     while proxy._randomizers.ready < want and time.monotonic() < stop:
         time.sleep(0.01)
@@ -395,7 +416,7 @@ def test_add_remove_outputs_get_a_djn_factor_under_the_proxys_own_base(keypair, 
     pk, sk = keypair
     if published_hs == "one":
         pk = PublicKey(int(pk.n), 1, insecure_test_key=True)
-    params = ProtocolParams.create(pk, max_owners=10, max_rows_per_owner=64)
+    params = ProtocolParams.create(pk, release="any", max_owners=10, max_rows_per_owner=64)
     proxy = Proxy(params, test_keyring, quorum=2, release="add-remove")
     proxy.prepare(4)  # the DJN factors made ahead: under a base the proxy drew, never the published hs
     pool = proxy._randomizers

@@ -77,7 +77,7 @@ def test_the_role_steps_over_named_files_tick_each_step_once(tmp_path):
 
 
 def test_proxy_steps_refuse_options_for_another_release():
-    user = DataUser.generate(max_owners=2, max_rows_per_owner=4, **SMALL)
+    user = DataUser.generate(max_owners=2, max_rows_per_owner=4, release="any", **SMALL)
     keyring = OwnerKeyring.from_identities([OwnerIdentity.generate("a")])
     proxy = Proxy(user.params, keyring, release="centred")
     with pytest.raises(ProtocolError, match="'centred' release"):

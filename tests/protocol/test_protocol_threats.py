@@ -17,11 +17,31 @@ from scipy import stats
 
 from dpdpca.crypto import EncryptedArray
 from dpdpca.errors import (AuthenticationError, DataError, InsecureKeyError, MessageError, ProtocolError)
-from dpdpca.protocol import DataUser, Proxy, ProtocolParams
+from dpdpca.protocol import DataUser, ProtocolParams
+from dpdpca.protocol import Proxy as _Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message, MessageType
+
+
+# These tests attack and check the Wang-Chang (centred) release: its mask, its signed counts, its N.
+# The library's default is the add/remove release, so the parties here name the centred one.
+class Proxy(_Proxy):
+    """The centred release's proxy (``release`` may still be given)."""
+
+    def __init__(self, *args, release="centred", **kwargs):
+        super().__init__(*args, release=release, **kwargs)
+
+
+@pytest.fixture
+def make_owner(make_owner):
+    """The conftest's owner factory, for the centred release unless told otherwise."""
+    def make(params, owner_id, **kwargs):
+        kwargs.setdefault("release", "centred")
+        return make_owner(params, owner_id, **kwargs)
+    return make
+
 
 
 def _rewrap(share: bytes, *, owner_id: str | None = None, meta: dict | None = None,
@@ -120,7 +140,7 @@ def test_replayed_share_under_a_new_id_is_refused(make_user, make_owner, identit
 
 def test_a_signature_from_another_session_does_not_verify(make_user, make_owner, identity):
     user = make_user()
-    other = ProtocolParams.create(user.params.public_key, max_owners=10, max_rows_per_owner=64)
+    other = ProtocolParams.create(user.params.public_key, release="any", max_owners=10, max_rows_per_owner=64)
     share = Message.from_bytes(make_owner(other, "alice").share(np.full((3, 2), 0.2)))
     # rewrapped into this session (session field changed, digest recomputed): the signature covers the old one
     moved = Message(share.type, user.params.session_id, share.key_fingerprint, share.sender, share.meta,
@@ -314,7 +334,7 @@ def test_limit_an_owner_can_misstate_its_count(make_user, identity):
 
     user = make_user()
     p = user.params
-    honest = Message.from_bytes(DataOwner(p, identity("1"), insecure_test_key=True).share(np.full((6, 2), 0.2)))
+    honest = Message.from_bytes(DataOwner(p, identity("1"), insecure_test_key=True, release="centred").share(np.full((6, 2), 0.2)))
     st = ShareStatement.from_json(honest.meta["statement"])
     lie = ShareStatement.sign(identity("1"), session=p.session_id, key_fingerprint=p.key_fingerprint, d=2, n_rows=2,
                               ciphertext_sha256=st.ciphertext_sha256)
