@@ -18,10 +18,17 @@ is in one of three states, each with its own bound:
     whole body must arrive within ``body_timeout_s``.
 ``busy``
     The request is complete and the application works on it: no timer.
+``closing``
+    The answer said ``Connection: close`` (every refusal before the body is
+    read does): the connection is dropped :data:`CLOSE_LINGER_S` later
+    whatever the peer does, so a stranger still streaming its body cannot
+    hold the TLS shutdown open.  If the body was not read, the socket is not
+    read any more either (the answer still goes out): the rest of a
+    stranger's body stays in its own send buffer.
 
 At most ``max_connections`` connections exist at once, handshakes included.
 A new connection beyond the cap evicts the oldest connection still
-``waiting`` (never one that is uploading a signed body or being answered);
+``waiting`` or ``closing`` (never one that is uploading a signed body or being answered);
 if none is waiting, the new connection is closed at once.  So a flood of
 slow strangers evicts itself, while an honest party, whose headers arrive in
 one round trip, leaves ``waiting`` almost at once and is not evicted.
@@ -45,8 +52,10 @@ from typing import Any
 from dpdpca._validation import check_int, param_error
 from dpdpca.net import require
 
-__all__ = ["ConnectionLimits", "ConnectionGuard", "guarded_protocol_factory", "TLS_READ_BUFFER"]
+__all__ = ["ConnectionLimits", "ConnectionGuard", "guarded_protocol_factory", "TLS_READ_BUFFER", "CLOSE_LINGER_S"]
 
+#: Seconds a connection whose answer said ``Connection: close`` may take to flush it before it is dropped.
+CLOSE_LINGER_S = 1.0
 #: Bytes of the TLS layer's read buffer per connection (asyncio's default is 256 KiB; a TLS record is <= 16 KiB).
 TLS_READ_BUFFER = 32 * 1024
 
@@ -85,6 +94,7 @@ class ConnectionLimits:
 @dataclass(eq=False)
 class _Conn:
     abort: Callable[[], None]
+    pause_reading: Callable[[], None]
     state: str = "waiting"
     since: float = field(default_factory=time.monotonic)
     timer: asyncio.TimerHandle | None = None
@@ -104,22 +114,23 @@ class ConnectionGuard:
     def __init__(self, limits: ConnectionLimits) -> None:
         self.limits = limits
         self._conns: dict[int, _Conn] = {}  # insertion order: the oldest first
-        self.counts = {"accepted": 0, "evicted": 0, "refused": 0, "header_timeouts": 0, "body_timeouts": 0}
+        self.counts = {"accepted": 0, "evicted": 0, "refused": 0, "header_timeouts": 0, "body_timeouts": 0,
+                       "dropped_after_close": 0}
 
     @property
     def open_connections(self) -> int:
         return len(self._conns)
 
-    def admit(self, abort: Callable[[], None]) -> _Conn | None:
-        """Register a new connection (its ``abort`` drops it); None if it must be closed at once."""
+    def admit(self, transport: Any) -> _Conn | None:
+        """Register a new connection on its socket's ``transport``; None if it must be closed at once."""
         if len(self._conns) >= self.limits.max_connections:
-            victim = next((c for c in self._conns.values() if c.state == "waiting"), None)
+            victim = next((c for c in self._conns.values() if c.state in ("waiting", "closing")), None)
             if victim is None:
                 self.counts["refused"] += 1
                 return None
             self.counts["evicted"] += 1
             self._drop(victim)
-        conn = _Conn(abort)
+        conn = _Conn(transport.abort, transport.pause_reading)
         self._conns[id(conn)] = conn
         self.counts["accepted"] += 1
         self.wait(conn)
@@ -136,6 +147,16 @@ class ConnectionGuard:
     def busy(self, conn: _Conn) -> None:
         """``conn``'s request is complete; no timer while the application answers."""
         self._enter(conn, "busy", None, "")
+
+    def closing(self, conn: _Conn, *, body_unread: bool) -> None:
+        """``conn`` is being closed after an answer; dropped :data:`CLOSE_LINGER_S` later if still open.
+
+        ``body_unread``: the request's body was refused unread; stop reading the socket now.
+        """
+        if conn.state != "closing":
+            if body_unread and id(conn) in self._conns:
+                conn.pause_reading()
+            self._enter(conn, "closing", CLOSE_LINGER_S, "dropped_after_close")
 
     def release(self, conn: _Conn | None) -> None:
         """``conn`` is closed (by either side)."""
@@ -185,7 +206,7 @@ def guarded_protocol_factory(guard: ConnectionGuard, ssl_context: ssl.SSLContext
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             if self._plain:
-                self._guard_conn = guard.admit(transport.abort)
+                self._guard_conn = guard.admit(transport)
                 if self._guard_conn is None:
                     transport.abort()
 
@@ -204,9 +225,12 @@ def guarded_protocol_factory(guard: ConnectionGuard, ssl_context: ssl.SSLContext
 
         def _track(self) -> None:
             conn = self._guard_conn
-            if conn is None or self.transport.is_closing():
+            if conn is None:
                 return
             theirs = self.conn.their_state
+            if self.transport.is_closing():
+                guard.closing(conn, body_unread=theirs is h11.SEND_BODY)
+                return
             if theirs is h11.SEND_BODY:
                 if conn.state == "waiting":
                     guard.body(conn)
@@ -227,7 +251,7 @@ def guarded_protocol_factory(guard: ConnectionGuard, ssl_context: ssl.SSLContext
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
-            self._guard_conn = self._app._guard_conn = guard.admit(transport.abort)
+            self._guard_conn = self._app._guard_conn = guard.admit(transport)
             if self._guard_conn is None:
                 transport.abort()
 
