@@ -153,6 +153,7 @@ def test_unknown_party_and_bad_credentials_change_nothing(tmp_path, net_params, 
         for name, (code, headers) in cases.items():
             r = _post(tc, path, body, headers)
             assert r.status_code == code, (name, r.text)
+            assert r.headers["connection"] == "close", name  # refused before the body: never read
         # A token on top: owner 2 must present it.
         body2 = shares["2"][0]
         assert _post(tc, "/v1/shares/2", body2, _headers(identities["2"], "POST", "/v1/shares/2", body2)) \
