@@ -12,6 +12,9 @@ from dpdpca.errors import DataError, ParameterError, ParameterTypeError
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        # A 5000-digit integer has no repr (Python's 4300-digit limit), and no one-line error should hold it.
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     return repr(value) if not isinstance(value, float) else f"{value!r}"
 
 

@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "timing": "dpdpca.bench.timing:command",
     "utility": "dpdpca.bench.utility:command",
     "network": "dpdpca.bench.network:command",
+    "strangers": "dpdpca.bench.strangers:command",
     "scale": "dpdpca.bench.scale:command",
     "streaming": "dpdpca.bench.streaming:command",
 }
@@ -26,4 +27,4 @@ BENCHMARKS: dict[str, str] = {
 
 @click.group(cls=LazyGroup, lazy=BENCHMARKS)
 def bench_group() -> None:
-    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility, network, scale, streaming."""
+    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility, network, strangers, scale, streaming."""

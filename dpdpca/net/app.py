@@ -13,12 +13,17 @@ route                       method  party            answer
                                                      bytes every time); 409 before, 410 if lost
 ==========================  ======  ===============  ==========================================
 
-Every request is authenticated before its body is read (party, time, token;
-401 for an unknown party or a bad credential, 403 for a known party on
-another's route) and its signature checked once the body has streamed in.
-The body size limit is enforced on ``Content-Length`` and again while the
-body streams, so an oversized upload is cut off, not buffered.  A client
-that disconnects mid-upload leaves nothing behind.
+Every request is authenticated from its headers alone, before a byte of its
+body is read (party, time, token and the Ed25519 signature over method,
+path, body length and body digest, :mod:`dpdpca.net.auth`; 401 for an
+unknown party or a bad credential, 403 for a known party on another's
+route, 413 above ``max_body_bytes``, 411 without a ``Content-Length``).  Every
+refusal before the body is read answers with ``Connection: close``, so a
+stranger's body is never read: the connection is closed after its headers.
+An authenticated body is read up to its signed length only and must match
+its signed digest (401 otherwise).  A client that disconnects mid-upload
+leaves nothing behind.  Timeouts and the connection cap live below HTTP
+(:mod:`dpdpca.net.guard`).
 
 Why Starlette alone: five routes with raw byte bodies, streaming access to
 the request body, a lifespan hook for the deadline timer and an in-process
@@ -31,11 +36,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 from collections.abc import AsyncIterator
 from typing import Any
 
 from dpdpca.net import require
-from dpdpca.net.auth import AuthError, PartyKeys
+from dpdpca.net.auth import AuthError, PartyKeys, SignedRequest
 from dpdpca.net.collection import Collection, Outcome
 
 __all__ = ["OCTET", "create_app"]
@@ -43,7 +49,7 @@ __all__ = ["OCTET", "create_app"]
 OCTET = "application/octet-stream"
 
 
-class _TooLarge(Exception):
+class _Mismatch(Exception):
     pass
 
 
@@ -83,39 +89,51 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
     def refuse(code: int, status: str, detail: str) -> Any:
         return answer(Outcome(code, status, detail))
 
-    async def read_body(request: Any) -> tuple[bytes, str]:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
-            raise _TooLarge(int(declared))
+    def refuse_and_close(code: int, status: str, detail: str) -> Any:
+        """A refusal before the body was read: the connection closes, so the unread body is never read."""
+        response = refuse(code, status, detail)
+        response.headers["connection"] = "close"
+        return response
+
+    async def read_body(request: Any, signed: SignedRequest) -> bytes:
         chunks: list[bytes] = []
         size = 0
         digest = hashlib.sha256()
         try:
             async for chunk in request.stream():
                 size += len(chunk)
-                if size > max_body_bytes:
-                    raise _TooLarge(size)
+                if size > signed.body_length:
+                    raise _Mismatch(f"body must be its signed {signed.body_length} bytes, got more")
                 digest.update(chunk)
                 chunks.append(chunk)
         except requests.ClientDisconnect:
             raise _Gone() from None
-        return b"".join(chunks), digest.hexdigest()
+        if size != signed.body_length:
+            raise _Mismatch(f"body must be its signed {signed.body_length} bytes, got {size}")
+        if not hmac.compare_digest(digest.hexdigest(), signed.body_sha256):
+            raise _Mismatch("body must match its signed SHA-256, got another body")
+        return b"".join(chunks)
 
     async def authenticated(request: Any, allowed: str | None) -> tuple[str, bytes] | Any:
         """``(party, body)`` or the refusal to send."""
+        if request.method == "POST" and "content-length" not in request.headers:
+            return refuse_and_close(411, "length_required", "a POST must carry Content-Length (no chunked bodies)")
         try:
-            party = keys.authenticate_headers(request.headers)
-            if allowed is not None and party != allowed:
-                raise AuthError(f"this route is for {allowed}, got {party}", status=403)
-            body, sha = await read_body(request)
-            keys.verify_signature(request.headers, request.method, request.url.path, sha)
+            signed = keys.authenticate_headers(request.headers, request.method, request.url.path)
+            if allowed is not None and signed.party != allowed:
+                raise AuthError(f"this route is for {allowed}, got {signed.party}", status=403)
         except AuthError as exc:
-            return refuse(exc.status, "unauthorized" if exc.status == 401 else "forbidden", str(exc))
+            return refuse_and_close(exc.status, "unauthorized" if exc.status == 401 else "forbidden", str(exc))
+        if signed.body_length > max_body_bytes:
+            return refuse_and_close(413, "too_large",
+                                    f"body must be <= {max_body_bytes} bytes, got {signed.body_length}")
+        try:
+            body = await read_body(request, signed)
         except _Gone:  # the client disconnected mid-upload: nothing was stored, it may resend
             return refuse(400, "truncated", "upload was cut short")
-        except _TooLarge as exc:
-            return refuse(413, "too_large", f"body must be <= {max_body_bytes} bytes, got {exc.args[0]} or more")
-        return party, body
+        except _Mismatch as exc:  # what was signed is not what came: the request is not authenticated
+            return refuse_and_close(401, "unauthorized", str(exc))
+        return signed.party, body
 
     async def status(request: Any) -> Any:
         auth = await authenticated(request, None)

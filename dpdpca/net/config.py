@@ -10,7 +10,11 @@ Example (relative paths are resolved against the file's directory):
     tls_cert = "server.pem"        # certificate chain (PEM)
     tls_key = "server.key"         # its private key (PEM)
     state_dir = "proxy-state"      # shares and state, written atomically
-    max_body_bytes = 67108864      # enforced while a body streams in
+    max_body_bytes = 67108864      # refused from the signed Content-Length, before the body is read
+    header_timeout_s = 10          # TLS handshake + a request's headers, from the accept
+    body_timeout_s = 300           # a signed request's whole body, from its headers
+    max_connections = 256          # at once, handshakes included (the oldest still waiting is evicted)
+    max_header_bytes = 16384       # a request's header block
 
     [protocol]
     public = "public.json"         # the data user's public parameters
@@ -59,6 +63,7 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.dp.accountant import PrivacyLedger
 from dpdpca.errors import MessageError, ParameterError
 from dpdpca.net.auth import USER, PartyKeys
+from dpdpca.net.guard import ConnectionLimits
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.config import ReleaseOptions
 from dpdpca.protocol.params import check_release_options
@@ -106,6 +111,9 @@ class ServiceConfig:
     release : {"on-close", "on-request"}
         When the proxy finishes (see :class:`dpdpca.net.collection.Collection`).
     max_body_bytes : int
+    limits : ConnectionLimits
+        Header and body timeouts, the connection cap and the header size
+        (:mod:`dpdpca.net.guard`).
     host, port : str, int
     tls_cert, tls_key : Path or None
         Both or neither; without them the service speaks plain HTTP (tests of
@@ -128,6 +136,7 @@ class ServiceConfig:
     budget_delta: float | None = None
     budget_ledger: Path | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY
+    limits: ConnectionLimits = ConnectionLimits()
     host: str = "127.0.0.1"
     port: int = 8443
     tls_cert: Path | None = None
@@ -186,6 +195,9 @@ def _unix(value: Any) -> float:
     raise ParameterError(f"protocol.deadline must be a TOML date-time or unix seconds, got {value!r}")
 
 
+_LIMIT_KEYS = ("header_timeout_s", "body_timeout_s", "max_connections", "max_header_bytes")
+
+
 def load_config(path: str | Path) -> ServiceConfig:
     """Read and validate ``proxy.toml``.
 
@@ -207,6 +219,9 @@ def load_config(path: str | Path) -> ServiceConfig:
         data = tomllib.loads(p.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise MessageError(f"config file {str(p)!r} must be TOML, got {exc}") from None
+    except ValueError as exc:  # tomllib: an integer of more than 4300 digits (Python's int-to-str limit)
+        raise MessageError(f"config file {str(p)!r} must hold TOML integers of at most 4300 digits, got "
+                           f"{str(exc)[:80]}") from None
     base = p.parent
     server, proto = data.get("server", {}), data.get("protocol", {})
     if "public" not in proto:
@@ -243,6 +258,7 @@ def load_config(path: str | Path) -> ServiceConfig:
             budget_delta=None if "budget_delta" not in proto else float(proto["budget_delta"]),
             budget_ledger=base / str(proto.get("budget_ledger", "privacy-ledger.json")),
             max_body_bytes=int(server.get("max_body_bytes", DEFAULT_MAX_BODY)),
+            limits=ConnectionLimits(**{k: server[k] for k in _LIMIT_KEYS if k in server}),
             host=str(server.get("host", "127.0.0.1")), port=int(server.get("port", 8443)),
             tls_cert=path_of(server.get("tls_cert")), tls_key=path_of(server.get("tls_key")))
     except (TypeError, ValueError) as exc:

@@ -66,13 +66,16 @@ def write_proxy_toml(path: str | os.PathLike[str], *, public: str | os.PathLike[
                      max_body_bytes: int | None = None, tokens: Mapping[str, str] | None = None,
                      release: str = "on-close", release_mode: str | None = None,
                      budget: tuple[float, float] | None = None,
-                     budget_ledger: str | os.PathLike[str] | None = None) -> Path:
+                     budget_ledger: str | os.PathLike[str] | None = None,
+                     limits: Mapping[str, float] | None = None) -> Path:
     """Write a ``proxy.toml`` (absolute paths) and the verify-key files it names, beside it.
 
     ``tokens`` maps owner ids (and ``"user"``) to bearer tokens; ``release``
     is when the proxy finishes, ``release_mode`` which release it makes
     (None: the default, add/remove); ``budget`` the service's total
-    ``(epsilon, delta)`` over every session recorded in ``budget_ledger``.
+    ``(epsilon, delta)`` over every session recorded in ``budget_ledger``;
+    ``limits`` the ``[server]`` connection limits
+    (:class:`dpdpca.net.guard.ConnectionLimits` field names).
     """
     target = Path(path)
     owners_file, user_file = target.parent / "owners.verify.json", target.parent / "user.verify.json"
@@ -84,6 +87,7 @@ def write_proxy_toml(path: str | os.PathLike[str], *, public: str | os.PathLike[
         lines += [f'tls_cert = "{tls.cert.resolve()}"', f'tls_key = "{tls.key.resolve()}"']
     if max_body_bytes is not None:
         lines.append(f"max_body_bytes = {int(max_body_bytes)}")
+    lines += [f"{key} = {value!r}" for key, value in dict(limits or {}).items()]
     lines += ["", "[protocol]", f'public = "{Path(public).resolve()}"', f'owner_keys = ["{owners_file.resolve()}"]',
               f"quorum = {len(owners) if quorum is None else int(quorum)}", f"min_shares = {int(min_shares)}",
               f"collection_seconds = {float(collection_seconds)}", f"epsilon = {float(epsilon)}",

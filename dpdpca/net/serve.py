@@ -1,8 +1,14 @@
-"""Build the service from ``proxy.toml`` and run it under uvicorn with TLS."""
+"""Build the service from ``proxy.toml`` and run it under uvicorn with TLS.
+
+uvicorn runs the h11 protocol of :func:`dpdpca.net.guard.guarded_protocol_factory`
+(TLS made per connection there, so handshakes count against the connection
+cap and the header timeout) instead of its own ``ssl`` options.
+"""
 
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 from concurrent.futures import Executor
 from pathlib import Path
@@ -13,6 +19,7 @@ from dpdpca.net import require
 from dpdpca.net.app import create_app
 from dpdpca.net.collection import Collection
 from dpdpca.net.config import ServiceConfig
+from dpdpca.net.guard import ConnectionGuard, guarded_protocol_factory
 from dpdpca.protocol.params import ProtocolParams
 
 __all__ = ["load_public", "build_service", "serve"]
@@ -42,12 +49,13 @@ def build_service(config: ServiceConfig, *, executor: Executor | None = None,
     return collection, create_app(collection, config.party_keys(), max_body_bytes=config.max_body_bytes)
 
 
-def _check_tls_pair(cert: Any, key: Any) -> None:
-    """Load the certificate chain and its key once, before anything is created (uvicorn would fail later)."""
-    import ssl
-
+def _server_tls(cert: Any, key: Any) -> ssl.SSLContext:
+    """The server's TLS context (TLS 1.2 or later), loaded before anything is created."""
     try:
-        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(str(cert), str(key))
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(str(cert), str(key))
+        return context
     except (ssl.SSLError, OSError) as exc:
         raise ParameterError(f"server.tls_cert and server.tls_key must be a PEM certificate chain and its private "
                              f"key, got {str(cert)!r} and {str(key)!r} ({type(exc).__name__})") from None
@@ -85,8 +93,9 @@ def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Execu
     for name, p in (("tls_cert", config.tls_cert), ("tls_key", config.tls_key)):
         if p is not None and not p.is_file():
             raise ParameterError(f"server.{name} must be an existing PEM file, got {str(p)!r}")
+    context = None
     if config.tls_cert is not None and config.tls_key is not None:
-        _check_tls_pair(config.tls_cert, config.tls_key)
+        context = _server_tls(config.tls_cert, config.tls_key)
     params = load_public(config.public_path)
     _check_bindable(config.host, config.port)  # last: nothing is created before every check passed
     uvicorn = require("uvicorn")
@@ -95,8 +104,8 @@ def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Execu
     print(f"dpdpca proxy: serving {scheme}://{config.host}:{config.port} (session {collection.params.session_id}, "
           f"phase {collection.phase.value}, {len(collection.accepted())} shares accepted)", file=sys.stderr,
           flush=True)
+    guard = ConnectionGuard(config.limits)
     # timeout_graceful_shutdown: an idle TLS keep-alive connection must not hold SIGTERM up forever.
     uvicorn.run(app, host=config.host, port=config.port, log_level=log_level, lifespan="on",
-                timeout_graceful_shutdown=5,
-                ssl_certfile=None if config.tls_cert is None else str(config.tls_cert),
-                ssl_keyfile=None if config.tls_key is None else str(config.tls_key))
+                timeout_graceful_shutdown=5, http=guarded_protocol_factory(guard, context),
+                h11_max_incomplete_event_size=config.limits.max_header_bytes)

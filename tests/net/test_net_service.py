@@ -153,6 +153,7 @@ def test_unknown_party_and_bad_credentials_change_nothing(tmp_path, net_params, 
         for name, (code, headers) in cases.items():
             r = _post(tc, path, body, headers)
             assert r.status_code == code, (name, r.text)
+            assert r.headers["connection"] == "close", name  # refused before the body: never read
         # A token on top: owner 2 must present it.
         body2 = shares["2"][0]
         assert _post(tc, "/v1/shares/2", body2, _headers(identities["2"], "POST", "/v1/shares/2", body2)) \
@@ -200,22 +201,34 @@ def _asgi_post(app, path, headers, chunks, *, disconnect=False):
     return start["status"], pulled
 
 
-def test_oversized_body_is_cut_off_while_streaming(tmp_path, net_params, identities, shares):
+def test_oversized_body_is_refused_after_its_headers(tmp_path, net_params, identities, shares):
     coll, app = _service(tmp_path, net_params, identities, max_body=1024)
     body = shares["1"][0]
     assert len(body) > 2 * 1024
     path = "/v1/shares/1"
-    headers = _headers(identities["1"], "POST", path, body)
+    headers = {**_headers(identities["1"], "POST", path, body), "content-length": str(len(body))}
     chunks = [body[i:i + 256] for i in range(0, len(body), 256)]
-    # No Content-Length: the limit is found while reading, after 5 of the chunks, not after all of them.
+    # A signed Content-Length over the limit is refused before any body is read.
     status, pulled = _asgi_post(app, path, headers, chunks)
-    assert status == 413 and pulled == 5 < len(chunks)
-    # A declared Content-Length over the limit is refused before any body is read.
-    status, pulled = _asgi_post(app, path, {**headers, "content-length": str(len(body))}, chunks)
     assert status == 413 and pulled == 0
+    # No Content-Length (a chunked body): refused before any body is read.
+    status, pulled = _asgi_post(app, path, {k: v for k, v in headers.items() if k != "content-length"}, chunks)
+    assert status == 411 and pulled == 0
     with TestClient(app) as tc:
         r = _post(tc, path, body, headers)
         assert r.status_code == 413 and r.json()["status"] == "too_large"
+        assert r.headers["connection"] == "close"
+    assert coll.status()["accepted"] == 0 and _stored(tmp_path) == []
+
+
+def test_a_body_longer_than_signed_is_cut_off_while_streaming(tmp_path, net_params, identities, shares):
+    coll, app = _service(tmp_path, net_params, identities)
+    body = shares["1"][0]
+    path = "/v1/shares/1"
+    headers = {**_headers(identities["1"], "POST", path, body), "content-length": str(len(body))}
+    chunks = [body[i:i + 256] for i in range(0, len(body), 256)] + [b"x" * 256] * 20
+    status, pulled = _asgi_post(app, path, headers, chunks)
+    assert status == 401 and pulled == -(-len(body) // 256) + 1 < len(chunks)
     assert coll.status()["accepted"] == 0 and _stored(tmp_path) == []
 
 
@@ -223,12 +236,12 @@ def test_truncated_upload_is_discarded_and_the_owner_can_resend(tmp_path, net_pa
     coll, app = _service(tmp_path, net_params, identities)
     body = shares["1"][0]
     path = "/v1/shares/1"
-    headers = _headers(identities["1"], "POST", path, body)
+    headers = {**_headers(identities["1"], "POST", path, body), "content-length": str(len(body))}
     half = [body[:len(body) // 2]]
     status, _ = _asgi_post(app, path, headers, half, disconnect=True)  # the owner hangs up mid-body
     assert status == 400
     assert coll.status()["accepted"] == 0 and _stored(tmp_path) == []
-    # A body that ends early without a disconnect fails the signature (it covers the whole body).
+    # A body that ends early without a disconnect is not the signed body.
     status, _ = _asgi_post(app, path, headers, half)
     assert status == 401 and _stored(tmp_path) == []
     status, _ = _asgi_post(app, path, headers, [body[:1000], body[1000:]])
