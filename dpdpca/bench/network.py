@@ -41,7 +41,7 @@ import click
 import numpy as np
 
 from dpdpca.crypto import EncryptedArray, encrypt
-from dpdpca.protocol.counts import SHARE_SECTIONS, ShareStatement, ciphertext_digest
+from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
@@ -54,7 +54,8 @@ def _owner_shares(user: DataUser, first: bytes, identities: list[OwnerIdentity])
     p = user.params
     pk = p.public_key
     msg = Message.from_bytes(first)
-    arrays = {k: EncryptedArray.from_bytes(msg.section(k), pk) for k in SHARE_SECTIONS}
+    names = p.check_release(msg.meta["release"]).sections
+    arrays = {k: EncryptedArray.from_bytes(msg.section(k), pk) for k in names}
     n_rows = ShareStatement.from_json(msg.meta["statement"]).n_rows
     n2 = int(pk.nsquare)
     zero = int(encrypt(pk, [0], layout=p.layout, bound=1, chunks=[1]).ciphertexts[0])
@@ -67,7 +68,7 @@ def _owner_shares(user: DataUser, first: bytes, identities: list[OwnerIdentity])
                     for k, a in arrays.items()}
         statement = ShareStatement.sign(identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
                                         d=msg.meta_int("d"), n_rows=n_rows,
-                                        ciphertext_sha256=ciphertext_digest(sections))
+                                        ciphertext_sha256=ciphertext_digest(sections, names))
         meta = {**dict(msg.meta), "owner_id": identity.owner_id, "statement": statement.to_json()}
         out[identity.owner_id] = Message(msg.type, msg.session, msg.key_fingerprint, f"owner:{identity.owner_id}",
                                          meta=meta, sections=sections).to_bytes()

@@ -184,7 +184,7 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
         limits = {"header_timeout_s": float(header_timeout_s), "max_connections": int(max_connections)}
         config = write_proxy_toml(base / "proxy.toml", public=base / "public.json",
                                   owners={i.owner_id: i for i in identities}, user=me, tls=tls, port=port,
-                                  state_dir=base / "state", release_mode="centred", limits=limits)
+                                  state_dir=base / "state", limits=limits)
         watcher = ProxyClient(url, me, USER, ca_cert=tls.ca_cert, retries=8)
         server = ServerProcess(config, url).start(ready_client=watcher)
         sampler = _RssSampler(server.pid)
