@@ -46,8 +46,9 @@ def centred_session(make_user, make_owner):
     """A centred session of two owners (d = 3): the user, a share, the proxy's state and its result."""
     user = make_user(max_rows_per_owner=8)
     p = user.params
-    shares = [make_owner(p, oid).share(np.full((4, 3), 0.3) * (k + 1) / 2) for k, oid in enumerate(("1", "2"))]
-    proxy = Proxy(p, user.owner_keys, quorum=2)
+    shares = [make_owner(p, oid, release="centred").share(np.full((4, 3), 0.3) * (k + 1) / 2)
+              for k, oid in enumerate(("1", "2"))]
+    proxy = Proxy(p, user.owner_keys, quorum=2, release="centred")
     for s in shares:
         proxy.receive_share(s)
     proxy.close_collection()
