@@ -1,11 +1,11 @@
 """Distributed noise: the distributed discrete Gaussian (Kairouz, Liu & Steinke 2021).
 
 Each data owner adds its own share of integer noise, ``N_Z(0, s_j^2)`` per
-coordinate of block j, to its statistics *before* encrypting.  Whatever the
-proxy and the data user do together, they cannot remove the noise of owners
-outside their coalition: if at least ``n`` honest owners take part, the
-release carries the sum of ``n`` independent discrete Gaussians, whatever
-the others add.
+coordinate of block j, to its statistics before they leave it.  Whoever
+aggregates and reads the sum cannot remove the noise of owners outside their
+coalition: if at least ``n`` honest owners take part, the release carries the
+sum of ``n`` independent discrete Gaussians, whatever the others add.  (What
+each party of the protocol faces is :func:`dpdpca.protocol.add_remove.coalition_report`'s.)
 
 Why this mechanism.  The alternative, Skellam noise (Agarwal, Kairouz & Liu
 2021), is closed under summation but needs exact Poisson samples with means
@@ -120,7 +120,7 @@ class DistributedCalibration:
         The target against a coalition that leaves ``n_sized`` honest owners'
         noise in place.
     owners, honest, quorum : int
-        L, the t honest owners assumed, the fewest owners the proxy accepts.
+        L, the t honest owners assumed, the fewest owners aggregated.
     n_sized : int
         Honest owners the shares are sized for: ``t - (L - quorum)`` (the worst
         case: every dropped owner honest).
@@ -175,36 +175,17 @@ class DistributedCalibration:
                                     neighbouring=ADD_REMOVE_ONE, mechanism="distributed-discrete-gaussian",
                                     label=label)
 
-    def coalition_report(self, present: int) -> dict[str, dict[str, object]]:
-        """The guarantee against each coalition, with ``present`` owners' shares aggregated."""
-        n_all = present
-        n_t = honest_present(owners=self.owners, honest=self.honest, present=present)
-
-        def entry(n: int, what: str) -> dict[str, object]:
-            eps = self.epsilon_for(n) if n >= 1 else math.inf
-            return {"epsilon": eps if math.isfinite(eps) else "inf", "delta": self.delta,
-                    "honest_noise_shares": n, "what": what}
-
-        return {
-            "proxy": {"epsilon": 0.0, "delta": 0.0, "honest_noise_shares": n_all,
-                      "what": "ciphertexts only (Paillier semantic security); nothing decrypted"},
-            "user": entry(n_all, "decrypts the aggregate: noise of every present owner"),
-            "proxy+user": entry(n_all, "can remove nothing the proxy added (the proxy adds no noise in this "
-                                       "mode): noise of every present owner"),
-            f"proxy+user+{self.owners - self.honest} owners": entry(
-                n_t, f"subtract the colluding owners' shares: noise of >= {n_t} honest present owners"),
-        }
-
     def report(self, present: int) -> PrivacyReport:
-        """The release's report: the guarantee reached against proxy + user + (L - t) owners."""
+        """The release's report: the guarantee reached with the noise of the honest owners present alone."""
         n_t = honest_present(owners=self.owners, honest=self.honest, present=present)
         eps = self.epsilon_for(n_t) if n_t >= 1 else math.inf
         split = ", ".join(f"{b} {self.weights[b]:.3f}" for b in BLOCKS)
         notes = (f"noise by owners (distributed discrete Gaussian, Kairouz-Liu-Steinke 2021 Thm 1 + Prop 14, "
                  f"RDP -> (eps, delta) by CKS Prop 12): {self.owners} owners, {self.honest} assumed honest, "
                  f"quorum {self.quorum}, shares sized for {self.n_sized} honest present; {present} present -> "
-                 f"{n_t} honest shares at least; guarantee against proxy + user + {self.owners - self.honest} "
-                 f"owners; split {split}; sigma_R={self.sigma('R', max(n_t, 1)):.4g}")
+                 f"{n_t} honest shares at least; guarantee with those shares alone (whoever holds the other "
+                 f"{self.owners - self.honest} owners' noise); split {split}; "
+                 f"sigma_R={self.sigma('R', max(n_t, 1)):.4g}")
         return PrivacyReport(epsilon=eps, delta=self.delta, mechanism="distributed-discrete-gaussian",
                              calibration="ddg-rdp", sensitivity=1.0, neighbouring=ADD_REMOVE_ONE,
                              noise_added_by="owners", sigma=self.sigma("R", max(n_t, 1)),
@@ -223,10 +204,10 @@ def calibrate_distributed(*, epsilon: float, delta: float, d: int, frac_bits: in
     owners : int >= 1
         L.
     honest : int in [1, L]
-        t: the guarantee must hold against the proxy, the user and any
-        ``L - t`` owners together.
+        t: the guarantee must hold with the noise of t owners alone (against
+        everyone else together, ``L - t`` owners included).
     quorum : int in [L - t + 1, L] or None
-        The fewest owners whose shares the proxy accepts (default L).
+        The fewest owners whose shares are aggregated (default L).
         Dropouts are handled by sizing: each share is calibrated for
         ``n = t - (L - quorum)`` honest present owners.
     mean_norm_bound : float

@@ -42,12 +42,7 @@ sum_k sqrt(a_k)``.  The mean m is private, so the weights use a *public*
 bound ``||m|| <= mean_norm_bound`` (default 1, always valid: the split only
 affects utility, never privacy).  At d = 64 the R block keeps 84% of the
 budget, v 15% and N 1%.
-
-Why no mask.  The Wang-Chang mask b hides v from the data user.  Here the
-noisy v is itself part of the DP release, so everything the user can compute
-is post-processing of a DP output: the mask has nothing left to hide, would
-add its total-variation term to delta, and costs the proxy d(d+1)/2
-homomorphic scalar products.  The add/remove release therefore has no mask.
+(The protocol adds no mask to this release: :mod:`dpdpca.protocol.add_remove`.)
 """
 
 from __future__ import annotations

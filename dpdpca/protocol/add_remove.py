@@ -11,10 +11,16 @@ This module composes :mod:`dpdpca.dp.release` / :mod:`dpdpca.dp.distributed`
   the released integers, never on multiples of N.
 * With ``noise_by="proxy"`` the proxy adds ``N_Z(0, sigma_j^2)`` per block
   (:func:`proxy_noise`) under encryption, and rerandomizes.  There is no mask
-  (:mod:`dpdpca.dp.release` explains why) and no count round: nothing in this
+  (below) and no count round: nothing in this
   release needs N, which stays hidden (add/remove-one neighbouring).
 * The data user decrypts ``R~``, ``v~``, ``N~`` and post-processes
   (:func:`centred_from_noisy`): ``S~ = R~ - v~ v~^T / max(N~, 1)``.
+
+Why no mask.  The Wang-Chang mask b hides v from the data user.  Here the
+noisy v is itself part of the DP release, so everything the user can compute
+is post-processing of a DP output: the mask has nothing left to hide, would
+add its total-variation term to delta, and costs the proxy d(d+1)/2
+homomorphic scalar products.  The add/remove release therefore has no mask.
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ import numpy as np
 
 from dpdpca.dp import (BLOCKS, AddRemoveCalibration, DistributedCalibration, block_scales, calibrate_distributed,
                        sample_discrete_gaussian)
+from dpdpca.dp.distributed import honest_present
 from dpdpca.errors import OverflowRiskError
 
 __all__ = ["owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy", "add_block_noise",
-           "owner_noise_calibration"]
+           "owner_noise_calibration", "coalition_report"]
 
 
 def _draw(sigma_squared: dict[str, Any], counts: dict[str, int], source: Any = None) -> dict[str, list[int]]:
@@ -111,3 +118,31 @@ def owner_noise_calibration(options: dict[str, Any], *, d: int, frac_bits: int, 
     t = options.get("honest_owners") or owners
     return calibrate_distributed(epsilon=options["epsilon"], delta=options["delta"], d=d, frac_bits=frac_bits,
                                  owners=owners, honest=t, quorum=present if quorum is None else quorum)
+
+
+def coalition_report(cal: DistributedCalibration, *, present: int) -> dict[str, dict[str, object]]:
+    """The guarantee against each coalition of the parties, with ``present`` owners' shares aggregated.
+
+    The proxy sees ciphertexts only (Paillier's semantic security); the data
+    user, alone or with the proxy (which adds no noise with owners' noise),
+    faces every present owner's noise; with ``L - t`` owners too, the noise of
+    at least ``present - (L - t)`` honest owners
+    (:func:`dpdpca.dp.distributed.honest_present`).
+    """
+    n_all = present
+    n_t = honest_present(owners=cal.owners, honest=cal.honest, present=present)
+
+    def entry(n: int, what: str) -> dict[str, object]:
+        eps = cal.epsilon_for(n) if n >= 1 else math.inf
+        return {"epsilon": eps if math.isfinite(eps) else "inf", "delta": cal.delta,
+                "honest_noise_shares": n, "what": what}
+
+    return {
+        "proxy": {"epsilon": 0.0, "delta": 0.0, "honest_noise_shares": n_all,
+                  "what": "ciphertexts only (Paillier semantic security); nothing decrypted"},
+        "user": entry(n_all, "decrypts the aggregate: noise of every present owner"),
+        "proxy+user": entry(n_all, "can remove nothing the proxy added (the proxy adds no noise in this "
+                                   "mode): noise of every present owner"),
+        f"proxy+user+{cal.owners - cal.honest} owners": entry(
+            n_t, f"subtract the colluding owners' shares: noise of >= {n_t} honest present owners"),
+    }

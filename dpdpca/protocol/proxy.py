@@ -603,7 +603,7 @@ class Proxy:
                 n2 = agg["N"].add_plain(draws["N"], plain_bound=p.noise_allowance)
             else:
                 r2, v2, n2 = agg["R"], v_packed, agg["N"]
-                extra["coalitions"] = noise.distributed.coalition_report(present=len(self.owners_))
+                extra["coalitions"] = add_remove.coalition_report(noise.distributed, present=len(self.owners_))
         with self.timings_.measure(self.party, "rerandomize"):
             r2, v2, n2 = self._rerandomize(r2, v2, n2)
         meta = {"owners": self.owners_, "d": d, "frac_bits": p.frac_bits, "release": str(self.release),

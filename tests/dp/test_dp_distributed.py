@@ -52,7 +52,9 @@ def test_dropout_sizing_and_coalitions():
     cal = calibrate_distributed(epsilon=1.0, delta=1e-5, d=8, frac_bits=10, owners=10, honest=6, quorum=8)
     assert cal.n_sized == 4
     assert cal.epsilon_for(4) <= 1.0
-    report = cal.coalition_report(present=10)
+    from dpdpca.protocol.add_remove import coalition_report  # the parties' view of the dp calibration
+
+    report = coalition_report(cal, present=10)
     eps = {k: v["epsilon"] for k, v in report.items()}
     assert eps["proxy"] == 0.0
     assert eps["user"] == eps["proxy+user"] < eps["proxy+user+4 owners"] < 1.0
