@@ -39,7 +39,7 @@ from dpdpca.commands.protocol_options import (Pool, load_owner_keys, load_privat
                                               workers_option)
 from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, ParameterError, ProtocolError
-from dpdpca.protocol.params import PARAM_RELEASES, check_release_options, resolve_release
+from dpdpca.protocol.params import PARAM_RELEASES, resolve_release
 
 __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
 
@@ -163,28 +163,27 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
                                 no_feature_bounds=no_feature_bounds)
     rel = resolve_release(release)
     ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
+    # the release's privacy setting, validated once (its budget is needed for owners' noise and the ledger)
+    setting = None if epsilon is None or delta is None else ReleaseOptions(
+        epsilon=epsilon, delta=delta, release=rel, noise_by=noise_by, honest_owners=honest_owners)
     cost = None
     if ledger is not None:  # this owner's own budget: refused before anything is encrypted or written
-        from dpdpca.protocol.costs import protocol_release_cost
-
-        if epsilon is None or delta is None:
+        if setting is None:
             raise ParameterError(f"--epsilon and --delta (the release's budget) must be given with --ledger, got "
                                  f"epsilon={epsilon}, delta={delta}")
-        cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=rel, noise_by=noise_by, d=X.shape[1],
-                                     n=params.n_max, frac_bits=params.frac_bits, owners=owners or 1,
-                                     honest_owners=honest_owners, quorum=quorum, kappa=params.kappa,
-                                     label=f"owner {owner_id} share, session {params.session_id}")
+        # priced by the release's own calibration (N at its declared maximum: public)
+        cost = setting.kind.calibrate(setting, d=X.shape[1], frac_bits=params.frac_bits, kappa=params.kappa,
+                                      n=params.n_max, owners=owners or 1, quorum=quorum).cost(
+            label=f"owner {owner_id} share, session {params.session_id}")
         ledger.check(cost)
     noise = None
     if noise_by == "owners":
-        if owners is None or epsilon is None or delta is None:
+        if owners is None or setting is None:
             raise ParameterError(f"--owners, --epsilon and --delta must be given with --noise-by owners, got "
                                  f"owners={owners}, epsilon={epsilon}, delta={delta}")
-        check_release_options(release=rel, noise_by=noise_by, honest_owners=honest_owners, owners=owners,
-                              quorum=quorum)
-        noise = ReleaseOptions(epsilon=epsilon, delta=delta, release=rel, noise_by=noise_by,
-                               honest_owners=honest_owners).owner_noise(d=X.shape[1], frac_bits=params.frac_bits,
-                                                                        owners=owners, quorum=quorum, present=owners)
+        setting.check_owners(owners=owners, quorum=quorum)
+        noise = setting.owner_noise(d=X.shape[1], frac_bits=params.frac_bits, owners=owners, quorum=quorum,
+                                    present=owners)
     try:
         with Pool(workers, scheduler) as pool:
             owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,

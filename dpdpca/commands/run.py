@@ -80,7 +80,6 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     from dpdpca.errors import DataError
     from dpdpca.metrics import captured_energy_ratio
     from dpdpca.protocol.config import DeclaredBounds, Deployment, KeyOptions, ProtocolOptions, ReleaseOptions
-    from dpdpca.protocol.params import check_release_options
     from dpdpca.protocol.runner import owner_ids, progress_steps, run_protocol
 
     # The privacy setting, validated once into the frozen value everything below takes.
@@ -90,7 +89,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     check_int("owners", owners, minimum=1)
     check_int("components", components, minimum=1)
     rel = release_opts.mode
-    check_release_options(release=rel, noise_by=noise_by, honest_owners=honest_owners, owners=owners, quorum=quorum)
+    release_opts.check_owners(owners=owners, quorum=quorum)
     ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
     dataset_bounds = None
     if data_file is not None:

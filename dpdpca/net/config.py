@@ -66,7 +66,6 @@ from dpdpca.net.auth import USER, PartyKeys
 from dpdpca.net.guard import ConnectionLimits
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.config import ReleaseOptions
-from dpdpca.protocol.params import check_release_options
 
 __all__ = ["NoiseConfig", "ServiceConfig", "load_config"]
 
@@ -162,8 +161,7 @@ class ServiceConfig:
         if self.budget_epsilon is not None:
             self.budget()  # validates the budget and the ledger file
         rel = self.noise
-        check_release_options(release=rel.mode, noise_by=rel.noise_by, honest_owners=rel.honest_owners,
-                              owners=len(self.owner_keys), quorum=self.min_shares if rel.noise_by == "owners" else None)
+        rel.check_owners(owners=len(self.owner_keys), quorum=self.min_shares if rel.noise_by == "owners" else None)
         self.party_keys()  # validates every key
 
     def budget(self) -> PrivacyLedger | None:

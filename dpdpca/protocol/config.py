@@ -29,7 +29,7 @@ from dpdpca.crypto.compute import EngineLike
 from dpdpca.dp import DistributedCalibration
 from dpdpca.dp.release import check_noise_by
 from dpdpca.protocol.add_remove import owner_noise_calibration
-from dpdpca.protocol.params import check_noise_options, resolve_release
+from dpdpca.protocol.params import check_noise_options, check_release_options, resolve_release
 from dpdpca.protocol.releases import ProtocolRelease
 from dpdpca.protocol.transport import Transport
 
@@ -103,6 +103,11 @@ class ReleaseOptions:
     def mode(self) -> str:
         """The release's wire name, ``"add-remove"`` or ``"centred"``."""
         return str(self.release)
+
+    def check_owners(self, *, owners: int, quorum: int | None = None) -> None:
+        """What needs the session's L and quorum Q: owners' noise with t <= L and Q > L - t (ParameterError)."""
+        check_release_options(release=self.mode, noise_by=self.noise_by, honest_owners=self.honest_owners,
+                              owners=owners, quorum=quorum)
 
     def owner_noise(self, *, d: int, frac_bits: int, owners: int, quorum: int | None,
                     present: int) -> DistributedCalibration | None:

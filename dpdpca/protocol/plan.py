@@ -16,7 +16,6 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.data import check_partitions
 from dpdpca.errors import DataError, OverflowRiskError
 from dpdpca.protocol.config import ProtocolOptions
-from dpdpca.protocol.params import check_release_options
 
 __all__ = ["RunPlan", "plan_run", "owner_ids"]
 
@@ -84,8 +83,7 @@ def plan_run(partitions: Sequence[Any], *, n_components: int, options: ProtocolO
     parts = check_partitions(list(partitions))
     L = len(parts)
     rel, dep, bounds = options.release, options.deployment, options.bounds
-    check_release_options(release=rel.mode, noise_by=rel.noise_by, honest_owners=rel.honest_owners, owners=L,
-                          quorum=dep.quorum)
+    rel.check_owners(owners=L, quorum=dep.quorum)
     d = parts[0].shape[1]
     k = check_int("n_components", n_components, minimum=1, maximum=d)
     ids = owner_ids(L)
