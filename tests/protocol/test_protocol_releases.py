@@ -155,3 +155,10 @@ def test_library_parties_default_to_the_clis_release(make_user, make_owner, keyp
     assert Proxy(user.params, user.owner_keys).release is ADD_REMOVE
     assert make_owner(user.params, "1").release is ADD_REMOVE
     assert ProtocolParams.create(keypair[0], max_owners=2, max_rows_per_owner=4).release == "add-remove"
+    from dpdpca.protocol import DPDPCA
+
+    est = DPDPCA(n_components=2)  # rigorous, analytic, and the CLI's release
+    setting = est.options().release
+    assert setting.release is ADD_REMOVE and setting == ReleaseOptions()
+    assert (setting.calibration, setting.sensitivity_mode, setting.noise_lattice) == ("analytic", "rigorous",
+                                                                                      "n-scaled")
