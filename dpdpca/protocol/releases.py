@@ -29,6 +29,7 @@ noise, writes the privacy report and prices the release for a ledger.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -90,6 +91,10 @@ class ReleaseNoise:
         if self.distributed is not None:
             return self.distributed.cost(self.distributed.n_sized, label=label)
         assert self.rho is not None
+        if math.isinf(self.rho):  # not DP (the paper's integer lattice): a ledger with a budget refuses it
+            return ReleaseCost.from_rdp(lambda a: math.inf, epsilon=math.inf, delta=self.report.delta,
+                                        neighbouring=self.release.neighbouring, delta_extra=self.delta_extra,
+                                        mechanism=self.report.mechanism, label=label)
         return ReleaseCost.from_zcdp(self.rho, epsilon=self.report.epsilon, delta=self.report.delta,
                                      neighbouring=self.release.neighbouring, delta_extra=self.delta_extra,
                                      mechanism=self.report.mechanism, label=label)
@@ -351,8 +356,10 @@ class CentredRelease(ProtocolRelease):
         report = centred_report(mech, epsilon=setting.epsilon, d=d, n=n, frac_bits=frac_bits, kappa=kappa,
                                 noise_lattice=setting.noise_lattice, sensitivity_mode=setting.sensitivity_mode,
                                 sens_real=sens_real, sens_int=sens_int)
-        # zCDP of a discrete Gaussian: (integer sensitivity)^2 / (2 sigma^2), the sigma that is drawn
-        rho = float(sens_int) ** 2 / (2.0 * float(mech.sigma_squared))
+        # zCDP of a discrete Gaussian: (integer sensitivity)^2 / (2 sigma^2), the sigma that is drawn.  The
+        # paper's integer lattice adds N*G' and the user learns v_i v_j mod N: not DP, an infinite cost.
+        rho = (math.inf if setting.noise_lattice == "integer"
+               else float(sens_int) ** 2 / (2.0 * float(mech.sigma_squared)))
         tv = mask_tv_bound(d, n, frac_bits=frac_bits, kappa=kappa)
         return ReleaseNoise(self, setting, report, rho, tv, mech)
 

@@ -92,6 +92,15 @@ def test_the_setting_is_one_frozen_value_resolved_to_its_release():
     assert ReleaseOptions.from_json(s.to_json()) == s
 
 
+def test_the_papers_integer_lattice_is_not_dp_and_costs_everything(tmp_path):
+    s = ReleaseOptions(epsilon=1.0, delta=1e-5, noise_lattice="integer")
+    assert s.release is CENTRED
+    cost = s.kind.calibrate(s, d=5, frac_bits=16, kappa=40, n=100).cost()
+    assert cost.epsilon == float("inf")
+    with pytest.raises(BudgetExceededError):
+        PrivacyLedger(tmp_path / "l.json", budget_epsilon=100.0, budget_delta=1e-3).check(cost)
+
+
 @pytest.mark.parametrize("release", ["add-remove", "centred"])
 def test_the_ledger_cost_is_the_calibration_that_draws_the_noise(release):
     s = ReleaseOptions(epsilon=1.0, delta=1e-5, release=release)
