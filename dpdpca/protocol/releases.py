@@ -38,6 +38,7 @@ from dpdpca.crypto import PublicKey, SlotLayout, upper_triangle_chunks
 from dpdpca.dp import (ADD_REMOVE_ONE, REPLACE_ONE, SENSITIVITY_MODES, DiscreteGaussianMechanism,
                        DistributedCalibration, PrivacyReport, calibrate_add_remove, calibrate_distributed)
 from dpdpca.dp.accountant import ReleaseCost
+from dpdpca.dp.release import DEFAULT_RELEASE, RELEASES
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.bounds import (CALIBRATIONS, NOISE_LATTICES, add_remove_sigma_bound, add_remove_value_bound,
                                     carry_value_bound, final_value_bound, integer_noise_sensitivity, noise_sigma_int,
@@ -381,8 +382,10 @@ class CentredRelease(ProtocolRelease):
 ADD_REMOVE = AddRemoveRelease()
 CENTRED = CentredRelease()
 _BY_NAME: dict[str, ProtocolRelease] = {str(r): r for r in (ADD_REMOVE, CENTRED)}
-#: The releases' wire names, the default first.
-RELEASE_NAMES: tuple[str, ...] = tuple(_BY_NAME)
+#: The releases' wire names, the default first: :data:`dpdpca.dp.RELEASES`, the one list of names.
+RELEASE_NAMES: tuple[str, ...] = RELEASES
+if tuple(_BY_NAME) != RELEASES or RELEASES[0] != DEFAULT_RELEASE:  # pragma: no cover - a programming error
+    raise ImportError(f"the release objects {tuple(_BY_NAME)} must be dpdpca.dp.RELEASES {RELEASES}, default first")
 
 
 def as_release(release: Any, *, name: str = "release") -> ProtocolRelease:
