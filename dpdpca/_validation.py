@@ -62,6 +62,32 @@ def check_open_unit(name: str, value: Any) -> float:
     return v
 
 
+#: Smallest delta accepted: below it log(1/delta) and the calibrations built on it leave double precision
+#: (delta = 5e-324, the smallest double, makes 1.25 / delta infinite).
+MIN_DELTA = 1e-300
+#: Largest delta accepted anywhere: a larger one is no privacy guarantee (it allows releasing a record
+#: with that probability).  Where the number of rows N is known, delta must also be < 1/N.
+MAX_DELTA = 0.5
+
+
+def check_delta(name: str, value: Any, *, n_rows: int | None = None) -> float:
+    """A DP delta in ``[MIN_DELTA, MAX_DELTA]``, and ``< 1 / n_rows`` when the number of rows is known.
+
+    Raises
+    ------
+    ParameterError
+        Naming ``name`` (delta, never epsilon), the bound and the value.
+    """
+    v = check_real(name, value)
+    if not 0.0 < v < 1.0:
+        raise param_error(name, "in (0, 1)", value)
+    if not MIN_DELTA <= v <= MAX_DELTA:
+        raise param_error(name, f"in [{MIN_DELTA:g}, {MAX_DELTA:g}]", value)
+    if n_rows is not None and n_rows > 0 and not v < 1.0 / n_rows:
+        raise param_error(name, f"< 1/N = {1.0 / n_rows:.3g} (N = {n_rows} rows)", value)
+    return v
+
+
 def check_int(name: str, value: Any, *, minimum: int | None = None,
               maximum: int | None = None) -> int:
     """An integer (not bool) within optional inclusive bounds."""

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpdpca._validation import (check_finite_rows, check_int, check_open_unit, check_positive,
+from dpdpca._validation import (check_delta, check_finite_rows, check_int, check_positive,
                                 param_error)
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp import (REPLACE_ONE, GaussianMechanism, PrivacyReport, centred_scatter_sensitivity, resolve_source,
@@ -102,7 +102,7 @@ def site_eigh_dtype(precision: str, M: np.ndarray, sigma: float) -> Any:
 
 def check_budget(epsilon: Any, delta: Any) -> tuple[float, float]:
     """epsilon > 0 and delta in (0, 1)."""
-    return check_positive("epsilon", epsilon), check_open_unit("delta", delta)
+    return check_positive("epsilon", epsilon), check_delta("delta", delta)
 
 
 def check_unit_rows(parts: Sequence[np.ndarray], *, tol: float = 1e-9) -> None:

@@ -52,9 +52,10 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Writes public.json, private.json.")
 @click.option("--key-bits", default=2048, show_default=True, type=int)
 @click.option("--insecure-test-key", is_flag=True, help="Allow keys below 2048 bits (tests only).")
-@click.option("--max-owners", default=16, show_default=True, type=int, help="Declared maximum number of owners.")
+@click.option("--max-owners", default=16, show_default=True, type=int,
+              help="Declared maximum number of owners (at most 2^20).")
 @click.option("--max-rows-per-owner", default=1 << 20, show_default=True, type=int,
-              help="Declared maximum rows per owner.")
+              help="Declared maximum rows per owner (at most 2^40).")
 @click.option("--frac-bits", default=16, show_default=True, type=int)
 @click.option("--kappa", default=40, show_default=True, type=int)
 @click.option("--min-epsilon", default=0.01, show_default=True, type=float,
@@ -134,12 +135,13 @@ def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
 @workers_option
 @scheduler_option
 @proxy_client_options
+@max_features_option
 def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None, public_path: str, identity_path: str, data_file: str, owner_id: str | None,
                     out_path: str | None, no_clip: bool, insecure_test_key: bool, release: str | None, noise_by: str,
                     honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
                     delta: float | None, feature_bounds: Any, feature_bounds_file: str | None,
                     no_feature_bounds: bool, workers: int, scheduler: str | None, proxy_url: str | None,
-                    ca_cert: str | None, token: str | None) -> None:
+                    ca_cert: str | None, token: str | None, max_features: int) -> None:
     """Encrypt this owner's share E[R^l], E[v^l] and sign it (with its count N^l in the centred release); write
     it or POST it to the proxy."""
     from dpdpca.data import load_file
@@ -158,9 +160,9 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
         raise ProtocolError(f"--owner-id must be the identity's owner id {identity.owner_id!r}, got {owner_id!r:.80}")
     owner_id = identity.owner_id
     service = None if proxy_url is None else transport_from_options(proxy_url, identity, ca_cert, token)
-    X = load_file(data_file)
-    X, _ = apply_feature_bounds(X, dataset_bounds=None, feature_bounds=feature_bounds, bounds_file=feature_bounds_file,
-                                no_feature_bounds=no_feature_bounds)
+    X = load_file(data_file, max_features=max_features)  # d checked on the first line, before parsing
+    X, bounds_report = apply_feature_bounds(X, dataset_bounds=None, feature_bounds=feature_bounds,
+                                            bounds_file=feature_bounds_file, no_feature_bounds=no_feature_bounds)
     rel = resolve_release(release)
     ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
     # the release's privacy setting, validated once (its budget is needed for owners' noise and the ledger)
@@ -198,7 +200,10 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
         spent = ledger.record(cost)
         where += (f"; owner ledger {ledger.path}: {spent['releases']} releases, composed "
                   f"({spent['epsilon']:.4g}, {spent['delta']:g})-DP")
-    click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {owner.rows_clipped_} clipped; {where} "
+    # Both ways a row can be changed, each counted: clamped into the feature bounds, shrunk to norm 1.
+    clamped = "" if bounds_report is None else \
+        f"{bounds_report['rows_out_of_bounds']} clamped to the feature bounds, "
+    click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {clamped}{owner.rows_clipped_} clipped to norm 1; {where} "
                f"({len(data):,} bytes)")
 
 

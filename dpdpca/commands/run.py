@@ -75,7 +75,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
             workers: int, scheduler: str | None, packing: str, processes: bool, verify: bool, as_json: bool,
             out_dir: str | None) -> None:
     """Run owners, proxy and data user end to end on one machine."""
-    from dpdpca._validation import check_int
+    from dpdpca._validation import check_delta, check_int
     from dpdpca.data import clip_rows, load_dataset, load_file, partition
     from dpdpca.errors import DataError
     from dpdpca.metrics import captured_energy_ratio
@@ -98,6 +98,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         ds = load_dataset(dataset)
         X, source, dataset_bounds = ds.X, dataset, ds.bounds
     check_int("components", components, minimum=1, maximum=X.shape[1])
+    check_delta("delta", delta, n_rows=X.shape[0])  # N is known here: delta < 1/N
     X, bounds_info = apply_feature_bounds(X, dataset_bounds=dataset_bounds, feature_bounds=feature_bounds,
                                           bounds_file=feature_bounds_file, no_feature_bounds=no_feature_bounds)
     # Refuse what cannot be measured before any owner encrypts: the summary's captured-energy

@@ -503,6 +503,9 @@ def _read_json(path: str | os.PathLike[str], what: str) -> Any:
         return json.loads(data)
     except ValueError as exc:
         raise MessageError(f"{what} file {os.fspath(path)} must hold JSON, got invalid JSON ({exc})") from exc
+    except RecursionError:
+        raise MessageError(f"{what} file {os.fspath(path)} must hold JSON nested less deeply, got "
+                           f"RecursionError") from None
 
 
 def load_public_key(path: str | os.PathLike[str], *, insecure_test_key: bool = False) -> PublicKey:

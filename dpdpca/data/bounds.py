@@ -120,6 +120,6 @@ def load_bounds_file(path: str | os.PathLike[str]) -> FeatureBounds:
             raise ValueError(f"{len(rows)} rows")
         lo, hi = (np.asarray([float(v) for v in r.split(",")], dtype=np.float64) for r in rows)
         return FeatureBounds(lo=lo if lo.size > 1 else float(lo[0]), hi=hi if hi.size > 1 else float(hi[0]))
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         raise DataError(f"feature bounds file {str(path)!r} must be JSON {{\"lo\", \"hi\"}} or a CSV of two rows "
                         f"(lo, hi), got {type(exc).__name__}: {exc}") from None

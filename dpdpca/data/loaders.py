@@ -225,7 +225,7 @@ def load_dataset(name: str, **kwargs: Any) -> Dataset:
     return DATASETS[name](**kwargs)
 
 
-def load_file(path: str | os.PathLike[str]) -> np.ndarray:
+def load_file(path: str | os.PathLike[str], *, max_features: int | None = None) -> np.ndarray:
     """Read a data matrix from ``.csv`` or ``.npy``.
 
     A CSV file is comma separated and numeric; a first row in which no cell is
@@ -237,6 +237,9 @@ def load_file(path: str | os.PathLike[str]) -> np.ndarray:
     Parameters
     ----------
     path : str or path-like
+    max_features : int or None
+        Refuse more columns than this before anything is parsed or allocated
+        (read from the CSV's first line, or from the ``.npy`` header).
 
     Returns
     -------
@@ -254,10 +257,10 @@ def load_file(path: str | os.PathLike[str]) -> np.ndarray:
     suffix = p.suffix.lower()
     try:
         if suffix == ".npy":
-            _check_npy_header(p)
+            _check_npy_header(p, max_features)
             arr = np.load(p, allow_pickle=False)
         elif suffix == ".csv":
-            arr = _read_csv(p)
+            arr = _read_csv(p, max_features)
         else:
             raise DataError(f"data file {str(p)!r} must end in .csv or .npy, got {suffix or 'no extension'!r}")
     except DataError:
@@ -286,7 +289,13 @@ def _is_number(cell: str) -> bool:
     return True
 
 
-def _check_npy_header(path: Path) -> None:
+def _check_features(path: Path, d: int, max_features: int | None) -> None:
+    if max_features is not None and d > max_features:
+        raise DataError(f"data file {str(path)!r} must have <= max_features={max_features} columns (raise it with "
+                        f"--max-features), got {d}")
+
+
+def _check_npy_header(path: Path, max_features: int | None = None) -> None:
     """Read a ``.npy`` header and refuse it before any array is allocated.
 
     The declared shape times the item size must equal the bytes present, the
@@ -315,17 +324,19 @@ def _check_npy_header(path: Path) -> None:
         raise DataError(f"data file {str(path)!r} must hold numbers, got dtype {dtype}")
     if len(shape) != 2:
         raise DataError(f"data file {str(path)!r} must hold a 2-D array, got shape {shape}")
+    _check_features(path, int(shape[1]), max_features)
     declared = int(shape[0]) * int(shape[1]) * dtype.itemsize
     if declared != size - offset:
         raise DataError(f"data file {str(path)!r} must hold the {declared} bytes its header declares for shape "
                         f"{shape}, got {size - offset}")
 
 
-def _read_csv(path: Path) -> np.ndarray:
+def _read_csv(path: Path, max_features: int | None = None) -> np.ndarray:
     with open(path, "r", encoding="utf-8") as fh:
         first = fh.readline()
     if not first.strip():
         raise DataError(f"data file {str(path)!r} must hold at least one row and one column, got an empty file")
+    _check_features(path, first.count(",") + 1, max_features)
     # A header is a first row in which *no* cell is a number; a row with one bad or
     # empty cell among numbers is data, and is refused as such (never silently dropped).
     skip = 0 if any(_is_number(cell) for cell in first.split(",")) else 1

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from dpdpca._io import atomic_write_json
-from dpdpca._validation import check_open_unit, check_positive, param_error
+from dpdpca._validation import check_delta, check_positive, param_error
 from dpdpca.dp.report import ADD_REMOVE_ONE, NEIGHBOURING_RELATIONS, REPLACE_ONE
 from dpdpca.errors import DpdpcaError, MessageError, ParameterError
 
@@ -75,7 +75,7 @@ def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float], delta: float) 
     ``eps(alpha) = r + log1p(-1/alpha) - (log delta + log alpha)/(alpha - 1)``,
     for ``alpha > 1``; an infinite ``r`` gives infinity.
     """
-    delta = check_open_unit("delta", delta)
+    delta = check_delta("delta", delta)
     best, best_order = math.inf, float("nan")
     for a, r in zip(orders, rdp):
         if not a > 1 or not math.isfinite(r):
@@ -197,7 +197,7 @@ def compose(costs: Sequence[ReleaseCost], delta: float) -> dict[str, Any]:
         whichever of the two is valid at the smaller epsilon among those with
         delta <= the requested one (RDP's delta is ``delta + sum delta_extra``).
     """
-    delta = check_open_unit("delta", delta)
+    delta = check_delta("delta", delta)
     if not costs:
         return {"epsilon": 0.0, "delta": 0.0, "method": "none", "releases": 0,
                 "rdp": {"epsilon": 0.0, "delta": 0.0, "order": None}, "basic": {"epsilon": 0.0, "delta": 0.0}}
@@ -259,7 +259,7 @@ class PrivacyLedger:
             if budget_epsilon is None or budget_delta is None:
                 raise ParameterError("--budget-epsilon and --budget-delta must be given together, got one")
             new = {"epsilon": check_positive("budget_epsilon", budget_epsilon),
-                   "delta": check_open_unit("budget_delta", budget_delta)}
+                   "delta": check_delta("budget_delta", budget_delta)}
             if self.budget is not None and self.budget != new:
                 raise param_error("budget", f"the ledger's declared {self.budget}", new)
             self.budget = new
@@ -274,7 +274,7 @@ class PrivacyLedger:
             self.neighbouring = data.get("neighbouring")
             for e in self.entries:
                 ReleaseCost.from_dict(e["cost"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: nested too deep
             if isinstance(exc, DpdpcaError):
                 raise
             raise MessageError(f"ledger file {str(self.path)!r} must be a dpdpca ledger, got "

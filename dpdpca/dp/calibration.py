@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize, special
 
-from dpdpca._validation import check_int, check_nonnegative, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_delta, check_int, check_nonnegative, check_positive, param_error
 
 from dpdpca.dp.settings import CALIBRATIONS
 
@@ -208,7 +208,7 @@ def calibrate_gaussian(*, epsilon: float, delta: float, sensitivity: float,
     True
     """
     epsilon = check_positive("epsilon", epsilon)
-    delta = check_open_unit("delta", delta)
+    delta = check_delta("delta", delta)
     sensitivity = check_sensitivity(sensitivity)
     _check_calibration(calibration, GAUSSIAN_CALIBRATIONS)
     if calibration == "classic":
@@ -252,7 +252,7 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
 def zcdp_rho_for(epsilon: float, delta: float) -> float:
     """Largest rho (to 1e-12 relative, rounded down) with ``zcdp_delta(rho, epsilon) <= delta``."""
     epsilon = check_positive("epsilon", epsilon)
-    delta = check_open_unit("delta", delta)
+    delta = check_delta("delta", delta)
     lo, hi = 1e-12, 1.0
     while zcdp_delta(hi, epsilon) <= delta:
         lo, hi = hi, hi * 4.0
@@ -297,7 +297,7 @@ def calibrate_discrete_gaussian(*, epsilon: float, delta: float, sensitivity: in
         ``sigma^2`` (0 when the sensitivity is 0).
     """
     epsilon = check_positive("epsilon", epsilon)
-    delta = check_open_unit("delta", delta)
+    delta = check_delta("delta", delta)
     sensitivity = check_integer_sensitivity(sensitivity)
     _check_calibration(calibration, DISCRETE_GAUSSIAN_CALIBRATIONS)
     if calibration == "analytic" and dimension is None:

@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_delta, check_int, check_positive, param_error
 from dpdpca.dp.accountant import ReleaseCost, rdp_to_epsilon
 from dpdpca.dp.release import BLOCKS, block_counts, block_scales, split_weights
 from dpdpca.dp.report import ADD_REMOVE_ONE, PrivacyReport
@@ -192,6 +192,10 @@ class DistributedCalibration:
                              sensitivity_mode="rigorous", notes=notes)
 
 
+#: Largest common noise scale c^2 the calibration tries (the variances stay far inside double precision).
+_MAX_SCALE = Fraction(2) ** 200
+
+
 def calibrate_distributed(*, epsilon: float, delta: float, d: int, frac_bits: int, owners: int, honest: int,
                           quorum: int | None = None, mean_norm_bound: float = 1.0) -> DistributedCalibration:
     """Each owner's noise so that ``t - (L - quorum)`` honest shares alone give (epsilon, delta).
@@ -220,10 +224,12 @@ def calibrate_distributed(*, epsilon: float, delta: float, d: int, frac_bits: in
     Raises
     ------
     ParameterError
-        honest outside [1, L], or a quorum that could leave no honest share.
+        honest outside [1, L], a quorum that could leave no honest share, or
+        an epsilon below what any noise reaches at this delta (the RDP orders'
+        floor).
     """
     epsilon = check_positive("epsilon", epsilon)
-    delta = check_open_unit("delta", delta)
+    delta = check_delta("delta", delta)
     d = check_int("d", d, minimum=1)
     owners = check_int("owners", owners, minimum=1)
     honest = check_int("honest_owners", honest, minimum=1, maximum=owners)
@@ -243,7 +249,12 @@ def calibrate_distributed(*, epsilon: float, delta: float, d: int, frac_bits: in
 
     # eps is decreasing in the common scale c^2: bracket, then bisect on a 1e-6 grid (rounded up).
     lo, hi = Fraction(1, 10 ** 6), Fraction(1)
-    while build(hi).epsilon_for(n) > epsilon:
+    while (reached := build(hi).epsilon_for(n)) > epsilon:
+        if hi > _MAX_SCALE:
+            # The RDP orders bound how small epsilon can get (about log(1/delta) / (max order - 1)):
+            # more noise no longer helps, and the variance would soon leave double precision.
+            raise param_error("epsilon", f">= {reached:.3g}, the smallest the owners' distributed noise reaches at "
+                              f"delta={delta} (noise by owners)", epsilon)
         lo, hi = hi, hi * 4
     while (hi - lo) > hi / 1_000_000:
         mid = Fraction(math.nextafter(float((lo + hi) / 2), math.inf))

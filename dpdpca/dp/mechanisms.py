@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_delta, check_int, check_positive, param_error
 from dpdpca.dp.calibration import (
     DISCRETE_GAUSSIAN_CALIBRATIONS,
     GAUSSIAN_CALIBRATIONS,
@@ -156,7 +156,7 @@ class GaussianMechanism(_Mechanism):
     def __init__(self, *, epsilon: float, delta: float, sensitivity: float, calibration: str = "analytic",
                  neighbouring: str = REPLACE_ONE, sensitivity_mode: str = "rigorous") -> None:
         self.epsilon = check_positive("epsilon", epsilon)
-        self.delta = check_open_unit("delta", delta)
+        self.delta = check_delta("delta", delta)
         self.sensitivity = check_sensitivity(sensitivity)
         self.calibration = _check_calibration(calibration, GAUSSIAN_CALIBRATIONS)
         self._set_relation(neighbouring, sensitivity_mode)
@@ -242,7 +242,7 @@ class DiscreteGaussianMechanism(_Mechanism):
                  neighbouring: str = REPLACE_ONE, sensitivity_mode: str = "rigorous",
                  dimension: int | None = None) -> None:
         self.epsilon = check_positive("epsilon", epsilon)
-        self.delta = check_open_unit("delta", delta)
+        self.delta = check_delta("delta", delta)
         self.sensitivity = check_integer_sensitivity(sensitivity)
         self.dimension = None if dimension is None else check_int("dimension", dimension, minimum=1)
         if calibration == "analytic" and self.dimension is None:

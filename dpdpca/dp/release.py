@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_delta, check_int, check_positive, param_error
 from dpdpca.dp.calibration import (
     DISCRETE_GAUSSIAN_CALIBRATIONS,
     analytic_gaussian_sigma,
@@ -259,7 +259,7 @@ def calibrate_add_remove(*, epsilon: float, delta: float, d: int, frac_bits: int
     (True, 4.08)
     """
     epsilon = check_positive("epsilon", epsilon)
-    delta = check_open_unit("delta", delta)
+    delta = check_delta("delta", delta)
     d = check_int("d", d, minimum=1)
     frac_bits = check_int("frac_bits", frac_bits, minimum=0, maximum=52)
     if calibration not in DISCRETE_GAUSSIAN_CALIBRATIONS:

@@ -157,6 +157,7 @@ class Collection:
         self._broken: str | None = None
         self._refused: str | None = None
         (self.root / "shares").mkdir(parents=True, exist_ok=True)
+        self._remove_partial_writes()
         self.ledger = ReleaseLedger(self.root / "ledger.json")
         self._steps = self._new_steps()
         self._result: bytes | None = None
@@ -175,6 +176,16 @@ class Collection:
         self._recover()
 
     # -- persistence -----------------------------------------------------------
+    def _remove_partial_writes(self) -> None:
+        """Delete the temporary files of writes a crash cut short (``.<name>.*.tmp``, never renamed into place).
+
+        Every file of the state is written to such a file and renamed (:func:`durable_write`), so a
+        temporary file left at start-up belongs to no acknowledged share and no committed state.
+        """
+        for folder in (self.root, self.root / "shares"):
+            for tmp in folder.glob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
+
     def _new_steps(self, proxy: Proxy | None = None) -> ProxySteps:
         """The proxy's steps (:mod:`dpdpca.protocol.roles`), the same every deployment drives."""
         if proxy is None:
@@ -191,7 +202,7 @@ class Collection:
             state = json.loads(path.read_text())
             Phase(state["phase"])
             float(state["deadline_unix"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             raise MessageError(f"proxy state {str(path)!r} must be JSON written by the service, got other content") \
                 from None
         return dict(state)
@@ -224,8 +235,6 @@ class Collection:
                     self._steps.accept(path.read_bytes())
                 except DpdpcaError:
                     path.unlink()  # validated before every acknowledgement: this one never was
-            for tmp in (self.root / "shares").glob(".*.tmp"):
-                tmp.unlink(missing_ok=True)  # a write cut short by the crash
             self._close_if_due_locked()
 
     # -- queries ----------------------------------------------------------------

@@ -31,7 +31,7 @@ def load_public(path: Path) -> ProtocolParams:
         raise MessageError(f"public parameters file {str(path)!r} must exist, got no such file")
     try:
         return ProtocolParams.from_json(json.loads(path.read_text()))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise MessageError(f"public parameters file {str(path)!r} must be JSON, got {type(exc).__name__}") from None
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_delta, check_int, check_positive, param_error
 from dpdpca.dp import CALIBRATIONS, REPLACE_ONE, SENSITIVITY_MODES, DiscreteGaussianMechanism, centred_scatter_sensitivity
 from dpdpca.dp.calibration import classic_gaussian_sigma, zcdp_rho_for
 from dpdpca.errors import DataError
@@ -193,7 +193,7 @@ def check_noise_options(*, epsilon: float, delta: float, calibration: str, sensi
         calibration leaves double precision (e.g. epsilon = 1e155).
     """
     eps = check_positive("epsilon", epsilon)
-    dl = check_open_unit("delta", delta)
+    dl = check_delta("delta", delta)
     for name, value, allowed in (("calibration", calibration, CALIBRATIONS),
                                  ("sensitivity_mode", sensitivity_mode, SENSITIVITY_MODES),
                                  ("noise_lattice", noise_lattice, NOISE_LATTICES)):

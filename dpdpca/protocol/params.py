@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_delta, check_int, check_positive, param_error
 from dpdpca.crypto import PublicKey, SlotLayout
 from dpdpca.dp.release import check_noise_by
 from dpdpca.errors import DpdpcaError, MessageError, OverflowRiskError
@@ -30,8 +30,15 @@ __all__ = ["slot_value_bound", "final_value_bound", "masked_sum_bound", "carry_v
            "noise_tail_factor", "integer_noise_sensitivity", "noise_sigma_int", "check_noise_options",
            "DEFAULT_MAX_FEATURES", "check_features", "resolve_release", "check_release_options",
            "add_remove_sigma_bound", "PARAMS_VERSION",
-           "add_remove_value_bound", "PARAM_RELEASES", "TAIL_LOG2_ENTRIES", "TAIL_LOG2_FAILURE"]
+           "add_remove_value_bound", "PARAM_RELEASES", "TAIL_LOG2_ENTRIES", "TAIL_LOG2_FAILURE",
+           "MAX_ROWS_PER_OWNER", "MAX_OWNERS"]
 
+
+#: Largest declared ``max_rows_per_owner`` (2^40, about 10^12 rows) and ``max_owners`` (2^20): the slot
+#: bounds and the noise allowance grow with N_max = max_owners * max_rows_per_owner, and beyond these
+#: they leave double precision in the calibration or need more slot bits than any key has.
+MAX_ROWS_PER_OWNER = 1 << 40
+MAX_OWNERS = 1 << 20
 
 #: Version of ``public.json``'s protocol fields.  2: v' in its own layout, M's slots sized for the
 #: add/remove blocks, add/remove shares carry v once as packed tiles (version 1 files derive
@@ -168,12 +175,12 @@ class ProtocolParams:
             The slot bound does not fit one plaintext (too many owners or rows
             for the key size).
         """
-        check_int("max_owners", max_owners, minimum=1)
-        check_int("max_rows_per_owner", max_rows_per_owner, minimum=1)
+        check_int("max_owners", max_owners, minimum=1, maximum=MAX_OWNERS)
+        check_int("max_rows_per_owner", max_rows_per_owner, minimum=1, maximum=MAX_ROWS_PER_OWNER)
         check_int("frac_bits", frac_bits, minimum=0, maximum=26)
         check_int("kappa", kappa, minimum=40)
         min_epsilon = check_positive("min_epsilon", min_epsilon)
-        min_delta = check_open_unit("min_delta", min_delta)
+        min_delta = check_delta("min_delta", min_delta)
         session_id = secrets.token_hex(16) if session_id is None else check_session_id(session_id)
         n_max = max_owners * max_rows_per_owner
         if packing not in PACKINGS:

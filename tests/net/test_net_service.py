@@ -283,15 +283,20 @@ def test_restart_loses_no_share_and_never_releases_twice(tmp_path, net_params, n
     # What a SIGKILL can leave behind: a half-written temporary file and a file never acknowledged.
     (shares_dir / ".3.msg.abc.tmp").write_bytes(shares["3"][0][:100])
     (shares_dir / "3.msg").write_bytes(shares["3"][0][:-5])
+    root = tmp_path / "state"
+    for name in (".state.json.k1.tmp", ".ledger.json.k2.tmp", ".aggregate.msg.k3.tmp"):
+        (root / name).write_bytes(b"{")  # a state write cut short
     del coll, app
     coll, app = _service(tmp_path, net_params, identities)  # the restart
     assert coll.accepted() == ["1", "2"] and _stored(tmp_path) == ["1.msg", "2.msg"]
+    assert not list(root.glob(".*.tmp")) and not list(shares_dir.glob(".*.tmp"))
     with TestClient(app) as tc:
         assert _client(tc, identities["2"]).post_share("2", shares["2"][0])["status"] == "duplicate"
         assert _client(tc, identities["3"]).post_share("3", shares["3"][0])["status"] == "accepted"
         _, result, res = _user_finish(tc, identities, net_params, net_keypair, owner_keyring)
+    (root / ".result.msg.k4.tmp").write_bytes(b"x")
     coll, app = _service(tmp_path, net_params, identities)  # restart after the release
-    assert coll.phase.value == "released"
+    assert coll.phase.value == "released" and not list(root.glob(".*.tmp"))
     with TestClient(app) as tc:
         assert _client(tc, identities["user"]).result() == result
     state = json.loads((tmp_path / "state" / "state.json").read_text())
