@@ -82,10 +82,11 @@ from dpdpca.data import load_dataset, make_covariance_data, make_synth_power_law
 from dpdpca.data.catalog import install_hint
 from dpdpca.errors import DataError, DpdpcaError
 from dpdpca.metrics import captured_energy_ratio, captured_variance_ratio, optimal_energy, svm_f1
+from dpdpca.dp.settings import RELATIONS
 from dpdpca.pipelines import PIPELINES, get_spec
 from dpdpca.result import PCAResult
 from dpdpca.runinfo import run_record
-from dpdpca.settings import method_options, privacy_summary, settings_for
+from dpdpca.settings import method_options, privacy_summary, refusal, settings_for
 
 __all__ = ["DEFAULTS", "MethodInfo", "registered_methods", "run_utility", "write_outputs", "command"]
 
@@ -222,6 +223,9 @@ def _point(m: MethodInfo, parts: list[np.ndarray], k: int, epsilon: float, delta
     what the last run reported of its privacy (:func:`dpdpca.settings.privacy_summary`)."""
     values: dict[str, list[float]] = {name: [] for name in metrics}
     privacy: dict[str, Any] | None = None
+    reason = refusal(get_spec(m.name), args["settings"])
+    if reason is not None:
+        return values, f"skipped: {reason}", privacy
     for _ in range(_runs(m, args)):
         try:
             result = driver.run(m.name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng,
@@ -330,8 +334,17 @@ def _f1_sweep(setup: Setup, samples: Sequence[int], methods: list[MethodInfo], a
 
 def _fpca_sweep(cfg: dict[str, Any], methods: list[MethodInfo], args: dict[str, Any], seed: int,
                 rng: np.random.Generator) -> dict[str, Any]:
-    """FPCA Fig. 3: q_A = |<v_1, v_1_hat>| against epsilon on Synth(alpha), one panel per alpha."""
+    """FPCA Fig. 3: q_A = |<v_1, v_1_hat>| against epsilon on Synth(alpha), one panel per alpha.
+
+    FPCA has no sound add/remove form (its blocks shift when a row is added),
+    so this panel runs every method under replace-one, whatever the run's
+    relation, and says so (``relation``).
+    """
+    args = dict(args, settings=dict(args["settings"], relation="replace-one"))
     out: dict[str, Any] = {"d": cfg["d"], "n": cfg["n"], "delta": cfg["delta"], "sites": cfg["sites"],
+                           "relation": "replace-one",
+                           "relation_note": "FPCA has no add/remove-one form: every method of this panel runs "
+                                            "under replace-one",
                            "fpca_registered": any(m.name == "fpca" for m in methods), "alphas": {},
                            "scaling": "rows divided by the largest row norm (the FPCA paper's Synth set), the same "
                                       "rows for every method"}
@@ -382,12 +395,14 @@ def run_utility(*, quick: bool = False, datasets: Sequence[str] | None = None, m
                 calibration: str | None = None, sensitivity_mode: str | None = None, paper: bool = False,
                 method_runs: dict[str, int] | None = None, blas_threads: int | None = None, seed: int = 0,
                 sweeps: Sequence[str] | None = None, fpca: bool = True,
-                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                progress: Callable[[str], None] | None = None, relation: str | None = None) -> dict[str, Any]:
     """Run the sweeps; return the JSON-ready dict (see the module docstring).
 
     ``paper`` selects the papers' setting instead of the rigorous one
-    (:func:`dpdpca.settings.settings_for`); ``calibration`` and
-    ``sensitivity_mode`` override one item of it.  ``method_runs`` caps the
+    (:func:`dpdpca.settings.settings_for`); ``relation`` (default
+    add-remove), ``calibration`` and ``sensitivity_mode`` override one item
+    of it, for every method alike.  A method with no sound form under the
+    setting records the reason as its error at every point.  ``method_runs`` caps the
     runs per point of named methods (the slow ones, to fit a time budget);
     every panel row records the runs it used.  ``blas_threads`` limits BLAS
     threads (1 suits several sweeps sharing a small machine).
@@ -396,7 +411,7 @@ def run_utility(*, quick: bool = False, datasets: Sequence[str] | None = None, m
         out = _run_utility(quick=quick, datasets=datasets, methods=methods, runs=runs, crypto_runs=crypto_runs,
                            key_bits=key_bits, calibration=calibration, sensitivity_mode=sensitivity_mode,
                            paper=paper, method_runs=method_runs, seed=seed, sweeps=sweeps, fpca=fpca,
-                           progress=progress)
+                           progress=progress, relation=relation)
     out["blas_threads"] = threads
     return out
 
@@ -404,11 +419,12 @@ def run_utility(*, quick: bool = False, datasets: Sequence[str] | None = None, m
 def _run_utility(*, quick: bool, datasets: Sequence[str] | None, methods: str | None, runs: int | None,
                  crypto_runs: int | None, key_bits: int, calibration: str | None, sensitivity_mode: str | None,
                  paper: bool, method_runs: dict[str, int] | None, seed: int, sweeps: Sequence[str] | None,
-                 fpca: bool, progress: Callable[[str], None] | None) -> dict[str, Any]:
+                 fpca: bool, progress: Callable[[str], None] | None, relation: str | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     tick = progress or (lambda label: None)
     chosen, skipped = _select_methods(methods)
-    settings = settings_for(paper=paper, calibration=calibration, sensitivity_mode=sensitivity_mode)
+    settings = settings_for(paper=paper, calibration=calibration, sensitivity_mode=sensitivity_mode,
+                            relation=relation)
     caps = dict(method_runs or {})
     args: dict[str, Any] = {"runs": runs if runs is not None else (3 if quick else 10),
             "crypto_runs": crypto_runs if crypto_runs is not None else (1 if quick else 3),
@@ -487,7 +503,8 @@ def _table(title: str, panel: dict[str, Any], xname: str) -> list[str]:
 
 def _setting_line(st: dict[str, Any]) -> str:
     mode = "the papers' setting (--paper)" if st["paper"] else "rigorous (the default)"
-    return (f"Every DP method under one setting, {mode}: sensitivity {st['sensitivity_mode']}, calibration "
+    return (f"Every DP method under one setting, {mode}: relation {st.get('relation', '-')}, "
+            f"sensitivity {st['sensitivity_mode']}, calibration "
             f"{st['calibration']}, scaling {st['scaling']}, "
             + ("exact pooled mean subtracted before partitioning (not DP)." if st["exact_mean"]
                else "centring inside each release (DP)."))
@@ -646,11 +663,15 @@ def _parse_method_runs(text: str | None) -> dict[str, int]:
 @click.option("--key-bits", type=int, default=768, show_default=True,
               help="Paillier key of encrypted pipelines (utility does not depend on it).")
 @click.option("--paper", is_flag=True,
-              help="Every method under the papers' settings, for reproduction: paper sensitivity, classic "
-                   "calibration, max-norm scaling, exact pooled mean (not DP). Default: rigorous sensitivity, "
-                   "analytic calibration, public clipping, centring paid in DP (as 'dpdpca compare').")
+              help="Every method under the papers' settings, for reproduction: replace-one, paper sensitivity, "
+                   "classic calibration, max-norm scaling, exact pooled mean (not DP). Default: add/remove-one, "
+                   "rigorous sensitivity, analytic calibration, public clipping, centring paid in DP (as 'dpdpca "
+                   "compare').")
 @click.option("--calibration", type=click.Choice(["classic", "analytic"]), default=None,
               help="For every DP method (default: analytic; classic with --paper).")
+@click.option("--relation", type=click.Choice(RELATIONS), default=None,
+              help="Neighbouring relation for every method (default: add-remove; replace-one with --paper). A method "
+                   "with no sound form under it is recorded as skipped, with the reason.")
 @click.option("--sensitivity-mode", type=click.Choice(["paper", "rigorous"]), default=None,
               help="For every DP method (default: rigorous; paper with --paper).")
 @click.option("--method-runs", default=None, metavar="NAME=RUNS,...",
@@ -664,14 +685,16 @@ def _parse_method_runs(text: str | None) -> dict[str, int]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(quick: bool, datasets: tuple[str, ...], methods: str | None, sweeps: str | None, runs: int | None,
             crypto_runs: int | None, key_bits: int, paper: bool, calibration: str | None,
-            sensitivity_mode: str | None, method_runs: str | None, blas_threads: int | None, no_fpca: bool, seed: int, out_dir: str | None, as_json: bool) -> None:
+            sensitivity_mode: str | None, method_runs: str | None, blas_threads: int | None, no_fpca: bool, seed: int,
+            out_dir: str | None, as_json: bool, relation: str | None) -> None:
     """q/q_o of every registered method against epsilon, N_s, S, R/K, delta; F1; captured variance; FPCA q_A."""
     result = run_utility(quick=quick, datasets=list(datasets) or None, methods=methods, runs=runs,
                          crypto_runs=crypto_runs, key_bits=key_bits, calibration=calibration,
                          sensitivity_mode=sensitivity_mode, paper=paper, method_runs=_parse_method_runs(method_runs),
                          blas_threads=blas_threads, seed=seed,
                          sweeps=None if sweeps is None else [s.strip() for s in sweeps.split(",") if s.strip()],
-                         fpca=not no_fpca, progress=lambda label: click.echo(f"... {label}", err=True))
+                         fpca=not no_fpca, progress=lambda label: click.echo(f"... {label}", err=True),
+                         relation=relation)
     notes = write_outputs(result, out_dir) if out_dir is not None else []
     click.echo(json.dumps(result, sort_keys=True) if as_json else results_markdown(result))
     for note in notes:
