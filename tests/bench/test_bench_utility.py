@@ -75,6 +75,10 @@ def test_bench_utility_quick_smoke(tmp_path, capsys, tiny):
     assert all(m is not None and math.isfinite(m) for name, row in q_eps.items() for m in row["mean"] if name != "fpca")
     assert set(entry["captured_variance"]["methods"]) == set(plain)
     assert entry["f1"]["x"] == [20, 40] and all(0 <= v <= 1 for v in entry["f1"]["methods"]["nonprivate"]["mean"])
+    # Wang-Chang Fig. 4 as they ran it: one training set split among L = N / N_s owners, a random-subspace floor
+    f1 = entry["f1"]
+    assert f1["owners"] == [f1["train_rows"] // 20, f1["train_rows"] // 40] and f1["n_components"] == 10
+    assert len(f1["methods"]["random-subspace"]["mean"]) == 2
     qa = result["fpca_q_a"]["alphas"]["1.0"]["methods"]
     assert qa["nonprivate"]["mean"] == pytest.approx([1.0], abs=1e-4)
     assert result["run"]["seed"] == 0 and result["run"]["machine"]["cpu_count"] >= 1
@@ -85,6 +89,7 @@ def test_bench_utility_quick_smoke(tmp_path, capsys, tiny):
     assert all(float(r["sigma"]) > 0 for r in capes)
     md = (out_dir / "results.md").read_text()
     assert "## digits" in md and "F1 against samples per owner" in md and "± " in md
+    assert "split among L = " in md and "random subspace" in md
     assert "rigorous (the default)" in md and "| capepca | cape | add/remove-one | analytic | rigorous |" in md
     pngs = sorted(p.name for p in out_dir.glob("*.png"))
     assert "digits_epsilon.png" in pngs and "digits_f1.png" in pngs and "synth_alpha1.0_q_a.png" in pngs
