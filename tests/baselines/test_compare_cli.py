@@ -221,3 +221,14 @@ def test_default_add_remove_dpdpca_pooled_and_capepca_agree():
     for name in ("dpdpca", "capepca"):
         assert abs(rows[name]["captured_energy_ratio"] - rows["pooled"]["captured_energy_ratio"]) < 0.08
     assert rows["pooled"]["captured_energy_ratio"] > 0.5
+
+
+def test_compare_takes_runs_defaults(capsys):
+    """No options: run's defaults (digits, 5 sites, K = 5, epsilon 1, delta 1e-5), the rigorous setting."""
+    code, out, err = run_cli(capsys, "--methods", "nonprivate,pooled", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["dataset"]["name"] == "digits" and summary["dataset"]["sites"] == 5
+    assert (summary["n_components"], summary["epsilon"], summary["delta"]) == (5, 1.0, 1e-5)
+    assert summary["settings"]["relation"] == "add-remove"
+    assert summary["methods"]["pooled"]["privacy"]["neighbouring"] == "add/remove-one"
