@@ -35,7 +35,7 @@ import numpy as np
 
 from dpdpca._validation import check_int, param_error, type_error
 from dpdpca.data.preprocessing import check_partitions
-from dpdpca.errors import ProtocolError
+from dpdpca.errors import ProtocolError, UnsupportedSettingError
 from dpdpca.metrics import captured_energy_ratio, optimal_energy, q_comp, svm_f1
 from dpdpca.pipelines import PIPELINES, get_spec, pipeline_names
 from dpdpca.result import SUBSPACE, TENSOR_FACTORS, PCAResult, Result, TensorResult
@@ -133,7 +133,8 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
             delta: float, runs: int = 1, rng: np.random.Generator | None = None,
             X_eval: Any = None, center: bool = False,
             method_options: dict[str, dict[str, Any]] | None = None,
-            f1_data: tuple[Any, Any, Any, Any] | None = None, truth: Any = None) -> dict[str, Any]:
+            f1_data: tuple[Any, Any, Any, Any] | None = None, truth: Any = None,
+            skip: dict[str, str] | None = None) -> dict[str, Any]:
     """Run several methods on the same partitions and budget; summarise utility.
 
     Each method runs ``runs`` times (fresh noise each time) and each result is
@@ -144,6 +145,10 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
     also reports the F1 of an RBF SVM trained on the projected training rows
     and scored on the projected test rows (:func:`~dpdpca.metrics.svm_f1`,
     Wang & Chang Fig. 4), as ``"f1"`` (mean) and ``"f1_std"``.
+
+    A method that refuses the setting (:class:`~dpdpca.errors.UnsupportedSettingError`),
+    or is named in ``skip`` (name -> reason), gets the row ``{"kind": ...,
+    "skipped": reason}`` and is not run under anything else.
 
     Returns
     -------
@@ -167,15 +172,25 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
     k = check_int("n_components", n_components, minimum=1, maximum=parts[0].shape[1])
     q_o = optimal_energy(X, k, center=center) if any(sp.kind == SUBSPACE for sp in specs) else None
     opts = dict(method_options or {})
+    refused = dict(skip or {})
     out: dict[str, Any] = {}
     for spec in specs:
         name = spec.name
         values, crit, total, f1s = [], [], [], []
         result = None
         metric = SCORES[spec.kind]
-        for _ in range(n_runs):
-            result = run(name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng,
-                         **opts.get(name, {}))
+        if name in refused:
+            out[name] = {"kind": spec.kind, "skipped": str(refused[name])}
+            continue
+        try:
+            result = run(name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng, **opts.get(name, {}))
+        except UnsupportedSettingError as exc:  # no sound form under this setting: shown, never run otherwise
+            out[name] = {"kind": spec.kind, "skipped": str(exc)}
+            continue
+        for i in range(n_runs):
+            if i:
+                result = run(name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng,
+                             **opts.get(name, {}))
             values.append(score(result, X=X, center=center, q_optimal=q_o, truth=truth)[1])
             if f1_data is not None and isinstance(result, PCAResult):
                 f1s.append(svm_f1(result, *f1_data))

@@ -21,6 +21,7 @@ __all__ = [
     "MessageError",
     "InsecureKeyError",
     "InfeasibleError",
+    "UnsupportedSettingError",
     "ProtocolError",
     "NotFittedError",
     "ParameterTypeError",
@@ -60,6 +61,13 @@ class InsecureKeyError(ParameterError):
 
 class InfeasibleError(ParameterError):
     """Constraints on noise variances (e.g. CAPE's) cannot be met."""
+
+
+class UnsupportedSettingError(ParameterError):
+    """A method has no sound form under the privacy setting asked for (a relation, calibration or sensitivity mode).
+
+    ``dpdpca compare`` shows such a method as skipped, with this message as the reason.
+    """
 
 
 class ProtocolError(DpdpcaError, ValueError):

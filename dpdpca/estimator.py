@@ -26,6 +26,13 @@ explained_variance_ : ndarray of shape (n_components,)
     Eigenvalues of the (noisy) matrix the pipeline decomposed, expressed as a
     covariance: squared data units, per sample, denominator ``N - 1``, as in
     scikit-learn.  With DP noise they are noisy too, and may be negative.
+explained_variance_ratio_ : ndarray of shape (n_components,)
+    ``explained_variance_`` over the total variance (the trace of the matrix
+    decomposed, as a covariance), as in scikit-learn; NaN where the release
+    carries no total (e.g. the sketch).
+singular_values_ : ndarray of shape (n_components,)
+    ``sqrt(explained_variance_ (N - 1))`` with ``N`` the count behind the
+    release (its noisy value when the count is private), as in scikit-learn.
 mean_ : ndarray of shape (n_features,)
     The mean ``transform`` subtracts: the mean the pipeline released, or zeros
     when it releases none (the data are taken as centred).
@@ -144,6 +151,15 @@ class PCAEstimator(BaseEstimator):
         self.mean_ = np.zeros(d) if result.mean is None else np.asarray(result.mean, dtype=np.float64)
         self.n_components_ = int(k)
         self.n_features_in_ = int(d)
+        # scikit-learn's derived attributes, from what the release carries (NaN where it carries nothing)
+        extra = result.extra or {}
+        n = extra.get("n_released", extra.get("n_samples"))
+        ev = np.maximum(self.explained_variance_, 0.0)
+        self.singular_values_ = (np.sqrt(ev * max(float(n) - 1.0, 1.0)) if isinstance(n, (int, float))
+                                 else np.full(k, np.nan))
+        total = extra.get("total_variance")
+        self.explained_variance_ratio_ = (self.explained_variance_ / float(total)
+                                          if isinstance(total, (int, float)) and total > 0 else np.full(k, np.nan))
         self.privacy_ = result.privacy
         self.timings_ = result.timings
         self.bytes_sent_ = dict(result.bytes_sent)

@@ -131,12 +131,13 @@ class PipelineSpec:
 
 
 _NOISE = ("calibration", "sensitivity_mode")
-_SITE_DP = (*_NOISE, "centering")
+_SITE_DP = (*_NOISE, "centering", "neighbouring")
+_SITES = ("n_sites",)
 #: The tensor pipelines' model options (``dpdpca.baselines.tensor``).
 _TENSOR = ("model", "noise_variance", "n_features", "sample_scale", "words", "n_restarts", "n_iter", "random_state")
 _PROTOCOL = ("key_bits", "frac_bits", "kappa", "clip", "calibration", "sensitivity_mode", "noise_lattice",
              "executor", "insecure_test_key", "quorum", "processes")
-_CAPE = ("weights", "site_epsilons", "site_deltas", "dropped_sites", "scheme", "keep_noise", *_SITE_DP)
+_CAPE = ("weights", "site_epsilons", "site_deltas", "dropped_sites", "scheme", "keep_noise", *_SITE_DP, "n_sites")
 
 #: The built-in pipelines, in the order ``compare`` lists them.  One entry per pipeline.
 _BUILTIN = (
@@ -157,7 +158,7 @@ _BUILTIN = (
                  fixed={"release": "add-remove", "noise_by": "owners"}),
     PipelineSpec("dpdispca", "dpdpca.baselines.dpdispca:DPDisPCA",
                  "DPdisPCA (Imtiaz-Sarwate 2018): noisy partial square roots averaged",
-                 options=("n_intermediate", "site_precision", *_SITE_DP), fixed={"variant": "partial-root"}),
+                 options=("n_intermediate", "site_precision", *_SITE_DP, *_SITES), fixed={"variant": "partial-root"}),
     PipelineSpec("dpdispca-full", "dpdpca.baselines.dpdispca:DPDisPCA",
                  "DPdisPCA's full variant: noisy second moments averaged",
                  options=_SITE_DP, fixed={"variant": "full"}),
@@ -175,21 +176,22 @@ _BUILTIN = (
                  options=_SITE_DP, fixed={"variant": "pooled"}),
     PipelineSpec("private-local-pca", "dpdpca.baselines.private_local_pca:PrivateLocalPCA",
                  "PrivateLocalPCA: sites refine a noisy subspace in sequence",
-                 options=("n_intermediate", "site_precision", "relay", *_SITE_DP)),
+                 options=("n_intermediate", "site_precision", "relay", *_SITE_DP, *_SITES)),
     PipelineSpec("nonprivate", "dpdpca.baselines.nonprivate:NonPrivatePCA",
                  "exact PCA of the pooled data (not DP; the q_o reference)", private=False,
                  options=("centering",)),
     PipelineSpec("fpca", "dpdpca.baselines.fpca:FederatedPCA",
                  "Federated PCA (Grammenos et al. 2020): streaming FPCA-Edge clients, streaming MOD-SuLQ, tree merge",
-                 options=("private", "rank", "block_size", "calibration", "omega0", "mask_columns", "forgetting",
+                 options=("private", "rank", "oversampling", "block_size", "calibration",
+                          "sensitivity_mode", "centering", "neighbouring", "omega0", "mask_columns", "forgetting",
                           "adaptive_rank", "alpha", "beta", "branching")),
     PipelineSpec("mod-sulq", "dpdpca.baselines.modsulq:ModSulqPCA",
                  "MOD-SuLQ on the pooled second moment (trusted curator), symmetric or non-symmetric mask",
-                 options=("variant", "calibration", "private")),
+                 options=("variant", "private", *_SITE_DP)),
     PipelineSpec("sketch", "dpdpca.baselines.sketch:SketchPCA",
                  "DP compressive PCA (Chatalic et al.): noisy quadratic random-feature sketches, least-squares decoder",
-                 options=("sketch_size", "kind", "noise", "private", "neighbouring", "count_fraction",
-                          "features_per_sample", "mask", "seed")),
+                 options=("sketch_size", "kind", "noise", "private", "neighbouring", "calibration",
+                          "sensitivity_mode", "count_fraction", "features_per_sample", "mask", "seed")),
     PipelineSpec("frequent-directions", "dpdpca.baselines.frequent_directions:FrequentDirectionsPCA",
                  "Frequent Directions sketches merged across sites (streaming comparator, not DP)",
                  private=False, options=("ell",)),

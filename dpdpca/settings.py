@@ -1,26 +1,30 @@
 """The one privacy setting every method of a comparison runs under.
 
 ``dpdpca compare`` and ``dpdpca bench utility`` both compare methods
-like-for-like: every DP method gets the same sensitivity derivation, the same
-Gaussian calibration, the same row scaling and the same centring rule, and
-every result says which it used (:func:`privacy_summary`).  Two settings:
+like-for-like: every DP method gets the same neighbouring relation, the same
+sensitivity derivation, the same Gaussian calibration, the same row scaling
+and the same centring rule, and every result says which it used
+(:func:`privacy_summary`).  A method that has no sound form under the setting
+is refused, never run under another one (:func:`refusal`).  Two settings:
 
-* **rigorous** (default): rigorous sensitivity, analytic calibration, public
-  clipping of each row to norm 1, and centring paid for inside each release
-  (a site centres its own rows and its noise covers that; DPDPCA releases the
-  centred scatter under encryption);
-* **paper** (``paper=True``, ``--paper``): the papers' sensitivity and
-  classic calibration, scaling by the largest row norm (which reads the data,
-  so it is not DP), and the exact pooled mean subtracted before partitioning
-  (free, not DP), as the papers' experiments do.
+* **rigorous** (default, also the library's): add/remove-one neighbouring,
+  rigorous sensitivity, analytic calibration, public clipping of each row to
+  norm 1, and centring paid for inside each release (under add/remove a party
+  releases noisy ``R``, ``v``, ``N`` and centres afterwards, as the protocol's
+  add/remove release does); ``relation="replace-one"`` moves every method to
+  replace-one (the protocol to its centred release);
+* **paper** (``paper=True``, ``--paper``): replace-one, the papers'
+  sensitivity and classic calibration, scaling by the largest row norm (which
+  reads the data, so it is not DP), and the exact pooled mean subtracted
+  before partitioning (free, not DP), as the papers' experiments do.
 
 Examples
 --------
 >>> s = settings_for(paper=False)
->>> s["calibration"], s["sensitivity_mode"], s["scaling"], s["exact_mean"]
-('analytic', 'rigorous', 'clip', False)
->>> settings_for(paper=True)["scaling"]
-'max-norm'
+>>> s["relation"], s["calibration"], s["sensitivity_mode"], s["scaling"], s["exact_mean"]
+('add-remove', 'analytic', 'rigorous', 'clip', False)
+>>> settings_for(paper=True)["scaling"], settings_for(paper=True)["relation"]
+('max-norm', 'replace-one')
 """
 
 from __future__ import annotations
@@ -28,53 +32,109 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dpdpca.dp import ANALYTIC, CLASSIC, PAPER, RIGOROUS
+from dpdpca.dp.settings import ADD_REMOVE, REPLACE, relation_option
 from dpdpca.pipelines import PipelineSpec
 
-__all__ = ["settings_for", "centering_for", "method_options", "privacy_summary"]
+__all__ = ["centering_for", "method_options", "privacy_summary", "protocol_release", "refusal", "settings_for"]
+
+#: The protocol's release under each relation.
+_RELEASE_OF = {ADD_REMOVE: "add-remove", REPLACE: "centred"}
 
 
 def settings_for(*, paper: bool, calibration: str | None = None, sensitivity_mode: str | None = None,
-                 scaling: str | None = None, center: bool = True, exact_mean: bool | None = None) -> dict[str, Any]:
+                 scaling: str | None = None, center: bool = True, exact_mean: bool | None = None,
+                 relation: str | None = None) -> dict[str, Any]:
     """The one setting every DP method runs under: rigorous by default, the papers' with ``paper``.
 
-    An explicit ``calibration``, ``sensitivity_mode``, ``scaling`` or
-    ``exact_mean`` overrides one item, for every method alike.
+    An explicit ``relation``, ``calibration``, ``sensitivity_mode``,
+    ``scaling`` or ``exact_mean`` overrides one item, for every method alike.
 
     Returns
     -------
     dict
-        ``paper``, ``calibration``, ``sensitivity_mode``, ``scaling``
-        (``"clip"`` or ``"max-norm"``), ``center`` and ``exact_mean``.
+        ``paper``, ``relation`` (``"add-remove"`` or ``"replace-one"``),
+        ``calibration``, ``sensitivity_mode``, ``scaling`` (``"clip"`` or
+        ``"max-norm"``), ``center`` and ``exact_mean``.
+
+    Raises
+    ------
+    ParameterError
+        An unknown relation.
     """
     exact = paper if exact_mean is None else bool(exact_mean)
-    return {"paper": bool(paper),
+    rel = relation_option(relation) if relation is not None else (REPLACE if paper else ADD_REMOVE)
+    return {"paper": bool(paper), "relation": rel,
             "calibration": calibration or (CLASSIC if paper else ANALYTIC),
             "sensitivity_mode": sensitivity_mode or (PAPER if paper else RIGOROUS),
             "scaling": scaling or ("max-norm" if paper else "clip"),
             "center": bool(center), "exact_mean": bool(center and exact)}
 
 
+def protocol_release(spec: PipelineSpec, settings: Mapping[str, Any]) -> str:
+    """The protocol release a crypto pipeline runs under ``settings`` (its fixed one, else the relation's)."""
+    return str(dict(spec.fixed).get("release") or _RELEASE_OF[settings.get("relation", ADD_REMOVE)])
+
+
+def refusal(spec: PipelineSpec, settings: Mapping[str, Any]) -> str | None:
+    """Why ``spec`` cannot run under ``settings`` without changing them, or None.
+
+    A pipeline that fixes its release (``dpdpca-centred``, ``dpdpca-paper``,
+    ``dpdpca-distributed``) runs under that release's relation only; a
+    private pipeline that does not take one of the setting's options would
+    run under something else than the table says.
+    """
+    if not spec.private:
+        return None
+    relation = settings.get("relation", ADD_REMOVE)
+    if spec.crypto:
+        release = protocol_release(spec, settings)
+        if release != _RELEASE_OF[relation]:
+            return (f"{spec.name} fixes the {release} release "
+                    f"({'replace-one' if release == 'centred' else 'add/remove-one'}); "
+                    f"this comparison runs {relation}")
+        fixed_mode = dict(spec.fixed).get("sensitivity_mode")
+        if fixed_mode is not None and fixed_mode != settings.get("sensitivity_mode"):
+            return f"{spec.name} fixes sensitivity mode {fixed_mode}; this comparison runs {settings.get('sensitivity_mode')}"
+        return None
+    for name in ("calibration", "sensitivity_mode", "neighbouring"):
+        if name not in spec.options:
+            return f"{spec.name} takes no {name} option, so it cannot run under the comparison's setting"
+    return None
+
+
 def centering_for(spec: PipelineSpec, settings: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """The centring option a method gets under ``settings``, and how its report describes it."""
-    if spec.crypto:  # the protocol always releases the centred scatter, paying for the mean inside
+    if spec.crypto:  # the protocol's releases are centred, paying for the mean inside
         return {}, "inside the release (DP)"
     takes = "centering" in spec.options
     if not settings["center"]:
         return ({"centering": "none"} if takes else {}), "none"
     if settings["exact_mean"]:
         return ({"centering": "none"} if takes else {}), "exact pooled mean before partitioning (not DP)"
+    if not takes:
+        return {}, "none (the method does not centre)"
     if not spec.private:
-        return ({"centering": "pooled"} if takes else {}), "exact pooled mean (not DP)"
-    return ({"centering": "site"} if takes else {}), "inside the release (DP)"
+        return {"centering": "pooled"}, "exact pooled mean (not DP)"
+    return {"centering": "site"}, "inside the release (DP)"
 
 
 def method_options(spec: PipelineSpec, settings: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    """Noise options (for noisy methods that take them) and the centring option; plus the centring text."""
+    """Every setting option the method takes (relation, calibration, sensitivity mode, centring), and the centring text.
+
+    The protocol gets its release for the relation (``release``) where it
+    chooses one; the plaintext pipelines get ``neighbouring``.
+    """
     opts, centring = centering_for(spec, settings)
-    if spec.noisy:
-        for name in ("calibration", "sensitivity_mode"):
-            if name in spec.options and settings.get(name) is not None:
-                opts[name] = settings[name]
+    if not spec.private:
+        return opts, centring
+    if spec.crypto:
+        if "release" in spec.options:
+            opts["release"] = protocol_release(spec, settings)
+    elif "neighbouring" in spec.options:
+        opts["neighbouring"] = settings.get("relation", ADD_REMOVE)
+    for name in ("calibration", "sensitivity_mode"):
+        if name in spec.options and settings.get(name) is not None:
+            opts[name] = settings[name]
     return opts, centring
 
 

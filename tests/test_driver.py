@@ -113,7 +113,7 @@ def test_budget_and_norm_errors(parts, method):
 
 def test_compare_summary(parts):
     out = driver.compare(["nonprivate", "capepca", "local"], parts, n_components=3, epsilon=1.0, delta=1e-5,
-                         runs=3, rng=np.random.default_rng(5))
+                         runs=3, rng=np.random.default_rng(5), center=True)
     m = out["methods"]
     assert m["nonprivate"]["captured_energy_ratio"] == pytest.approx(1.0, abs=1e-12)
     assert m["nonprivate"]["std"] == pytest.approx(0.0, abs=1e-12)

@@ -93,7 +93,15 @@ NEGLIGIBLE_NOISE = {name: {"private": False} for name in ("fpca", "mod-sulq", "s
 
 
 def _estimator(name, k, epsilon):
-    extra = SMALL_KEY if pipelines.get_spec(name).crypto else NEGLIGIBLE_NOISE.get(name, {})
+    extra = SMALL_KEY if pipelines.get_spec(name).crypto else dict(NEGLIGIBLE_NOISE.get(name, {}))
+    if "neighbouring" in pipelines.get_spec(name).options:
+        # replace-one: its noise at epsilon = 1e9 is below 1e-9 of the signal (under add/remove the noisy count
+        # and sum add a little more; the defaults are tested in tests/baselines/test_relations.py)
+        extra["neighbouring"] = "replace-one"
+    if pipelines.get_spec(name).noisy and not pipelines.get_spec(name).crypto:
+        extra["calibration"] = "classic"  # its sigma falls as 1/epsilon (the analytic one as 1/sqrt(epsilon))
+    if "centering" in pipelines.get_spec(name).options and pipelines.get_spec(name).private:
+        extra["centering"] = "none"  # X is centred; sites centring on their own means is tested below
     rng = np.random.default_rng(0)
     return pipelines.get_spec(name).make(n_components=k, epsilon=epsilon, delta=1e-5, rng=rng, **extra)
 
@@ -139,6 +147,12 @@ def test_centring_inside_the_pipeline_matches_sklearn_on_uncentred_data(X, name)
     assert np.linalg.norm(Y, axis=1).max() <= 1
     centering = "pooled" if not spec.private else "site"
     kw = {"sensitivity_mode": "rigorous"} if spec.noisy else {}
+    if "neighbouring" in spec.options:
+        kw["neighbouring"] = "replace-one"  # the sensitivity checked below is replace-one's
+    if "calibration" in spec.options:
+        kw["calibration"] = "classic"  # negligible noise at epsilon = 1e9 (the analytic sigma falls as 1/sqrt)
+    if name == "fpca":
+        kw["block_size"] = len(parts[0])  # one block per node: centred on the node's mean
     est = spec.make(n_components=3, epsilon=1e9, delta=1e-5, rng=np.random.default_rng(0), centering=centering, **kw)
     est.fit(parts)
     ref = PCA(3).fit(Y)

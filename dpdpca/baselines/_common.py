@@ -25,14 +25,17 @@ import numpy as np
 
 from dpdpca._validation import (check_delta, check_finite_rows, check_int, check_positive,
                                 param_error)
-from dpdpca.data.preprocessing import check_partitions
-from dpdpca.dp import (REPLACE_ONE, GaussianMechanism, PrivacyReport, centred_scatter_sensitivity, resolve_source,
-                       second_moment_sensitivity)
+from dpdpca.data.preprocessing import check_partitions, partition
+from dpdpca.baselines.release import AddRemoveNoise, moment_from_pieces, scatter_pieces
+from dpdpca.dp import (ADD_REMOVE_ONE, REPLACE_ONE, GaussianMechanism, PrivacyReport, centred_scatter_sensitivity,
+                       resolve_source, second_moment_sensitivity, symmetric_gaussian_matrix)
 from dpdpca.dp.mechanisms import check_sensitivity_mode
-from dpdpca.errors import DataError
+from dpdpca.dp.settings import PAPER, relation_of
+from dpdpca.errors import DataError, UnsupportedSettingError
 from dpdpca.estimator import PCAEstimator
 from dpdpca.linalg import second_moment, top_eigenpairs
 from dpdpca.result import PCAResult
+from dpdpca.timing import Timings
 from dpdpca.triangle import upper_triangle_size
 
 __all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "partial_square_root",
@@ -58,8 +61,8 @@ def partial_square_root(M: np.ndarray, r: int, *, dtype: Any = np.float64) -> np
 
 
 SITE_PRECISIONS = ("auto", "float64")
-#: How a DP pipeline centres (see :class:`NoisySiteEstimator`).
-CENTERINGS = ("none", "site")
+#: How a DP pipeline centres (see :class:`NoisySiteEstimator`), the default first.
+CENTERINGS = ("site", "none")
 _NOISE_MARGIN = 100.0
 
 
@@ -161,67 +164,113 @@ class SiteEstimator(PCAEstimator):
     def _fit_result(self, partitions: list[Any]) -> PCAResult:
         parts, k = self._validate(partitions)
         result = self._fit(parts, k)
-        n = self._n_rows(parts)
-        return dataclasses.replace(result, explained_variance=result.eigenvalues * (n / max(n - 1, 1)))
+        # the count behind the released numbers: a pipeline whose count is private (add/remove) sets the noisy one
+        n = float(result.extra.get("n_released", self._n_rows(parts)))
+        bessel = n / max(n - 1.0, 1.0)
+        extra = dict(result.extra, n_released=n)
+        if "trace" in extra:  # the trace of the matrix decomposed, in the eigenvalues' units
+            extra["total_variance"] = float(extra.pop("trace")) * bessel
+        ev = result.eigenvalues * bessel if result.explained_variance is None else result.explained_variance
+        return dataclasses.replace(result, explained_variance=ev, extra=extra)
 
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
 class NoisySiteEstimator(SiteEstimator):
-    """Base of the DP pipelines: per-site Gaussian noise on ``A_s`` via :mod:`dpdpca.dp`.
+    """Base of the DP pipelines: each party's noisy second moment, under either relation, via :mod:`dpdpca.dp`.
 
     Parameters
     ----------
     n_components : int, 1 <= K <= D
     epsilon : float > 0
     delta : float in (0, 1)
-    calibration : {"classic", "analytic"}
-        ``"classic"`` (default, paper-faithful): ``tau = Delta sqrt(2 ln(1.25/delta))/epsilon``,
-        proven only for epsilon < 1 (for epsilon >= 1 the report carries the
-        larger delta it really achieves).  ``"analytic"``: Balle & Wang (2018).
-    sensitivity_mode : {"paper", "rigorous"}
-        ``"paper"`` (default): ``Delta = 1/N_s`` as the papers state.
-        ``"rigorous"``: ``sqrt(2)/N_s``, the correct replace-one bound (see
+    calibration : {"analytic", "classic"}
+        ``"analytic"`` (default): Balle & Wang (2018).  ``"classic"`` (the
+        papers'): ``tau = Delta sqrt(2 ln(1.25/delta))/epsilon``, proven only for
+        epsilon < 1 (for epsilon >= 1 the report carries the larger delta it
+        really achieves).
+    sensitivity_mode : {"rigorous", "paper"}
+        ``"rigorous"`` (default): the bound proven for the relation used.
+        ``"paper"`` (replace-one only, for reproduction): ``Delta = 1/N_s`` as
+        the papers state, too small by ``sqrt(2)`` under replace-one (see
         :func:`dpdpca.dp.second_moment_sensitivity`).
-    centering : {"none", "site"}
-        ``"none"`` (default, the papers): the rows are taken as centred
-        already.  ``"site"``: each party subtracts the mean of the rows it
-        holds and releases the *centred* second moment, with noise calibrated
-        to its sensitivity, ``4 (N_s - 1) / N_s^2`` in rigorous mode (the
-        centred scatter's bound, :func:`dpdpca.dp.centred_scatter_sensitivity`,
-        divided by ``N_s``; the paper mode keeps ``1/N_s``).  So centring is
-        paid for inside the release, as in the encrypted protocol; no mean is
-        released (``mean_`` stays zero).  A pooled curator centres with the
-        pooled mean; distributed sites with their own.
+    centering : {"site", "none"}
+        ``"site"`` (default, as scikit-learn's PCA): each party releases the
+        *centred* second moment of the rows it holds, paying for the mean
+        inside its release (a pooled curator centres with the pooled mean,
+        distributed sites with their own).  ``"none"`` (the papers): the rows
+        are taken as centred already.
+    neighbouring : {"add-remove", "replace-one"}
+        ``"add-remove"`` (default, also spelled ``"add/remove-one"``): a
+        party releases the protocol's add/remove release of its rows, noisy
+        ``R``, ``v`` and ``N`` (:mod:`dpdpca.baselines.release`), and forms its
+        second moment from them; its count stays private.  ``"replace-one"``:
+        noise on the (centred, per ``centering``) second moment ``A_s`` with
+        ``N_s`` public, at sensitivity ``sqrt(2)/N_s`` (uncentred) or
+        ``4 (N_s - 1)/N_s^2`` (centred, :func:`dpdpca.dp.centred_scatter_sensitivity`
+        divided by ``N_s``); the paper mode keeps ``1/N_s``.
     rng : None or numpy.random.Generator
         ``None``: OS entropy.  A Generator only for experiments.
+
+    Raises
+    ------
+    UnsupportedSettingError
+        ``sensitivity_mode="paper"`` with ``neighbouring="add-remove"`` (the
+        papers' ``1/N_s`` needs a public ``N_s``).
     """
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
-                 calibration: str = "classic", sensitivity_mode: str = "paper", centering: str = "none",
-                 rng: Any = None) -> None:
+                 calibration: str = "analytic", sensitivity_mode: str = "rigorous", centering: str = "site",
+                 neighbouring: str = "add-remove", rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, rng=rng)
         self.calibration = calibration
         self.sensitivity_mode = sensitivity_mode
         self.centering = centering
+        self.neighbouring = neighbouring
+
+    def _split(self, partitions: Any) -> Any:
+        """One (n, d) array split into ``n_sites`` equal sites (rows in order), for estimators with ``n_sites``."""
+        n_sites = getattr(self, "n_sites", None)
+        if n_sites is None:
+            return partitions
+        n_sites = check_int("n_sites", n_sites, minimum=1)
+        parts = partitions if isinstance(partitions, list) else [partitions]
+        if len(parts) == 1:
+            return partition(parts[0], n_sites)
+        if len(parts) != n_sites:
+            raise param_error("n_sites", f"None or the number of partitions given ({len(parts)})", n_sites)
+        return parts
+
+    @property
+    def _add_remove(self) -> bool:
+        return relation_of(self.neighbouring) == ADD_REMOVE_ONE
 
     def _validate(self, partitions: Any) -> tuple[list[np.ndarray], int]:
-        parts, k = super()._validate(partitions)
+        parts, k = super()._validate(self._split(partitions))
         check_sensitivity_mode(self.sensitivity_mode)
         if self.centering not in CENTERINGS:
             raise param_error("centering", f"one of {', '.join(CENTERINGS)}", self.centering)
+        if self._add_remove and self.sensitivity_mode == PAPER:
+            raise UnsupportedSettingError(
+                f"sensitivity_mode 'paper' has no add/remove-one form in {self.method_name}: the papers' "
+                f"Delta = 1/N_s needs a public N_s (use neighbouring='replace-one'), got neighbouring "
+                f"{self.neighbouring!r}")
         self._mechanism(2)  # validates the calibration before any work
         resolve_source(self.rng)  # refuses an int seed before any work
         return parts, k
 
     def _mechanism(self, n_rows: int, epsilon: float | None = None, delta: float | None = None) -> GaussianMechanism:
-        """The Gaussian mechanism for a (centred, per ``centering``) second moment over ``n_rows`` records."""
+        """The replace-one Gaussian mechanism for a (centred, per ``centering``) second moment over ``n_rows`` records."""
         sens = self._sensitivity(n_rows)
         return GaussianMechanism(epsilon=self.epsilon if epsilon is None else epsilon,
                                  delta=self.delta if delta is None else delta, sensitivity=sens,
                                  calibration=self.calibration, neighbouring=REPLACE_ONE,
                                  sensitivity_mode=self.sensitivity_mode)
+
+    def _add_remove_noise(self, d: int) -> AddRemoveNoise:
+        """The protocol's add/remove calibration for ``d`` features (:mod:`dpdpca.baselines.release`)."""
+        return AddRemoveNoise.calibrate(epsilon=self.epsilon, delta=self.delta, d=d, calibration=self.calibration)
 
     def _sensitivity(self, n_rows: int) -> float:
         """Replace-one L2 sensitivity of the second moment a party releases over ``n_rows`` records."""
@@ -234,11 +283,38 @@ class NoisySiteEstimator(SiteEstimator):
         """The second moment a party releases: of its rows as given, or centred (``centering="site"``)."""
         return second_moment(X, center=self.centering == "site")
 
+    def _noisy_moment(self, X: np.ndarray, src: Any, party: str, timings: Timings,
+                      noise: AddRemoveNoise | None = None) -> tuple[np.ndarray, float, PrivacyReport, float]:
+        """One party's noisy second moment of ``X`` under this estimator's relation.
+
+        Returns ``(A, sigma, report, n)``: the matrix, the std. deviation of
+        its noise per entry (for :func:`site_eigh_dtype`), the party's report
+        and the count behind ``A`` (the noisy one under add/remove).
+        """
+        d = X.shape[1]
+        if self._add_remove:
+            noise = noise or self._add_remove_noise(d)
+            with timings.measure(party, "second-moment"):
+                pieces = scatter_pieces(X)
+            with timings.measure(party, "noise"):
+                pieces += noise.draw(src)
+                A, n, _ = moment_from_pieces(pieces, d, centred=self.centering == "site")
+            return A, noise.sigma("R") / n, noise.privacy(party), n
+        mech = self._mechanism(X.shape[0])
+        with timings.measure(party, "second-moment"):
+            A = self._moment(X)
+        with timings.measure(party, "noise"):
+            A += symmetric_gaussian_matrix(d, mech.sigma, src)
+        return A, float(mech.sigma), mech.privacy(noise_added_by=party), float(X.shape[0])
+
     def _base_params(self, k: int, parts: Sequence[np.ndarray]) -> dict[str, Any]:
-        return {"n_components": k, "epsilon": float(self.epsilon), "delta": float(self.delta),
-                "calibration": self.calibration, "sensitivity_mode": self.sensitivity_mode,
-                "centering": self.centering,
-                "n_sites": len(parts), "site_sizes": [int(X.shape[0]) for X in parts]}
+        params = {"n_components": k, "epsilon": float(self.epsilon), "delta": float(self.delta),
+                  "calibration": self.calibration, "sensitivity_mode": self.sensitivity_mode,
+                  "centering": self.centering, "neighbouring": relation_of(self.neighbouring),
+                  "n_sites": len(parts)}
+        if not self._add_remove:  # under add/remove the sizes are private
+            params["site_sizes"] = [int(X.shape[0]) for X in parts]
+        return params
 
 
 def parallel_report(reports: Sequence[PrivacyReport], *, mechanism: str, noise_added_by: str,

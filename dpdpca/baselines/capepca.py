@@ -52,6 +52,8 @@ import numpy as np
 
 from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
 from dpdpca.baselines._common import FLOAT_BYTES, NoisySiteEstimator, parallel_report, symmetric_bytes
+from dpdpca.baselines.release import moment_from_pieces, scatter_pieces
+from dpdpca.errors import UnsupportedSettingError
 from dpdpca.dp import REPLACE_ONE, CapeNoisePlan, PrivacyReport, resolve_source
 from dpdpca.linalg import pack_upper as upper_from_symmetric
 from dpdpca.linalg import top_eigenpairs, upper_triangle_size
@@ -89,11 +91,24 @@ class CapePCA(NoisySiteEstimator):
         Keep every party's noise in ``noise_`` (``{"E": [...], "F": [...],
         "G": [...]}``) and the aggregate in ``aggregate_``, for tests and
         diagnostics only: they are the parties' secrets.
-    calibration : {"classic", "analytic"}
-    sensitivity_mode : {"paper", "rigorous"}
-    centering : {"none", "site"}
+    calibration : {"analytic", "classic"}
+    sensitivity_mode : {"rigorous", "paper"}
+    centering : {"site", "none"}
         See :class:`~dpdpca.baselines._common.NoisySiteEstimator` (CAPE
         calibrates every site to the largest site's centred bound).
+    neighbouring : {"add-remove", "replace-one"}
+        ``"add-remove"`` (default): every site releases the pieces ``(R, v,
+        N)`` of its rows (the protocol's add/remove release) with CAPE's
+        correlated noise in units of each block's sigma (eq. (2) with
+        ``tau_s = 1``), and the aggregator **sums** them (the sizes are
+        private, so no weights): the aggregate carries exactly the trusted
+        curator's noise, and each site's release alone is the protocol's
+        release of its rows.  ``weights``, ``site_epsilons`` and
+        ``site_deltas`` have no form here and are refused.
+        ``"replace-one"``: the papers' scheme on ``A_s`` (module docstring).
+    n_sites : int or None
+        With one (n, d) array, split its rows (in order) into this many equal
+        sites; with a list of partitions, None or their number.
     rng : None or numpy.random.Generator
 
     Raises
@@ -124,11 +139,11 @@ class CapePCA(NoisySiteEstimator):
                  correlated: bool = True,
                  weights: Sequence[float] | None = None, site_epsilons: Sequence[float] | None = None,
                  site_deltas: Sequence[float] | None = None, dropped_sites: Sequence[int] = (),
-                 scheme: str = "projection", keep_noise: bool = False, calibration: str = "classic",
-                 sensitivity_mode: str = "paper", centering: str = "none",
-                 rng: Any = None) -> None:
+                 scheme: str = "projection", keep_noise: bool = False, calibration: str = "analytic",
+                 sensitivity_mode: str = "rigorous", centering: str = "site", neighbouring: str = "add-remove",
+                 n_sites: int | None = None, rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
-                         sensitivity_mode=sensitivity_mode, centering=centering, rng=rng)
+                         sensitivity_mode=sensitivity_mode, centering=centering, neighbouring=neighbouring, rng=rng)
         self.correlated = correlated
         self.weights = weights
         self.site_epsilons = site_epsilons
@@ -136,6 +151,7 @@ class CapePCA(NoisySiteEstimator):
         self.dropped_sites = dropped_sites
         self.scheme = scheme
         self.keep_noise = keep_noise
+        self.n_sites = n_sites
 
     @property
     def method_name(self) -> str:  # type: ignore[override]
@@ -187,6 +203,8 @@ class CapePCA(NoisySiteEstimator):
         S, d = len(parts), parts[0].shape[1]
         if self.correlated and S < 2:
             raise param_error("n_sites", ">= 2 for capePCA (use conv or local for one site)", S)
+        if self._add_remove:
+            return self._fit_add_remove(parts, k)
         sizes = [int(X.shape[0]) for X in parts]
         eps, dels = self._site_budgets(S)
         mus = self._weights(sizes)
@@ -245,10 +263,91 @@ class CapePCA(NoisySiteEstimator):
                            (("E", E if plan is not None else []), ("F", F if plan is not None else []), ("G", G))}
             self.aggregate_ = aggregate
         privacy = self._report(mechs, plan, dropped)
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"trace": float(np.trace(aggregate))}
         if plan is not None:
-            extra = {"aggregator_noise_variance": plan.aggregator_noise_variance,
+            extra |= {"aggregator_noise_variance": plan.aggregator_noise_variance,
                      "conventional_noise_variance": plan.conventional_variance, "cape_gain": plan.gain}
+        return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
+                         bytes_sent=bytes_sent, params=params, extra=extra)
+
+    def _fit_add_remove(self, parts: list[np.ndarray], k: int) -> PCAResult:
+        """CAPE (or conv) on the pieces ``(R, v, N)`` of every site, summed: module docstring, add/remove."""
+        for name in ("weights", "site_epsilons", "site_deltas"):
+            if getattr(self, name) is not None:
+                raise UnsupportedSettingError(
+                    f"{name} has no add/remove-one form in {self.method_name}: the sites' sizes are private, so "
+                    f"every site runs the same budget and the aggregate is a plain sum (use "
+                    f"neighbouring='replace-one'), got {getattr(self, name)!r}")
+        S, d = len(parts), parts[0].shape[1]
+        dropped = self._dropped(S)
+        active = [i for i in range(S) if i not in dropped]
+        src = resolve_source(self.rng)
+        noise = self._add_remove_noise(d)
+        scales = noise.scales()
+        n_pieces = scales.shape[0]
+        timings = Timings(parallel_roles=("site",))
+        bytes_sent: dict[str, int] = {}
+        params = self._base_params(k, parts)
+        params.update({"correlated": bool(self.correlated), "dropped_sites": dropped, "aggregate": "sum"})
+        # In units of each coordinate's sigma: the equal-sites plan of eq. (2) with tau_s = 1, so a site's
+        # E_s + G_s (and F_s + G_s) has variance 1 -- its release alone is the protocol's add/remove release --
+        # and the sum of the S terms G_s has variance 1 too: the aggregate carries the curator's noise.
+        plan = CapeNoisePlan.equal(n_sites=S, tau_s=1.0) if self.correlated else None
+        piece_bytes = FLOAT_BYTES * n_pieces
+        if plan is not None:
+            params["scheme"] = plan.scheme
+            with timings.measure("noise-generator", "noise"):
+                E = [e * scales for e in plan.noise_generator_terms(n_pieces, rng=src)]
+            bytes_sent["noise-generator"] = S * piece_bytes
+            with timings.measure("aggregator", "noise"):
+                F = [f * scales for f in plan.aggregator_terms(n_pieces, rng=src)]
+            bytes_sent["aggregator"] = S * piece_bytes
+        G: list[np.ndarray] = []
+        releases: dict[int, np.ndarray] = {}
+        for i in active:
+            party = f"site:{i + 1}"
+            with timings.measure(party, "second-moment"):
+                pieces = scatter_pieces(parts[i])
+            with timings.measure(party, "noise"):
+                if plan is not None:
+                    g_i = plan.site_term(i, n_pieces, rng=src) * scales
+                    pieces += E[i]
+                    pieces += F[i]
+                else:
+                    g_i = noise.draw(src)
+                pieces += g_i
+            if self.keep_noise:
+                G.append(g_i)
+            releases[i] = pieces
+            bytes_sent[party] = piece_bytes
+        with timings.measure("aggregator", "aggregate"):
+            total = np.zeros(n_pieces)
+            for i in active:
+                total += releases[i] - F[i] if plan is not None else releases[i]
+            aggregate, n, _ = moment_from_pieces(total, d, centred=self.centering == "site")
+        with timings.measure("aggregator", "eigh"):
+            w, V = top_eigenpairs(aggregate, k)
+        bytes_sent["aggregator"] = bytes_sent.get("aggregator", 0) + FLOAT_BYTES * d * k
+        if self.keep_noise:
+            self.noise_ = {"E": E if plan is not None else [], "F": F if plan is not None else [], "G": G}
+            self.aggregate_ = aggregate
+        if plan is None:
+            privacy = noise.privacy("site", notes="conv: each site adds the full noise to its own R, v, N; the "
+                                                  "aggregator sums; parallel composition over disjoint sites")
+        else:
+            notes = ("CAPE on the pieces R, v, N of every site (equal-sites plan of eq. (2) in units of each "
+                     "block's sigma): each release is protected by E_s+G_s against the aggregator and F_s+G_s "
+                     "against others; the summed aggregate carries the curator's noise; assumes a trusted noise "
+                     "generator that does not collude with the aggregator, and secure channels; parallel "
+                     "composition over disjoint sites")
+            if dropped:
+                notes += (f"; sites {[i + 1 for i in dropped]} dropped out: the remaining E_s no longer cancel, so "
+                          f"the noise exceeds the curator's; each release keeps its own guarantee")
+            privacy = noise.privacy(_CAPE_PARTIES, mechanism="cape", notes=notes)
+        extra: dict[str, Any] = {"trace": float(np.trace(aggregate)), "n_released": n}
+        if plan is not None:
+            extra.update({"aggregator_noise_variance": float(noise.sigma("R")) ** 2 * plan.aggregator_noise_variance
+                          * S * S, "conventional_noise_variance": float(noise.sigma("R")) ** 2 * S})
         return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
                          bytes_sent=bytes_sent, params=params, extra=extra)
 

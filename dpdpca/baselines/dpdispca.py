@@ -27,6 +27,7 @@ partial square root uses ``sqrt(max(lambda, 0))``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import numpy as np
@@ -35,7 +36,7 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, check_site_precision, parallel_report,
                                       partial_square_root, site_eigh_dtype, symmetric_bytes)
 from dpdpca.linalg import top_eigenpairs
-from dpdpca.dp import resolve_source, symmetric_gaussian_matrix
+from dpdpca.dp import resolve_source
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
@@ -65,10 +66,18 @@ class DPDisPCA(NoisySiteEstimator):
         noise already added, else float64 (:func:`~dpdpca.baselines._common.site_eigh_dtype`);
         ``"float64"``: always float64.  The dtypes used are in
         ``params["site_eigh_dtypes"]``.
-    calibration : {"classic", "analytic"}
-    sensitivity_mode : {"paper", "rigorous"}
-    centering : {"none", "site"}
-        See :class:`~dpdpca.baselines._common.NoisySiteEstimator`.
+    calibration : {"analytic", "classic"}
+    sensitivity_mode : {"rigorous", "paper"}
+    centering : {"site", "none"}
+    neighbouring : {"add-remove", "replace-one"}
+        See :class:`~dpdpca.baselines._common.NoisySiteEstimator`: under
+        add/remove (the default) every party releases the protocol's add/remove
+        release of its rows (noisy R, v, N) and forms its centred second moment
+        from it; the pooled variant is then exactly the protocol's release at a
+        trusted curator.
+    n_sites : int or None
+        With one (n, d) array, split its rows (in order) into this many equal
+        sites; with a list of partitions, None or their number.
     rng : None or numpy.random.Generator
 
     Attributes
@@ -102,14 +111,16 @@ class DPDisPCA(NoisySiteEstimator):
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
                  variant: str = "partial-root", n_intermediate: int | None = None, site: int = 0,
                  site_precision: str = "auto",
-                 calibration: str = "classic", sensitivity_mode: str = "paper", centering: str = "none",
-                 rng: Any = None) -> None:
+                 calibration: str = "analytic", sensitivity_mode: str = "rigorous", centering: str = "site",
+                 neighbouring: str = "add-remove", n_sites: int | None = None, rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
-                         sensitivity_mode=sensitivity_mode, centering=centering, rng=rng)
+                         sensitivity_mode=sensitivity_mode, centering=centering, neighbouring=neighbouring,
+                         rng=rng)
         self.variant = variant
         self.n_intermediate = n_intermediate
         self.site = site
         self.site_precision = site_precision
+        self.n_sites = n_sites
 
     @property
     def method_name(self) -> str:  # type: ignore[override]
@@ -139,23 +150,22 @@ class DPDisPCA(NoisySiteEstimator):
         reports = []
         dtypes: list[str] = []
         A_c = np.zeros((d, d))
+        n_released = 0.0
+        noise = self._add_remove_noise(d) if self._add_remove else None
         for s, X in enumerate(parts, start=1):
             party = f"site:{s}"
-            mech = self._mechanism(X.shape[0])
-            with timings.measure(party, "second-moment"):
-                A_s = self._moment(X)
-            with timings.measure(party, "noise"):
-                A_s += symmetric_gaussian_matrix(d, mech.sigma, src)
+            A_s, sigma, report, n_s = self._noisy_moment(X, src, party, timings, noise)
+            n_released += n_s
             if self.variant == "full":
                 message = A_s
                 bytes_sent[party] = symmetric_bytes(d)
             else:
                 with timings.measure(party, "partial-root"):
-                    dtype = site_eigh_dtype(self.site_precision, A_s, mech.sigma)
+                    dtype = site_eigh_dtype(self.site_precision, A_s, sigma)
                     P_s = partial_square_root(A_s, r, dtype=dtype)
                 dtypes.append(np.dtype(dtype).name)
                 bytes_sent[party] = FLOAT_BYTES * d * r
-            reports.append(mech.privacy(noise_added_by=party))
+            reports.append(report)
             with timings.measure("aggregator", "aggregate"):
                 if self.variant == "full":
                     A_c += message
@@ -173,25 +183,23 @@ class DPDisPCA(NoisySiteEstimator):
         privacy = parallel_report(reports, mechanism="gaussian", noise_added_by="site",
                                   notes="symmetric Gaussian (AG) noise on each A_s")
         return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
-                         bytes_sent=bytes_sent, params=params)
+                         bytes_sent=bytes_sent, params=params,
+                         extra={"trace": float(np.trace(A_c)), "n_released": n_released})
 
     def _pooled(self, parts: list[np.ndarray], k: int, src: Any, params: dict[str, Any]) -> PCAResult:
         d = parts[0].shape[1]
         timings = Timings(parallel_roles=("site",))
         bytes_sent = {f"site:{s}": FLOAT_BYTES * X.size for s, X in enumerate(parts, start=1)}
-        with timings.measure("aggregator", "second-moment"):
+        with timings.measure("aggregator", "pool"):
             X = np.vstack(parts)
-            A = self._moment(X)
-        mech = self._mechanism(X.shape[0])
-        with timings.measure("aggregator", "noise"):
-            A += symmetric_gaussian_matrix(d, mech.sigma, src)
+        A, _, privacy, n = self._noisy_moment(X, src, "aggregator", timings)
         with timings.measure("aggregator", "eigh"):
             w, V = top_eigenpairs(A, k)
         bytes_sent["aggregator"] = FLOAT_BYTES * d * k
-        privacy = mech.privacy(noise_added_by="aggregator",
-                               notes="pooled data at a trusted curator (sites send raw rows)")
+        privacy = dataclasses.replace(privacy, notes=privacy.notes + "; pooled data at a trusted curator "
+                                                                     "(sites send raw rows)")
         return PCAResult(method="pooled", components=V, eigenvalues=w, privacy=privacy, timings=timings,
-                         bytes_sent=bytes_sent, params=params)
+                         bytes_sent=bytes_sent, params=params, extra={"trace": float(np.trace(A)), "n_released": n})
 
     def _local(self, parts: list[np.ndarray], k: int, src: Any, params: dict[str, Any]) -> PCAResult:
         i = check_int("site", self.site, minimum=0, maximum=len(parts) - 1)
@@ -199,14 +207,11 @@ class DPDisPCA(NoisySiteEstimator):
         d = X.shape[1]
         party = f"site:{i + 1}"
         timings = Timings(parallel_roles=("site",))
-        mech = self._mechanism(X.shape[0])
-        with timings.measure(party, "second-moment"):
-            A = self._moment(X)
-        with timings.measure(party, "noise"):
-            A += symmetric_gaussian_matrix(d, mech.sigma, src)
+        A, _, privacy, n = self._noisy_moment(X, src, party, timings)
         with timings.measure(party, "eigh"):
             w, V = top_eigenpairs(A, k)
         params["site"] = i
-        privacy = mech.privacy(noise_added_by=party, notes="one site's data only")
+        privacy = dataclasses.replace(privacy, notes=privacy.notes + "; one site's data only")
         return PCAResult(method="local", components=V, eigenvalues=w, privacy=privacy, timings=timings,
-                         bytes_sent={party: FLOAT_BYTES * d * k}, params=params)
+                         bytes_sent={party: FLOAT_BYTES * d * k}, params=params,
+                         extra={"trace": float(np.trace(A)), "n_released": n})

@@ -55,6 +55,7 @@ Component Analysis", NeurIPS 2020: Alg. 1-3, eqs. (2)-(8), Lemmas 1-2.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -65,7 +66,11 @@ from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, check_budget, p
 from dpdpca.baselines.subspace import Subspace, adjust_rank, block_update, check_forgetting, empty_subspace, merge_r
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp import PrivacyReport, resolve_source
-from dpdpca.dp.modsulq import ModSulqMechanism, check_modsulq_calibration, modsulq_min_batch
+from dpdpca.dp.mechanisms import check_sensitivity_mode
+from dpdpca.dp.modsulq import ModSulqMechanism, check_modsulq_calibration, min_batch
+from dpdpca.dp.report import REPLACE_ONE
+from dpdpca.dp.settings import RIGOROUS, relation_of
+from dpdpca.errors import UnsupportedSettingError
 from dpdpca.dp.randomness import NoiseSource
 from dpdpca.errors import DataError
 from dpdpca.estimator import check_is_fitted
@@ -73,9 +78,14 @@ from dpdpca.linalg import flip_signs
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
-__all__ = ["FPCAEdge", "tree_merge", "subspace_bytes", "FederatedPCA"]
+__all__ = ["FPCAEdge", "tree_merge", "subspace_bytes", "FederatedPCA", "DEFAULT_OVERSAMPLING"]
 
 _NORM_TOL = 1e-9
+#: The smallest block ``block_size="auto"`` uses (the former fixed size): at a large epsilon Lemma 2's T
+#: falls to a few rows, and a block centred on its own mean loses the variance between such tiny blocks.
+MIN_AUTO_BLOCK = 100
+#: Default rank oversampling ``p`` of :class:`FederatedPCA` (``r = K + p``), chosen by measurement.
+DEFAULT_OVERSAMPLING = 10
 
 
 def subspace_bytes(d: int, r: int) -> int:
@@ -109,6 +119,10 @@ class FPCAEdge:
         ``c``, columns of the mask drawn per step (memory O(d c)).
     source : NoiseSource or None
         Where the mask noise comes from (``None``: OS entropy).
+    center : bool
+        Centre each block on its own mean before it enters the subspace (the
+        mechanism must then be calibrated to the centred block, see
+        :class:`~dpdpca.dp.modsulq.ModSulqMechanism`).
 
     Attributes
     ----------
@@ -121,8 +135,9 @@ class FPCAEdge:
     def __init__(self, n_features: int, rank: int, block_size: int, *, forgetting: float = 1.0,
                  adaptive_rank: bool = False, alpha: float = 0.01, beta: float = 0.10,
                  max_rank: int | None = None, mechanism_factory: Any = None, mask_columns: int = 32,
-                 source: NoiseSource | None = None) -> None:
+                 source: NoiseSource | None = None, center: bool = False) -> None:
         self.d = check_int("n_features", n_features, minimum=1)
+        self.center = bool(center)
         self.rank = check_int("rank", rank, minimum=1, maximum=self.d)
         self.block_size = check_int("block_size", block_size, minimum=1)
         self.forgetting = check_forgetting(forgetting)
@@ -184,6 +199,9 @@ class FPCAEdge:
                 row = int(np.argmax(norms))
                 raise DataError(f"rows must have L2 norm <= 1 with DP on (clip with dpdpca.data.clip_rows), "
                                 f"got {norms[row]:.6g} in row {self.n_samples_seen_ + row} of this client")
+        if self.center:
+            Bt = Bt - Bt.mean(axis=0)
+        if self.private:
             D = self._private_surrogate(Bt)
         else:
             D = Bt.T
@@ -273,18 +291,46 @@ class FederatedPCA(SiteEstimator):
     private : bool
         Add the streaming MOD-SuLQ mask (default True).  Rows must have ``||x|| <= 1``.
     rank : int or None
-        Working rank ``r`` of the clients and merges, ``K <= r <= D`` (default
-        ``min(D, K + 10)``: oversampled, as a randomized SVD oversamples, so
-        the truncation at every block barely touches the top K).
-    block_size : int
-        ``b`` (default 100).  With DP, each block's noise is calibrated to its
-        own size (see the module docstring).
-    calibration : {"modsulq", "analytic"}
-        ``"modsulq"`` (default): omega of eq. (8) with ``n = b``.
-        ``"analytic"``: the analytic-Gaussian sigma for sensitivity ``sqrt(2)/b``
-        (the rigorous minimum for the same guarantee, far less noise).
+        Working rank ``r`` of the clients and merges, ``K <= r <= D``; default
+        ``min(D, K + oversampling)``.
+    oversampling : int >= 0
+        ``p``: the clients and merges track ``r = K + p`` directions and return
+        the top K, as a randomized SVD oversamples, so the truncation at every
+        block barely touches the directions just below the K-th (default
+        :data:`DEFAULT_OVERSAMPLING`, chosen by measurement: see
+        ``docs/baselines.md``).
+    block_size : "auto" or int
+        ``b``.  ``"auto"`` (default, Alg. 1): each node's batch size is
+        Lemma 2's ``T`` for the mask level ``omega0`` under the calibration in
+        use (:func:`dpdpca.dp.modsulq.min_batch`), at least
+        :data:`MIN_AUTO_BLOCK` rows, and bounded by the node's rows (a node
+        with fewer rows releases them as one block, the least noise it can
+        have); without DP, each node's rows are one block.  An int: that size (for reproduction of other settings;
+        with ``omega0`` it grows to ``T`` if needed).  With DP, each block's
+        noise is calibrated to its own size (see the module docstring).
+    calibration : {"analytic", "classic", "modsulq"}
+        ``"analytic"`` (default): the analytic-Gaussian sigma for the block's
+        L2 sensitivity (``sqrt(2)/b``, or ``4 (b - 1)/b^2`` centred), the
+        rigorous minimum for the guarantee.  ``"classic"``: the classic
+        Gaussian at the same sensitivity.  ``"modsulq"`` (the paper, for
+        reproduction): omega of eq. (8) with ``n = b``; uncentred only.
+    sensitivity_mode : {"rigorous"}
+        The block's sensitivity above (the paper states no other); ``"paper"``
+        is refused.
+    centering : {"site", "none"}
+        ``"site"`` (default, as scikit-learn's PCA): each block is centred on
+        its own mean inside its release, and the mask is calibrated to the
+        centred block.  ``"none"``: the rows are taken as centred (the paper).
+    neighbouring : {"replace-one"}
+        The only relation FPCA has a sound form under: its fixed-size blocks
+        are consecutive rows of each node's stream, so adding or removing one
+        row shifts every later block (no per-block sensitivity holds, and the
+        blocks' count reveals N).  ``"add-remove"`` is refused with that reason.
     omega0 : float or None
-        Largest acceptable mask std: blocks grow to Lemma 2's ``T`` if needed.
+        The mask level of Lemma 2's ``T``: the largest acceptable std of a
+        mask entry.  ``None`` (default): ``0.05 / (2 sqrt(D))``, so that the
+        mask's expected spectral norm (``~2 sqrt(D) omega``) is at most 5% of
+        the largest eigenvalue rows of norm <= 1 can have (1): a public rule.
     mask_columns : int
         ``c`` of eq. (7).
     forgetting : float in (0, 1]
@@ -298,7 +344,8 @@ class FederatedPCA(SiteEstimator):
     Attributes
     ----------
     components_ : (K, D), explained_variance_ : (K,) squared singular values / (N - 1),
-    singular_values_ : (K,), subspace_ : the root (U, s) at the working rank,
+    singular_values_ : (K,), explained_variance_ratio_ : (K,) relative to the variance the working-rank
+    subspace holds (FPCA releases no other total), subspace_ : the root (U, s) at the working rank,
     n_samples_seen_, mean_ (zeros: the rows are taken as centred), privacy_,
     timings_, bytes_sent_, result_.
 
@@ -314,16 +361,21 @@ class FederatedPCA(SiteEstimator):
     method_name = "fpca"
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
-                 private: bool = True,
-                 rank: int | None = None, block_size: int = 100, calibration: str = "modsulq",
+                 private: bool = True, rank: int | None = None, oversampling: int = DEFAULT_OVERSAMPLING,
+                 block_size: int | str = "auto", calibration: str = "analytic", sensitivity_mode: str = "rigorous",
+                 centering: str = "site", neighbouring: str = "replace-one",
                  omega0: float | None = None, mask_columns: int = 32, forgetting: float = 1.0,
                  adaptive_rank: bool = False, alpha: float = 0.01, beta: float = 0.10, branching: int = 2,
                  rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, rng=rng)
         self.private = private
         self.rank = rank
+        self.oversampling = oversampling
         self.block_size = block_size
         self.calibration = calibration
+        self.sensitivity_mode = sensitivity_mode
+        self.centering = centering
+        self.neighbouring = neighbouring
         self.omega0 = omega0
         self.mask_columns = mask_columns
         self.forgetting = forgetting
@@ -333,16 +385,30 @@ class FederatedPCA(SiteEstimator):
         self.branching = branching
 
     # -- construction ---------------------------------------------------------
-    def _block_size(self, d: int) -> int:
+    def _omega0(self, d: int) -> float:
+        return 0.05 / (2.0 * math.sqrt(d)) if self.omega0 is None else check_positive("omega0", self.omega0)
+
+    def _block_size(self, d: int, n_rows: int | None = None) -> int:
+        """``b`` for a node of ``n_rows`` rows (``None``: a stream of unknown length)."""
+        centred = self.centering == "site"
+        if self.block_size == "auto":
+            if not self.private:
+                return max(1, n_rows) if n_rows is not None else 1000
+            t = max(MIN_AUTO_BLOCK, min_batch(self.epsilon, self.delta, d, self._omega0(d),
+                                              calibration=self.calibration, centred=centred))
+            return t if n_rows is None else max(1, min(t, n_rows))
         b = check_int("block_size", self.block_size, minimum=1)
         if self.private and self.omega0 is not None:
-            t = modsulq_min_batch(self.epsilon, self.delta, d, check_positive("omega0", self.omega0))
-            b = max(b, int(t))
+            b = max(b, min_batch(self.epsilon, self.delta, d, self._omega0(d), calibration=self.calibration,
+                                 centred=centred))
         return b
 
-    def _edge(self, d: int, k: int, source: NoiseSource | None) -> FPCAEdge:
-        r = min(d, k + 10) if self.rank is None else check_int("rank", self.rank, minimum=k, maximum=d)
+    def _edge(self, d: int, k: int, source: NoiseSource | None, n_rows: int | None = None) -> FPCAEdge:
+        p = check_int("oversampling", self.oversampling, minimum=0)
+        r = min(d, k + p) if self.rank is None else check_int("rank", self.rank, minimum=k, maximum=d)
         factory = None
+        centred = self.centering == "site"
+        b = self._block_size(d, n_rows)
         if self.private:
             check_budget(self.epsilon, self.delta)
             check_modsulq_calibration(self.calibration)
@@ -351,13 +417,37 @@ class FederatedPCA(SiteEstimator):
 
             def factory(n: int) -> ModSulqMechanism:
                 if n not in made:
-                    made[n] = ModSulqMechanism(epsilon=eps, delta=delta, d=d, n=n, mask="streaming", calibration=cal)
+                    made[n] = ModSulqMechanism(epsilon=eps, delta=delta, d=d, n=n, mask="streaming", calibration=cal,
+                                               centred=centred)
                 return made[n]
 
-            factory(self._block_size(d))  # validates the budget and eq. (8)'s domain before any work
-        return FPCAEdge(d, r, self._block_size(d), forgetting=self.forgetting, adaptive_rank=self.adaptive_rank,
+            factory(b)  # validates the budget and eq. (8)'s domain before any work
+        return FPCAEdge(d, r, b, forgetting=self.forgetting, adaptive_rank=self.adaptive_rank,
                         alpha=self.alpha, beta=self.beta, mechanism_factory=factory,
-                        mask_columns=self.mask_columns, source=source)
+                        mask_columns=self.mask_columns, source=source, center=centred)
+
+    def _check_setting(self) -> None:
+        if self.centering not in ("site", "none"):
+            raise param_error("centering", "one of site, none", self.centering)
+        check_sensitivity_mode(self.sensitivity_mode)
+        if not (isinstance(self.block_size, str) and self.block_size == "auto") and (
+                isinstance(self.block_size, (str, bool)) or not isinstance(self.block_size, (int, np.integer))):
+            raise param_error("block_size", "'auto' or an int >= 1", self.block_size)
+        if not self.private:
+            return
+        if relation_of(self.neighbouring) != REPLACE_ONE:
+            raise UnsupportedSettingError(
+                "neighbouring 'add/remove-one' has no sound form in fpca: its fixed-size blocks are consecutive rows "
+                "of each node's stream, so adding or removing a row shifts every later block (use "
+                f"neighbouring='replace-one'), got {self.neighbouring!r}")
+        if self.sensitivity_mode != RIGOROUS:
+            raise UnsupportedSettingError(f"sensitivity_mode {self.sensitivity_mode!r} of fpca: the block's "
+                                          "sensitivity is the proven one (use 'rigorous'; calibration='modsulq' "
+                                          "reproduces the paper's eq. (8))")
+        check_modsulq_calibration(self.calibration)
+        if self.calibration == "modsulq" and self.centering != "none":
+            raise UnsupportedSettingError("calibration 'modsulq' of fpca (eq. (8)) is derived for uncentred blocks: "
+                                          f"use centering='none', got centering {self.centering!r}")
 
     def _validate(self, partitions: Any) -> tuple[list[np.ndarray], int]:
         if isinstance(partitions, np.ndarray):
@@ -367,6 +457,7 @@ class FederatedPCA(SiteEstimator):
         check_budget(self.epsilon, self.delta)  # validated even when private=False (one contract for every pipeline)
         if not isinstance(self.private, bool):
             raise param_error("private", "True or False", self.private)
+        self._check_setting()
         check_int("branching", self.branching, minimum=2)
         return parts, k
 
@@ -378,7 +469,7 @@ class FederatedPCA(SiteEstimator):
         leaves, edges, bytes_sent = [], [], {}
         for i, X in enumerate(parts, start=1):
             with timings.measure(f"site:{i}", "fpca-edge"):
-                edge = self._edge(d, k, source).update(X).flush()
+                edge = self._edge(d, k, source, X.shape[0]).update(X).flush()
             edges.append(edge)
             leaves.append(edge.subspace)
             bytes_sent[f"site:{i}"] = subspace_bytes(d, edge.U_.shape[1])
@@ -401,11 +492,16 @@ class FederatedPCA(SiteEstimator):
         components = flip_signs(U[:, :k])
         privacy = self._privacy(edges)
         params = {"n_components": k, "epsilon": float(self.epsilon), "delta": float(self.delta),
-                  "private": self.private, "rank": int(U.shape[1]), "block_size": self._block_size(U.shape[0]),
+                  "private": self.private, "rank": int(U.shape[1]), "block_size": self.block_size,
+                  "block_sizes": [e.block_size for e in edges], "oversampling": self.oversampling,
+                  "centering": self.centering, "neighbouring": relation_of(self.neighbouring),
                   "calibration": self.calibration if self.private else "none", "mask_columns": self.mask_columns,
                   "forgetting": self.forgetting, "adaptive_rank": self.adaptive_rank, "branching": self.branching,
                   "n_sites": len(edges)}
-        extra = dict(extra, n_samples=n_total, client_ranks=[int(e.U_.shape[1]) for e in edges],
+        # explained_variance_ratio_ is relative to the variance the working-rank subspace holds (FPCA releases no
+        # other total)
+        extra = dict(extra, n_samples=n_total, total_variance=float((s ** 2).sum()) / max(n_total - 1, 1),
+                     client_ranks=[int(e.U_.shape[1]) for e in edges],
                      client_blocks=[e.n_blocks_ for e in edges])
         return PCAResult(method=self.method_name, components=components, eigenvalues=s[:k] ** 2 / max(n_total, 1),
                          explained_variance=s[:k] ** 2 / max(n_total - 1, 1),
@@ -436,6 +532,7 @@ class FederatedPCA(SiteEstimator):
         if not hasattr(self, "_stream"):
             k = self._check_components([arr])
             self._stream_timings = Timings(parallel_roles=("site",))
+            self._check_setting()
             self._stream = self._edge(arr.shape[1], k, resolve_source(self.rng) if self.private else None)
         edge = self._stream
         with self._stream_timings.measure("site:1", "fpca-edge"):
@@ -483,8 +580,9 @@ class FederatedPCA(SiteEstimator):
         old = self.result_
         self._set_result(dataclasses.replace(
             old, components=flip_signs(Um[:, :k]), eigenvalues=sm[:k] ** 2 / max(n, 1),
-            explained_variance=sm[:k] ** 2 / max(n - 1, 1), extra=dict(old.extra, n_samples=n, late_merges=int(
-                old.extra.get("late_merges", 0)) + 1)))
+            explained_variance=sm[:k] ** 2 / max(n - 1, 1),
+            extra=dict(old.extra, n_samples=n, n_released=n, total_variance=float((sm ** 2).sum()) / max(n - 1, 1),
+                       late_merges=int(old.extra.get("late_merges", 0)) + 1)))
         return self
 
 

@@ -31,18 +31,18 @@ class NonPrivatePCA(SiteEstimator):
     n_components : int, 1 <= K <= D
     epsilon, delta : float
         Accepted for the common signature and ignored.
-    centering : {"none", "pooled"}
-        ``"none"`` (default): the second moment of the rows as given.
-        ``"pooled"``: sites also send their sums and the aggregator subtracts
-        the exact pooled mean, which becomes ``mean_``; then this is exactly
-        scikit-learn's ``PCA`` of the pooled rows.
+    centering : {"pooled", "none"}
+        ``"pooled"`` (default, as scikit-learn): sites also send their sums
+        and the aggregator subtracts the exact pooled mean, which becomes
+        ``mean_``; then this is exactly scikit-learn's ``PCA`` of the pooled
+        rows.  ``"none"``: the second moment of the rows as given.
     rng : ignored
     """
 
     method_name = "nonprivate"
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
-                 centering: str = "none", rng: Any = None) -> None:
+                 centering: str = "pooled", rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, rng=rng)
         self.centering = centering
 
@@ -76,4 +76,4 @@ class NonPrivatePCA(SiteEstimator):
         return PCAResult(method=self.method_name, components=V, eigenvalues=w, mean=mean,
                          privacy=PrivacyReport.non_private(), timings=timings, bytes_sent=bytes_sent,
                          params={"n_components": k, "n_sites": len(parts), "centering": self.centering},
-                         extra={"n_samples": n_total})
+                         extra={"n_samples": n_total, "trace": float(np.trace(A))})

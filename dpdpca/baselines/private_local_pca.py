@@ -44,7 +44,7 @@ from dpdpca._validation import check_int
 from dpdpca.baselines._common import (FLOAT_BYTES, NoisySiteEstimator, check_site_precision, parallel_report,
                                       partial_square_root, site_eigh_dtype)
 from dpdpca.linalg import top_eigenpairs
-from dpdpca.dp import resolve_source, symmetric_gaussian_matrix
+from dpdpca.dp import resolve_source
 from dpdpca.result import PCAResult
 from dpdpca.timing import Timings
 
@@ -68,10 +68,15 @@ class PrivateLocalPCA(NoisySiteEstimator):
     site_precision : {"auto", "float64"}
         As in :class:`~dpdpca.baselines.DPDisPCA`: each site's partial square
         root in float32 when that rounding is under 1% of its DP noise.
-    calibration : {"classic", "analytic"}
-    sensitivity_mode : {"paper", "rigorous"}
-    centering : {"none", "site"}
-        See :class:`~dpdpca.baselines._common.NoisySiteEstimator`.
+    calibration : {"analytic", "classic"}
+    sensitivity_mode : {"rigorous", "paper"}
+    centering : {"site", "none"}
+    neighbouring : {"add-remove", "replace-one"}
+        See :class:`~dpdpca.baselines._common.NoisySiteEstimator` (under
+        add/remove each site forms ``A_s`` from its own noisy R, v, N).
+    n_sites : int or None
+        With one (n, d) array, split its rows (in order) into this many equal
+        sites; with a list of partitions, None or their number.
     rng : None or numpy.random.Generator
     relay : callable or None
         ``relay(sender, recipient, array) -> array`` carries ``P_s`` from
@@ -107,14 +112,15 @@ class PrivateLocalPCA(NoisySiteEstimator):
     method_name = "private-local-pca"
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
-                 n_intermediate: int | None = None, site_precision: str = "auto", calibration: str = "classic",
-                 sensitivity_mode: str = "paper", centering: str = "none", rng: Any = None,
-                 relay: Relay | None = None) -> None:
+                 n_intermediate: int | None = None, site_precision: str = "auto", calibration: str = "analytic",
+                 sensitivity_mode: str = "rigorous", centering: str = "site", neighbouring: str = "add-remove",
+                 n_sites: int | None = None, rng: Any = None, relay: Relay | None = None) -> None:
         super().__init__(n_components, epsilon, delta, calibration=calibration,
-                         sensitivity_mode=sensitivity_mode, centering=centering, rng=rng)
+                         sensitivity_mode=sensitivity_mode, centering=centering, neighbouring=neighbouring, rng=rng)
         self.n_intermediate = n_intermediate
         self.site_precision = site_precision
         self.relay = relay
+        self.n_sites = n_sites
 
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
         d = parts[0].shape[1]
@@ -128,20 +134,19 @@ class PrivateLocalPCA(NoisySiteEstimator):
         dtypes: list[str] = []
         P_prev: np.ndarray | None = None
         S = len(parts)
+        n_released = 0.0
+        noise = self._add_remove_noise(d) if self._add_remove else None
         for s, X in enumerate(parts, start=1):
             party = f"site:{s}"
-            mech = self._mechanism(X.shape[0])
-            with timings.measure(party, "second-moment"):
-                M = self._moment(X)
-            with timings.measure(party, "noise"):
-                M += symmetric_gaussian_matrix(d, mech.sigma, src)
-            reports.append(mech.privacy(noise_added_by=party))
+            M, sigma, report, n_s = self._noisy_moment(X, src, party, timings, noise)
+            n_released += n_s
+            reports.append(report)
             with timings.measure(party, "combine"):
                 if P_prev is not None:
                     M += P_prev @ P_prev.T
             if s < S:
                 with timings.measure(party, "partial-root"):
-                    dtype = site_eigh_dtype(self.site_precision, M, mech.sigma)
+                    dtype = site_eigh_dtype(self.site_precision, M, sigma)
                     P_prev = partial_square_root(M, r, dtype=dtype)
                 dtypes.append(np.dtype(dtype).name)
                 bytes_sent[party] = FLOAT_BYTES * d * r
@@ -163,4 +168,5 @@ class PrivateLocalPCA(NoisySiteEstimator):
                                   notes="sequential chain: each site adds symmetric Gaussian noise to A_s and "
                                         "passes P_s to the next site")
         return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
-                         bytes_sent=bytes_sent, params=params)
+                         bytes_sent=bytes_sent, params=params,
+                         extra={"trace": float(np.trace(M)), "n_released": n_released})

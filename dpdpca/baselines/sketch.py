@@ -26,13 +26,14 @@ caller passes one).
 
 Privacy (per site, before anything leaves it)
 ---------------------------------------------
-* ``noise="gaussian"``: analytic Gaussian at the L2 sensitivity; ``"laplace"``:
-  pure epsilon at the L1 sensitivity (:mod:`dpdpca.dp.quadratic_sketch`).
-* ``neighbouring="replace-one"`` (default, as every pipeline here): the count
-  is public, the whole budget goes to the sum.  ``"add/remove-one"`` (the
+* ``noise="gaussian"``: Gaussian (``calibration``: analytic by default, or
+  classic) at the L2 sensitivity; ``"laplace"``: pure epsilon at the L1
+  sensitivity (:mod:`dpdpca.dp.quadratic_sketch`).
+* ``neighbouring="add-remove"`` (default, as every pipeline here, and the
   paper's table): the count is released with noise too (Laplace, or Gaussian
   at sensitivity 1), taking ``count_fraction`` of epsilon (and half of delta
-  for Gaussian noise), basic composition.
+  for Gaussian noise), basic composition.  ``"replace-one"``: the count is
+  public, the whole budget goes to the sum.
 * Sites hold disjoint rows: the release is (epsilon, delta)-DP overall
   (parallel composition).  The aggregator forms ``z = (sum_s S_s + xi) / (sum_s n_s + zeta)``.
 
@@ -57,6 +58,8 @@ into the top k.
 
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 import math
 import os
@@ -68,9 +71,11 @@ import scipy.optimize
 from dpdpca._validation import check_int, check_open_unit, param_error
 from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, check_budget, parallel_report
 from dpdpca.data.preprocessing import check_partitions
-from dpdpca.dp import (ADD_REMOVE_ONE, REPLACE_ONE, GaussianMechanism, LaplaceMechanism, PrivacyReport,
+from dpdpca.dp import (ADD_REMOVE_ONE, GaussianMechanism, LaplaceMechanism, PrivacyReport,
                        compose_basic, resolve_source)
-from dpdpca.dp.mechanisms import check_neighbouring
+from dpdpca.dp.mechanisms import check_sensitivity_mode
+from dpdpca.dp.settings import CALIBRATIONS, RIGOROUS, relation_of
+from dpdpca.errors import UnsupportedSettingError
 from dpdpca.dp.quadratic_sketch import SUBSAMPLING_MASKS, SketchSensitivity, quadratic_sketch_bounds
 from dpdpca.linalg import flip_signs
 from dpdpca.result import PCAResult
@@ -322,7 +327,14 @@ class SketchPCA(SiteEstimator):
     noise : {"gaussian", "laplace"}
     private : bool
         False: no noise (for utility references; the report says not DP).
-    neighbouring : {"replace-one", "add/remove-one"}
+    neighbouring : {"add-remove", "replace-one"}
+        ``"add-remove"`` (default, also spelled ``"add/remove-one"``): the
+        count is released with noise too (``count_fraction``).
+    calibration : {"analytic", "classic"}
+        Of the Gaussian noise (ignored by Laplace).
+    sensitivity_mode : {"rigorous"}
+        The sketch's sensitivity is computed, not taken from the paper;
+        ``"paper"`` is refused.
     count_fraction : float in (0, 1)
         Share of epsilon spent on the count under add/remove-one.
     features_per_sample : int or None
@@ -345,7 +357,8 @@ class SketchPCA(SiteEstimator):
 
     def __init__(self, n_components: int | None = None, epsilon: float = 1.0, delta: float = 1e-5, *,
                  sketch_size: int | None = None, kind: str = "orthonormal", noise: str = "gaussian",
-                 private: bool = True, neighbouring: str = REPLACE_ONE, count_fraction: float = 0.1,
+                 private: bool = True, neighbouring: str = "add-remove", calibration: str = "analytic",
+                 sensitivity_mode: str = "rigorous", count_fraction: float = 0.1,
                  features_per_sample: int | None = None, mask: str = "uniform", seed: int = 0,
                  rng: Any = None) -> None:
         super().__init__(n_components, epsilon, delta, rng=rng)
@@ -354,6 +367,8 @@ class SketchPCA(SiteEstimator):
         self.noise = noise
         self.private = private
         self.neighbouring = neighbouring
+        self.calibration = calibration
+        self.sensitivity_mode = sensitivity_mode
         self.count_fraction = count_fraction
         self.features_per_sample = features_per_sample
         self.mask = mask
@@ -370,7 +385,13 @@ class SketchPCA(SiteEstimator):
             raise param_error("noise", "'gaussian' or 'laplace'", self.noise)
         if self.mask not in SUBSAMPLING_MASKS:
             raise param_error("mask", "'uniform' or 'block'", self.mask)
-        check_neighbouring(self.neighbouring)
+        relation_of(self.neighbouring)
+        if self.calibration not in CALIBRATIONS:
+            raise param_error("calibration", "one of " + ", ".join(repr(c) for c in CALIBRATIONS), self.calibration)
+        check_sensitivity_mode(self.sensitivity_mode)
+        if self.private and self.sensitivity_mode != RIGOROUS:
+            raise UnsupportedSettingError(f"sensitivity_mode {self.sensitivity_mode!r} of sketch: the paper's "
+                                          "sensitivity is the rigorous one computed here (use 'rigorous')")
         check_open_unit("count_fraction", self.count_fraction)
         resolve_source(self.rng)
         return parts, k
@@ -386,7 +407,8 @@ class SketchPCA(SiteEstimator):
                                                                     minimum=1, maximum=op.m)
         timings = Timings(parallel_roles=("site",))
         source = resolve_source(self.rng) if self.private else None
-        sens = _bounds(d, m_req, self.kind, self.seed, r, self.mask, self.neighbouring) if self.private else None
+        neighbouring = relation_of(self.neighbouring)
+        sens = _bounds(d, m_req, self.kind, self.seed, r, self.mask, neighbouring) if self.private else None
         sums, counts, reports = [], [], []
         for i, X in enumerate(parts, start=1):
             with timings.measure(f"site:{i}", "sketch"):
@@ -410,7 +432,7 @@ class SketchPCA(SiteEstimator):
         bytes_sent = {f"site:{i}": FLOAT_BYTES * (op.m + 1) for i in range(1, len(parts) + 1)}
         params = {"n_components": k, "epsilon": float(self.epsilon), "delta": float(self.delta),
                   "sketch_size": op.m, "kind": self.kind, "noise": self.noise if self.private else "none",
-                  "neighbouring": self.neighbouring, "features_per_sample": r, "mask": self.mask,
+                  "neighbouring": neighbouring, "calibration": self.calibration, "features_per_sample": r, "mask": self.mask,
                   "seed": self.seed, "n_sites": len(parts)}
         extra = {"n_samples": int(sum(X.shape[0] for X in parts)), "decoder": info,
                  "sensitivity_l1": sens.l1 if sens else 0.0, "sensitivity_l2": sens.l2 if sens else 0.0,
@@ -422,7 +444,8 @@ class SketchPCA(SiteEstimator):
                    source: Any) -> tuple[np.ndarray, float, PrivacyReport]:
         """Noise on the site's sum (and on its count under add/remove-one)."""
         eps, delta = check_budget(self.epsilon, self.delta)
-        count_noise = self.neighbouring == ADD_REMOVE_ONE
+        neighbouring = relation_of(self.neighbouring)
+        count_noise = neighbouring == ADD_REMOVE_ONE
         eps_sum = eps * (1.0 - self.count_fraction) if count_noise else eps
         eps_cnt = eps * self.count_fraction
         d_sum = delta / 2 if count_noise else delta
@@ -430,19 +453,22 @@ class SketchPCA(SiteEstimator):
         mech: GaussianMechanism | LaplaceMechanism
         cmech: GaussianMechanism | LaplaceMechanism
         if self.noise == "gaussian":
-            mech = GaussianMechanism(epsilon=eps_sum, delta=d_sum, sensitivity=sens.l2,
-                                     neighbouring=self.neighbouring, sensitivity_mode=mode)
-            cmech = GaussianMechanism(epsilon=eps_cnt, delta=delta / 2, sensitivity=1.0,
-                                      neighbouring=self.neighbouring, sensitivity_mode=mode)
+            mech = GaussianMechanism(epsilon=eps_sum, delta=d_sum, sensitivity=sens.l2, calibration=self.calibration,
+                                     neighbouring=neighbouring, sensitivity_mode=mode)
+            cmech = GaussianMechanism(epsilon=eps_cnt, delta=delta / 2, sensitivity=1.0, calibration=self.calibration,
+                                      neighbouring=neighbouring, sensitivity_mode=mode)
         else:
-            mech = LaplaceMechanism(epsilon=eps_sum, sensitivity=sens.l1, neighbouring=self.neighbouring,
+            mech = LaplaceMechanism(epsilon=eps_sum, sensitivity=sens.l1, neighbouring=neighbouring,
                                     sensitivity_mode=mode)
-            cmech = LaplaceMechanism(epsilon=eps_cnt, sensitivity=1.0, neighbouring=self.neighbouring,
+            cmech = LaplaceMechanism(epsilon=eps_cnt, sensitivity=1.0, neighbouring=neighbouring,
                                      sensitivity_mode=mode)
         noisy = s + mech.sample(s.shape, source)
         rep = mech.privacy("site", notes=f"sketch sum, {sens.how}; computed L2 lower bound {sens.l2_lower:.4g}")
         if not count_noise:
             return noisy, n_s, rep
         n_noisy = n_s + float(cmech.sample(1, source)[0])
-        return noisy, n_noisy, compose_basic([rep, cmech.privacy("site", notes="count |X|")],
-                                             notes="sketch sum and count, basic composition")
+        composed = compose_basic([rep, cmech.privacy("site", notes="count |X|")],
+                                 notes="sketch sum and count, basic composition")
+        # the composition is basic; the noise of both parts is calibrated as asked: the row says so
+        return noisy, n_noisy, dataclasses.replace(composed, calibration=rep.calibration,
+                                                   sensitivity_mode=rep.sensitivity_mode)

@@ -82,10 +82,11 @@ from dpdpca.data import load_dataset, make_covariance_data, make_synth_power_law
 from dpdpca.data.catalog import install_hint
 from dpdpca.errors import DataError, DpdpcaError
 from dpdpca.metrics import captured_energy_ratio, captured_variance_ratio, optimal_energy, svm_f1
+from dpdpca.dp.settings import RELATIONS
 from dpdpca.pipelines import PIPELINES, get_spec
 from dpdpca.result import PCAResult
 from dpdpca.runinfo import run_record
-from dpdpca.settings import method_options, privacy_summary, settings_for
+from dpdpca.settings import method_options, privacy_summary, refusal, settings_for
 
 __all__ = ["DEFAULTS", "MethodInfo", "registered_methods", "run_utility", "write_outputs", "command"]
 
@@ -109,6 +110,10 @@ GRIDS_QUICK: dict[str, list[float]] = {
 F1_SAMPLES = [5, 10, 20, 50, 100]
 F1_SAMPLES_QUICK = [10, 50]
 F1_EPSILON = 0.5
+#: Rows of the one training set the F1 panel splits among the owners (the total stays fixed as N_s varies).
+F1_TOTAL = 1000
+#: Components of the F1 panel: small, so that a random subspace falls well below the principal one.
+F1_COMPONENTS = 10
 FPCA = {"alphas": [0.5, 1.0, 2.0], "epsilons": [0.1, 0.5, 1.0, 2.0, 4.0], "d": 20, "n": 5000, "delta": 0.05,
         "sites": 10}
 FPCA_QUICK = {"alphas": [1.0], "epsilons": [0.5, 2.0], "d": 20, "n": 5000, "delta": 0.05, "sites": 10}
@@ -222,6 +227,9 @@ def _point(m: MethodInfo, parts: list[np.ndarray], k: int, epsilon: float, delta
     what the last run reported of its privacy (:func:`dpdpca.settings.privacy_summary`)."""
     values: dict[str, list[float]] = {name: [] for name in metrics}
     privacy: dict[str, Any] | None = None
+    reason = refusal(get_spec(m.name), args["settings"])
+    if reason is not None:
+        return values, f"skipped: {reason}", privacy
     for _ in range(_runs(m, args)):
         try:
             result = driver.run(m.name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng,
@@ -302,36 +310,66 @@ def _sweep(setup: Setup, sweep: str, xs: Sequence[float], methods: list[MethodIn
 
 
 def _f1_sweep(setup: Setup, samples: Sequence[int], methods: list[MethodInfo], args: dict[str, Any],
-              rng: np.random.Generator) -> dict[str, Any]:
-    """Wang-Chang Fig. 4: F1 of an RBF SVM on the projected data against samples per owner."""
+              rng: np.random.Generator, total: int = F1_TOTAL) -> dict[str, Any]:
+    """Wang-Chang Fig. 4 as the paper ran it: one training set of ``total`` rows split among ``L = total / N_s``
+    owners, F1 of an RBF SVM on the projected data against the samples per owner ``N_s``.
+
+    ``k`` is fixed and small (:data:`F1_COMPONENTS`) rather than the paper's
+    "rank of the data held by each data owner" (``k = N_s``): at ``k = N_s`` up
+    to 100 on 784 features a random subspace keeps as much class structure as
+    the principal one, and the panel cannot tell methods apart.  A random
+    k-dimensional subspace (row ``random-subspace``) and non-private PCA are in
+    the same panel, so every method is read between the two.
+    """
     assert setup.y is not None
     X, y = setup.X, setup.y
     n_test = min(2000, X.shape[0] // 3)
     X_test, y_test = X[-n_test:], y[-n_test:]
     X_pool, y_pool = X[:-n_test], y[:-n_test]
-    sites = setup.defaults["sites"]
-    out: dict[str, Any] = {"x": [], "methods": {}, "epsilon": F1_EPSILON, "delta": setup.defaults["delta"],
-                           "sites": sites, "test_rows": int(n_test),
-                           "classifier": "sklearn.svm.SVC(kernel='rbf'), macro F1", "n_components": "min(K, N_s)"}
+    n = int(min(total, X_pool.shape[0]))
+    X_train, y_train = X_pool[:n], y_pool[:n]
+    k = int(min(F1_COMPONENTS, X.shape[1]))
+    out: dict[str, Any] = {"x": [], "owners": [], "methods": {}, "epsilon": F1_EPSILON,
+                           "delta": setup.defaults["delta"], "train_rows": n, "test_rows": int(n_test),
+                           "n_components": k,
+                           "design": "one training set of train_rows rows split among L = train_rows / N_s owners "
+                                     "(Wang-Chang Fig. 4); k fixed and small so that the subspace matters",
+                           "classifier": "sklearn.svm.SVC(kernel='rbf'), macro F1"}
+    metrics: dict[str, Callable[[Any], float]] = {
+        "f1": functools.partial(_f1, X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test)}
+    random_row = {"mean": [], "std": [], "runs": int(args["runs"]), "errors": {}, "sigma": [], "mechanism": "none",
+                  "neighbouring": None, "calibration": None, "sensitivity_mode": None,
+                  "centering": "a uniformly random k-dimensional subspace (the floor)"}
     for n_s in samples:
-        if sites * n_s > X_pool.shape[0]:
+        owners = n // int(n_s)
+        if owners < 1:
             continue
-        X_train, y_train = X_pool[: sites * n_s], y_pool[: sites * n_s]
-        parts = partition(X_train, sites)
-        k = int(min(setup.k, n_s))
+        parts = partition(X_train[: owners * int(n_s)], owners)
         out["x"].append(int(n_s))
-        metrics: dict[str, Callable[[Any], float]] = {
-            "f1": functools.partial(_f1, X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test)}
+        out["owners"].append(int(owners))
+        rand = [metrics["f1"](np.linalg.qr(rng.standard_normal((X.shape[1], k)))[0])
+                for _ in range(int(args["runs"]))]
+        _append(random_row, rand, None, n_s, None)
         for m in methods:
             vals, error, privacy = _point(m, parts, k, F1_EPSILON, setup.defaults["delta"], args, rng, metrics)
             _append(out["methods"].setdefault(m.name, _new_row(m, args)), vals["f1"], error, n_s, privacy)
+    out["methods"]["random-subspace"] = random_row
     return out
 
 
 def _fpca_sweep(cfg: dict[str, Any], methods: list[MethodInfo], args: dict[str, Any], seed: int,
                 rng: np.random.Generator) -> dict[str, Any]:
-    """FPCA Fig. 3: q_A = |<v_1, v_1_hat>| against epsilon on Synth(alpha), one panel per alpha."""
+    """FPCA Fig. 3: q_A = |<v_1, v_1_hat>| against epsilon on Synth(alpha), one panel per alpha.
+
+    FPCA has no sound add/remove form (its blocks shift when a row is added),
+    so this panel runs every method under replace-one, whatever the run's
+    relation, and says so (``relation``).
+    """
+    args = dict(args, settings=dict(args["settings"], relation="replace-one"))
     out: dict[str, Any] = {"d": cfg["d"], "n": cfg["n"], "delta": cfg["delta"], "sites": cfg["sites"],
+                           "relation": "replace-one",
+                           "relation_note": "FPCA has no add/remove-one form: every method of this panel runs "
+                                            "under replace-one",
                            "fpca_registered": any(m.name == "fpca" for m in methods), "alphas": {},
                            "scaling": "rows divided by the largest row norm (the FPCA paper's Synth set), the same "
                                       "rows for every method"}
@@ -382,12 +420,14 @@ def run_utility(*, quick: bool = False, datasets: Sequence[str] | None = None, m
                 calibration: str | None = None, sensitivity_mode: str | None = None, paper: bool = False,
                 method_runs: dict[str, int] | None = None, blas_threads: int | None = None, seed: int = 0,
                 sweeps: Sequence[str] | None = None, fpca: bool = True,
-                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                progress: Callable[[str], None] | None = None, relation: str | None = None) -> dict[str, Any]:
     """Run the sweeps; return the JSON-ready dict (see the module docstring).
 
     ``paper`` selects the papers' setting instead of the rigorous one
-    (:func:`dpdpca.settings.settings_for`); ``calibration`` and
-    ``sensitivity_mode`` override one item of it.  ``method_runs`` caps the
+    (:func:`dpdpca.settings.settings_for`); ``relation`` (default
+    add-remove), ``calibration`` and ``sensitivity_mode`` override one item
+    of it, for every method alike.  A method with no sound form under the
+    setting records the reason as its error at every point.  ``method_runs`` caps the
     runs per point of named methods (the slow ones, to fit a time budget);
     every panel row records the runs it used.  ``blas_threads`` limits BLAS
     threads (1 suits several sweeps sharing a small machine).
@@ -396,7 +436,7 @@ def run_utility(*, quick: bool = False, datasets: Sequence[str] | None = None, m
         out = _run_utility(quick=quick, datasets=datasets, methods=methods, runs=runs, crypto_runs=crypto_runs,
                            key_bits=key_bits, calibration=calibration, sensitivity_mode=sensitivity_mode,
                            paper=paper, method_runs=method_runs, seed=seed, sweeps=sweeps, fpca=fpca,
-                           progress=progress)
+                           progress=progress, relation=relation)
     out["blas_threads"] = threads
     return out
 
@@ -404,11 +444,12 @@ def run_utility(*, quick: bool = False, datasets: Sequence[str] | None = None, m
 def _run_utility(*, quick: bool, datasets: Sequence[str] | None, methods: str | None, runs: int | None,
                  crypto_runs: int | None, key_bits: int, calibration: str | None, sensitivity_mode: str | None,
                  paper: bool, method_runs: dict[str, int] | None, seed: int, sweeps: Sequence[str] | None,
-                 fpca: bool, progress: Callable[[str], None] | None) -> dict[str, Any]:
+                 fpca: bool, progress: Callable[[str], None] | None, relation: str | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     tick = progress or (lambda label: None)
     chosen, skipped = _select_methods(methods)
-    settings = settings_for(paper=paper, calibration=calibration, sensitivity_mode=sensitivity_mode)
+    settings = settings_for(paper=paper, calibration=calibration, sensitivity_mode=sensitivity_mode,
+                            relation=relation)
     caps = dict(method_runs or {})
     args: dict[str, Any] = {"runs": runs if runs is not None else (3 if quick else 10),
             "crypto_runs": crypto_runs if crypto_runs is not None else (1 if quick else 3),
@@ -455,7 +496,8 @@ def _run_utility(*, quick: bool, datasets: Sequence[str] | None, methods: str | 
             entry["f1_skipped"] = "scikit-learn is not installed; install it with: pip install 'dpdpca[bench]'"
         elif setup.y is not None:
             tick(f"{key}: f1")
-            entry["f1"] = _f1_sweep(setup, F1_SAMPLES_QUICK if quick else F1_SAMPLES, chosen, args, rng)
+            entry["f1"] = _f1_sweep(setup, F1_SAMPLES_QUICK if quick else F1_SAMPLES, chosen, args, rng,
+                                    total=F1_TOTAL // 2 if quick else F1_TOTAL)
         else:
             entry["f1_skipped"] = "no class labels"
         out["datasets"][key] = entry
@@ -485,9 +527,25 @@ def _table(title: str, panel: dict[str, Any], xname: str) -> list[str]:
     return lines
 
 
+def _f1_separation(panel: dict[str, Any]) -> str:
+    """One sentence: where the F1 panel separates non-private PCA from a random subspace (by 0.05), and where not."""
+    if "random-subspace" not in panel["methods"] or "nonprivate" not in panel["methods"]:
+        return "The panel has no non-private or random-subspace row to read the methods against."
+    ref, rand = panel["methods"]["nonprivate"]["mean"], panel["methods"]["random-subspace"]["mean"]
+    head = (f"One training set of {panel.get('train_rows', '?')} rows split among L = {panel.get('train_rows', '?')}"
+            f" / N_s owners, k = {panel.get('n_components', '?')} components. ")
+    not_sep = [x for x, a, b in zip(panel["x"], ref, rand) if a is None or b is None or a - b < 0.05]
+    if not not_sep:
+        return head + ("Non-private PCA is above the random subspace by at least 0.05 at every N_s, so the panel "
+                       "can tell a good subspace from a random one.")
+    return head + ("The panel does NOT separate non-private PCA from a random subspace (by 0.05 F1) at N_s = "
+                   + ", ".join(str(x) for x in not_sep) + ": there it cannot tell the methods apart.")
+
+
 def _setting_line(st: dict[str, Any]) -> str:
     mode = "the papers' setting (--paper)" if st["paper"] else "rigorous (the default)"
-    return (f"Every DP method under one setting, {mode}: sensitivity {st['sensitivity_mode']}, calibration "
+    return (f"Every DP method under one setting, {mode}: relation {st.get('relation', '-')}, "
+            f"sensitivity {st['sensitivity_mode']}, calibration "
             f"{st['calibration']}, scaling {st['scaling']}, "
             + ("exact pooled mean subtracted before partitioning (not DP)." if st["exact_mean"]
                else "centring inside each release (DP)."))
@@ -536,6 +594,7 @@ def results_markdown(result: dict[str, Any]) -> str:
         if "f1" in entry:
             lines += _table(f"F1 against samples per owner, ε = {entry['f1']['epsilon']} (Wang–Chang Fig. 4)",
                             entry["f1"], "N_s")
+            lines += [_f1_separation(entry["f1"]), ""]
     if "fpca_q_a" in result:
         f = result["fpca_q_a"]
         lines += [f"## FPCA q_A on Synth(α) (d = {f['d']}, N = {f['n']}, δ = {f['delta']})", ""]
@@ -646,11 +705,15 @@ def _parse_method_runs(text: str | None) -> dict[str, int]:
 @click.option("--key-bits", type=int, default=768, show_default=True,
               help="Paillier key of encrypted pipelines (utility does not depend on it).")
 @click.option("--paper", is_flag=True,
-              help="Every method under the papers' settings, for reproduction: paper sensitivity, classic "
-                   "calibration, max-norm scaling, exact pooled mean (not DP). Default: rigorous sensitivity, "
-                   "analytic calibration, public clipping, centring paid in DP (as 'dpdpca compare').")
+              help="Every method under the papers' settings, for reproduction: replace-one, paper sensitivity, "
+                   "classic calibration, max-norm scaling, exact pooled mean (not DP). Default: add/remove-one, "
+                   "rigorous sensitivity, analytic calibration, public clipping, centring paid in DP (as 'dpdpca "
+                   "compare').")
 @click.option("--calibration", type=click.Choice(["classic", "analytic"]), default=None,
               help="For every DP method (default: analytic; classic with --paper).")
+@click.option("--relation", type=click.Choice(RELATIONS), default=None,
+              help="Neighbouring relation for every method (default: add-remove; replace-one with --paper). A method "
+                   "with no sound form under it is recorded as skipped, with the reason.")
 @click.option("--sensitivity-mode", type=click.Choice(["paper", "rigorous"]), default=None,
               help="For every DP method (default: rigorous; paper with --paper).")
 @click.option("--method-runs", default=None, metavar="NAME=RUNS,...",
@@ -664,14 +727,16 @@ def _parse_method_runs(text: str | None) -> dict[str, int]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(quick: bool, datasets: tuple[str, ...], methods: str | None, sweeps: str | None, runs: int | None,
             crypto_runs: int | None, key_bits: int, paper: bool, calibration: str | None,
-            sensitivity_mode: str | None, method_runs: str | None, blas_threads: int | None, no_fpca: bool, seed: int, out_dir: str | None, as_json: bool) -> None:
+            sensitivity_mode: str | None, method_runs: str | None, blas_threads: int | None, no_fpca: bool, seed: int,
+            out_dir: str | None, as_json: bool, relation: str | None) -> None:
     """q/q_o of every registered method against epsilon, N_s, S, R/K, delta; F1; captured variance; FPCA q_A."""
     result = run_utility(quick=quick, datasets=list(datasets) or None, methods=methods, runs=runs,
                          crypto_runs=crypto_runs, key_bits=key_bits, calibration=calibration,
                          sensitivity_mode=sensitivity_mode, paper=paper, method_runs=_parse_method_runs(method_runs),
                          blas_threads=blas_threads, seed=seed,
                          sweeps=None if sweeps is None else [s.strip() for s in sweeps.split(",") if s.strip()],
-                         fpca=not no_fpca, progress=lambda label: click.echo(f"... {label}", err=True))
+                         fpca=not no_fpca, progress=lambda label: click.echo(f"... {label}", err=True),
+                         relation=relation)
     notes = write_outputs(result, out_dir) if out_dir is not None else []
     click.echo(json.dumps(result, sort_keys=True) if as_json else results_markdown(result))
     for note in notes:

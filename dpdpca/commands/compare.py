@@ -4,6 +4,11 @@ Example::
 
     dpdpca compare --dataset digits --sites 10 --components 10 --epsilon 1 \\
         --delta 1e-5 --methods capepca,conv,local --runs 5 --json
+
+With no options it takes ``run``'s defaults (digits, 5 sites, K = 5,
+epsilon = 1, delta = 1e-5) and every available method under the rigorous
+setting: add/remove-one, rigorous sensitivity, analytic calibration
+(:func:`dpdpca.settings.settings_for`).
 """
 
 from __future__ import annotations
@@ -21,24 +26,34 @@ from dpdpca.commands.privacy_options import apply_feature_bounds, ledger_options
 from dpdpca.driver import compare
 from dpdpca.errors import ParameterError
 from dpdpca.dp import CALIBRATIONS, SENSITIVITY_MODES
+from dpdpca.dp.settings import RELATIONS
 from dpdpca.pipelines import PIPELINES, get_spec, pipeline_names
 from dpdpca.result import SUBSPACE
-from dpdpca.settings import centering_for, settings_for
+from dpdpca.settings import method_options as setting_options, protocol_release, refusal, settings_for
 
 __all__ = ["compare_cmd", "run_compare", "settings_for", "format_table"]
 
 
-def run_compare(*, dataset: str | None, data: str | None, sites: int, components: int, epsilon: float,
-                delta: float, methods: str | None = None, runs: int = 1, seed: int | None = None,
+#: ``run``'s defaults, which ``compare`` shares.
+DEFAULT_DATASET, DEFAULT_SITES, DEFAULT_COMPONENTS, DEFAULT_EPSILON, DEFAULT_DELTA = "digits", 5, 5, 1.0, 1e-5
+
+
+def run_compare(*, dataset: str | None = None, data: str | None = None, sites: int = DEFAULT_SITES,
+                components: int = DEFAULT_COMPONENTS, epsilon: float = DEFAULT_EPSILON,
+                delta: float = DEFAULT_DELTA, methods: str | None = None, runs: int = 1, seed: int | None = None,
                 site_size: int | None = None, center: bool = True, scaling: str | None = None,
                 calibration: str | None = None, sensitivity_mode: str | None = None, paper: bool = False,
                 exact_mean: bool | None = None, f1_test_fraction: float | None = None, f1_max_train: int = 5000,
                 method_options: dict[str, dict[str, Any]] | None = None, feature_bounds: Any = None,
-                feature_bounds_file: str | None = None, ledger: Any = None) -> dict[str, Any]:
+                feature_bounds_file: str | None = None, ledger: Any = None,
+                relation: str | None = None) -> dict[str, Any]:
     """What ``dpdpca compare`` computes, as a JSON-ready dict (see :func:`dpdpca.driver.compare`).
 
-    Every DP method runs under one setting (:func:`settings_for`); each row
-    says which (``privacy``: sensitivity mode, calibration, sigma; ``centering``).
+    Every DP method runs under one setting (:func:`settings_for`; ``relation``
+    ``"add-remove"`` by default, ``"replace-one"`` moves every method); each
+    row says which (``privacy``: relation, sensitivity mode, calibration,
+    sigma; ``centering``).  A method with no sound form under the setting is
+    a row ``{"skipped": reason}``.  Without ``dataset`` and ``data``: digits.
     ``method_options`` adds library-level options per method (e.g. a small
     test key for ``dpdpca``).  With ``feature_bounds`` (``(lo, hi)``) or
     ``feature_bounds_file`` the rows are mapped into the unit ball by those
@@ -53,7 +68,7 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
         Bad options or data.
     """
     if dataset is None and data is None:
-        raise ParameterError("--dataset or --data must be given (exactly one), got neither")
+        dataset = DEFAULT_DATASET
     if dataset is not None and data is not None:
         raise ParameterError(f"--dataset and --data are exclusive, got both ({dataset!r} and {data!r})")
     labels = None
@@ -72,7 +87,7 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
             raise param_error("--methods", "subspace pipelines (tensor pipelines run with 'dpdpca tensor')", m)
     specs = {m: get_spec(m) for m in names}
     settings = settings_for(paper=paper, calibration=calibration, sensitivity_mode=sensitivity_mode,
-                            scaling=scaling, center=center, exact_mean=exact_mean)
+                            scaling=scaling, center=center, exact_mean=exact_mean, relation=relation)
     X, bounds_info = apply_feature_bounds(X_raw, dataset_bounds=None, feature_bounds=feature_bounds,
                                           bounds_file=feature_bounds_file, no_feature_bounds=False)
     if bounds_info is None:
@@ -87,22 +102,28 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
         parts = partition(X, sites, sizes=site_size)
         cap = min(sum(p.shape[0] for p in parts), check_int("f1_max_train", f1_max_train, minimum=1))
         f1_data = (np.vstack(parts)[:cap], y_train[:cap], X_test, y_test)
-    noise_opts = {"calibration": settings["calibration"], "sensitivity_mode": settings["sensitivity_mode"]}
     options: dict[str, dict[str, Any]] = {}
     centring: dict[str, str] = {}
+    skip: dict[str, str] = {}
     for m, spec in specs.items():
-        opts, centring[m] = centering_for(spec, settings)
-        options[m] = {**(noise_opts if spec.noisy else {}), **opts, **dict((method_options or {}).get(m, {}))}
-    costs = _price(names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], n=X.shape[0], sites=sites,
-                   calibration=settings.get("calibration") or "analytic",
-                   sensitivity_mode=settings.get("sensitivity_mode"), label=name)
+        opts, centring[m] = setting_options(spec, settings)
+        options[m] = {**opts, **dict((method_options or {}).get(m, {}))}
+        reason = refusal(spec, settings)
+        if reason is not None:
+            skip[m] = reason
+    run_names = [m for m in names if m not in skip]
+    costs = _price(run_names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], n=X.shape[0], sites=sites,
+                   settings=settings, label=name)
     if ledger is not None:
         ledger.check_all(costs)  # refused before any method runs
     summary = compare(names, parts, n_components=components, epsilon=epsilon, delta=delta, runs=runs, rng=rng,
                       X_eval=np.vstack(parts), center=settings["center"], method_options=options,
-                      f1_data=f1_data)
+                      f1_data=f1_data, skip=skip)
     for m, row in summary["methods"].items():
         row["centering"] = centring[m]
+    if ledger is not None and any("skipped" in summary["methods"][m] for m in run_names):
+        ran = {m for m in run_names if "skipped" not in summary["methods"][m]}
+        costs = [c for c in costs if c.label.rsplit(" ", 1)[-1] in ran]
     summary["settings"] = settings
     summary["dataset"] = {"name": name, "source": source, "shape": list(X_raw.shape),
                           "rows_used": int(sum(p.shape[0] for p in parts)), "sites": len(parts),
@@ -130,18 +151,20 @@ def run_compare(*, dataset: str | None, data: str | None, sites: int, components
     return summary
 
 
-def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int, n: int, sites: int, calibration: str,
-           sensitivity_mode: str | None, label: str) -> list[Any]:
+def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int, n: int, sites: int,
+           settings: dict[str, Any], label: str) -> list[Any]:
     """The ledger cost of every run of every private method, from the public request only.
 
     Protocol methods are priced by :func:`dpdpca.protocol.costs.protocol_release_cost`
-    (the calibration their proxy draws from; N public for the centred release); the plaintext pipelines release (epsilon, delta)-DP
-    results under replace-one (their sensitivities are replace-one bounds) and
-    are priced by basic composition.
+    (the calibration their proxy draws from; N public for the centred
+    release); the plaintext pipelines release (epsilon, delta)-DP results
+    under the comparison's relation and are priced by basic composition.
     """
-    from dpdpca.dp import REPLACE_ONE, ReleaseCost
+    from dpdpca.dp import ReleaseCost
+    from dpdpca.dp.settings import relation_of
     from dpdpca.protocol.costs import protocol_release_cost
 
+    calibration = settings.get("calibration") or "analytic"
     costs = []
     for name in names:
         spec = get_spec(name)
@@ -149,14 +172,16 @@ def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int,
             continue
         if spec.crypto:
             fixed = dict(spec.fixed)
-            cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=fixed.get("release"),
-                                         sensitivity_mode=fixed.get("sensitivity_mode", sensitivity_mode or "rigorous"),
+            cost = protocol_release_cost(epsilon=epsilon, delta=delta, release=protocol_release(spec, settings),
+                                         sensitivity_mode=fixed.get("sensitivity_mode",
+                                                                    settings.get("sensitivity_mode") or "rigorous"),
                                          noise_by=fixed.get("noise_by", "proxy"), d=d, n=n,
                                          calibration="classic" if calibration == "classic" else "analytic",
                                          owners=sites, label=f"compare {label} {name}")
         else:
             cost = ReleaseCost.from_rdp(lambda a: float("inf"), epsilon=epsilon, delta=delta,
-                                        neighbouring=REPLACE_ONE, mechanism=name, label=f"compare {label} {name}")
+                                        neighbouring=relation_of(settings["relation"]), mechanism=name,
+                                        label=f"compare {label} {name}")
         costs.extend([cost] * runs)
     return costs
 
@@ -197,8 +222,20 @@ def _sigma_columns(p: dict[str, Any]) -> tuple[str, str]:
     return sigma_text, f"{sigma / sens:.3g}"
 
 
+def _aligned(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """Columns padded to their widest cell and separated by two spaces (numbers right-aligned)."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in
+                      enumerate(zip(r, widths))).rstrip() for r in [header, *rows]]
+
+
 def format_table(summary: dict[str, Any]) -> str:
-    """The human-readable table ``dpdpca compare`` prints without ``--json``."""
+    """The human-readable table ``dpdpca compare`` prints without ``--json``: one aligned row per method.
+
+    Every row names the relation, sensitivity mode and calibration its
+    method really ran (from its privacy report); a skipped method shows its
+    reason instead.
+    """
     ds = summary["dataset"]
     st = summary.get("settings", {})
     pre = summary["preprocessing"]
@@ -207,23 +244,35 @@ def format_table(summary: dict[str, Any]) -> str:
              f"K={summary['n_components']}, epsilon={summary['epsilon']:g}, delta={summary['delta']:g}, "
              f"{summary['runs']} run(s); preprocessing: center={pre['center']}, scaling={pre['scaling']}, "
              f"exact_mean={pre.get('exact_mean', False)}",
-             f"setting: {mode}: sensitivity {st.get('sensitivity_mode', '-')}, calibration "
-             f"{st.get('calibration', '-')}; {pre['note']}",
-             f"{'method':<19}{'q/q_o':>8}{'std':>9}{'epsilon':>9}{'delta':>10}  {'mechanism':<18}"
-             f"{'sens.mode':<10}{'calib.':<9}{'sigma':>9}{'sigma/D':>9}  {'centring':<9}{'time_s':>9}"
-             + (f"{'F1':>8}" if "f1" in summary else "")]
+             f"setting: {mode}: relation {st.get('relation', '-')}, sensitivity {st.get('sensitivity_mode', '-')}, "
+             f"calibration {st.get('calibration', '-')}; {pre['note']}"]
+    with_f1 = "f1" in summary
+    header = ["method", "q/q_o", "std", "epsilon", "delta", "relation", "mechanism", "sens.mode", "calib.",
+              "sigma", "sigma/D", "centring", "time_s"] + (["F1"] if with_f1 else [])
+    right = {1, 2, 3, 4, 9, 10, 12, 13}
+    rows, skipped = [], []
     for name, row in summary["methods"].items():
+        if "skipped" in row:
+            skipped.append(f"  {name}: skipped: {row['skipped']}")
+            rows.append([name, "skipped"] + ["-"] * (len(header) - 2))
+            continue
         p = row["privacy"]
         eps = p["epsilon"] if isinstance(p["epsilon"], str) else f"{p['epsilon']:g}"
         value = row.get("captured_energy_ratio", row.get("q_comp", float("nan")))
         centring = row.get("centering", "-")
-        short = ("DP" if "(DP)" in centring else "not DP" if "not DP" in centring else centring)
+        short = ("DP" if "(DP)" in centring else "not DP" if "not DP" in centring
+                 else "none" if centring.startswith("none") else centring)
         dp = p["mechanism"] != "none"
         sigma, multiplier = _sigma_columns(p)
-        lines.append(f"{name:<19}{value:>8.4f}{row['std']:>9.4f}{eps:>9}"
-                     f"{p['delta']:>10.2g}  {p['mechanism']:<18}{str(dp and p.get('sensitivity_mode') or '-'):<10}"
-                     f"{str(dp and p.get('calibration') or '-'):<9}{sigma:>9}{multiplier:>9}  {short:<9}"
-                     f"{row['time_s']:>9.4f}" + (f"{row['f1']:>8.4f}" if "f1" in row else ""))
+        rows.append([name, f"{value:.4f}", f"{row['std']:.4f}", eps, f"{p['delta']:.2g}",
+                     str(dp and p.get("neighbouring") or "-"), p["mechanism"],
+                     str(dp and p.get("sensitivity_mode") or "-"), str(dp and p.get("calibration") or "-"),
+                     sigma, multiplier, short, f"{row['time_s']:.4f}"]
+                    + ([f"{row['f1']:.4f}" if "f1" in row else "-"] if with_f1 else []))
+    lines += _aligned(header, rows, right)
+    if skipped:
+        lines.append("skipped (no sound form under this setting; never run under another):")
+        lines += skipped
     if "ledger" in summary:
         led = summary["ledger"]
         lines.append(f"ledger {led['path']}: {led['releases']} releases, composed ({led['epsilon']:.4g}, "
@@ -232,12 +281,18 @@ def format_table(summary: dict[str, Any]) -> str:
 
 
 @click.command("compare")
-@click.option("--dataset", type=click.Choice(dataset_names()), default=None, help="A named offline dataset.")
+@click.option("--dataset", type=click.Choice(dataset_names()), default=None,
+              help="A named offline dataset (default: digits, unless --data is given).")
 @click.option("--data", type=click.Path(dir_okay=False), default=None, help="A .csv or .npy data file.")
-@click.option("--sites", type=int, required=True, help="Number of sites S.")
-@click.option("--components", type=int, required=True, help="Number of components K.")
-@click.option("--epsilon", type=float, required=True)
-@click.option("--delta", type=float, required=True)
+@click.option("--sites", type=int, default=DEFAULT_SITES, show_default=True, help="Number of sites S.")
+@click.option("--components", type=int, default=DEFAULT_COMPONENTS, show_default=True,
+              help="Number of components K.")
+@click.option("--epsilon", type=float, default=DEFAULT_EPSILON, show_default=True)
+@click.option("--delta", type=float, default=DEFAULT_DELTA, show_default=True)
+@click.option("--relation", type=click.Choice(RELATIONS), default=None,
+              help="Neighbouring relation for every method (default: add-remove; replace-one with --paper). "
+                   "replace-one moves every method, the protocol to its centred release; a method with no "
+                   "sound form under it is shown as skipped, with the reason.")
 @click.option("--methods", default=None,
               help="Comma-separated subset of: " + "; ".join(f"{n} ({sp.summary})" for n, sp in PIPELINES.items()
                                                                if sp.kind == SUBSPACE)
@@ -248,9 +303,10 @@ def format_table(summary: dict[str, Any]) -> str:
                    "default: OS entropy, rows kept in order).")
 @click.option("--site-size", type=int, default=None, help="Rows per site N_s (default: all rows, equal split).")
 @click.option("--paper", is_flag=True,
-              help="Every method under the papers' settings, for reproduction: paper sensitivity, classic "
-                   "calibration, max-norm scaling and the exact pooled mean subtracted first (not DP). "
-                   "Default: rigorous sensitivity, analytic calibration, public clipping, centring paid in DP.")
+              help="Every method under the papers' settings, for reproduction: replace-one, paper sensitivity, "
+                   "classic calibration, max-norm scaling and the exact pooled mean subtracted first (not DP). "
+                   "Default: add/remove-one, rigorous sensitivity, analytic calibration, public clipping, centring "
+                   "paid in DP.")
 @click.option("--center/--no-center", default=True, show_default=True,
               help="PCA of centred data. Each DP method pays for its centring inside its release (the exact "
                    "pooled mean, free and not DP, only with --paper or --exact-mean).")
@@ -282,7 +338,7 @@ def compare_cmd(dataset: str | None, data: str | None, sites: int, components: i
                 exact_mean: bool | None, scaling: str | None, calibration: str | None, sensitivity_mode: str | None,
                 f1_test_fraction: float | None, f1_max_train: int, output: str | None, feature_bounds: Any,
                 feature_bounds_file: str | None, ledger_path: str | None, budget_epsilon: float | None,
-                budget_delta: float | None, as_json: bool) -> None:
+                budget_delta: float | None, as_json: bool, relation: str | None) -> None:
     """Run several pipelines on the same partitions and budget; report q/q_o, privacy and time."""
     summary = run_compare(dataset=dataset, data=data, sites=sites, components=components, epsilon=epsilon,
                           delta=delta, methods=methods, runs=runs, seed=seed, site_size=site_size, center=center,
@@ -290,7 +346,7 @@ def compare_cmd(dataset: str | None, data: str | None, sites: int, components: i
                           exact_mean=exact_mean,
                           f1_test_fraction=f1_test_fraction, f1_max_train=f1_max_train,
                           feature_bounds=feature_bounds, feature_bounds_file=feature_bounds_file,
-                          ledger=open_ledger(ledger_path, budget_epsilon, budget_delta))
+                          ledger=open_ledger(ledger_path, budget_epsilon, budget_delta), relation=relation)
     if output is not None:
         atomic_write_json(output, summary)
         from dpdpca.commands._figures import compare_figure

@@ -38,13 +38,13 @@ from dpdpca.dp.calibration import calibrate_gaussian, gaussian_delta
 from dpdpca.dp.noise import symmetric_gaussian_matrix
 from dpdpca.dp.randomness import NoiseSource
 from dpdpca.dp.report import REPLACE_ONE, PrivacyReport
-from dpdpca.dp.sensitivity import second_moment_sensitivity
+from dpdpca.dp.sensitivity import centred_scatter_sensitivity, second_moment_sensitivity
 
-__all__ = ["modsulq_omega", "streaming_modsulq_omega", "modsulq_min_batch", "ModSulqMechanism",
+__all__ = ["modsulq_omega", "streaming_modsulq_omega", "modsulq_min_batch", "min_batch", "ModSulqMechanism",
            "MODSULQ_MASKS", "MODSULQ_CALIBRATIONS"]
 
 MODSULQ_MASKS = ("symmetric", "streaming")
-MODSULQ_CALIBRATIONS = ("modsulq", "analytic")
+MODSULQ_CALIBRATIONS = ("modsulq", "analytic", "classic")
 
 
 def _check(epsilon: float, delta: float, d: int, n: int) -> tuple[float, float, int, int]:
@@ -80,6 +80,32 @@ def streaming_modsulq_omega(epsilon: float, delta: float, d: int, n: int) -> flo
     """
     epsilon, delta, d, n = _check(epsilon, delta, d, n)
     return _streaming_numerator(epsilon, delta, d) / n
+
+
+def min_batch(epsilon: float, delta: float, d: int, omega0: float, *, calibration: str = "modsulq",
+              centred: bool = False) -> int:
+    """Lemma 2 item 2 for any calibration: the smallest batch ``n`` whose mask std is at most ``omega0``.
+
+    ``"modsulq"``: :func:`modsulq_min_batch` (eq. (8) is ``K/n``).  ``"analytic"``
+    and ``"classic"``: the mask is ``sigma_1 Delta_n`` with ``sigma_1`` the
+    calibrated sigma at unit sensitivity and ``Delta_n = sqrt(2)/n`` (or the
+    centred ``4 (n - 1)/n^2 <= 4/n``), so ``n >= sqrt(2) sigma_1 / omega0``
+    (``4 sigma_1 / omega0`` centred) suffices.
+
+    Examples
+    --------
+    >>> min_batch(2.0, 0.05, 20, 0.01, calibration="analytic") < min_batch(2.0, 0.05, 20, 0.01)
+    True
+    """
+    calibration = check_modsulq_calibration(calibration)
+    if calibration == "modsulq":
+        if centred:
+            raise param_error("calibration", "'analytic' or 'classic' for a centred second moment", calibration)
+        return int(modsulq_min_batch(epsilon, delta, d, omega0))
+    omega0 = check_positive("omega0", omega0)
+    check_int("d", d, minimum=1)
+    sigma_1 = calibrate_gaussian(epsilon=epsilon, delta=delta, sensitivity=1.0, calibration=calibration)
+    return max(1, math.ceil((4.0 if centred else math.sqrt(2.0)) * sigma_1 / omega0))
 
 
 def modsulq_min_batch(epsilon: float, delta: float, d: int, omega0: float, *, mode: str = "rigorous") -> int | float:
@@ -122,16 +148,21 @@ class ModSulqMechanism:
         ``"streaming"``: i.i.d. entries on a non-symmetric d x d mask drawn in
         d x c column blocks, ``omega`` of eq. (8).  ``"symmetric"``: i.i.d.
         upper triangle, mirrored, ``omega`` of eq. (6) (MOD-SuLQ).
-    calibration : {"modsulq", "analytic"}
+    calibration : {"modsulq", "analytic", "classic"}
         ``"modsulq"`` (default, the paper's eq. (6)/(8)); ``"analytic"``: the
-        analytic-Gaussian sigma for L2 sensitivity ``sqrt(2)/n``.
+        analytic-Gaussian sigma for the L2 sensitivity; ``"classic"``:
+        ``sqrt(2 ln(1.25/delta))/epsilon`` times that sensitivity.
+    centred : bool
+        The matrix is the second moment of the rows centred on their own mean:
+        L2 sensitivity ``4 (n - 1)/n^2`` (:func:`dpdpca.dp.centred_scatter_sensitivity`
+        over ``n``) instead of ``sqrt(2)/n``; analytic or classic only.
 
     Attributes
     ----------
     sigma : float
         Standard deviation of each mask entry (``omega``).
     sensitivity : float
-        ``sqrt(2)/n`` (replace-one).
+        ``sqrt(2)/n`` (replace-one), or ``4 (n - 1)/n^2`` when centred.
     analytic_sigma : float
         The analytic-Gaussian sigma for that sensitivity.
     achieved_delta : float
@@ -146,16 +177,24 @@ class ModSulqMechanism:
     """
 
     def __init__(self, *, epsilon: float, delta: float, d: int, n: int, mask: str = "streaming",
-                 calibration: str = "modsulq") -> None:
+                 calibration: str = "modsulq", centred: bool = False) -> None:
         self.epsilon, self.delta, self.d, self.n = _check(epsilon, delta, d, n)
         if mask not in MODSULQ_MASKS:
             raise param_error("mask", "'streaming' or 'symmetric'", mask)
         self.mask, self.calibration = mask, check_modsulq_calibration(calibration)
-        self.sensitivity = second_moment_sensitivity(self.n, neighbouring=REPLACE_ONE)
+        self.centred = bool(centred)
+        if self.centred and self.calibration == "modsulq":
+            raise param_error("calibration", "'analytic' or 'classic' for a centred second moment (eq. (6)/(8) are "
+                                             "derived for the uncentred one)", calibration)
+        self.sensitivity = (float(centred_scatter_sensitivity(self.n, neighbouring=REPLACE_ONE)) / self.n
+                            if self.centred else second_moment_sensitivity(self.n, neighbouring=REPLACE_ONE))
         self.analytic_sigma = calibrate_gaussian(epsilon=self.epsilon, delta=self.delta,
                                                  sensitivity=self.sensitivity)
         if calibration == "analytic":
             self.sigma = self.analytic_sigma
+        elif calibration == "classic":
+            self.sigma = calibrate_gaussian(epsilon=self.epsilon, delta=self.delta, sensitivity=self.sensitivity,
+                                            calibration="classic")
         elif mask == "streaming":
             self.sigma = streaming_modsulq_omega(self.epsilon, self.delta, self.d, self.n)
         else:
@@ -176,7 +215,13 @@ class ModSulqMechanism:
         """The report of one release of ``X X^T / n + N``."""
         eq = "(8)" if self.mask == "streaming" else "(6)"
         if self.calibration == "analytic":
-            why = "analytic Gaussian (Balle & Wang 2018) at L2 sensitivity sqrt(2)/n"
+            why = ("analytic Gaussian (Balle & Wang 2018) at L2 sensitivity "
+                   + ("4(n-1)/n^2 (block centred on its own mean)" if self.centred else "sqrt(2)/n"))
+        elif self.calibration == "classic":
+            why = ("classic Gaussian sigma = Delta sqrt(2 ln(1.25/delta))/epsilon at L2 sensitivity "
+                   + ("4(n-1)/n^2 (block centred on its own mean)" if self.centred else "sqrt(2)/n")
+                   + ("" if self.achieved_delta == self.delta else
+                      f"; below the analytic sigma: delta {self.achieved_delta:.3e} really achieved"))
         elif self.achieved_delta == self.delta:
             why = (f"omega of Grammenos et al. 2020 eq. {eq} with n={self.n}; omega >= the analytic-Gaussian sigma "
                    f"{self.analytic_sigma:.4g} for L2 sensitivity sqrt(2)/n, so (epsilon, delta)-DP also follows "
@@ -196,7 +241,7 @@ class ModSulqMechanism:
 
 
 def check_modsulq_calibration(value: Any) -> str:
-    """``"modsulq"`` or ``"analytic"``, else ParameterError."""
+    """One of :data:`MODSULQ_CALIBRATIONS`, else ParameterError."""
     if value not in MODSULQ_CALIBRATIONS:
-        raise param_error("calibration", "'modsulq' or 'analytic'", value)
+        raise param_error("calibration", "one of " + ", ".join(repr(c) for c in MODSULQ_CALIBRATIONS), value)
     return str(value)

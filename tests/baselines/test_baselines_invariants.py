@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from dpdpca.baselines import CapePCA, DPDisPCA, NonPrivatePCA, PrivateLocalPCA
+from dpdpca.baselines import CapePCA as _CapePCA
+from dpdpca.baselines import DPDisPCA as _DPDisPCA
+from dpdpca.baselines import NonPrivatePCA
+from dpdpca.baselines import PrivateLocalPCA as _PrivateLocalPCA
 from dpdpca.baselines._common import partial_square_root, site_eigh_dtype
 from dpdpca.linalg import top_eigenpairs
 from dpdpca.data import make_covariance_data
@@ -17,6 +21,12 @@ from dpdpca.errors import DataError, InfeasibleError, NotFittedError, ParameterE
 from dpdpca.metrics import subspace_distance
 
 K = 8
+#: These invariants are the papers' replace-one mechanics (eq. (2), Alg. 1, the recursion), so they run under the
+#: papers' setting; the library's defaults (add/remove, rigorous, analytic, centred) are tested in test_relations.py.
+PAPER = dict(neighbouring="replace-one", centering="none", calibration="classic", sensitivity_mode="paper")
+CapePCA = functools.partial(_CapePCA, **PAPER)
+DPDisPCA = functools.partial(_DPDisPCA, **PAPER)
+PrivateLocalPCA = functools.partial(_PrivateLocalPCA, **PAPER)
 
 
 def moments(parts):
@@ -216,7 +226,7 @@ def test_privacy_reports(sites500, mode, numerator):
 
 def test_nonprivate_is_exact(sites500):
     X, parts = sites500
-    est = NonPrivatePCA(K, 1.0, 1e-5).fit(parts)
+    est = NonPrivatePCA(K, 1.0, 1e-5, centering="none").fit(parts)
     w, V = top_eigenpairs(X.T @ X / X.shape[0], K)
     assert subspace_distance(est.components_.T, V) < 1e-9
     assert est.privacy_.epsilon == math.inf and est.privacy_.mechanism == "none"

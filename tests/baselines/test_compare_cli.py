@@ -38,11 +38,13 @@ def test_compare_json_on_digits(capsys, tmp_path):
     assert summary["dataset"]["shape"] == [1797, 64] and summary["dataset"]["sites"] == 4
     assert summary["preprocessing"] == {"center": True, "scaling": "clip", "exact_mean": False,
                                         "note": "clip scaling is a public rule"}
-    assert summary["settings"] == {"paper": False, "calibration": "analytic", "sensitivity_mode": "rigorous",
-                                   "scaling": "clip", "center": True, "exact_mean": False}
+    assert summary["settings"] == {"paper": False, "relation": "add-remove", "calibration": "analytic",
+                                   "sensitivity_mode": "rigorous", "scaling": "clip", "center": True,
+                                   "exact_mean": False}
     for name in ("capepca", "conv", "local"):
         assert methods[name]["centering"] == "inside the release (DP)" and methods[name]["kind"] == "subspace"
         assert methods[name]["privacy"]["calibration"] == "analytic"
+        assert methods[name]["privacy"]["neighbouring"] == "add/remove-one"
     assert methods["nonprivate"]["centering"] == "exact pooled mean (not DP)"
     # the same seed gives the same numbers
     code, out2, _ = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "nonprivate,capepca,conv,local",
@@ -57,16 +59,29 @@ def test_compare_table_and_options(capsys):
     lines = out.strip().splitlines()
     assert lines[0].startswith("dataset digits (1797 x 64), 4 sites, K=5")
     assert "scaling=clip" in lines[0]
-    assert lines[1].startswith("setting: rigorous: sensitivity rigorous, calibration analytic")
+    assert lines[1].startswith("setting: rigorous: relation add-remove, sensitivity rigorous, calibration analytic")
     assert [ln.split()[0] for ln in lines[3:]] == ["dpdispca", "pooled", "private-local-pca"]
-    assert all(ln.split()[6:8] == ["rigorous", "analytic"] for ln in lines[3:])
+    assert all(ln.split()[5:9] == ["add/remove-one", "gaussian", "rigorous", "analytic"] for ln in lines[3:])
+    # the columns are aligned: every header starts where its cells start
+    header = lines[2]
+    for name in ("relation", "mechanism", "sens.mode", "calib.", "centring"):
+        col = header.index(name)
+        assert all(ln[col - 1] == " " and ln[col] != " " for ln in lines[3:]), name
     code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "pooled", "--json",
                              "--calibration", "analytic", "--sensitivity-mode", "rigorous")
     privacy = json.loads(out)["methods"]["pooled"]["privacy"]
     assert privacy["calibration"] == "analytic" and privacy["sensitivity_mode"] == "rigorous"
+    # add/remove (the default): the protocol's release, noisy R, v, N with unit sensitivities
+    assert privacy["neighbouring"] == "add/remove-one" and privacy["sensitivity"] == 1.0
+    assert [p["notes"].split(":")[0] for p in privacy["parts"]] == ["block R", "block v", "block N"]
+    code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "pooled", "--json",
+                             "--relation", "replace-one")
+    privacy = json.loads(out)["methods"]["pooled"]["privacy"]
+    assert privacy["neighbouring"] == "replace-one"
     # the centred second moment, paid for in the release: 4 (N - 1) / N^2
     assert privacy["sensitivity"] == pytest.approx(4 * 1796 / 1797**2)
-    code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "pooled", "--json", "--exact-mean")
+    code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "pooled", "--json", "--exact-mean",
+                             "--relation", "replace-one")
     summary = json.loads(out)
     assert summary["methods"]["pooled"]["privacy"]["sensitivity"] == pytest.approx(np.sqrt(2) / 1797)
     assert summary["methods"]["pooled"]["centering"] == "exact pooled mean before partitioning (not DP)"
@@ -78,8 +93,9 @@ def test_compare_paper_moves_every_method_to_the_papers_settings(capsys):
                              "--paper", "--json", "--seed", "1")
     assert code == 0, err
     summary = json.loads(out)
-    assert summary["settings"] == {"paper": True, "calibration": "classic", "sensitivity_mode": "paper",
-                                   "scaling": "max-norm", "center": True, "exact_mean": True}
+    assert summary["settings"] == {"paper": True, "relation": "replace-one", "calibration": "classic",
+                                   "sensitivity_mode": "paper", "scaling": "max-norm", "center": True,
+                                   "exact_mean": True}
     for name in ("dpdispca", "capepca", "local"):
         row = summary["methods"][name]
         assert (row["privacy"]["calibration"], row["privacy"]["sensitivity_mode"]) == ("classic", "paper")
@@ -104,7 +120,6 @@ def test_compare_data_file_and_site_size(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("args, match", [
-    (BASE, "--dataset or --data must be given"),
     (["--dataset", "digits", "--data", "x.csv", *BASE], "exclusive"),
     (["--dataset", "digits", *BASE, "--methods", "capepca,pca"], "method must be one of"),
     (["--dataset", "digits", "--sites", "4", "--components", "65", "--epsilon", "1", "--delta", "1e-5"],
@@ -159,15 +174,15 @@ def test_compare_f1_on_held_out_rows(capsys, tmp_path):
 def test_dpdpca_and_pooled_agree_at_equal_settings(paper):
     """The proxy adds pooled-level noise, so at equal settings DPDPCA sits near the trusted curator.
 
-    Digits, 10 owners, k = 10, epsilon = 1.  Measured with 3 runs each:
-    rigorous 0.319 (dpdpca) vs 0.326 (pooled); paper 0.751 vs 0.755.  The
+    Digits, 10 owners, k = 10, epsilon = 1, replace-one (the centred release).
+    Measured with 8 runs each: rigorous 0.313 (dpdpca) vs 0.336 (pooled).  The
     per-run standard deviation is about 0.04 (rigorous) and 0.01 (paper).
     """
     from dpdpca.commands.compare import run_compare
 
-    # the protocol's centred release is the one whose noise is the pooled curator's
+    # the protocol's centred release is the one whose noise is the pooled curator's under replace-one
     s = run_compare(dataset="digits", data=None, sites=10, components=10, epsilon=1.0, delta=1e-5,
-                    methods="dpdpca-centred,pooled", runs=3, seed=3, paper=paper,
+                    methods="dpdpca-centred,pooled", runs=3, seed=3, paper=paper, relation="replace-one",
                     method_options={"dpdpca-centred": {"key_bits": 768, "insecure_test_key": True}})
     dp, pooled = s["methods"]["dpdpca-centred"], s["methods"]["pooled"]
     assert dp["privacy"]["sensitivity_mode"] == pooled["privacy"]["sensitivity_mode"]
@@ -184,3 +199,36 @@ def test_dpdpca_and_pooled_agree_at_equal_settings(paper):
     tol = 0.15 if not paper else 0.05
     assert abs(dp["captured_energy_ratio"] - pooled["captured_energy_ratio"]) < tol
     assert pooled["captured_energy_ratio"] > (0.6 if paper else 0.2)
+
+
+@pytest.mark.slow
+def test_default_add_remove_dpdpca_pooled_and_capepca_agree():
+    """Under the default add/remove relation the curator releases exactly the protocol's noisy R, v, N.
+
+    Digits, 10 owners, k = 10, epsilon = 1: the same sigma for every block, and q/q_o within 0.08 (3-run
+    means; per-run standard deviation about 0.02, so about 4.5 standard errors of the difference).
+    """
+    from dpdpca.commands.compare import run_compare
+
+    s = run_compare(dataset="digits", sites=10, components=10, epsilon=1.0, delta=1e-5,
+                    methods="dpdpca,pooled,capepca", runs=3, seed=0,
+                    method_options={"dpdpca": {"key_bits": 768, "insecure_test_key": True}})
+    rows = s["methods"]
+    assert {r["privacy"]["neighbouring"] for r in rows.values()} == {"add/remove-one"}
+    sigmas = [[p["sigma"] for p in r["privacy"]["parts"]] for r in rows.values()]
+    for other in sigmas[1:]:
+        assert other == pytest.approx(sigmas[0], rel=1e-9)
+    for name in ("dpdpca", "capepca"):
+        assert abs(rows[name]["captured_energy_ratio"] - rows["pooled"]["captured_energy_ratio"]) < 0.08
+    assert rows["pooled"]["captured_energy_ratio"] > 0.5
+
+
+def test_compare_takes_runs_defaults(capsys):
+    """No options: run's defaults (digits, 5 sites, K = 5, epsilon 1, delta 1e-5), the rigorous setting."""
+    code, out, err = run_cli(capsys, "--methods", "nonprivate,pooled", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["dataset"]["name"] == "digits" and summary["dataset"]["sites"] == 5
+    assert (summary["n_components"], summary["epsilon"], summary["delta"]) == (5, 1.0, 1e-5)
+    assert summary["settings"]["relation"] == "add-remove"
+    assert summary["methods"]["pooled"]["privacy"]["neighbouring"] == "add/remove-one"

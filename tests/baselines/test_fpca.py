@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import tracemalloc
 
 import numpy as np
@@ -9,7 +10,8 @@ import pytest
 from scipy import stats
 from sklearn.decomposition import IncrementalPCA
 
-from dpdpca.baselines.fpca import FederatedPCA, FPCAEdge, tree_merge
+from dpdpca.baselines.fpca import FederatedPCA as _FederatedPCA
+from dpdpca.baselines.fpca import FPCAEdge, tree_merge
 from dpdpca.baselines.subspace import adjust_rank, block_update, merge_r, svd_r
 from dpdpca.data import iter_row_blocks
 from dpdpca.dp import GeneratorNoiseSource, streaming_modsulq_omega
@@ -17,6 +19,9 @@ from dpdpca.dp.modsulq import ModSulqMechanism
 from dpdpca.errors import DataError, ParameterError
 
 P_MIN = 1e-4
+#: These tests check the paper's mechanics (eq. (8), fixed blocks, uncentred rows); the defaults (analytic,
+#: centred blocks, block_size="auto") are tested in test_relations.py.
+FederatedPCA = functools.partial(_FederatedPCA, calibration="modsulq", centering="none")
 
 
 def projector(U):
@@ -222,7 +227,7 @@ def test_private_fpca_analytic_calibration_is_useful_and_omega0_sets_the_block()
                        rng=np.random.default_rng(14)).fit(np.array_split(X, 3))
     assert np.linalg.svd(est.components_ @ Ug)[1].min() > 0.9
     big = FederatedPCA(2, 1.0, 0.01, block_size=10, omega0=0.5).fit([X[:2000]])
-    t = big.result_.params["block_size"]
+    t = big.result_.params["block_sizes"][0]
     assert t > 10 and streaming_modsulq_omega(1.0, 0.01, 10, t) <= 0.5 < streaming_modsulq_omega(1.0, 0.01, 10, t - 1)
 
 
@@ -230,7 +235,8 @@ def test_private_fpca_analytic_calibration_is_useful_and_omega0_sets_the_block()
     ({"forgetting": 0.0}, r"^forgetting must be in \(0, 1\], got 0.0$"),
     ({"block_size": 0}, r"^block_size must be >= 1, got 0$"),
     ({"beta": 0.001}, r"^beta must be in \(alpha=0.01, 1\], got 0.001$"),
-    ({"calibration": "classic"}, r"^calibration must be 'modsulq' or 'analytic', got 'classic'$"),
+    ({"calibration": "tight"}, r"^calibration must be one of 'modsulq', 'analytic', 'classic', got 'tight'$"),
+    ({"block_size": "big"}, r"^block_size must be 'auto' or an int >= 1, got 'big'$"),
     ({"branching": 1}, r"^branching must be >= 2, got 1$"),
 ])
 def test_fpca_parameter_errors(kwargs, match):

@@ -66,7 +66,7 @@ def test_noise_scale_equals_the_calibrated_one(noise):
     d = 16
     X = low_rank(400, d, 2, seed=6)
     est = SketchPCA(2, 1.0, 1e-5, noise=noise, sketch_size=2048, kind="gaussian", seed=1,
-                    rng=np.random.default_rng(7))
+                    neighbouring="replace-one", rng=np.random.default_rng(7))
     est.fit([X])
     op = QuadraticSketchOperator(d, 2048, kind="gaussian", seed=1)
     sens = quadratic_sketch_bounds(op.omega, neighbouring="replace-one")

@@ -8,12 +8,13 @@ import pytest
 
 from dpdpca.bench import streaming
 from dpdpca.cli import main
+from dpdpca.settings import privacy_summary
 
 
 def test_compare_runs_fpca_mod_sulq_and_sketch_with_privacy_time_and_traffic(capsys):
     code = main(["compare", "--dataset", "digits", "--sites", "4", "--components", "5", "--epsilon", "1",
                  "--delta", "1e-5", "--methods", "fpca,mod-sulq,sketch,frequent-directions",
-                 "--seed", "0", "--json"])
+                 "--seed", "0", "--json", "--relation", "replace-one"])
     out, err = capsys.readouterr()
     assert code == 0, err
     methods = json.loads(out)["methods"]
@@ -21,11 +22,21 @@ def test_compare_runs_fpca_mod_sulq_and_sketch_with_privacy_time_and_traffic(cap
     for name in ("fpca", "mod-sulq", "sketch"):
         row = methods[name]
         assert row["privacy"]["epsilon"] == 1.0 and row["privacy"]["delta"] == 1e-5
-        assert row["privacy"]["sigma"] > 0 and row["time_s"] > 0
+        assert privacy_summary(row["privacy"])["sigma"] > 0 and row["time_s"] > 0
         assert 0 < row["captured_energy_ratio"] <= 1 + 1e-9
     # communication: FPCA sends a d x r subspace per site, the sketch m numbers (and the count)
     assert methods["fpca"]["bytes_sent"]["site:1"] == 8 * (d * (k + 10) + (k + 10))
+    assert {methods[m]["privacy"]["neighbouring"] for m in ("fpca", "mod-sulq", "sketch")} == {"replace-one"}
+    assert {methods[m]["privacy"]["calibration"] for m in ("fpca", "mod-sulq", "sketch")} == {"analytic"}
     assert methods["sketch"]["bytes_sent"]["site:1"] == 8 * (4 * k * d + 1)
+    # under add/remove (the default) FPCA has no sound form: shown as skipped with the reason, never run otherwise
+    code = main(["compare", "--dataset", "digits", "--sites", "4", "--methods", "fpca,sketch", "--seed", "0",
+                 "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = json.loads(out)["methods"]
+    assert set(rows["fpca"]) == {"kind", "skipped", "centering"} and "add/remove-one" in rows["fpca"]["skipped"]
+    assert rows["sketch"]["privacy"]["neighbouring"] == "add/remove-one"
     assert methods["fpca"]["privacy"]["mechanism"] == "mod-sulq-streaming"
     assert methods["mod-sulq"]["privacy"]["mechanism"] == "mod-sulq-symmetric"
     assert methods["frequent-directions"]["privacy"]["epsilon"] == "inf"

@@ -11,6 +11,10 @@ from dpdpca.dp import modsulq_omega, streaming_modsulq_omega
 from dpdpca.errors import ParameterError
 
 
+#: MOD-SuLQ's own masks (eq. (6), (8)): replace-one, uncentred
+PAPER = dict(calibration="modsulq", neighbouring="replace-one", centering="none")
+
+
 def data(n=3000, d=12, seed=0):
     X = np.random.default_rng(seed).normal(size=(n, d)) * np.geomspace(1, 0.05, d)
     return X / np.linalg.norm(X, axis=1).max()
@@ -20,14 +24,14 @@ def data(n=3000, d=12, seed=0):
 def test_mod_sulq_reports_its_omega_and_recovers_with_little_noise(variant, omega):
     X = data()
     parts = np.array_split(X, 3)
-    est = ModSulqPCA(2, 1.0, 0.05, variant=variant, rng=np.random.default_rng(1)).fit(parts)
+    est = ModSulqPCA(2, 1.0, 0.05, variant=variant, **PAPER, rng=np.random.default_rng(1)).fit(parts)
     assert est.privacy_.sigma == pytest.approx(omega(1.0, 0.05, 12, 3000))
     assert est.privacy_.mechanism == ("mod-sulq-symmetric" if variant == "symmetric" else "mod-sulq-streaming")
     assert est.bytes_sent_ == {f"site:{i}": 8 * p.size for i, p in enumerate(parts, start=1)}
     assert est.result_.extra["omega"] == est.privacy_.sigma
     np.testing.assert_allclose(est.components_ @ est.components_.T, np.eye(2), atol=1e-10)
     # with a large budget the mask is small and the top component is found
-    big = ModSulqPCA(1, 1e4, 0.05, variant=variant, rng=np.random.default_rng(2)).fit(parts)
+    big = ModSulqPCA(1, 1e4, 0.05, variant=variant, **PAPER, rng=np.random.default_rng(2)).fit(parts)
     top = np.linalg.svd(X, full_matrices=False)[2][0]
     assert abs(float(big.components_[0] @ top)) > 0.99
 

@@ -59,16 +59,26 @@ def test_bench_utility_quick_smoke(tmp_path, capsys, tiny):
             assert row["sigma"][0] > row["sigma"][1] > 0, name  # epsilon 0.5 then 4: less noise
     nonprivate = entry["sweeps"]["epsilon"]["methods"]["nonprivate"]
     assert nonprivate["sigma"] == [None, None] and nonprivate["sensitivity_mode"] is None
-    # a method without the shared noise options keeps its own calibration, and the output says which
-    assert entry["sweeps"]["epsilon"]["methods"]["mod-sulq"]["calibration"] == "modsulq"
+    # every method receives the calibration the table claims (mod-sulq's eq. (8) only as calibration="modsulq")
+    assert entry["sweeps"]["epsilon"]["methods"]["mod-sulq"]["calibration"] == "analytic"
+    assert entry["sweeps"]["epsilon"]["methods"]["mod-sulq"]["neighbouring"] == "add/remove-one"
+    # fpca has no add/remove form: skipped with the reason in the sweeps, run under replace-one in its own panel
+    fpca_errors = entry["sweeps"]["epsilon"]["methods"]["fpca"]["errors"]
+    assert fpca_errors and all("consecutive rows" in e for e in fpca_errors.values())
+    assert result["fpca_q_a"]["relation"] == "replace-one"
+    assert result["fpca_q_a"]["alphas"]["1.0"]["methods"]["fpca"]["neighbouring"] == "replace-one"
     assert result["settings"]["scaling"] == "clip" and not result["settings"]["paper"]
     q_eps = entry["sweeps"]["epsilon"]["methods"]
     # q/q_o is measured on centred rows; the non-private pipeline centres by subtracting the pooled mean from
     # the second moment, exact up to float cancellation (~1e-5 on clipped digits)
     assert q_eps["nonprivate"]["mean"] == pytest.approx([1.0, 1.0], abs=1e-4)
-    assert all(m is not None and math.isfinite(m) for row in q_eps.values() for m in row["mean"])
+    assert all(m is not None and math.isfinite(m) for name, row in q_eps.items() for m in row["mean"] if name != "fpca")
     assert set(entry["captured_variance"]["methods"]) == set(plain)
     assert entry["f1"]["x"] == [20, 40] and all(0 <= v <= 1 for v in entry["f1"]["methods"]["nonprivate"]["mean"])
+    # Wang-Chang Fig. 4 as they ran it: one training set split among L = N / N_s owners, a random-subspace floor
+    f1 = entry["f1"]
+    assert f1["owners"] == [f1["train_rows"] // 20, f1["train_rows"] // 40] and f1["n_components"] == 10
+    assert len(f1["methods"]["random-subspace"]["mean"]) == 2
     qa = result["fpca_q_a"]["alphas"]["1.0"]["methods"]
     assert qa["nonprivate"]["mean"] == pytest.approx([1.0], abs=1e-4)
     assert result["run"]["seed"] == 0 and result["run"]["machine"]["cpu_count"] >= 1
@@ -79,7 +89,8 @@ def test_bench_utility_quick_smoke(tmp_path, capsys, tiny):
     assert all(float(r["sigma"]) > 0 for r in capes)
     md = (out_dir / "results.md").read_text()
     assert "## digits" in md and "F1 against samples per owner" in md and "± " in md
-    assert "rigorous (the default)" in md and "| capepca | cape | replace-one | analytic | rigorous |" in md
+    assert "split among L = " in md and "random subspace" in md
+    assert "rigorous (the default)" in md and "| capepca | cape | add/remove-one | analytic | rigorous |" in md
     pngs = sorted(p.name for p in out_dir.glob("*.png"))
     assert "digits_epsilon.png" in pngs and "digits_f1.png" in pngs and "synth_alpha1.0_q_a.png" in pngs
     assert all((out_dir / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
@@ -92,8 +103,12 @@ def test_bench_utility_runs_the_encrypted_protocol_too(tiny, monkeypatch):
                                  runs=1, crypto_runs=1, key_bits=512, sweeps=["epsilon"], fpca=False)
     panel = result["datasets"]["synthetic"]["sweeps"]["epsilon"]
     for name in crypto:
-        assert all(0 < m <= 1 for m in panel["methods"][name]["mean"]), panel["methods"][name]
-        assert panel["methods"][name]["std"] == [None, None]  # one run: no std, not a fake 0
+        row = panel["methods"][name]
+        if name in ("dpdpca-centred", "dpdpca-paper"):  # replace-one releases: skipped under add/remove, with why
+            assert row["mean"] == [None, None] and all("fixes the centred release" in e for e in row["errors"].values())
+            continue
+        assert all(0 < m <= 1 for m in row["mean"]), row
+        assert row["std"] == [None, None]  # one run: no std, not a fake 0
     assert result["crypto_key_bits"] == 512
 
 
@@ -140,8 +155,9 @@ def test_f1_panel_says_how_to_get_scikit_learn(monkeypatch, tiny):
 def test_paper_switch_runs_every_method_under_the_papers_setting(tiny):
     result = utility.run_utility(quick=True, datasets=["synthetic"], methods="dpdispca,nonprivate", runs=1,
                                  sweeps=["delta"], fpca=False, paper=True)
-    assert result["settings"] == {"paper": True, "calibration": "classic", "sensitivity_mode": "paper",
-                                  "scaling": "max-norm", "center": True, "exact_mean": True}
+    assert result["settings"] == {"paper": True, "relation": "replace-one", "calibration": "classic",
+                                  "sensitivity_mode": "paper", "scaling": "max-norm", "center": True,
+                                  "exact_mean": True}
     row = result["datasets"]["synthetic"]["sweeps"]["delta"]["methods"]["dpdispca"]
     assert (row["calibration"], row["sensitivity_mode"]) == ("classic", "paper")
     assert row["centering"] == "exact pooled mean before partitioning (not DP)"
