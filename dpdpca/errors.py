@@ -27,6 +27,7 @@ __all__ = [
     "AuthenticationError",
     "FileAccessError",
     "MissingDependencyError",
+    "ProofError",
 ]
 
 
@@ -87,3 +88,7 @@ class FileAccessError(DpdpcaError, OSError):
 
 class MissingDependencyError(DpdpcaError, ImportError):
     """An optional extra (e.g. ``[server]``) is needed and not installed; the message names it."""
+
+
+class ProofError(ProtocolError):
+    """A zero-knowledge proof does not verify (wrong statement, context, or a cheating prover)."""
