@@ -91,4 +91,9 @@ class MissingDependencyError(DpdpcaError, ImportError):
 
 
 class ProofError(ProtocolError):
-    """A zero-knowledge proof does not verify (wrong statement, context, or a cheating prover)."""
+    """A zero-knowledge proof does not verify (wrong statement, context, or a cheating prover).
+
+    ``party``: who sent the proof, when known (the proxy excludes that owner from the session).
+    """
+
+    party: str | None = None

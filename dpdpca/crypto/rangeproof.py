@@ -477,8 +477,11 @@ def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: 
 def _multi_pow(bases: Sequence[int], exps: Sequence[int], mod: int, exp_bits: int) -> int:
     """``prod bases[i]**exps[i] mod mod`` by Pippenger's bucket method (exponents below ``2**exp_bits``)."""
     count = len(bases)
-    if count == 0:
-        return 1
+    if count < 24:  # a few bases: one C exponentiation each beats the buckets' fixed cost
+        acc1 = bk.mpz(1)
+        for b, e in zip(bases, exps):
+            acc1 = acc1 * bk.powmod(b, e, mod) % mod
+        return int(acc1)
     w = min(range(1, 13), key=lambda w: -(-exp_bits // w) * (count + (2 << w)))
     windows = -(-exp_bits // w)
     digit = (1 << w) - 1
@@ -563,6 +566,8 @@ def verify_ranges(public_key: PublicKey, proof: RangeProof | bytes, sections: Se
     raw = pf.responses
     pos = 0
     lhs = bk.mpz(pf.gamma_commit)
+    pending: list[int] = []  # D's waiting for one multi-exponentiation (bounded memory at large d)
+    pending_c: list[int] = []
     for t in range(reps):
         plains: list[int] = []
         for s, sp, ap, zw in zip(sections, spans, geom.response_bounds, geom.z_widths):
@@ -579,7 +584,11 @@ def verify_ranges(public_key: PublicKey, proof: RangeProof | bytes, sections: Se
             ds = [(a - n * (a * p % n)) * c % n2 for a, p, c in zip(mk, plains, cts)]
         else:
             ds = [(a - n * (a * p % n)) % n2 for a, p in zip(mk, plains)]
-        lhs = lhs * _multi_pow(ds, coeffs[t * kc:(t + 1) * kc], n2, CHALLENGE_BITS) % n2
+        pending.extend(ds)
+        pending_c.extend(coeffs[t * kc:(t + 1) * kc])
+        if len(pending) >= 4096 or t == reps - 1:
+            lhs = lhs * _multi_pow(pending, pending_c, n2, CHALLENGE_BITS) % n2
+            pending, pending_c = [], []
     if lhs != bk.powmod(h, pf.combined, n2):
         raise ProofError("range proof: the masked ciphertexts do not open to the responses")
     return dict(geom.proven_bounds)
