@@ -162,3 +162,64 @@ def test_the_proxy_state_keeps_the_range_proof_setting(make_user, make_owner, id
     back = Proxy.from_state(p, user.owner_keys, proxy.state_bytes())
     assert back.range_proofs and list(back.excluded_) == ["3"]
     assert "excluded owners: 3" in back.proof_note()
+
+
+def test_role_commands_and_run_take_range_proofs(tmp_path, capsys):
+    """owner share / proxy aggregate / proxy finish / user finish --range-proofs, a poisoned share refused with one
+    line naming its owner while the session goes on, and dpdpca run --range-proofs."""
+    from dpdpca.cli import main
+    from dpdpca.protocol.identity import OwnerIdentity
+    from dpdpca.protocol.params import ProtocolParams
+
+    key = ["--key-bits", "768", "--insecure-test-key"]
+    assert main(["keygen", "--out-dir", str(tmp_path / "keys"), *key, "--max-owners", "3",
+                 "--max-rows-per-owner", "20", "--release", "centred"]) == 0
+    for oid in ("1", "2", "3"):
+        assert main(["owner", "keygen", "--owner-id", oid, "--out-dir", str(tmp_path / "ids")]) == 0
+    rng = np.random.default_rng(1)
+    for oid in ("1", "2"):
+        X = rng.normal(size=(6, 3))
+        np.save(tmp_path / f"{oid}.npy", 0.9 * X / np.linalg.norm(X, axis=1, keepdims=True))
+        assert main(["owner", "share", "--public", str(tmp_path / "keys/public.json"), "--identity",
+                     str(tmp_path / f"ids/{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.npy"),
+                     "--insecure-test-key", "--release", "centred", "--range-proofs",
+                     "--out", str(tmp_path / f"{oid}.msg")]) == 0
+    import json as _json
+
+    params = ProtocolParams.from_json(_json.loads((tmp_path / "keys/public.json").read_text()))
+    mallory = OwnerIdentity.load(str(tmp_path / "ids/3.identity.json"))
+    (tmp_path / "3.msg").write_bytes(_poisoned_share(params, lambda _oid: mallory, "3", 3, scale=10**3))
+    verify = [a for o in ("1", "2", "3") for a in ("--owner-keys", str(tmp_path / f"ids/{o}.verify.json"))]
+    capsys.readouterr()
+    assert main(["proxy", "aggregate", "--public", str(tmp_path / "keys/public.json"), *verify, "--release",
+                 "centred", "--quorum", "2", "--range-proofs", "--out-dir", str(tmp_path / "state"),
+                 *(str(tmp_path / f"{o}.msg") for o in ("1", "3", "2"))]) == 0
+    out = capsys.readouterr()
+    assert "aggregated 2 signed shares (1, 2)" in out.out
+    assert out.err.count("refused owner 3: share of owner '3' must carry a valid range proof") == 1
+    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
+                 "--no-range-proofs", "--out", str(tmp_path / "r.msg")]) == 2
+    assert "--range-proofs must match the aggregated state" in capsys.readouterr().err
+    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
+                 "--range-proofs", "--out", str(tmp_path / "r.msg")]) == 0
+    capsys.readouterr()
+    assert main(["user", "finish", "--private", str(tmp_path / "keys/private.json"), *verify, "--components", "2",
+                 "--range-proofs", "--out", str(tmp_path / "pcs.npz"), str(tmp_path / "r.msg")]) == 0
+    notes = _json.loads(capsys.readouterr().out)["privacy"]["notes"]
+    assert "range proofs: on" in notes and "excluded owners: 3" in notes
+    # a user that requires proofs refuses a release made without them
+    assert main(["proxy", "aggregate", "--public", str(tmp_path / "keys/public.json"), *verify, "--release",
+                 "centred", "--out-dir", str(tmp_path / "state2"), str(tmp_path / "1.msg"),
+                 str(tmp_path / "2.msg")]) == 0
+    assert main(["proxy", "finish", "--state", str(tmp_path / "state2"), "--epsilon", "10", "--delta", "1e-5",
+                 "--out", str(tmp_path / "r2.msg")]) == 0
+    capsys.readouterr()
+    assert main(["user", "finish", "--private", str(tmp_path / "keys/private.json"), *verify, "--components", "2",
+                 "--range-proofs", "--ledger", str(tmp_path / "other-ledger.json"), "--out",
+                 str(tmp_path / "pcs2.npz"), str(tmp_path / "r2.msg")]) == 2
+    err = capsys.readouterr().err
+    assert "must say the proxy checked the owners' range proofs" in err and err.count("\n") == 1
+    assert not (tmp_path / "pcs2.npz").exists()
+    assert main(["run", *key, "--owners", "2", "--components", "2", "--json", "--range-proofs",
+                 "--max-owners", "2"]) == 0
+    assert "range proofs: on" in _json.loads(capsys.readouterr().out)["privacy"]["notes"]
