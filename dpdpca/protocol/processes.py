@@ -127,7 +127,8 @@ def _owner_main(ctrl: Connection, to_proxy: Connection) -> None:
                           release=release.mode, noise=cal, record_noise_for_testing=cfg["verify"],
                           range_proofs=cfg["range_proofs"])
         net = PipeTransport(owner.party, {PROXY: to_proxy})
-        owner.precompute(int(X.shape[1]))  # offline: the share's DJN factors (key, d and release only)
+        if not owner.range_proofs:  # a proving owner encrypts under a base whose n-th root it knows
+            owner.precompute(int(X.shape[1]))  # offline: the share's DJN factors (key, d and release only)
         owner_round(owner, X, net, tick=_ticker(ctrl))
         out = {"timings": owner.timings_.to_dict(), "bytes_sent": net.bytes_sent, "rows_clipped": owner.rows_clipped_}
         if cfg["verify"] and cal is not None:
