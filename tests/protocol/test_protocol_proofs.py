@@ -82,7 +82,9 @@ def test_honest_proved_shares_are_accepted_and_the_release_is_exact(unit_rows, r
 
 
 def test_a_poisoned_share_is_refused_named_logged_and_its_owner_excluded(make_user, make_owner, identity, caplog):
-    """The issue's attack: R scaled 10^5 past its legitimate maximum; the proxy refuses it before aggregating."""
+    """R scaled 10^5 past its legitimate maximum, proved for the owner's own inflated bounds (not the public
+    statement): refused before aggregating.  (A cheater crafting its masks for the public statement gets up to the
+    proven bound through: docs/threat-model.md and test_crypto_rangeproof.py's slack test.)"""
     user = make_user()
     p = user.params
     proxy = Proxy(p, user.owner_keys, quorum=2, range_proofs=True)
