@@ -553,8 +553,8 @@ def verify_ranges(public_key: PublicKey, proof: RangeProof | bytes, sections: Se
     if bk.first_non_unit(every, n) is not None:
         raise ProofError("range proof base, commitments and masks must be units modulo n")
     cts = [bk.mpz(c) for s in sections for c in s.ciphertexts]
-    if any(not 0 < c < n2 for c in cts):
-        raise ProofError("statement ciphertexts must be in [1, n**2)")
+    if any(not 0 < c < n2 for c in cts) or bk.first_non_unit(cts, n) is not None:
+        raise ProofError("statement ciphertexts must be units in [1, n**2)")
     h = commits[0]
     d1 = _h1(context, key, geom, sections, commits, pf.masks)
     es, e0 = _challenges(d1, reps)
