@@ -418,8 +418,7 @@ def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: 
     values = [[int(v) for v in w.values] for w in witnesses]
     nbytes = [(ell + 1 + 7) // 8 for ell in geom.mask_bits]
     cw = key.ciphertext_bytes
-    table = bk.FixedBaseTable(key.hs, n2, key.alpha_bits,
-                              window=bk.FixedBaseTable.best_window(key.alpha_bits, reps * geom.ciphertexts))
+    table = key.djn_table(reps * geom.ciphertexts)  # the base's cached table, rebuilt only if that pays
     hs = key.hs
     while True:
         r = bk.random_unit(n)
@@ -429,21 +428,24 @@ def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: 
         alphas: list[list[list[int]]] = []
         betas: list[list[int]] = []
         mask_parts: list[bytes] = []
-        for _t in range(reps):
-            alpha_t: list[list[int]] = []
+        group = max(1, 4096 // max(1, geom.ciphertexts))  # repetitions per table call (bounded memory)
+        for start in range(0, reps, group):
             plains: list[int] = []
-            for s, sp, ell, nb in zip(sections, spans, geom.mask_bits, nbytes):
-                m = sp[-1][1] if sp else 0
-                raw = os.urandom(m * nb)
-                top, mask = 1 << ell, (1 << (ell + 1)) - 1
-                a = [(int.from_bytes(raw[i:i + nb], "big") & mask) - top for i in range(0, m * nb, nb)]
-                alpha_t.append(a)
-                plains.extend(pack_slots(a[lo:hi], s.slot_bits) % n for lo, hi in sp)
-            beta_t = [secrets.randbits(key.alpha_bits) for _ in plains]
-            cts = key.raw_encrypt_with(plains, table.pow_many(beta_t))
+            for _t in range(start, min(reps, start + group)):
+                alpha_t: list[list[int]] = []
+                for s, sp, ell, nb in zip(sections, spans, geom.mask_bits, nbytes):
+                    m = sp[-1][1] if sp else 0
+                    raw = os.urandom(m * nb)
+                    top, mask = 1 << ell, (1 << (ell + 1)) - 1
+                    a = [(int.from_bytes(raw[i:i + nb], "big") & mask) - top for i in range(0, m * nb, nb)]
+                    alpha_t.append(a)
+                    plains.extend(pack_slots(a[lo:hi], s.slot_bits) % n for lo, hi in sp)
+                alphas.append(alpha_t)
+            beta_g = [secrets.randbits(key.alpha_bits) for _ in plains]
+            cts = key.raw_encrypt_with(plains, table.pow_many(beta_g))
             mask_parts.append(bk.ints_to_bytes(cts, cw))
-            alphas.append(alpha_t)
-            betas.append(beta_t)
+            kc = geom.ciphertexts
+            betas.extend(beta_g[i:i + kc] for i in range(0, len(beta_g), max(1, kc)))
         masks = b"".join(mask_parts)
         d1 = _h1(context, key, geom, sections, [hs, root_commit, gamma_commit], masks)
         es, e0 = _challenges(d1, reps)
