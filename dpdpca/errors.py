@@ -28,6 +28,7 @@ __all__ = [
     "AuthenticationError",
     "FileAccessError",
     "MissingDependencyError",
+    "ProofError",
 ]
 
 
@@ -95,3 +96,12 @@ class FileAccessError(DpdpcaError, OSError):
 
 class MissingDependencyError(DpdpcaError, ImportError):
     """An optional extra (e.g. ``[server]``) is needed and not installed; the message names it."""
+
+
+class ProofError(ProtocolError):
+    """A zero-knowledge proof does not verify (wrong statement, context, or a cheating prover).
+
+    ``party``: who sent the proof, when known (the proxy excludes that owner from the session).
+    """
+
+    party: str | None = None

@@ -22,9 +22,11 @@ BENCHMARKS: dict[str, str] = {
     "strangers": "dpdpca.bench.strangers:command",
     "scale": "dpdpca.bench.scale:command",
     "streaming": "dpdpca.bench.streaming:command",
+    "proofs": "dpdpca.bench.proofs:command",
 }
 
 
 @click.group(cls=LazyGroup, lazy=BENCHMARKS)
 def bench_group() -> None:
-    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility, network, strangers, scale, streaming."""
+    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility, network, strangers, scale, streaming,
+    proofs."""

@@ -58,12 +58,20 @@ def transport_from_options(proxy_url: str, identity: Any, ca_cert: str | None, t
 @click.command("serve")
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False), help="proxy.toml")
 @click.option("--insecure-http", is_flag=True, help="Allow serving without TLS (local experiments only).")
-def proxy_serve_cmd(config_path: str, insecure_http: bool) -> None:
+@click.option("--range-proofs/--no-range-proofs", "range_proofs", default=None,
+              help="Require a valid range proof with every share (default: protocol.range_proofs of the config, "
+                   "false if absent).")
+def proxy_serve_cmd(config_path: str, insecure_http: bool, range_proofs: bool | None) -> None:
     """Run the proxy as an HTTPS service: collect signed shares, close at quorum or deadline, release once."""
+    import dataclasses
+
     from dpdpca.net.config import load_config
     from dpdpca.net.serve import serve
 
-    serve(load_config(config_path), insecure_http=insecure_http)
+    config = load_config(config_path)
+    if range_proofs is not None:
+        config = dataclasses.replace(config, range_proofs=range_proofs)
+    serve(config, insecure_http=insecure_http)
 
 
 @click.command("identity")

@@ -15,7 +15,7 @@ import click
 from dpdpca._io import read_json_file
 from dpdpca.errors import MessageError
 
-__all__ = ["NOISE_OPTIONS", "noise_options", "workers_option", "scheduler_option", "packing_option",
+__all__ = ["range_proofs_option", "NOISE_OPTIONS", "noise_options", "workers_option", "scheduler_option", "packing_option",
            "max_features_option", "owner_keys_option", "Pool", "load_public", "load_private", "load_owner_keys"]
 
 
@@ -114,3 +114,10 @@ class Pool:
             self.pool.shutdown()
         if self.engine is not None:
             self.engine.close()
+
+
+#: ``--range-proofs / --no-range-proofs`` (owners prove, the proxy checks; off by default: README has its cost).
+range_proofs_option = click.option(
+    "--range-proofs/--no-range-proofs", "range_proofs", default=False, show_default=True,
+    help="Owners prove in zero knowledge that every slot of their shares is within the declared bounds; "
+         "the proxy refuses and excludes an owner whose proof fails (costly: see README).")

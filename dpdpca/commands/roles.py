@@ -35,8 +35,8 @@ from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, trans
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
     release_options
 from dpdpca.commands.protocol_options import (Pool, load_owner_keys, load_private, load_public, max_features_option,
-                                              noise_options, owner_keys_option, packing_option, scheduler_option,
-                                              workers_option)
+                                              noise_options, owner_keys_option, packing_option, range_proofs_option,
+                                              scheduler_option, workers_option)
 from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, ParameterError, ProtocolError
 from dpdpca.protocol.params import PARAM_RELEASES, resolve_release
@@ -132,6 +132,7 @@ def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
               help="The release's delta: with --noise-by owners or --ledger.")
 @ledger_options
 @bounds_options
+@range_proofs_option
 @workers_option
 @scheduler_option
 @proxy_client_options
@@ -140,8 +141,8 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
                     out_path: str | None, no_clip: bool, insecure_test_key: bool, release: str | None, noise_by: str,
                     honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
                     delta: float | None, feature_bounds: Any, feature_bounds_file: str | None,
-                    no_feature_bounds: bool, workers: int, scheduler: str | None, proxy_url: str | None,
-                    ca_cert: str | None, token: str | None, max_features: int) -> None:
+                    no_feature_bounds: bool, range_proofs: bool, workers: int, scheduler: str | None,
+                    proxy_url: str | None, ca_cert: str | None, token: str | None, max_features: int) -> None:
     """Encrypt this owner's share E[R^l], E[v^l] and sign it (with its count N^l in the centred release); write
     it or POST it to the proxy."""
     from dpdpca.data import load_file
@@ -189,7 +190,7 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
     try:
         with Pool(workers, scheduler) as pool:
             owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,
-                              release=rel, noise=noise)
+                              release=rel, noise=noise, range_proofs=range_proofs)
             data = owner_round(owner, X, service if service is not None else PathTransport(outbox=[str(out_path)]))
     finally:
         if service is not None:
@@ -224,12 +225,13 @@ def proxy_group() -> None:
 @click.option("--release", type=click.Choice(RELEASES), default=None,
               help="The release the owners' shares are for (default add-remove).")
 @max_features_option
+@range_proofs_option
 @workers_option
 @scheduler_option
 @click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: str, quorum: int | None,
-                        release: str | None, max_features: int, workers: int, scheduler: str | None,
-                        shares: tuple[str, ...]) -> None:
+                        release: str | None, max_features: int, range_proofs: bool, workers: int,
+                        scheduler: str | None, shares: tuple[str, ...]) -> None:
     """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json)."""
     from dpdpca.protocol.proxy import Proxy
     from dpdpca.protocol.roles import ProxySteps, collect_shares
@@ -241,7 +243,8 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
         # Default quorum: every share given (more than max_owners fail on receipt, naming the slot width).
         default_quorum = min(len(shares), params.max_owners, len(keyring))
         proxy = Proxy(params, keyring, quorum=quorum if quorum is not None else default_quorum,
-                      executor=pool, max_features=max_features, release=resolve_release(release))
+                      executor=pool, max_features=max_features, release=resolve_release(release),
+                      range_proofs=range_proofs)
         steps = ProxySteps(proxy)
         collect_shares(steps, PathTransport(inbox=shares, what="share"), deadline_s=None, until_quorum=False)
         n = steps.close()
@@ -250,6 +253,8 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
     atomic_write_json(out / "public.json", params.to_json())
     atomic_write_json(out / "owner-keys.json", keyring.to_json())
     atomic_write_bytes(out / "state.msg", state)
+    for owner, why in proxy.excluded_.items():
+        click.echo(f"refused owner {owner}: {why}", err=True)
     click.echo(f"aggregated {len(proxy.owners_)} signed shares ({', '.join(proxy.owners_)}), "
                f"N = {n if n is not None else 'private (add/remove release)'}; "
                f"wrote {out / 'state.msg'}")
@@ -267,12 +272,15 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
 @ledger_options
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False))
 @max_features_option
+@click.option("--range-proofs/--no-range-proofs", "range_proofs", default=None,
+              help="Check that 'proxy aggregate' did (or did not) require range proofs (default: no check).")
 @workers_option
 @scheduler_option
 def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
                      noise_lattice: str, noise_by: str, honest_owners: int | None, owners: int | None,
                      ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None,
-                     out_path: str, max_features: int, workers: int, scheduler: str | None) -> None:
+                     out_path: str, max_features: int, range_proofs: bool | None, workers: int,
+                     scheduler: str | None) -> None:
     """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user (once per session)."""
     from dpdpca.protocol.identity import OwnerKeyring
     from dpdpca.protocol.ledger import ReleaseLedger
@@ -288,6 +296,10 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
         proxy = Proxy.from_state(params, keyring, read_bytes_file(str(state / "state.msg"), "proxy state"),
                                  executor=pool, ledger=ReleaseLedger(state / "ledger.json"),
                                  max_features=max_features)
+        if range_proofs is not None and range_proofs != proxy.range_proofs:
+            raise ParameterError(f"--range-proofs must match the aggregated state (proxy aggregate "
+                                 f"{'--range-proofs' if proxy.range_proofs else '--no-range-proofs'}), "
+                                 f"got {'--range-proofs' if range_proofs else '--no-range-proofs'}")
         ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
         # the privacy setting, validated once; finish prices it with the calibration that draws the
         # noise, refuses it past the ledger's budget before drawing, and records it
@@ -335,10 +347,13 @@ def user_reveal_count_cmd(ignored: tuple[str, ...]) -> None:
 @proxy_client_options
 @click.option("--identity", "identity_path", default=None, type=click.Path(dir_okay=False),
               help="With --proxy: the data user's identity file from 'dpdpca user identity'.")
+@click.option("--range-proofs/--no-range-proofs", "range_proofs", default=False, show_default=True,
+              help="Refuse a release whose privacy report does not say the proxy checked owners' range proofs.")
 @click.argument("result", type=click.Path(dir_okay=False), required=False)
 def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: int, out_path: str,
                     ledger_path: str | None, max_features: int, workers: int, proxy_url: str | None,
-                    ca_cert: str | None, token: str | None, identity_path: str | None, result: str | None) -> None:
+                    ca_cert: str | None, token: str | None, identity_path: str | None, range_proofs: bool,
+                    result: str | None) -> None:
     """Check the owners' signed counts, decrypt R'' and v' (once per session), write the components (.npz).
 
     RESULT is the proxy's result file; or, with ``--proxy``, the user waits
@@ -367,7 +382,8 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
         ledger = ReleaseLedger(ledger_path if ledger_path is not None else
                                Path(private_path).parent / "releases.json")
         with Pool(workers) as pool:
-            user = DataUser(sk, params, owner_keys=keyring, executor=pool, ledger=ledger, max_features=max_features)
+            user = DataUser(sk, params, owner_keys=keyring, executor=pool, ledger=ledger, max_features=max_features,
+                            require_range_proofs=range_proofs)
             res = user_round(user, service if service is not None else PathTransport(inbox=[str(result)],
                                                                                      what="result"),
                              n_components=components)

@@ -20,7 +20,8 @@ import numpy as np
 from dpdpca._io import atomic_write_bytes, atomic_write_json
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
     release_options
-from dpdpca.commands.protocol_options import Pool, noise_options, packing_option, scheduler_option, workers_option
+from dpdpca.commands.protocol_options import (Pool, noise_options, packing_option, range_proofs_option, scheduler_option,
+                                              workers_option)
 
 __all__ = ["run_cmd"]
 
@@ -54,6 +55,7 @@ def _json_safe(obj: Any) -> Any:
 @click.option("--quorum", default=None, type=int, help="Shares the proxy needs (default: all owners).")
 @click.option("--max-owners", default=None, type=int, help="Declared maximum owners (slot width); default --owners.")
 @click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
+@range_proofs_option
 @noise_options
 @release_options
 @bounds_options
@@ -68,7 +70,7 @@ def _json_safe(obj: Any) -> Any:
               help="Write components.npz, result.json and (with matplotlib) scree.png, components.png here.")
 def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, epsilon: float, delta: float,
             key_bits: int, insecure_test_key: bool, frac_bits: int, kappa: int, quorum: int | None,
-            max_owners: int | None, no_clip: bool, calibration: str, sensitivity_mode: str, noise_lattice: str,
+            max_owners: int | None, no_clip: bool, range_proofs: bool, calibration: str, sensitivity_mode: str, noise_lattice: str,
             release: str | None, noise_by: str, honest_owners: int | None, feature_bounds: Any,
             feature_bounds_file: str | None, no_feature_bounds: bool, ledger_path: str | None,
             budget_epsilon: float | None, budget_delta: float | None,
@@ -114,7 +116,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
             release=release_opts,
             key=KeyOptions(key_bits=key_bits, insecure_test_key=insecure_test_key, frac_bits=frac_bits, kappa=kappa,
                            packing=packing),
-            bounds=DeclaredBounds(max_owners=max_owners, clip=not no_clip),
+            bounds=DeclaredBounds(max_owners=max_owners, clip=not no_clip, range_proofs=range_proofs),
             deployment=Deployment(launcher="processes" if processes else "in-process", executor=pool,
                                   quorum=quorum, verify=verify))
         # the proxy prices its release with the calibration that draws the noise, refuses it past the
@@ -143,7 +145,8 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         "release": rel,
         "noise_by": noise_by,
         "params": {**dict(result.params), "epsilon": epsilon, "delta": delta, "calibration": calibration,
-                   "sensitivity_mode": sensitivity_mode, "clip": not no_clip, "processes": processes},
+                   "sensitivity_mode": sensitivity_mode, "clip": not no_clip, "processes": processes,
+                   "range_proofs": range_proofs},
     }
     if "coalitions" in result.extra:
         summary["coalitions"] = result.extra["coalitions"]

@@ -55,7 +55,7 @@ from typing import Any
 
 from dpdpca._io import atomic_write_bytes
 from dpdpca.dp.accountant import BudgetExceededError, PrivacyLedger
-from dpdpca.errors import DpdpcaError, MessageError, ParameterError, ProtocolError
+from dpdpca.errors import DpdpcaError, MessageError, ParameterError, ProofError, ProtocolError
 from dpdpca.protocol.identity import OwnerKeyring, check_owner_id
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message
@@ -129,6 +129,9 @@ class Collection:
         Runs the homomorphic batches.
     clock : callable
         ``time.time``; tests pass a fake clock.
+    range_proofs : bool
+        Every share must carry a valid range proof (:mod:`dpdpca.protocol.proofs`);
+        an owner whose proof fails is refused and excluded (kept in ``state.json``).
 
     Raises
     ------
@@ -140,8 +143,10 @@ class Collection:
                  owner_keys: OwnerKeyring, quorum: int, min_shares: int = 1, deadline: float | None = None,
                  collection_seconds: float | None = None, noise: ReleaseOptions | None = None,
                  release: str = "on-close", executor: Executor | None = None,
-                 clock: Callable[[], float] = time.time, budget: PrivacyLedger | None = None) -> None:
+                 clock: Callable[[], float] = time.time, budget: PrivacyLedger | None = None,
+                 range_proofs: bool = False) -> None:
         self.params = params
+        self.range_proofs = bool(range_proofs)
         self.root = Path(state_dir)
         self.owner_keys = owner_keys
         self.quorum = int(quorum)
@@ -190,7 +195,9 @@ class Collection:
         """The proxy's steps (:mod:`dpdpca.protocol.roles`), the same every deployment drives."""
         if proxy is None:
             proxy = Proxy(self.params, self.owner_keys, quorum=self.min_shares, executor=self.executor,
-                          ledger=self.ledger, release=self.noise.mode)
+                          ledger=self.ledger, release=self.noise.mode, range_proofs=self.range_proofs)
+        state = getattr(self, "_state", None) or {}
+        proxy.excluded_.update({str(k): str(v) for k, v in dict(state.get("excluded", {})).items()})
         return ProxySteps(proxy, self.noise, ledger=self.budget,
                           label=f"proxy service session {self.params.session_id}")
 
@@ -230,6 +237,7 @@ class Collection:
                 self._write_state({**self._state, "phase": Phase.LOST.value})
             return
         if phase is Phase.COLLECTING:
+            self._steps.proxy.excluded_.update({str(k): str(v) for k, v in dict(self._state.get("excluded", {})).items()})
             for path in sorted((self.root / "shares").glob("*.msg"), key=lambda p: p.stat().st_mtime_ns):
                 try:
                     self._steps.accept(path.read_bytes())
@@ -263,6 +271,7 @@ class Collection:
         accepted = len(self._steps.received) if phase is Phase.COLLECTING else len(state.get("owners", []))
         return {"phase": phase.value, "accepted": accepted, "quorum": self.quorum, "n_rows": state.get("n_rows"),
                 "min_shares": self.min_shares, "expected": len(self.owner_keys),
+                "range_proofs": self.range_proofs, "excluded": sorted(state.get("excluded", {})),
                 "deadline_unix": float(state["deadline_unix"]), "session": self.params.session_id,
                 "seconds_left": max(0.0, float(state["deadline_unix"]) - self.clock())
                 if phase is Phase.COLLECTING else 0.0,
@@ -291,6 +300,9 @@ class Collection:
                     return Outcome(403, "forbidden", f"share must be owner {owner_id}'s own, got sender "
                                                      f"{msg.sender!r}")
                 self._steps.accept(data)
+            except ProofError as exc:  # the proxy logged it and excluded the owner: keep that across restarts
+                self._write_state({**self._state, "excluded": dict(self._steps.proxy.excluded_)})
+                return Outcome(400, "invalid", str(exc))
             except DpdpcaError as exc:
                 return Outcome(400, "invalid", str(exc))
             try:

@@ -33,6 +33,7 @@ Example (relative paths are resolved against the file's directory):
     budget_epsilon = 3.0           # optional: the total budget over every session of this data ...
     budget_delta = 1e-5            # ... the proxy refuses a release past it, before any noise is drawn
     budget_ledger = "privacy-ledger.json"   # where the sessions' releases are recorded (this default)
+    range_proofs = false           # true: every share must carry a valid range proof (README: its cost)
 
     [user]
     verify_keys = "user.verify.json"   # from dpdpca user identity
@@ -68,6 +69,12 @@ from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.config import ReleaseOptions
 
 __all__ = ["NoiseConfig", "ServiceConfig", "load_config"]
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise param_error(name, "true or false", value)
+    return value
 
 DEFAULT_MAX_BODY = 64 << 20
 
@@ -140,6 +147,7 @@ class ServiceConfig:
     port: int = 8443
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    range_proofs: bool = False
 
     def __post_init__(self) -> None:
         check_int("quorum", self.quorum, minimum=1, maximum=len(self.owner_keys))
@@ -258,7 +266,8 @@ def load_config(path: str | Path) -> ServiceConfig:
             max_body_bytes=int(server.get("max_body_bytes", DEFAULT_MAX_BODY)),
             limits=ConnectionLimits(**{k: server[k] for k in _LIMIT_KEYS if k in server}),
             host=str(server.get("host", "127.0.0.1")), port=int(server.get("port", 8443)),
-            tls_cert=path_of(server.get("tls_cert")), tls_key=path_of(server.get("tls_key")))
+            tls_cert=path_of(server.get("tls_cert")), tls_key=path_of(server.get("tls_key")),
+            range_proofs=_flag(proto.get("range_proofs", False), "protocol.range_proofs"))
     except (TypeError, ValueError) as exc:
         if isinstance(exc, ParameterError):
             raise

@@ -45,7 +45,8 @@ def build_service(config: ServiceConfig, *, executor: Executor | None = None,
     collection = Collection(params, config.state_dir, owner_keys=config.owner_keys, quorum=config.quorum,
                             min_shares=config.min_shares, deadline=config.deadline,
                             collection_seconds=config.collection_seconds, noise=config.noise,
-                            release=config.release, executor=executor, budget=config.budget())
+                            release=config.release, executor=executor, budget=config.budget(),
+                            range_proofs=config.range_proofs)
     return collection, create_app(collection, config.party_keys(), max_body_bytes=config.max_body_bytes)
 
 

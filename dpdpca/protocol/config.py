@@ -169,11 +169,16 @@ class DeclaredBounds:
         convenience of ``run_protocol``; real owners declare it in ``keygen``).
     clip : bool
         Clip rows to L2 norm 1 (public rule) or refuse rows of norm > 1.
+    range_proofs : bool
+        Owners prove in zero knowledge that every slot of their shares is
+        within these bounds and the proxy checks it (:mod:`dpdpca.protocol.proofs`;
+        off by default: see README for its cost).
     """
 
     max_owners: int | None = None
     max_rows_per_owner: int | None = None
     clip: bool = True
+    range_proofs: bool = False
 
 
 @dataclass(frozen=True)

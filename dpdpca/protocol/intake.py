@@ -4,8 +4,10 @@ A share is accepted in two steps.  :func:`check_share` runs every check that
 depends only on the public parameters, the owners' verify keys and the bytes
 of the share: its integrity, session and key, sender, the declared d, release
 and bounds, the owner's signature over the statement and the ciphertext
-digest, the public layout, the range of every ciphertext and (in process)
-that every ciphertext is a unit modulo n.  The proxy's bookkeeping then
+digest, the public layout, the range of every ciphertext, (in process)
+that every ciphertext is a unit modulo n and, with range proofs on, the
+owner's proof that every slot is within the public bounds
+(:mod:`dpdpca.protocol.proofs`).  The proxy's bookkeeping then
 decides (:meth:`dpdpca.protocol.proxy.Proxy.receive_share`): a late share, a
 second share of one owner, more than ``max_owners`` shares, another d, or a
 ciphertext already received in another share (a replay) is refused there.
@@ -37,6 +39,7 @@ from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
 from dpdpca.protocol.params import ProtocolParams, check_features
+from dpdpca.protocol.proofs import check_share_proof
 from dpdpca.protocol.releases import CENTRED, ProtocolRelease, as_release
 from dpdpca.protocol.sections import check_share_units, load_share_arrays
 
@@ -51,6 +54,7 @@ class IntakeContext:
     owner_keys: OwnerKeyring
     release: ProtocolRelease
     max_features: int
+    range_proofs: bool = False  # every share must carry a valid range proof (dpdpca.protocol.proofs)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "release", as_release(self.release))
@@ -58,14 +62,15 @@ class IntakeContext:
     def to_bytes(self) -> bytes:
         """JSON of the public parameters and verify keys (nothing secret), for a worker process."""
         return json.dumps({"params": self.params.to_json(), "owner_keys": self.owner_keys.to_json(),
-                           "release": str(self.release), "max_features": self.max_features},
+                           "release": str(self.release), "max_features": self.max_features,
+                           "range_proofs": self.range_proofs},
                           sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "IntakeContext":
         obj = json.loads(data.decode())
         return cls(ProtocolParams.from_json(obj["params"]), OwnerKeyring.from_json(obj["owner_keys"]),
-                   as_release(obj["release"]), int(obj["max_features"]))
+                   as_release(obj["release"]), int(obj["max_features"]), bool(obj.get("range_proofs", False)))
 
 
 @dataclass
@@ -138,17 +143,25 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
                                  key_fingerprint=p.key_fingerprint, d=d, max_owners=1,
                                  max_rows_per_owner=p.max_rows_per_owner)
     arrays = load_share_arrays(msg, p, d, owners=1, release=ctx.release, check_units=check_units)
+    if ctx.range_proofs:
+        check_share_proof(msg, p, ctx.release, arrays, owner_id=owner, d=d, digest=statement.ciphertext_sha256)
     return CheckedShare(owner, d, statement, arrays, ciphertext_keys(msg, arrays, p.public_key.ciphertext_bytes))
 
 
-def error_from(kind: str, message: str) -> DpdpcaError:
-    """The exception a worker reported by class name (one of :mod:`dpdpca.errors`), rebuilt in the caller."""
+def error_from(kind: str, message: str, party: str | None = None) -> DpdpcaError:
+    """The exception a worker reported by class name (one of :mod:`dpdpca.errors`), rebuilt in the caller.
+
+    ``party``: a :class:`~dpdpca.errors.ProofError`'s owner id, kept.
+    """
     from dpdpca import errors
 
     cls = getattr(errors, kind, None)
     if not (isinstance(cls, type) and issubclass(cls, DpdpcaError)):
         cls = errors.ProtocolError
-    return cls(message)
+    exc = cls(message)
+    if party is not None and isinstance(exc, errors.ProofError):
+        exc.party = str(party)
+    return exc
 
 
 _CONTEXTS: dict[bytes, IntakeContext] = {}
@@ -174,7 +187,7 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
     Returns ``(verdicts, products)``: ``verdicts[i]`` is
     ``("ok", owner, d, statement_json, keys)`` (``keys``: every
     ciphertext's fixed-width bytes, section by section) or ``("error", class name,
-    message)``; ``products[d][section]`` the fixed-width bytes of the
+    message, party)`` (``party``: the owner of a failing range proof, else None); ``products[d][section]`` the fixed-width bytes of the
     position-wise product modulo n**2 of the passing shares of that d, in
     order.  Only ``bytes``, ``int`` and ``str`` cross the process boundary.
     """
@@ -189,7 +202,7 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
             share = check_share(data, ctx, d_expected=d_expected, check_units=False)
         except DpdpcaError as exc:
             checked.append(None)
-            verdicts.append(("error", type(exc).__name__, str(exc)))
+            verdicts.append(("error", type(exc).__name__, str(exc), getattr(exc, "party", None)))
             continue
         checked.append(share)
         verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), share.keys))

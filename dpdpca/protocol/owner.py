@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from dpdpca._validation import check_data_matrix, param_error
-from dpdpca.crypto import encrypt, upper_triangle_flatten
+from dpdpca.crypto import EncryptedArray, encrypt, upper_triangle_flatten
 from dpdpca.crypto.compute import EngineLike
 from dpdpca.crypto.keys import MIN_SECURE_BITS
+from dpdpca.crypto.rangeproof import ProverBase, SectionWitness, encrypt_for_proof
 from dpdpca.data import clip_rows
 from dpdpca.dp import DistributedCalibration
 from dpdpca.errors import DataError, InsecureKeyError, OverflowRiskError, ProtocolError
@@ -23,6 +24,7 @@ from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.offline import OwnerRandomness
 from dpdpca.protocol.params import ProtocolParams
+from dpdpca.protocol.proofs import PROOF_SECTION, prove_share
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.timing import Timings
 
@@ -58,6 +60,11 @@ class DataOwner:
         noise (``--noise-by owners``), added before encrypting.
     record_noise_for_testing : bool
         Keep the drawn noise share in ``noise_blocks_for_testing_`` (tests only).
+    range_proofs : bool
+        Attach a zero-knowledge proof that every slot of every ciphertext is
+        within the public bounds (:mod:`dpdpca.protocol.proofs`; CLI
+        ``--range-proofs``).  The owner then encrypts serially under a base
+        whose n-th root it knows.
 
     Attributes
     ----------
@@ -77,7 +84,8 @@ class DataOwner:
 
     def __init__(self, params: ProtocolParams, identity: OwnerIdentity, *, clip: bool = True,
                  executor: EngineLike = None, insecure_test_key: bool = False, release: str = "add-remove",
-                 noise: DistributedCalibration | None = None, record_noise_for_testing: bool = False) -> None:
+                 noise: DistributedCalibration | None = None, record_noise_for_testing: bool = False,
+                 range_proofs: bool = False) -> None:
         if not isinstance(identity, OwnerIdentity):
             raise ProtocolError(f"identity must be an OwnerIdentity (the owner's signing key), "
                                 f"got {type(identity).__name__}")
@@ -104,6 +112,7 @@ class DataOwner:
                               f"'add-remove')", type(noise).__name__)
         self.noise = noise
         self.record_noise_for_testing = bool(record_noise_for_testing)
+        self.range_proofs = bool(range_proofs)
         self._randomness: OwnerRandomness | None = None
 
     def precompute(self, d: int) -> OwnerRandomness:
@@ -207,7 +216,35 @@ class DataOwner:
         if ready is not None and not ready.matches(key_fingerprint=p.key_fingerprint, release=self.release, d=d,
                                                    slots=layout.slots):
             raise ProtocolError(f"randomness made ahead must be for d={d}, got {ready!r}")
+        if ready is not None and self.range_proofs:
+            raise ProtocolError("randomness made ahead must not be used with range proofs (the proof needs every "
+                                "ciphertext's exponent), got factors made by precompute")
         with self.timings_.measure(self.party, "encrypt"):
+            encrypted, witnesses, base = self._encrypt(shapes, values, bounds, ready)
+        with self.timings_.measure(self.party, "serialize"):
+            sections = {name: arr.to_bytes() for name, arr in encrypted.items()}
+            digest = ciphertext_digest(sections, self.release.sections)
+            statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
+                                            d=d, n_rows=n_sent, ciphertext_sha256=digest)
+        if base is not None:
+            with self.timings_.measure(self.party, "prove"):
+                sections[PROOF_SECTION] = prove_share(base, p, self.release, encrypted, witnesses,
+                                                      owner_id=self.owner_id, d=d, digest=digest)
+        with self.timings_.measure(self.party, "serialize"):
+            meta: dict[str, Any] = {"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
+                                    "declared_bounds": {k: str(b) for k, b in bounds.items()}}
+            meta["release"] = str(self.release)
+            msg = Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, self.party, meta=meta,
+                          sections=sections)
+            data = msg.to_bytes()
+        return data
+
+    def _encrypt(self, shapes: dict[str, list[int]], values: dict[str, Any], bounds: dict[str, int],
+                 ready: OwnerRandomness | None = None
+                 ) -> tuple[dict[str, EncryptedArray], dict[str, SectionWitness], ProverBase | None]:
+        """Every section encrypted; with range proofs also each ciphertext's exponent and the prover's base."""
+        layout = self.params.layout
+        if not self.range_proofs:
             if ready is None and self.executor is None:  # size the one fixed-base table for the whole share
                 self.public_key.djn_table(sum(len(c) for c in shapes.values()))
             encrypted = {name: encrypt(self.public_key, values[name], layout=layout,
@@ -218,15 +255,13 @@ class DataOwner:
             self.public_key.drop_table()  # one share per owner and session: free the table now
             if ready is not None:
                 ready.sections.clear()
-        with self.timings_.measure(self.party, "serialize"):
-            sections = {name: arr.to_bytes() for name, arr in encrypted.items()}
-            statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
-                                            d=d, n_rows=n_sent,
-                                            ciphertext_sha256=ciphertext_digest(sections, self.release.sections))
-            meta: dict[str, Any] = {"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
-                                    "declared_bounds": {k: str(b) for k, b in bounds.items()}}
-            meta["release"] = str(self.release)
-            msg = Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, self.party, meta=meta,
-                          sections=sections)
-            data = msg.to_bytes()
-        return data
+            return encrypted, {}, None
+        # The exponents are the proof's witness: encrypted here (serially) under a base whose n-th root is known.
+        base = ProverBase.draw(self.params.public_key)
+        encrypted, witnesses = {}, {}
+        for name, chunks in shapes.items():
+            encrypted[name], exps = encrypt_for_proof(base, values[name], layout=layout, chunks=chunks,
+                                                      bound=bounds["v" if name == "vwin" else name])
+            witnesses[name] = SectionWitness(values[name], exps)
+        base.public_key.drop_table()
+        return encrypted, witnesses, base

@@ -9,7 +9,9 @@ It never holds the secret key.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -22,7 +24,7 @@ from dpdpca.crypto.ciphertexts import divide_out, from_fixed_bytes
 from dpdpca.crypto.compute import EngineLike, ExecutorEngine, as_engine
 from dpdpca.crypto.randomizers import RandomizerPool
 from dpdpca.dp.accountant import PrivacyLedger
-from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError, ProtocolError
+from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError, ProofError, ProtocolError
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.config import ReleaseOptions
 from dpdpca.protocol.counts import ShareStatement
@@ -36,6 +38,8 @@ from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
 from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel
 from dpdpca.protocol.sections import load_share_arrays, share_arrays_from
 from dpdpca.timing import Timings
+
+_log = logging.getLogger("dpdpca.proxy")
 
 __all__ = ["Proxy"]
 
@@ -68,6 +72,10 @@ class Proxy:
     release : {"add-remove", "centred"} or ProtocolRelease
         Which release the owners' shares are for (:mod:`dpdpca.protocol.releases`);
         default add/remove, as the CLI's.
+    range_proofs : bool
+        Every share must carry a valid range proof (:mod:`dpdpca.protocol.proofs`),
+        checked in the intake; an owner whose proof fails is refused, logged
+        and excluded from the session (``excluded_``).
 
     Attributes
     ----------
@@ -82,7 +90,7 @@ class Proxy:
     def __init__(self, params: ProtocolParams, owner_keys: OwnerKeyring, *, quorum: int | None = None,
                  executor: EngineLike = None, ledger: ReleaseLedger | None = None,
                  max_features: int = DEFAULT_MAX_FEATURES, record_noise_for_testing: bool = False,
-                 release: str = "add-remove") -> None:
+                 release: str = "add-remove", range_proofs: bool = False) -> None:
         if not isinstance(owner_keys, OwnerKeyring) or len(owner_keys) == 0:
             raise ProtocolError(f"owner_keys must be a non-empty OwnerKeyring (the owners' verify keys), "
                                 f"got {type(owner_keys).__name__}")
@@ -108,6 +116,8 @@ class Proxy:
         self.owners_: list[str] = []
         self.statements_: list[ShareStatement] = []
         self.n_: int | None = None
+        self.range_proofs = bool(range_proofs)
+        self.excluded_: dict[str, str] = {}  # owner id -> why (a failed range proof)
         self._randomizers = RandomizerPool(params.public_key)
         self._prepared = False
         # Add/remove: the proxy's noise drawn ahead for one privacy setting (used once, then dropped).
@@ -142,7 +152,11 @@ class Proxy:
         DataError
             An owner with a different number of features d, or d above ``max_features``.
         """
-        share = check_share(data, self._intake_context(), d_expected=self.d)
+        try:
+            share = check_share(data, self._intake_context(), d_expected=self.d)
+        except ProofError as exc:
+            self._exclude(exc)
+            raise
         self._admit(share.owner, share.d, share.statement, share.keys)
         self._shares[share.owner] = share.arrays
         return share.owner
@@ -195,13 +209,35 @@ class Proxy:
             return exc
 
     def _intake_context(self) -> IntakeContext:
-        return IntakeContext(self.params, self.owner_keys, self.release, self.max_features)
+        return IntakeContext(self.params, self.owner_keys, self.release, self.max_features, self.range_proofs)
+
+    def _exclude(self, exc: ProofError) -> None:
+        """Log a failed range proof and exclude its owner from the rest of the session."""
+        if exc.party is not None:
+            self.excluded_.setdefault(exc.party, str(exc))
+            _log.warning("refused and excluded from session %s: %s", self.params.session_id, exc)
+
+    def _with_proof_note(self, report: Any) -> Any:
+        notes = f"{report.notes}; {self.proof_note()}" if report.notes else self.proof_note()
+        return dataclasses.replace(report, notes=notes)
+
+    def proof_note(self) -> str:
+        """What the privacy report says about range proofs (:mod:`dpdpca.protocol.proofs`)."""
+        if not self.range_proofs:
+            return "range proofs: off (owners' shares were not proved within the declared bounds)"
+        excluded = f"; excluded owners: {', '.join(sorted(self.excluded_))}" if self.excluded_ else ""
+        return (f"range proofs: on (every aggregated share proved every slot within the proven bounds of "
+                f"dpdpca.crypto.rangeproof){excluded}")
 
     def _admit(self, owner: str, d: int, statement: ShareStatement, keys: list[bytes]) -> None:
         """The proxy's bookkeeping for a share that passed :func:`check_share`; raises if it is refused."""
         p = self.params
         if self._aggregate is not None:
             raise ProtocolError(f"share of owner {owner} must arrive before the collection closes, got it late")
+        if owner in self.excluded_:
+            exc = ProofError(f"owner {owner!r} is excluded from this session (its range proof failed)")
+            exc.party = owner
+            raise exc
         if owner in self._statements:
             raise ProtocolError(f"owner id must be unique, got a duplicate or replayed share from owner {owner!r}")
         if len(self._statements) >= p.max_owners:
@@ -227,7 +263,10 @@ class Proxy:
         refused: dict[int, list[list[bytes]]] = {}  # passed the worker, refused here: divided out below
         for verdict in verdicts:
             if verdict[0] != "ok":
-                out.append(error_from(verdict[1], verdict[2]))
+                exc = error_from(*verdict[1:])
+                if isinstance(exc, ProofError):
+                    self._exclude(exc)
+                out.append(exc)
                 continue
             _, owner, d, statement, keys = verdict
             try:
@@ -389,7 +428,8 @@ class Proxy:
         p = self.params
         return Message(MessageType.PROXY_STATE, p.session_id, p.key_fingerprint, self.party,
                        meta={"owners": self.owners_, "d": self.d, "release": str(self.release),
-                             "statements": [st.to_json() for st in self.statements_]},
+                             "statements": [st.to_json() for st in self.statements_],
+                             "range_proofs": self.range_proofs, "excluded": dict(self.excluded_)},
                        sections={k: a.to_bytes() for k, a in self._aggregate.items()}).to_bytes()
 
     @classmethod
@@ -410,7 +450,11 @@ class Proxy:
             raise MessageError(f"proxy state owners must be those of its statements {owners}, "
                                f"got {str(msg.meta.get('owners'))[:200]}")
         proxy = cls(params, owner_keys, quorum=1, executor=executor, ledger=ledger, max_features=max_features,
-                    release=release)
+                    release=release, range_proofs=msg.meta.get("range_proofs") is True)
+        excluded = msg.meta.get("excluded", {})
+        if not isinstance(excluded, dict):
+            raise MessageError(f"proxy state excluded must be an object, got {type(excluded).__name__}")
+        proxy.excluded_ = {str(k)[:64]: str(v)[:400] for k, v in excluded.items()}
         proxy._aggregate = load_share_arrays(msg, params, d, owners=len(owners), release=release)
         proxy.owners_, proxy.d, proxy.statements_, proxy.n_ = owners, d, statements, n
         return proxy
@@ -503,6 +547,7 @@ class Proxy:
         """
         setting = self.setting(setting, **options)
         noise = self.price(setting, owners=owners)
+        noise = dataclasses.replace(noise, report=self._with_proof_note(noise.report))  # says if shares were proved
         if self.ledger.is_released(self.params.session_id):  # early, before any expensive work
             raise ProtocolError(f"session {self.params.session_id} must be released once, got a second release "
                                 f"(the ledger holds one)")

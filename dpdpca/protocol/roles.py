@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Callable
 
 from dpdpca.dp.accountant import PrivacyLedger
-from dpdpca.errors import DpdpcaError, ProtocolError
+from dpdpca.errors import DpdpcaError, ProofError, ProtocolError
 from dpdpca.protocol.config import ReleaseOptions
 from dpdpca.protocol.owner import DataOwner
 from dpdpca.protocol.proxy import Proxy
@@ -139,7 +139,8 @@ def collect_shares(steps: ProxySteps, net: Transport, *, deadline_s: float | Non
     every share already waiting joins it (up to the quorum), so a proxy with a
     local process pool checks them in parallel while it reads
     (:meth:`ProxySteps.accept_many`).  The first share refused raises, as one
-    share at a time would (after the rest of its batch was handled).
+    share at a time would (after the rest of its batch was handled), except
+    a failed range proof: its owner is excluded and the collection goes on.
     """
     stop = None if deadline_s is None else time.monotonic() + deadline_s
     while not until_quorum or len(steps.received) < steps.quorum:
@@ -149,6 +150,8 @@ def collect_shares(steps: ProxySteps, net: Transport, *, deadline_s: float | Non
             return
         want = steps.quorum - len(steps.received) if until_quorum else None
         for outcome in steps.accept_many(_waiting(net, first, want), expected=want):
+            if isinstance(outcome, ProofError):
+                continue  # refused, logged and excluded by the proxy (Proxy.excluded_): the session goes on
             if isinstance(outcome, DpdpcaError):
                 raise outcome
 

@@ -126,14 +126,15 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     owner_cal = plan.owner_noise(d, params.frac_bits)
     owner_noises: dict[str, Any] = {}
     proxy = Proxy(params, keyring, quorum=plan.quorum, executor=dep.executor, record_noise_for_testing=dep.verify,
-                  release=rel.mode)
+                  release=rel.mode, range_proofs=opts.bounds.range_proofs)
     # Its rerandomizers (and the add/remove noise) depend on d and the setting only: made while the owners encrypt.
     proxy.prepare(d, setting=rel)
     for oid in plan.present:
         owner = DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,
                           insecure_test_key=opts.key.insecure_test_key, release=rel.mode, noise=owner_cal,
-                          record_noise_for_testing=dep.verify)
-        owner.precompute(d)  # offline: its DJN factors depend on the key, d and the release only
+                          record_noise_for_testing=dep.verify, range_proofs=opts.bounds.range_proofs)
+        if not opts.bounds.range_proofs:  # a proving owner encrypts under a base whose n-th root it knows
+            owner.precompute(d)  # offline: its DJN factors depend on the key, d and the release only
         owner_round(owner, plan.partitions[oid], net, tick=tick)
         if dep.verify and owner_cal is not None:
             owner_noises[oid] = owner.noise_blocks_for_testing_

@@ -54,6 +54,10 @@ class DataUser:
         Records the one release decrypted for this session; default in memory.
     max_features : int
         Largest d accepted in a result (checked before decrypting).
+    require_range_proofs : bool
+        Refuse a result whose privacy report does not say that the proxy
+        checked every owner's range proof (the proxy's statement: the data
+        user never sees a share).
 
     Attributes (after :meth:`finish`)
     ---------------------------------
@@ -68,7 +72,7 @@ class DataUser:
 
     def __init__(self, private_key: PrivateKey, params: ProtocolParams, *, owner_keys: OwnerKeyring | None = None,
                  executor: EngineLike = None, ledger: ReleaseLedger | None = None,
-                 max_features: int = DEFAULT_MAX_FEATURES) -> None:
+                 max_features: int = DEFAULT_MAX_FEATURES, require_range_proofs: bool = False) -> None:
         if private_key.public_key != params.public_key:
             raise KeyMismatchError(f"private key must match the public parameters' key "
                                    f"{params.key_fingerprint}, got {private_key.public_key.fingerprint}")
@@ -78,6 +82,9 @@ class DataUser:
         self.executor = executor
         self.ledger = ReleaseLedger() if ledger is None else ledger
         self.max_features = check_int("max_features", max_features, minimum=1)
+        # The proxy's word (its privacy report) that it checked every owner's range proof: the data user
+        # cannot check the proofs itself (it never sees a share), as it cannot check the proxy's computation.
+        self.require_range_proofs = bool(require_range_proofs)
         self.party = "user"
         self.timings_ = Timings()
 
@@ -188,6 +195,12 @@ class DataUser:
         frac_bits = msg.meta_int("frac_bits", minimum=0)
         if frac_bits != p.frac_bits:
             raise MessageError(f"result frac_bits must be {p.frac_bits}, got {frac_bits}")
+        if self.require_range_proofs:
+            privacy = msg.meta.get("privacy")
+            notes = str(privacy.get("notes", "")) if isinstance(privacy, dict) else ""
+            if "range proofs: on" not in notes:
+                raise ProtocolError("result privacy report must say the proxy checked the owners' range proofs "
+                                    "(require_range_proofs, --range-proofs), got a release without them")
         return msg, d, self.owner_keys
 
     @staticmethod

@@ -1,0 +1,164 @@
+"""``dpdpca bench proofs``: the owners' range proofs against the work they protect, in one run.
+
+For each d: an owner's share of random rows (norm <= 1) is made by
+:class:`~dpdpca.protocol.DataOwner` without proofs (its ``encrypt`` phase
+is the owner's encryption time) and taken in by a
+:class:`~dpdpca.protocol.Proxy` (``receive_share``, plus one modular
+multiplication per ciphertext for its part of the aggregation: the proxy's
+per-share intake work).  The same share values are then encrypted for a
+proof and proved and verified (:mod:`dpdpca.protocol.proofs`).
+
+Proving and verifying are linear in the repetitions ``T``: every repetition
+encrypts (prover) or combines (verifier) one share-sized mask vector.  Where
+a full ``T = 41`` run does not fit (``--measure-reps``), the benchmark times
+``r1`` and ``r2`` repetitions and reports the larger of ``t(r1) + (41 - r1) *
+(t(r2) - t(r1)) / (r2 - r1)`` and ``41 t(r2) / r2``, saying so in ``extrapolated``.  Proof bytes
+are exact (the format's sizes are fixed by the statement).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import click
+import numpy as np
+
+__all__ = ["command", "measure"]
+
+
+def _rows(d: int, n: int, seed: int) -> np.ndarray:
+    X = np.random.default_rng(seed).normal(size=(n, d))
+    return 0.9 * X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = None,
+            release: str = "centred") -> dict[str, Any]:
+    """One d: encryption, intake, proving, verification and sizes (see the module docstring)."""
+    from dpdpca.crypto.rangeproof import REPETITIONS, ProofGeometry, ProverBase, SectionWitness, encrypt_for_proof
+    from dpdpca.crypto.rangeproof import prove_ranges, verify_ranges
+    from dpdpca.protocol import DataOwner, Proxy
+    from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+    from dpdpca.protocol.layout import share_chunks
+    from dpdpca.protocol.messages import Message
+    from dpdpca.protocol.params import ProtocolParams
+    from dpdpca.protocol.proofs import proof_context, proof_sections
+    from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
+    from dpdpca.crypto import upper_triangle_flatten
+
+    pk = key
+    insecure = pk.bits < 2048
+    params = ProtocolParams.create(pk, max_owners=10, max_rows_per_owner=max(rows, 1000), release=release)
+    ident = OwnerIdentity.generate("1")
+    X = _rows(d, rows, d)
+    owner = DataOwner(params, ident, insecure_test_key=insecure, release=release)
+    data = owner.share(X)
+    phases = owner.timings_.to_dict()
+    encrypt_s = _phase(phases, "encrypt") + _phase(phases, "precompute")
+    share_bytes = sum(len(v) for k, v in Message.from_bytes(data).sections.items())
+    # the proxy's intake of this one share, and its part of the aggregation (one mulmod per ciphertext)
+    proxy = Proxy(params, OwnerKeyring.from_identities([ident]), quorum=1, release=release)
+    t0 = time.perf_counter()
+    proxy.receive_share(data)
+    arrays = proxy._shares["1"]
+    n2 = pk.nsquare
+    acc = [c for arr in arrays.values() for c in arr.ciphertexts]
+    _ = [c * c % n2 for c in acc]
+    intake_s = time.perf_counter() - t0
+    ciphertexts = len(acc)
+    # the same values, encrypted for a proof (exponents kept), then proved and verified
+    Xq = quantize_rows(X, params.frac_bits)
+    R, v, n = exact_scatter_share(Xq, params.frac_bits)
+    vals = {"R": [int(x) for x in upper_triangle_flatten(R)], "v": [int(x) for x in v]}
+    vals["vwin"] = [x for a in range(d) for x in vals["v"][a:a + params.layout.slots]]
+    bounds = params.share_bounds(release)
+    base = ProverBase.draw(pk)
+    enc, wits = {}, {}
+    for name, chunks in share_chunks(release, d, params.layout.slots).items():
+        enc[name], exps = encrypt_for_proof(base, vals[name], layout=params.layout, chunks=chunks,
+                                            bound=bounds["v" if name == "vwin" else name])
+        wits[name] = SectionWitness(vals[name], exps)
+    sections = proof_sections(params, release, enc)
+    ctx = proof_context(params, owner_id="1", d=d, release=release, digest="0" * 64)
+    geom = ProofGeometry.of(sections)
+    runs = (REPETITIONS,) if reps is None else tuple(reps)
+    prove_t, verify_t, sizes = {}, {}, {}
+    for r in runs:
+        t0 = time.perf_counter()
+        proof = prove_ranges(base, sections, [wits[s.name] for s in sections], context=ctx, repetitions=r)
+        prove_t[r] = time.perf_counter() - t0
+        blob = proof.to_bytes(pk)
+        sizes[r] = len(blob)
+        t0 = time.perf_counter()
+        verify_ranges(pk, blob, sections, context=ctx, repetitions=r)
+        verify_t[r] = time.perf_counter() - t0
+    T = REPETITIONS
+    if len(runs) == 1:
+        prove_s, verify_s, proof_bytes = prove_t[T], verify_t[T], sizes[T]
+    else:
+        r1, r2 = runs[0], runs[-1]
+        # linear in T; a negative slope (timing noise at small sizes) falls back to proportional scaling
+        prove_s = max(prove_t[r1] + (T - r1) * (prove_t[r2] - prove_t[r1]) / (r2 - r1), prove_t[r2] * T / r2)
+        verify_s = max(verify_t[r1] + (T - r1) * (verify_t[r2] - verify_t[r1]) / (r2 - r1), verify_t[r2] * T / r2)
+        proof_bytes = sizes[r1] + (T - r1) * (sizes[r2] - sizes[r1]) // (r2 - r1)
+    return {
+        "d": d, "rows": rows, "ciphertexts": ciphertexts, "slots": geom.slots,
+        "headroom_bits": geom.headroom_bits,
+        "proven_over_declared_bits": {s.name: int(geom.proven_bounds[s.name]).bit_length()
+                                      - int(s.bound).bit_length() for s in sections},
+        "encrypt_s": encrypt_s, "prove_s": prove_s, "prove_over_encrypt": prove_s / encrypt_s,
+        "intake_s": intake_s, "verify_s": verify_s, "verify_over_intake": verify_s / intake_s,
+        "share_bytes": share_bytes, "proof_bytes": proof_bytes, "proof_over_share_bytes": proof_bytes / share_bytes,
+        "repetitions": T, "measured_repetitions": list(runs), "extrapolated": len(runs) > 1,
+        "measured_prove_s": {str(k): v for k, v in prove_t.items()},
+        "measured_verify_s": {str(k): v for k, v in verify_t.items()},
+        "goals_met": {"prove": prove_s <= 2 * encrypt_s, "verify": verify_s <= 2 * intake_s,
+                      "bytes": proof_bytes <= share_bytes},
+    }
+
+
+def _phase(phases: dict[str, Any], name: str) -> float:
+    total = 0.0
+    for key, value in phases.items():
+        if isinstance(value, dict):
+            total += _phase(value, name)
+        elif key == name or key.endswith(f"/{name}") or key.endswith(f":{name}"):
+            total += float(value)
+    return total
+
+
+@click.command("proofs")
+@click.option("--key-bits", type=click.IntRange(min=16), default=2048, show_default=True)
+@click.option("--insecure-test-key", is_flag=True, help="Allow --key-bits below 2048 (tests only).")
+@click.option("--d", "ds", type=click.IntRange(min=1), multiple=True, default=(64, 784), show_default=True,
+              help="Feature counts to measure (repeatable).")
+@click.option("--rows", type=click.IntRange(min=1), default=50, show_default=True, help="Rows of the owner.")
+@click.option("--measure-reps", type=int, nargs=2, default=(2, 4), show_default=True,
+              help="Above --full-up-to, time these two repetition counts and extrapolate to 41 (linear).")
+@click.option("--full-up-to", type=click.IntRange(min=0), default=64, show_default=True,
+              help="Run the full 41 repetitions for d up to this.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def command(key_bits: int, insecure_test_key: bool, ds: tuple[int, ...], rows: int, measure_reps: tuple[int, int],
+            full_up_to: int, as_json: bool) -> None:
+    """Range proofs: proving vs the owner's encryption, verifying vs the proxy's intake, proof vs share bytes."""
+    from dpdpca.crypto import generate_keypair
+    from dpdpca.errors import ParameterError
+
+    r1, r2 = measure_reps
+    if not 1 <= r1 < r2:
+        raise ParameterError(f"--measure-reps must be two counts 1 <= r1 < r2, got {r1} {r2}")
+    pk, _ = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
+    out: dict[str, Any] = {"key_bits": key_bits, "results": []}
+    for d in ds:
+        out["results"].append(measure(d, key=pk, rows=rows, reps=None if d <= full_up_to else (r1, r2)))
+    if as_json:
+        click.echo(json.dumps(out, sort_keys=True))
+        return
+    click.echo(f"range proofs, {key_bits}-bit key (T = 41 binary repetitions)")
+    for r in out["results"]:
+        ex = " (extrapolated from " + "/".join(map(str, r["measured_repetitions"])) + " reps)" \
+            if r["extrapolated"] else ""
+        click.echo(f"d={r['d']}: prove {r['prove_s']:.2f} s = {r['prove_over_encrypt']:.1f}x encryption; "
+                   f"verify {r['verify_s']:.2f} s = {r['verify_over_intake']:.1f}x intake; "
+                   f"proof {r['proof_bytes']:,} B = {r['proof_over_share_bytes']:.1f}x share{ex}")

@@ -1,0 +1,59 @@
+"""The proxy service with range proofs: status says so, a failing proof is refused naming the owner, and the
+exclusion survives a restart."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpdpca.net.collection import Collection
+from dpdpca.net.config import NoiseConfig
+from dpdpca.protocol import DataOwner
+from dpdpca.protocol.identity import OwnerKeyring
+
+
+def test_service_requires_proofs_reports_them_and_keeps_the_exclusion(tmp_path, net_params, identities):
+    owners = OwnerKeyring.from_identities([identities[o] for o in ("1", "2", "3")])
+
+    def service():
+        return Collection(net_params, tmp_path / "state", owner_keys=owners, quorum=2, collection_seconds=600.0,
+                          noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="centred"), release="on-request",
+                          range_proofs=True)
+
+    coll = service()
+    assert coll.status()["range_proofs"] is True and coll.status()["excluded"] == []
+    rows = np.full((4, 3), 0.3)
+    proved = DataOwner(net_params, identities["1"], insecure_test_key=True, range_proofs=True).share(rows)
+    assert coll.submit_share("1", proved).status == "accepted"
+    unproved = DataOwner(net_params, identities["2"], insecure_test_key=True).share(rows)
+    out = coll.submit_share("2", unproved)
+    assert out.code == 400 and out.detail.startswith("share of owner '2' must carry a valid range proof")
+    assert coll.status()["excluded"] == ["2"]
+    again = DataOwner(net_params, identities["2"], insecure_test_key=True, range_proofs=True).share(rows)
+    assert "excluded from this session" in coll.submit_share("2", again).detail
+    restarted = service()
+    assert restarted.status()["excluded"] == ["2"] and restarted.accepted() == ["1"]
+    assert "excluded from this session" in restarted.submit_share("2", again).detail
+    off = Collection(net_params, tmp_path / "state-off", owner_keys=owners, quorum=2, collection_seconds=600.0,
+                     noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="centred"))
+    assert off.status()["range_proofs"] is False
+
+
+def test_proxy_toml_range_proofs(tmp_path):
+    import pytest
+
+    from dpdpca.errors import ParameterError
+    from dpdpca.net.config import load_config
+    from dpdpca.net.launch import write_proxy_toml
+    from dpdpca.protocol.identity import OwnerIdentity
+
+    (tmp_path / "public.json").write_text("{}")
+    path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
+                            owners={"a": OwnerIdentity.generate("a")}, user=OwnerIdentity.generate("user"), tls=None,
+                            port=8443, state_dir=tmp_path / "state")
+    assert load_config(path).range_proofs is False
+    text = path.read_text()
+    path.write_text(text.replace("[protocol]\n", "[protocol]\nrange_proofs = true\n", 1))
+    assert load_config(path).range_proofs is True
+    path.write_text(text.replace("[protocol]\n", "[protocol]\nrange_proofs = \"yes\"\n", 1))
+    with pytest.raises(ParameterError, match="protocol.range_proofs must be true or false, got"):
+        load_config(path)
