@@ -40,7 +40,7 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
     from dpdpca.crypto.rangeproof import prove_ranges, verify_ranges
     from dpdpca.protocol import DataOwner, Proxy
     from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
-    from dpdpca.protocol.layout import share_chunks
+    from dpdpca.protocol.releases import as_release
     from dpdpca.protocol.messages import Message
     from dpdpca.protocol.params import ProtocolParams
     from dpdpca.protocol.proofs import proof_context, proof_sections
@@ -75,7 +75,7 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
     bounds = params.share_bounds(release)
     base = ProverBase.draw(pk)
     enc, wits = {}, {}
-    for name, chunks in share_chunks(release, d, params.layout.slots).items():
+    for name, chunks in as_release(release).share_chunks(d, params.layout.slots).items():
         enc[name], exps = encrypt_for_proof(base, vals[name], layout=params.layout, chunks=chunks,
                                             bound=bounds["v" if name == "vwin" else name])
         wits[name] = SectionWitness(vals[name], exps)

@@ -13,7 +13,7 @@ from dpdpca.crypto.rangeproof import ProverBase, SectionWitness, encrypt_for_pro
 from dpdpca.errors import ProofError
 from dpdpca.protocol import Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
-from dpdpca.protocol.layout import share_chunks
+from dpdpca.protocol.releases import as_release
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.proofs import PROOF_SECTION, prove_share
 from dpdpca.protocol.runner import run_protocol
@@ -34,7 +34,7 @@ def _poisoned_share(p, identity, owner_id, d, *, scale, n_rows=3, release="centr
     """
     bounds = p.share_bounds(release)
     big = bounds["R"] * scale
-    shapes = share_chunks(release, d, p.layout.slots)
+    shapes = as_release(release).share_chunks(d, p.layout.slots)
     m = {name: sum(c) for name, c in shapes.items()}
     values = {"R": [big] * m["R"], "v": [1] * m["v"], "vwin": [1] * m["vwin"]}
     base = ProverBase.draw(p.public_key)
