@@ -32,13 +32,15 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from dpdpca.dp import ANALYTIC, CLASSIC, PAPER, RIGOROUS
-from dpdpca.dp.settings import ADD_REMOVE, REPLACE, relation_option
+from dpdpca.dp.settings import ADD_REMOVE, REPLACE, relation_of, relation_option
 from dpdpca.pipelines import PipelineSpec
 
 __all__ = ["centering_for", "method_options", "privacy_summary", "protocol_release", "refusal", "settings_for"]
 
 #: The protocol's release under each relation.
 _RELEASE_OF = {ADD_REMOVE: "add-remove", REPLACE: "centred"}
+#: The relation each release is DP under (the release objects, dpdpca.protocol.releases, say the same).
+_RELATION_OF_RELEASE = {release: relation for relation, release in _RELEASE_OF.items()}
 
 
 def settings_for(*, paper: bool, calibration: str | None = None, sensitivity_mode: str | None = None,
@@ -90,7 +92,7 @@ def refusal(spec: PipelineSpec, settings: Mapping[str, Any]) -> str | None:
         release = protocol_release(spec, settings)
         if release != _RELEASE_OF[relation]:
             return (f"{spec.name} fixes the {release} release "
-                    f"({'replace-one' if release == 'centred' else 'add/remove-one'}); "
+                    f"({relation_of(_RELATION_OF_RELEASE[release])}); "
                     f"this comparison runs {relation}")
         fixed_mode = dict(spec.fixed).get("sensitivity_mode")
         if fixed_mode is not None and fixed_mode != settings.get("sensitivity_mode"):
