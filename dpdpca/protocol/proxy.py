@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterable
@@ -622,7 +623,9 @@ class Proxy:
 
         meta = {"owners": self.owners_, "d": d, "N": str(n), "frac_bits": f,
                 "statements": [st.to_json() for st in self.statements_],
-                "noise_lattice": setting.noise_lattice, "privacy": noise.report.to_dict()}
+                "noise_lattice": setting.noise_lattice, "privacy": noise.report.to_dict(),
+                # public: the user's plausibility checks allow this noise's tail (protocol.plausibility)
+                "noise_sigma_int": {"M": float(mech.sigma) * factor}}
         return self._claim(Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
                                    sections={"R2": r2.to_bytes(), "v2": v2.to_bytes()}).to_bytes())
 
@@ -646,14 +649,18 @@ class Proxy:
                 r2 = agg["R"].add_plain(draws["R"], plain_bound=p.noise_allowance)
                 v2 = v_packed.add_plain(draws["v"], plain_bound=p.noise_allowance)
                 n2 = agg["N"].add_plain(draws["N"], plain_bound=p.noise_allowance)
+                sigmas = {b: math.sqrt(float(s2)) for b, s2 in noise.calibration.sigma_squared_int.items()}
             else:
                 r2, v2, n2 = agg["R"], v_packed, agg["N"]
                 extra["coalitions"] = add_remove.coalition_report(noise.distributed, present=len(self.owners_))
+                # every present owner's share, if each added its own (the plausibility checks' worst case)
+                sigmas = {b: math.sqrt(float(s2) * len(self.owners_))
+                          for b, s2 in noise.distributed.local_sigma_squared_int.items()}
         with self.timings_.measure(self.party, "rerandomize"):
             r2, v2, n2 = self._rerandomize(r2, v2, n2)
         meta = {"owners": self.owners_, "d": d, "frac_bits": p.frac_bits, "release": str(self.release),
                 "noise_by": noise.setting.noise_by, "statements": [st.to_json() for st in self.statements_],
-                "privacy": noise.report.to_dict(), **extra}
+                "privacy": noise.report.to_dict(), "noise_sigma_int": sigmas, **extra}
         return self._claim(Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
                                    sections={"R2": r2.to_bytes(), "v2": v2.to_bytes(),
                                              "N2": n2.to_bytes()}).to_bytes())

@@ -8,8 +8,9 @@ it to decrypt on another party's behalf.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from dpdpca._validation import check_int
 from dpdpca.crypto import EncryptedArray, PrivateKey, decrypt, generate_keypair, upper_triangle_chunks
 from dpdpca.crypto.compute import EngineLike
 from dpdpca.dp import PrivacyReport
-from dpdpca.errors import KeyMismatchError, MessageError, ProtocolError
+from dpdpca.errors import ImplausibleReleaseError, KeyMismatchError, MessageError, ProtocolError
 from dpdpca.linalg import top_eigenpairs, unpack_upper
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements
@@ -26,6 +27,8 @@ from dpdpca.protocol.layout import tile_chunks, triangle_chunk_count
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
+from dpdpca.protocol.plausibility import (check_add_remove_release, check_centred_release, parse_noise_sigmas,
+                                          slot_range_refusal)
 from dpdpca.protocol.releases import ADD_REMOVE, CENTRED, as_release, served_releases
 from dpdpca.protocol.sections import check_section_sizes, int_array, load_array
 from dpdpca.result import PCAResult
@@ -117,7 +120,37 @@ class DataUser:
         """
         vv = [v2[i] * v2[j] for i in range(d) for j in range(i, d)]
         m = r2.sub_plain(vv, plain_bound=v2_bound * v2_bound, result_bound=self.params.final_bound)
-        return [int(x) for x in decrypt(self.private_key, m, executor=self.executor)]
+        return [int(x) for x in self._decrypt(m)]
+
+    def _decrypt(self, enc: EncryptedArray) -> list[int]:
+        """Decrypt; a plaintext outside the public range (a slot overflowed) is a refused release."""
+        try:
+            return decrypt(self.private_key, enc, executor=self.executor)
+        except MessageError as exc:
+            raise slot_range_refusal(str(exc)) from None
+
+    @contextlib.contextmanager
+    def _one_release(self, data: bytes) -> Iterator[None]:
+        """Claim the session for ``data``, decrypt and check inside, record the outcome.
+
+        The order (``docs/protocol.md``, "Decrypt, check, claim"): every check
+        that needs no secret key ran before this; a different release already
+        held by the ledger is refused here, before any decryption; then the
+        claim; then the decryption and the plausibility checks.  A refusal
+        after decrypting keeps the session claimed (outcome ``refused:
+        <check>``): whether a release passes is a function of its plaintext, so
+        allowing another release of the session would give a malicious proxy an
+        oracle.  The same bytes again are allowed (the same outcome).
+        """
+        p = self.params
+        digest = hashlib.sha256(bytes(data)).hexdigest()
+        self.ledger.claim(p.session_id, role="user", digest=digest)
+        try:
+            yield
+        except ImplausibleReleaseError as exc:
+            self.ledger.record_outcome(p.session_id, digest=digest, outcome=f"refused: {exc.check}")
+            raise
+        self.ledger.record_outcome(p.session_id, digest=digest, outcome="released")
 
     def reconstruct(self, data: bytes) -> tuple[np.ndarray, int, PrivacyReport, dict[str, Any]]:
         """Check and decrypt ``R''`` and ``v'``; return ``M`` (exact ints), ``scale``, report, meta.
@@ -156,24 +189,26 @@ class DataUser:
             report = PrivacyReport.from_dict(msg.meta["privacy"])
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"result must carry a privacy report, got {type(exc).__name__}") from None
+        sigma = parse_noise_sigmas(msg.meta.get("noise_sigma_int"), ("M",))["M"]
         enc_r2 = load_array(msg, "R2", p.public_key, chunks=list(upper_triangle_chunks(d, slots)),
                              bound=p.layout.limit, layout=p.layout)  # wide packing: R'' carries
         enc_v2 = load_array(msg, "v2", p.public_key, chunks=v_chunks, bound=p.v2_layout.max_abs,
                             layout=p.v2_layout)
-        # One release per session: recorded before anything is decrypted.
-        self.ledger.claim(p.session_id, role="user", digest=hashlib.sha256(bytes(data)).hexdigest())
-        with self.timings_.measure(self.party, "decrypt"):
-            v2 = [int(x) for x in decrypt(self.private_key, enc_v2, executor=self.executor)]
-            if p.packing == "wide":
-                m_flat = self._decrypt_minus_known(enc_r2, enc_v2.bound, v2, d)
-            else:
-                r2 = [int(x) for x in decrypt(self.private_key, enc_r2, executor=self.executor)]
-        with self.timings_.measure(self.party, "reconstruct"):
-            # Python ints in object arrays: exact at any size
-            if p.packing == "wide":
-                M = unpack_upper(int_array(m_flat), d)
-            else:
-                M = unpack_upper(int_array(r2), d) - np.outer(int_array(v2), int_array(v2))
+        with self._one_release(data):
+            with self.timings_.measure(self.party, "decrypt"):
+                v2 = [int(x) for x in self._decrypt(enc_v2)]
+                if p.packing == "wide":
+                    m_flat = self._decrypt_minus_known(enc_r2, enc_v2.bound, v2, d)
+                else:
+                    r2 = [int(x) for x in self._decrypt(enc_r2)]
+            with self.timings_.measure(self.party, "reconstruct"):
+                # Python ints in object arrays: exact at any size
+                if p.packing == "wide":
+                    M = unpack_upper(int_array(m_flat), d)
+                else:
+                    M = unpack_upper(int_array(r2), d) - np.outer(int_array(v2), int_array(v2))
+            with self.timings_.measure(self.party, "check"):
+                self.plausibility_ = check_centred_release(M, n, frac_bits=p.frac_bits, sigma_int=sigma)
         self.noisy_scatter_int_ = M
         self.scale_ = n << (2 * p.frac_bits)
         self.n_ = n
@@ -238,13 +273,16 @@ class DataUser:
             report = PrivacyReport.from_dict(msg.meta["privacy"])
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"result must carry a privacy report, got {type(exc).__name__}") from None
+        sigmas = parse_noise_sigmas(msg.meta.get("noise_sigma_int"), ("R", "v", "N"))
         arrays = {f"{k}2": load_array(msg, f"{k}2", p.public_key, chunks=chunks, bound=p.layout.max_abs,
                                       layout=p.layout)
                   for k, chunks in shapes.items()}
-        self.ledger.claim(p.session_id, role="user", digest=hashlib.sha256(bytes(data)).hexdigest())
-        with self.timings_.measure(self.party, "decrypt"):
-            blocks = {k: [int(x) for x in decrypt(self.private_key, a, executor=self.executor)]
-                      for k, a in arrays.items()}
+        with self._one_release(data):
+            with self.timings_.measure(self.party, "decrypt"):
+                blocks = {k: [int(x) for x in self._decrypt(a)] for k, a in arrays.items()}
+            with self.timings_.measure(self.party, "check"):
+                self.plausibility_ = check_add_remove_release(blocks["R2"], blocks["v2"], blocks["N2"][0], d=d,
+                                                              frac_bits=p.frac_bits, sigma_int=sigmas)
         with self.timings_.measure(self.party, "reconstruct"):
             S, n_noisy = add_remove.centred_from_noisy(blocks["R2"], blocks["v2"], blocks["N2"][0], d=d,
                                                        frac_bits=p.frac_bits)

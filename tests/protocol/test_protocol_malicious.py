@@ -10,10 +10,24 @@ import json
 import numpy as np
 import pytest
 
-from dpdpca.errors import MessageError
-from dpdpca.protocol import Proxy, ProtocolParams
+from dpdpca.cli import main
+from dpdpca.crypto import EncryptedArray, upper_triangle_flatten
+from dpdpca.crypto.packing import pack_slots
+from dpdpca.dp import sample_discrete_gaussian
+from dpdpca.errors import ImplausibleReleaseError, MessageError, ProtocolError
+from dpdpca.protocol import DataUser, ProtocolParams, Proxy
+from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
+from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.intake import IntakeContext, check_share
+from dpdpca.protocol.layout import share_chunks
 from dpdpca.protocol.messages import Message, MessageType
+from dpdpca.protocol.plausibility import (
+    FALSE_ALARM,
+    check_add_remove_release,
+    check_centred_release,
+)
+from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
+from dpdpca.protocol.sections import share_sections
 
 
 def _rewrap(data: bytes, **meta) -> bytes:
@@ -117,3 +131,200 @@ def test_loose_public_json_fields_are_refused(make_user, field, bad):
     obj["dpdpca_protocol"] = dict(obj["dpdpca_protocol"], **{field: bad})
     with pytest.raises(MessageError, match=f"dpdpca_protocol.{field} must be"):
         ProtocolParams.from_json(obj)
+
+
+# -- a malicious owner: any integers, encrypted under the right key, declared with the public bounds, signed ----
+
+def honest_values(params: ProtocolParams, X: np.ndarray, release: str) -> tuple[dict[str, list[int]], int, int]:
+    """What an honest owner would encrypt for ``X``: section -> integers, d, n."""
+    Xq = quantize_rows(np.asarray(X, dtype=float), params.frac_bits)
+    R, v, n = exact_scatter_share(Xq, params.frac_bits)
+    d = Xq.shape[1]
+    vals = {"R": [int(x) for x in upper_triangle_flatten(R)], "v": [int(x) for x in v]}
+    if release == "add-remove":
+        vals["N"] = [int(n) << (2 * params.frac_bits)]
+    else:
+        vals["vwin"] = [x for a in range(d) for x in vals["v"][a:a + params.layout.slots]]
+    return vals, d, int(n)
+
+
+def forge_share(params: ProtocolParams, identity: OwnerIdentity, values: dict[str, list[int]], *, d: int,
+                n_rows: int, release: str) -> bytes:
+    """A listed owner's share of arbitrary integers: right key, public layout and declared bounds, valid signature.
+
+    Only the slot packing is done here (no range check, as a malicious owner would); everything the proxy
+    can check passes.
+    """
+    pk = params.public_key
+    bounds = params.share_bounds(release)
+    sections = {}
+    for name, chunks in share_chunks(release, d, params.layout.slots).items():
+        vals, plain, k = values[name], [], 0
+        for c in chunks:
+            plain.append(pack_slots(vals[k:k + c], params.layout.slot_bits) % pk.n)
+            k += c
+        arr = EncryptedArray._trusted(pk, params.layout, tuple(chunks), bounds["v" if name == "vwin" else name],
+                                      pk.raw_encrypt(plain))
+        sections[name] = arr.to_bytes()
+    statement = ShareStatement.sign(identity, session=params.session_id, key_fingerprint=params.key_fingerprint,
+                                    d=d, n_rows=None if release == "add-remove" else n_rows,
+                                    ciphertext_sha256=ciphertext_digest(sections, share_sections(release)))
+    meta = {"owner_id": identity.owner_id, "d": d, "statement": statement.to_json(),
+            "declared_bounds": {k: str(b) for k, b in bounds.items()}}
+    if release == "add-remove":
+        meta["release"] = release
+    return Message(MessageType.OWNER_SHARE, params.session_id, params.key_fingerprint, f"owner:{identity.owner_id}",
+                   meta=meta, sections=sections).to_bytes()
+
+
+def _rows(seed: int, n: int, d: int) -> np.ndarray:
+    X = np.random.default_rng(seed).normal(size=(n, d))
+    return 0.9 * X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)
+
+
+def _poisoned_session(make_user, make_owner, identity, release: str, tamper) -> tuple[DataUser, bytes]:
+    """Two honest owners and owner 3, whose honest integers ``tamper`` changes; the proxy's release."""
+    user = make_user(max_owners=3, max_rows_per_owner=1 << 20)
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=3, release=release)
+    for k, oid in enumerate(("1", "2")):
+        proxy.receive_share(make_owner(p, oid, release=release).share(_rows(k, 200, 4)))
+    vals, d, n = honest_values(p, _rows(2, 200, 4), release)
+    tamper(vals, p)
+    proxy.receive_share(forge_share(p, identity("3"), vals, d=d, n_rows=n, release=release))
+    proxy.close_collection()
+    return user, proxy.finish(epsilon=1.0, delta=1e-5)
+
+
+def _r00_times_1e5(vals, p):
+    vals["R"][0] *= 10 ** 5
+
+
+def _n_minus_1000(vals, p):
+    vals["N"] = [-1000 << (2 * p.frac_bits)]
+
+
+def _overflow_r00(vals, p):
+    """The top slot of R's first ciphertext beyond the slot width: its carry leaves the packed layout.
+
+    (A carry into a neighbouring slot instead decrypts as a changed neighbour, which the other checks judge.)
+    """
+    top = share_chunks("add-remove" if "N" in vals else "centred", 4, p.layout.slots)["R"][0] - 1
+    vals["R"][top] = 1 << (p.layout.slot_bits + 2)
+
+
+@pytest.mark.parametrize("release, tamper, check", [
+    ("add-remove", _r00_times_1e5, "trace"), ("centred", _r00_times_1e5, "trace"),
+    ("add-remove", _n_minus_1000, "row count"), ("add-remove", _overflow_r00, "slot range"),
+    ("centred", _overflow_r00, "slot range")])
+def test_a_poisoned_share_is_caught_by_the_users_checks(make_user, make_owner, identity, release, tamper, check):
+    """Issue 24 item 1: R_00 at 10^5 times its legitimate value (under the slot limit), a row count of -1000,
+    an overflowing slot: the proxy accepts each (it cannot read them), the user refuses the release by name."""
+    user, result = _poisoned_session(make_user, make_owner, identity, release, tamper)
+    with pytest.raises(ImplausibleReleaseError, match=f"must pass the '{check}' check") as info:
+        user.finish(result, n_components=2)
+    assert info.value.check == check and "\n" not in str(info.value)
+    assert not hasattr(user, "noisy_scatter_")  # nothing reached the eigendecomposition
+    (entry,) = user.ledger.releases().values()
+    assert entry["outcome"] == f"refused: {check}"
+    # the same bytes again: the same refusal; another release of the session: refused before decrypting
+    with pytest.raises(ImplausibleReleaseError, match=check):
+        user.finish(result, n_components=2)
+    with pytest.raises(ProtocolError, match="must be released once"):
+        user.finish(_rewrap(result, note="another release"), n_components=2)
+
+
+@pytest.mark.parametrize("release", ["add-remove", "centred"])
+def test_an_honest_release_passes_the_checks_and_records_released(make_user, make_owner, release):
+    user = make_user(max_owners=2, max_rows_per_owner=300)
+    proxy = Proxy(user.params, user.owner_keys, quorum=2, release=release)
+    for k, oid in enumerate(("1", "2")):
+        proxy.receive_share(make_owner(user.params, oid, release=release).share(_rows(k, 150, 5)))
+    proxy.close_collection()
+    user.finish(proxy.finish(epsilon=1.0, delta=1e-5), n_components=2)
+    assert [e["outcome"] for e in user.ledger.releases().values()] == ["released"]
+    assert set(user.plausibility_.tolerances) >= {"trace", "psd"}
+
+
+def _boundary_aggregate(n: int, d: int, f: int) -> tuple[list[int], list[int], int]:
+    """n copies of one unit row (quantized): tr R = N, ||v|| = N and R - v v^T / N = 0, every check at its edge."""
+    x = quantize_rows(np.eye(1, d), f)[0].astype(object)
+    R = np.outer(x, x) * n
+    return [int(R[i, j]) for i in range(d) for j in range(i, d)], [int(a) * n for a in x], n << (2 * f)
+
+
+def test_honest_releases_at_the_edge_of_the_bounds_pass_and_the_tolerances_are_not_loose():
+    """False alarms: data at the edge of every check plus the stated noise passes 400 times in 400 (the
+    documented rate is <= 1e-9); power: the same data poisoned by 1.5 tolerances fails each check."""
+    d, f = 6, 8
+    sig = {"R": 40.0, "v": 9.0, "N": 50.0}
+    r, v, n = _boundary_aggregate(1000, d, f)
+    worst = {}
+    for _ in range(400):
+        zr = [int(z) for z in sample_discrete_gaussian(sig["R"] ** 2, len(r))]
+        zv = [int(z) for z in sample_discrete_gaussian(sig["v"] ** 2, d)]
+        zn = int(sample_discrete_gaussian(sig["N"] ** 2, 1)[0])
+        rep = check_add_remove_release([a + z for a, z in zip(r, zr)], [a + z for a, z in zip(v, zv)], n + zn,
+                                       d=d, frac_bits=f, sigma_int=sig)
+        for k in rep.statistics:
+            worst[k] = max(worst.get(k, -np.inf), rep.statistics[k] / rep.tolerances[k])
+    assert FALSE_ALARM <= 1e-9 and all(w < 1 for w in worst.values()), worst
+    assert worst["trace"] > 0.1 and worst["psd"] > 0.1  # the tolerances are within 10x of what noise reaches
+    tol = rep.tolerances
+    bad_trace = list(r)
+    bad_trace[0] += int(1.5 * tol["trace"])
+    with pytest.raises(ImplausibleReleaseError, match="'trace' check"):
+        check_add_remove_release(bad_trace, v, n, d=d, frac_bits=f, sigma_int=sig)
+    with pytest.raises(ImplausibleReleaseError, match="'row count' check"):
+        check_add_remove_release(r, v, -int(1.5 * tol["row count"]), d=d, frac_bits=f, sigma_int=sig)
+    with pytest.raises(ImplausibleReleaseError, match="'mean norm' check"):
+        check_add_remove_release(r, [a * 3 // 2 for a in v], n, d=d, frac_bits=f, sigma_int=sig)
+    psd = list(r)
+    psd[1] += int(1.5 * tol["psd"]) + (1 << (2 * f)) * 1000  # R_01 beyond what any rows could give
+    with pytest.raises(ImplausibleReleaseError, match="'psd' check"):
+        check_add_remove_release(psd, v, n, d=d, frac_bits=f, sigma_int=sig)
+    M = np.zeros((d, d), dtype=object)
+    M[0, 1] = M[1, 0] = int(1.5 * tol["psd"])
+    with pytest.raises(ImplausibleReleaseError, match="'psd' check"):
+        check_centred_release(M, 1000, frac_bits=f, sigma_int=sig["R"])
+
+
+# -- item 2: a failure that is not a release does not spend one --------------------------------------------------
+
+def test_an_overflowing_owner_end_to_end_is_refused_by_name_and_the_ledger_says_so(tmp_path, capsys, identity):
+    """keygen, three owners (one overflowing a slot), proxy aggregate and finish, user finish: the user exits 2
+    with one line naming the 'slot range' check and writes nothing; its ledger records the session as refused."""
+    keys, ids = tmp_path / "keys", tmp_path / "ids"
+    assert main(["keygen", "--out-dir", str(keys), "--key-bits", "768", "--insecure-test-key", "--max-owners", "3",
+                 "--max-rows-per-owner", "100"]) == 0
+    for oid in ("1", "2", "3"):
+        assert main(["owner", "keygen", "--owner-id", oid, "--out-dir", str(ids)]) == 0
+    verify = [a for o in ("1", "2", "3") for a in ("--owner-keys", str(ids / f"{o}.verify.json"))]
+    shares = []
+    for k, oid in enumerate(("1", "2")):
+        np.save(tmp_path / f"{oid}.npy", _rows(k, 50, 3))
+        shares.append(str(tmp_path / f"{oid}.msg"))
+        assert main(["owner", "share", "--public", str(keys / "public.json"), "--identity",
+                     str(ids / f"{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.npy"), "--out", shares[-1],
+                     "--insecure-test-key"]) == 0
+    params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
+    vals, d, n = honest_values(params, _rows(2, 50, 3), params.release if params.release != "any" else "add-remove")
+    vals["R"][share_chunks("add-remove", d, params.layout.slots)["R"][0] - 1] = 1 << (params.layout.slot_bits + 2)
+    forged = tmp_path / "3.msg"
+    forged.write_bytes(forge_share(params, OwnerIdentity.load(ids / "3.identity.json"), vals, d=d, n_rows=n,
+                                   release="add-remove"))
+    state, result, pcs = tmp_path / "state", tmp_path / "result.msg", tmp_path / "pcs.npz"
+    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *verify, "--out-dir", str(state),
+                 *shares, str(forged)]) == 0
+    assert main(["proxy", "finish", "--state", str(state), "--epsilon", "1", "--delta", "1e-5",
+                 "--out", str(result)]) == 0
+    capsys.readouterr()
+    ledger = tmp_path / "user-ledger.json"
+    argv = ["user", "finish", "--private", str(keys / "private.json"), *verify, str(result), "--components", "2",
+            "--out", str(pcs), "--ledger", str(ledger)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpdpca: error: release must pass the 'slot range' check") and err.count("\n") == 1, err
+    assert not pcs.exists()
+    entry = json.loads(ledger.read_text())["dpdpca_release_ledger"]["releases"][params.session_id]
+    assert entry["outcome"] == "refused: slot range"
