@@ -38,7 +38,7 @@ __all__ = ["SHARE_DOMAIN", "SHARE_SECTIONS", "ShareStatement", "ciphertext_diges
 SHARE_DOMAIN = "dpdpca/owner-share/v2"
 _DIGITS = re.compile(r"[0-9]{1,20}")
 #: The ciphertext sections of an owner share, in digest order.
-SHARE_SECTIONS = ("R", "v", "vwin")
+SHARE_SECTIONS = ("R", "v")
 
 
 def ciphertext_digest(sections: Mapping[str, bytes], names: Sequence[str] = SHARE_SECTIONS) -> str:

@@ -132,6 +132,9 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
     if msg.meta.get("declared_bounds") != declared:
         raise MessageError(f"share declared_bounds must be the public {declared}, "
                            f"got {str(msg.meta.get('declared_bounds'))[:200]}")
+    if sorted(msg.sections) != sorted(ctx.release.sections):
+        raise MessageError(f"share sections must be {list(ctx.release.sections)} for the "
+                           f"{ctx.release!r} release, got {sorted(msg.sections)[:8]}")
     statement = ShareStatement.from_json(msg.meta.get("statement"))
     if statement.owner_id != owner or statement.d != d:
         raise AuthenticationError(f"share statement must be for owner {owner!r} and d={d}, "

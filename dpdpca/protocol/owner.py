@@ -176,9 +176,10 @@ class DataOwner:
         """Round 1: the encrypted share ``E[R^l]``, ``E[v^l]`` and the signed count ``N^l`` as one message.
 
         ``R^l`` is sent as its packed, row-aligned upper triangle.  For the
-        centred release ``v^l`` goes twice, as d single-slot ciphertexts and as
-        d windows ``W_a = v[a : min(a + slots, d)]`` (the proxy needs both
-        shapes for ``v b^T + b v^T``); the add/remove release has no mask, so
+        centred release ``v^l`` goes once, as d single-slot ciphertexts (the
+        proxy packs the windows ``v b^T + b v^T`` needs from them itself, so
+        there is no second encoding of v to disagree with the first); the
+        add/remove release has no mask, so
         ``v^l`` goes once as ``ceil(d / slots)`` packed tiles, with
         ``E[N^l 2^2f]`` (the release's ``share_chunks``, :mod:`dpdpca.protocol.releases`).  Declared bounds are the public ones, never the
         data's.  ``N^l`` travels in the clear inside a
@@ -248,7 +249,7 @@ class DataOwner:
             if ready is None and self.executor is None:  # size the one fixed-base table for the whole share
                 self.public_key.djn_table(sum(len(c) for c in shapes.values()))
             encrypted = {name: encrypt(self.public_key, values[name], layout=layout,
-                                       bound=bounds["v" if name == "vwin" else name], chunks=chunks,
+                                       bound=bounds[name], chunks=chunks,
                                        executor=self.executor,
                                        factors=None if ready is None else ready.sections[name])
                          for name, chunks in shapes.items()}

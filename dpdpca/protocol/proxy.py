@@ -30,7 +30,7 @@ from dpdpca.protocol import add_remove
 from dpdpca.protocol.config import ReleaseOptions
 from dpdpca.protocol.counts import ShareStatement
 from dpdpca.protocol.identity import OwnerKeyring
-from dpdpca.protocol.layout import row_chunk_spans
+from dpdpca.protocol.layout import row_chunk_spans, window_chunks
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.messages import Message, MessageType
@@ -381,6 +381,21 @@ class Proxy:
             pool.close()  # forgets every factor not handed out, and the own base's table
         return out
 
+    def _windows(self, v: EncryptedArray, d: int) -> EncryptedArray:
+        """``E[W_a]``, ``W_a = v[a : min(a + slots, d)]`` for ``a = 0..d-1``, packed from the one-slot ``E[v_j]``.
+
+        Horner's rule (:meth:`~dpdpca.crypto.EncryptedArray.repack`): about
+        ``d * slots * slot_bits`` squarings modulo n**2, once per session on
+        the aggregate.  Version 2 shares carried the windows as a second
+        encoding of v, which nothing tied to the first: an owner colluding
+        with the data user could send them different and let the user undo
+        the mask (docs/threat-model.md).
+        """
+        sizes = window_chunks(d, self.params.layout.slots)
+        singles = v.select([a + j for a, size in enumerate(sizes) for j in range(size)])
+        with self.timings_.measure(self.party, "windows"):
+            return singles.repack(self.params.layout, chunks=sizes, executor=self.executor)
+
     @property
     def received(self) -> list[str]:
         """Owner ids whose shares were accepted, in arrival order."""
@@ -597,9 +612,11 @@ class Proxy:
             for i, a, ln in spans:
                 rows[i].append(b[a:a + ln])
             term1 = scalars_times_packed(agg["v"], rows, vector_bound=bound_b, executor=self.executor)
-            # term2: E[W_a]^{b_i} -> slots b_i v_j
-            term2 = agg["vwin"].select([a for _, a, _ in spans]).mul_scalars([b[i] for i, _, _ in spans],
-                                                                              executor=self.executor)
+            # term2: E[W_a]^{b_i} -> slots b_i v_j, the windows W_a = v[a : a + slots] packed here from
+            # the same one-slot E[v_j] as term1 (an owner sends v once, so it cannot send two different v)
+            windows = self._windows(agg["v"], d)
+            term2 = windows.select([a for _, a, _ in spans]).mul_scalars([b[i] for i, _, _ in spans],
+                                                                         executor=self.executor)
             plain = [b[i] * b[j] + g for (i, j), g in zip(_upper_pairs(d), draws)]
             r2 = sum_arrays([enc_nr, term1, term2], executor=self.executor).add_plain(
                 plain, plain_bound=bound_b * bound_b + p.noise_allowance)
@@ -607,7 +624,7 @@ class Proxy:
             # than M's), repacked from the one-slot E[v_i]; plain packing: the windows starting at
             # 0, slots, 2*slots, ... tile v.
             v_packed = (agg["v"].repack(p.v2_layout, executor=self.executor) if p.packing == "wide"
-                        else agg["vwin"].select(list(range(0, d, slots))))
+                        else windows.select(list(range(0, d, slots))))
             v2 = v_packed.add_plain(b, plain_bound=bound_b)
 
         with self.timings_.measure(self.party, "rerandomize"):

@@ -19,7 +19,7 @@ from dpdpca.protocol import DataUser, ProtocolParams, Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.intake import IntakeContext, check_share
-from dpdpca.protocol.layout import share_chunks
+from dpdpca.protocol.releases import as_release
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.plausibility import (
     FALSE_ALARM,
@@ -27,7 +27,6 @@ from dpdpca.protocol.plausibility import (
     check_centred_release,
 )
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
-from dpdpca.protocol.sections import share_sections
 
 
 def _rewrap(data: bytes, **meta) -> bytes:
@@ -143,13 +142,11 @@ def honest_values(params: ProtocolParams, X: np.ndarray, release: str) -> tuple[
     vals = {"R": [int(x) for x in upper_triangle_flatten(R)], "v": [int(x) for x in v]}
     if release == "add-remove":
         vals["N"] = [int(n) << (2 * params.frac_bits)]
-    else:
-        vals["vwin"] = [x for a in range(d) for x in vals["v"][a:a + params.layout.slots]]
     return vals, d, int(n)
 
 
 def forge_share(params: ProtocolParams, identity: OwnerIdentity, values: dict[str, list[int]], *, d: int,
-                n_rows: int, release: str) -> bytes:
+                n_rows: int, release: str, extra: dict[str, tuple[list[int], list[int]]] | None = None) -> bytes:
     """A listed owner's share of arbitrary integers: right key, public layout and declared bounds, valid signature.
 
     Only the slot packing is done here (no range check, as a malicious owner would); everything the proxy
@@ -158,17 +155,22 @@ def forge_share(params: ProtocolParams, identity: OwnerIdentity, values: dict[st
     pk = params.public_key
     bounds = params.share_bounds(release)
     sections = {}
-    for name, chunks in share_chunks(release, d, params.layout.slots).items():
+    shapes = dict(as_release(release).share_chunks(d, params.layout.slots))
+    for name, (vals, chunks) in (extra or {}).items():  # more sections (values, chunks), e.g. version 2's windows
+        shapes[name] = chunks
+        values = {**values, name: vals}
+        bounds = {**bounds, name: bounds["v"]}
+    for name, chunks in shapes.items():
         vals, plain, k = values[name], [], 0
         for c in chunks:
             plain.append(pack_slots(vals[k:k + c], params.layout.slot_bits) % pk.n)
             k += c
-        arr = EncryptedArray._trusted(pk, params.layout, tuple(chunks), bounds["v" if name == "vwin" else name],
-                                      pk.raw_encrypt(plain))
+        arr = EncryptedArray._trusted(pk, params.layout, tuple(chunks), bounds[name], pk.raw_encrypt(plain))
         sections[name] = arr.to_bytes()
     statement = ShareStatement.sign(identity, session=params.session_id, key_fingerprint=params.key_fingerprint,
                                     d=d, n_rows=None if release == "add-remove" else n_rows,
-                                    ciphertext_sha256=ciphertext_digest(sections, share_sections(release)))
+                                    ciphertext_sha256=ciphertext_digest(sections, list(shapes)))
+    bounds = params.share_bounds(release)
     meta = {"owner_id": identity.owner_id, "d": d, "statement": statement.to_json(),
             "declared_bounds": {k: str(b) for k, b in bounds.items()}}
     if release == "add-remove":
@@ -209,7 +211,7 @@ def _overflow_r00(vals, p):
 
     (A carry into a neighbouring slot instead decrypts as a changed neighbour, which the other checks judge.)
     """
-    top = share_chunks("add-remove" if "N" in vals else "centred", 4, p.layout.slots)["R"][0] - 1
+    top = as_release("add-remove" if "N" in vals else "centred").share_chunks(4, p.layout.slots)["R"][0] - 1
     vals["R"][top] = 1 << (p.layout.slot_bits + 2)
 
 
@@ -309,7 +311,8 @@ def test_an_overflowing_owner_end_to_end_is_refused_by_name_and_the_ledger_says_
                      "--insecure-test-key"]) == 0
     params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
     vals, d, n = honest_values(params, _rows(2, 50, 3), params.release if params.release != "any" else "add-remove")
-    vals["R"][share_chunks("add-remove", d, params.layout.slots)["R"][0] - 1] = 1 << (params.layout.slot_bits + 2)
+    vals["R"][as_release("add-remove").share_chunks(d, params.layout.slots)["R"][0] - 1] = \
+        1 << (params.layout.slot_bits + 2)
     forged = tmp_path / "3.msg"
     forged.write_bytes(forge_share(params, OwnerIdentity.load(ids / "3.identity.json"), vals, d=d, n_rows=n,
                                    release="add-remove"))
@@ -328,3 +331,50 @@ def test_an_overflowing_owner_end_to_end_is_refused_by_name_and_the_ledger_says_
     assert not pcs.exists()
     entry = json.loads(ledger.read_text())["dpdpca_release_ledger"]["releases"][params.session_id]
     assert entry["outcome"] == "refused: slot range"
+
+
+# -- item 4: the centred release's v has one encoding ------------------------------------------------------------
+
+def test_an_owner_colluding_with_the_user_cannot_send_two_different_v(make_user, make_owner, identity, keypair):
+    """Issue 24 item 4.  Version 2 shares carried v twice (one-slot ``v`` for ``v_i b_j``, windows ``vwin`` for
+    ``b_i v_j``) and nothing tied them: an owner sending windows of ``v + Delta`` added ``b_i Delta_j`` to M, and
+    the colluding user, who knows Delta, read the mask b off M and unmasked the aggregate v.  Now (1) a share that
+    carries the windows, validly signed over them, is refused; (2) the proxy packs the windows from the same
+    one-slot ``E[v_j]``, so for any share it accepts -- a colluding owner's arbitrary v included -- the user's
+    ``M = R'' - v'v'^T`` is exactly ``N R - v v^T + G``: no term of b is left in it to read."""
+    user = make_user(max_owners=3, max_rows_per_owner=64)
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=3, record_noise_for_testing=True)
+    honest = [_rows(k, 40, 5) for k in range(2)]
+    for X, oid in zip(honest, ("1", "2")):
+        proxy.receive_share(make_owner(p, oid).share(X))
+    vals, d, n = honest_values(p, _rows(7, 40, 5), "centred")
+    delta = 1 << 20
+    sizes = [min(p.layout.slots, d - a) for a in range(d)]
+    windows = [vals["v"][a + j] + (delta if a + j == d - 1 else 0) for a, size in enumerate(sizes) for j in range(size)]
+    attack = forge_share(p, identity("3"), vals, d=d, n_rows=n, release="centred", extra={"vwin": (windows, sizes)})
+    with pytest.raises(MessageError, match=r"share sections must be \['R', 'v'\]"):
+        proxy.receive_share(attack)
+    # the colluding owner's v, now its only encoding, as it likes (here: shifted by Delta in one coordinate)
+    vals["v"][d - 1] += delta
+    proxy.receive_share(forge_share(p, identity("3"), vals, d=d, n_rows=n, release="centred"))
+    proxy.close_collection()
+    result = proxy.finish(epsilon=1.0, delta=1e-5)
+    M, _, _, _ = user.reconstruct(result)
+    R_tot = np.zeros((d, d), dtype=object)
+    v_tot = np.zeros(d, dtype=object)
+    for X in honest:
+        R, v, _ = exact_scatter_share(quantize_rows(X, p.frac_bits), p.frac_bits)
+        R_tot, v_tot = R_tot + R.astype(object), v_tot + v.astype(object)
+    iu = np.triu_indices(d)
+    for (i, j), r in zip(zip(*iu), vals["R"]):
+        R_tot[i, j] += r
+        if i != j:
+            R_tot[j, i] += r
+    v_tot = v_tot + np.array(vals["v"], dtype=object)
+    G = np.zeros((d, d), dtype=object)
+    G[iu] = proxy.noise_for_testing_
+    G = G + np.triu(G, 1).T
+    assert (M - (user.n_ * R_tot - np.outer(v_tot, v_tot)) == G).all()  # exactly: nothing of b in M
+    b = np.array(user.masked_sum_, dtype=object) - v_tot
+    assert max(abs(int(x)) for x in b) > 1 << 40  # and v' = v + b stays masked
