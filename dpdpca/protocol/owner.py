@@ -155,6 +155,7 @@ class DataOwner:
         """
         name = f"owner {self.owner_id} data"
         arr = check_data_matrix(name, X)
+        self.params.check_d(arr.shape[1], who=f"owner {self.owner_id}'s data")
         n_rows = arr.shape[0]
         if n_rows > self.params.max_rows_per_owner:
             raise OverflowRiskError(f"rows per owner must be <= max_rows_per_owner="
@@ -226,7 +227,8 @@ class DataOwner:
             sections = {name: arr.to_bytes() for name, arr in encrypted.items()}
             digest = ciphertext_digest(sections, self.release.sections)
             statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
-                                            d=d, n_rows=n_sent, ciphertext_sha256=digest)
+                                            d=d, n_rows=n_sent, ciphertext_sha256=digest,
+                                            noise=add_remove.owner_noise_label(self.noise))
         if base is not None:
             with self.timings_.measure(self.party, "prove"):
                 sections[PROOF_SECTION] = prove_share(base, p, self.release, encrypted, witnesses,

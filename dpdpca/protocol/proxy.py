@@ -28,7 +28,7 @@ from dpdpca.dp.accountant import PrivacyLedger
 from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError, ProofError, ProtocolError
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.config import ReleaseOptions
-from dpdpca.protocol.counts import ShareStatement
+from dpdpca.protocol.counts import NO_NOISE, ShareStatement, check_noise_statements
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.layout import row_chunk_spans, window_chunks
 from dpdpca.protocol.ledger import ReleaseLedger
@@ -443,7 +443,7 @@ class Proxy:
             raise ProtocolError("state_bytes needs a closed collection, got none")
         p = self.params
         return Message(MessageType.PROXY_STATE, p.session_id, p.key_fingerprint, self.party,
-                       meta={"owners": self.owners_, "d": self.d, "release": str(self.release),
+                       meta={"owners": self.owners_, "d": self.d, "release": str(self.release), "quorum": self.quorum,
                              "statements": [st.to_json() for st in self.statements_],
                              "range_proofs": self.range_proofs, "excluded": dict(self.excluded_)},
                        sections={k: a.to_bytes() for k, a in self._aggregate.items()}).to_bytes()
@@ -455,7 +455,7 @@ class Proxy:
         """Rebuild a proxy whose collection is closed from :meth:`state_bytes`; re-checks every signature."""
         msg = Message.from_bytes(data).expect(MessageType.PROXY_STATE, session=params.session_id,
                                               key_fingerprint=params.key_fingerprint)
-        d = check_features(msg.meta_int("d", minimum=1), max_features)
+        d = params.check_d(check_features(msg.meta_int("d", minimum=1), max_features), who="the proxy state")
         release = as_release(msg.meta.get("release", CENTRED))  # a state without the field predates add/remove
         statements, n = release.check_statements(msg.meta.get("statements"), owner_keys, session=params.session_id,
                                                  key_fingerprint=params.key_fingerprint, d=d,
@@ -465,8 +465,10 @@ class Proxy:
         if msg.meta.get("owners") != owners:
             raise MessageError(f"proxy state owners must be those of its statements {owners}, "
                                f"got {str(msg.meta.get('owners'))[:200]}")
-        proxy = cls(params, owner_keys, quorum=1, executor=executor, ledger=ledger, max_features=max_features,
-                    release=release, range_proofs=msg.meta.get("range_proofs") is True)
+        # the collection's quorum sizes the owners' noise (add_remove.owner_noise_label): kept in the state
+        quorum = msg.meta_int("quorum", minimum=1) if "quorum" in msg.meta else 1
+        proxy = cls(params, owner_keys, quorum=min(quorum, len(owner_keys)), executor=executor, ledger=ledger,
+                    max_features=max_features, release=release, range_proofs=msg.meta.get("range_proofs") is True)
         excluded = msg.meta.get("excluded", {})
         if not isinstance(excluded, dict):
             raise MessageError(f"proxy state excluded must be an object, got {type(excluded).__name__}")
@@ -567,6 +569,10 @@ class Proxy:
         if self.ledger.is_released(self.params.session_id):  # early, before any expensive work
             raise ProtocolError(f"session {self.params.session_id} must be released once, got a second release "
                                 f"(the ledger holds one)")
+        # The report promises this noise: every share must say it holds exactly its part of it (owners' noise),
+        # or none (the proxy's): noiseless shares under an owners'-noise report would release exact values.
+        check_noise_statements(self.statements_, NO_NOISE if noise.distributed is None
+                               else add_remove.owner_noise_label(noise.distributed))
         cost = None
         if ledger is not None:
             cost = noise.cost(label=label or f"dpdpca session {self.params.session_id}")

@@ -21,7 +21,8 @@ from dpdpca.dp import PrivacyReport
 from dpdpca.errors import ImplausibleReleaseError, KeyMismatchError, MessageError, ProtocolError
 from dpdpca.linalg import top_eigenpairs, unpack_upper
 from dpdpca.protocol import add_remove
-from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements
+from dpdpca.protocol.counts import (NO_NOISE, ShareStatement, check_counts, check_noise_statements,
+                                    check_statements)
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.layout import tile_chunks, triangle_chunk_count
 from dpdpca.protocol.ledger import ReleaseLedger
@@ -179,6 +180,7 @@ class DataUser:
                                             max_rows_per_owner=p.max_rows_per_owner)
         if n != n_signed:
             raise ProtocolError(f"result N must be the sum of the owners' signed counts {n_signed}, got {n}")
+        check_noise_statements(statements, NO_NOISE)  # the centred release's noise is the proxy's alone
         if n < 2:
             raise MessageError(f"result N must be >= 2, got {n}")
         slots = p.layout.slots
@@ -222,7 +224,7 @@ class DataUser:
             raise ProtocolError("data user must be given the owners' verify keys (owner_keys) to check N, got none")
         msg = Message.from_bytes(data).expect(MessageType.MASKED_RESULT, session=p.session_id,
                                               key_fingerprint=p.key_fingerprint)
-        d = check_features(msg.meta_int("d", minimum=1), self.max_features)
+        d = p.check_d(check_features(msg.meta_int("d", minimum=1), self.max_features), who="the proxy's result")
         release = msg.meta.get("release", CENTRED)
         if not any(release == served for served in served_releases(p.release)):
             raise MessageError(f"result release must be {p.release!r}, the one the public parameters were made for, "
@@ -237,6 +239,26 @@ class DataUser:
                 raise ProtocolError("result privacy report must say the proxy checked the owners' range proofs "
                                     "(require_range_proofs, --range-proofs), got a release without them")
         return msg, d, self.owner_keys
+
+    @staticmethod
+    def _check_noise_by(msg: Message, statements: Sequence[ShareStatement]) -> None:
+        """The release's ``noise_by`` must be what the owners' signed statements say their shares hold.
+
+        ``"proxy"``: every share holds none.  ``"owners"``: every share holds
+        the same owners' noise (never ``"none"``: noiseless shares released
+        under an owners'-noise report would be the exact values with a DP label).
+        """
+        noise_by = msg.meta.get("noise_by", "proxy")
+        if noise_by == "proxy":
+            check_noise_statements(statements, NO_NOISE)
+        elif noise_by == "owners":
+            label = statements[0].noise
+            if label == NO_NOISE:
+                raise ProtocolError(f"share statement of owner {statements[0].owner_id!r} must say its share holds "
+                                    f"the owners' noise the release claims (noise_by 'owners'), got 'none'")
+            check_noise_statements(statements, label)
+        else:
+            raise MessageError(f"result noise_by must be 'proxy' or 'owners', got {str(noise_by)[:40]!r}")
 
     @staticmethod
     def _check_owners(msg: Message, statements: Sequence[ShareStatement], d: int, slots: int) -> list[int]:
@@ -264,6 +286,7 @@ class DataUser:
         statements = check_statements(msg.meta.get("statements"), keyring, session=p.session_id,
                                       key_fingerprint=p.key_fingerprint, d=d, max_owners=p.max_owners,
                                       counted=False)
+        self._check_noise_by(msg, statements)
         slots = p.layout.slots
         self._check_owners(msg, statements, d, slots)
         shapes = ADD_REMOVE.share_chunks(d, slots)  # the aggregate has the shares' layout

@@ -378,3 +378,75 @@ def test_an_owner_colluding_with_the_user_cannot_send_two_different_v(make_user,
     assert (M - (user.n_ * R_tot - np.outer(v_tot, v_tot)) == G).all()  # exactly: nothing of b in M
     b = np.array(user.masked_sum_, dtype=object) - v_tot
     assert max(abs(int(x)) for x in b) > 1 << 40  # and v' = v + b stays masked
+
+
+# -- item 3: the noise a share holds is signed, and every party checks it against the session ----------------------
+
+def _add_remove_shares(make_user, make_owner, *, noise=None, owners=("1", "2", "3")):
+    user = make_user(max_owners=3, max_rows_per_owner=64)
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=3, release="add-remove")
+    for k, oid in enumerate(owners):
+        proxy.receive_share(make_owner(p, oid, release="add-remove", noise=noise).share(_rows(k, 30, 3)))
+    proxy.close_collection()
+    return user, proxy
+
+
+def test_noise_by_owners_on_noiseless_shares_is_refused(make_user, make_owner, tmp_path, capsys):
+    """Issue 24 item 3: ``proxy finish --noise-by owners`` on shares that hold no noise released the exact
+    eigenvalues under a (0.55, 1e-5)-DP report.  Each share's signed statement now says 'none', so the proxy
+    refuses to finish, and a release relabelled 'owners' is refused by the data user before it decrypts."""
+    from dpdpca.dp import calibrate_distributed
+
+    user, proxy = _add_remove_shares(make_user, make_owner)
+    assert {st.noise for st in proxy.statements_} == {"none"}
+    with pytest.raises(ProtocolError, match="must say its share holds the session's noise 'owners:epsilon=1.0"):
+        proxy.finish(epsilon=1.0, delta=1e-5, noise_by="owners", owners=3)
+    assert not proxy.ledger.releases()  # refused before anything was released
+    relabelled = _rewrap(proxy.finish(epsilon=1.0, delta=1e-5), noise_by="owners")
+    with pytest.raises(ProtocolError, match="must say its share holds the owners' noise the release claims"):
+        user.finish(relabelled, n_components=2)
+    assert user.ledger.releases() == {}
+    # shares that hold the owners' noise for another epsilon (or quorum...) than the session's: refused too
+    cal = calibrate_distributed(epsilon=2.0, delta=1e-5, d=3, frac_bits=16, owners=3, honest=3, quorum=3)
+    _, proxy2 = _add_remove_shares(make_user, make_owner, noise=cal)
+    assert {st.noise for st in proxy2.statements_} == {"owners:epsilon=2.0,delta=1e-05,owners=3,honest=3,quorum=3"}
+    with pytest.raises(ProtocolError, match="got 'owners:epsilon=2.0"):
+        proxy2.finish(epsilon=1.0, delta=1e-5, noise_by="owners", owners=3)
+    with pytest.raises(ProtocolError, match="noise 'none', got 'owners:epsilon=2.0"):
+        proxy2.finish(epsilon=2.0, delta=1e-5, noise_by="proxy")  # the proxy's noise on top of the owners'
+    with pytest.raises(ProtocolError, match="owners=3,honest=3,quorum=3'"):  # the keyring lists 18: L must be said
+        proxy2.finish(epsilon=2.0, delta=1e-5, noise_by="owners")
+    proxy2.finish(epsilon=2.0, delta=1e-5, noise_by="owners", owners=3)  # the session the owners signed for
+
+
+def test_noise_by_owners_on_noiseless_shares_is_refused_by_the_cli(tmp_path, capsys):
+    """The same attack with the per-role commands: exit 2, one line, no result file."""
+    keys, ids = tmp_path / "keys", tmp_path / "ids"
+    assert main(["keygen", "--out-dir", str(keys), "--key-bits", "768", "--insecure-test-key", "--max-owners", "2",
+                 "--max-rows-per-owner", "50", "--features", "3"]) == 0
+    shares = []
+    for k, oid in enumerate(("1", "2")):
+        assert main(["owner", "keygen", "--owner-id", oid, "--out-dir", str(ids)]) == 0
+        np.save(tmp_path / f"{oid}.npy", _rows(k, 30, 3))
+        shares.append(str(tmp_path / f"{oid}.msg"))
+        assert main(["owner", "share", "--public", str(keys / "public.json"), "--identity",
+                     str(ids / f"{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.npy"), "--out", shares[-1],
+                     "--insecure-test-key"]) == 0
+    verify = [a for o in ("1", "2") for a in ("--owner-keys", str(ids / f"{o}.verify.json"))]
+    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *verify, "--out-dir",
+                 str(tmp_path / "state"), *shares]) == 0
+    capsys.readouterr()
+    out = tmp_path / "result.msg"
+    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "1", "--delta", "1e-5",
+                 "--noise-by", "owners", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "must say its share holds the session's noise" in err, err
+    assert not out.exists()
+    # and a share of another d than public.json declares: refused by the owner before it encrypts
+    np.save(tmp_path / "wide.npy", _rows(5, 10, 4))
+    assert main(["owner", "share", "--public", str(keys / "public.json"), "--identity",
+                 str(ids / "1.identity.json"), "--data", str(tmp_path / "wide.npy"), "--out",
+                 str(tmp_path / "wide.msg"), "--insecure-test-key"]) == 2
+    assert "d must be the d=3 declared in public.json" in capsys.readouterr().err
+    assert not (tmp_path / "wide.msg").exists()
