@@ -147,7 +147,8 @@ def test_a_service_with_a_budget_refuses_a_second_sessions_release_past_it(tmp_p
     answers = []
     for session in ("a", "b"):
         keys = tmp_path / f"keys-{session}"
-        assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "1", "--max-rows-per-owner", "50"]) == 0
+        assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "1", "--max-rows-per-owner", "50",
+                     "--features", "3"]) == 0
         params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
         port = free_port()
         url = f"https://127.0.0.1:{port}"

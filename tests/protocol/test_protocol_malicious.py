@@ -57,7 +57,7 @@ LOOSE_INTEGERS = [4.5, 4.0, "4", True, None, [4]]
 @pytest.fixture(scope="module")
 def centred_session(make_user, make_owner):
     """A centred session of two owners (d = 3): the user, a share, the proxy's state and its result."""
-    user = make_user(max_rows_per_owner=8)
+    user = make_user(max_rows_per_owner=8, release="any")
     p = user.params
     shares = [make_owner(p, oid, release="centred").share(np.full((4, 3), 0.3) * (k + 1) / 2)
               for k, oid in enumerate(("1", "2"))]
@@ -126,7 +126,7 @@ def test_loose_section_lengths_and_statement_counts_are_refused(centred_session)
                                         ("min_delta", False), ("noise_allowance", 12), ("release", 1),
                                         ("insecure_test_key", "yes")])
 def test_loose_public_json_fields_are_refused(make_user, field, bad):
-    obj = make_user(max_rows_per_owner=8).params.to_json()
+    obj = make_user(max_rows_per_owner=8, release="any").params.to_json()
     obj["dpdpca_protocol"] = dict(obj["dpdpca_protocol"], **{field: bad})
     with pytest.raises(MessageError, match=f"dpdpca_protocol.{field} must be"):
         ProtocolParams.from_json(obj)
@@ -186,7 +186,7 @@ def _rows(seed: int, n: int, d: int) -> np.ndarray:
 
 def _poisoned_session(make_user, make_owner, identity, release: str, tamper) -> tuple[DataUser, bytes]:
     """Two honest owners and owner 3, whose honest integers ``tamper`` changes; the proxy's release."""
-    user = make_user(max_owners=3, max_rows_per_owner=1 << 20)
+    user = make_user(max_owners=3, max_rows_per_owner=1 << 20, release="any")
     p = user.params
     proxy = Proxy(p, user.owner_keys, quorum=3, release=release)
     for k, oid in enumerate(("1", "2")):
@@ -238,7 +238,7 @@ def test_a_poisoned_share_is_caught_by_the_users_checks(make_user, make_owner, i
 
 @pytest.mark.parametrize("release", ["add-remove", "centred"])
 def test_an_honest_release_passes_the_checks_and_records_released(make_user, make_owner, release):
-    user = make_user(max_owners=2, max_rows_per_owner=300)
+    user = make_user(max_owners=2, max_rows_per_owner=300, release="any")
     proxy = Proxy(user.params, user.owner_keys, quorum=2, release=release)
     for k, oid in enumerate(("1", "2")):
         proxy.receive_share(make_owner(user.params, oid, release=release).share(_rows(k, 150, 5)))
@@ -342,12 +342,12 @@ def test_an_owner_colluding_with_the_user_cannot_send_two_different_v(make_user,
     carries the windows, validly signed over them, is refused; (2) the proxy packs the windows from the same
     one-slot ``E[v_j]``, so for any share it accepts -- a colluding owner's arbitrary v included -- the user's
     ``M = R'' - v'v'^T`` is exactly ``N R - v v^T + G``: no term of b is left in it to read."""
-    user = make_user(max_owners=3, max_rows_per_owner=64)
+    user = make_user(max_owners=3, max_rows_per_owner=64, release="any")
     p = user.params
-    proxy = Proxy(p, user.owner_keys, quorum=3, record_noise_for_testing=True)
+    proxy = Proxy(p, user.owner_keys, quorum=3, record_noise_for_testing=True, release="centred")
     honest = [_rows(k, 40, 5) for k in range(2)]
     for X, oid in zip(honest, ("1", "2")):
-        proxy.receive_share(make_owner(p, oid).share(X))
+        proxy.receive_share(make_owner(p, oid, release="centred").share(X))
     vals, d, n = honest_values(p, _rows(7, 40, 5), "centred")
     delta = 1 << 20
     sizes = [min(p.layout.slots, d - a) for a in range(d)]
@@ -383,7 +383,7 @@ def test_an_owner_colluding_with_the_user_cannot_send_two_different_v(make_user,
 # -- item 3: the noise a share holds is signed, and every party checks it against the session ----------------------
 
 def _add_remove_shares(make_user, make_owner, *, noise=None, owners=("1", "2", "3")):
-    user = make_user(max_owners=3, max_rows_per_owner=64)
+    user = make_user(max_owners=3, max_rows_per_owner=64, release="any")
     p = user.params
     proxy = Proxy(p, user.owner_keys, quorum=3, release="add-remove")
     for k, oid in enumerate(owners):
