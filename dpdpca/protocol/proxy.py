@@ -249,6 +249,12 @@ class Proxy:
         if not self._seen.isdisjoint(keys):
             raise ProtocolError(f"ciphertexts must be fresh, got owner {owner!r} resending ciphertexts already "
                                 f"received in another share (a replay)")
+        expected = self._release_setting  # known at intake when a launcher said it (ProxySteps, the service)
+        if expected is not None and (expected.noise_by == "owners") == (statement.noise == NO_NOISE):
+            # refused here, not at finish: one disagreeing share must not make the session unreleasable
+            want = "the owners' noise" if expected.noise_by == "owners" else "no noise"
+            raise ProtocolError(f"share statement of owner {owner!r} must say its share holds {want} (this "
+                                f"session's noise is added by the {expected.noise_by}), got {statement.noise!r}")
         self._seen.update(keys)
         self.d = d
         self._statements[owner] = statement

@@ -450,3 +450,27 @@ def test_noise_by_owners_on_noiseless_shares_is_refused_by_the_cli(tmp_path, cap
                  str(tmp_path / "wide.msg"), "--insecure-test-key"]) == 2
     assert "d must be the d=3 declared in public.json" in capsys.readouterr().err
     assert not (tmp_path / "wide.msg").exists()
+
+
+def test_a_share_whose_noise_disagrees_with_a_known_session_is_refused_at_intake(make_user, make_owner):
+    """When the proxy knows its release setting while collecting (ProxySteps, the HTTPS service), a share whose
+    statement says the wrong kind of noise is refused on arrival, so it cannot make the session unreleasable."""
+    from dpdpca.dp import calibrate_distributed
+    from dpdpca.protocol.config import ReleaseOptions
+    from dpdpca.protocol.roles import ProxySteps
+
+    user = make_user(max_owners=3, max_rows_per_owner=64, release="any")
+    p = user.params
+    cal = calibrate_distributed(epsilon=1.0, delta=1e-5, d=3, frac_bits=16, owners=3, honest=3, quorum=3)
+    steps = ProxySteps(Proxy(p, user.owner_keys, quorum=3, release="add-remove"),
+                       ReleaseOptions(epsilon=1.0, delta=1e-5, release="add-remove", noise_by="owners"), owners=3)
+    with pytest.raises(ProtocolError, match="must say its share holds the owners' noise .* got 'none'"):
+        steps.accept(make_owner(p, "1", release="add-remove").share(_rows(0, 30, 3)))
+    for k, oid in enumerate(("1", "2", "3")):
+        steps.accept(make_owner(p, oid, release="add-remove", noise=cal).share(_rows(k, 30, 3)))
+    steps.close()
+    user.finish(steps.release(), n_components=2)
+    proxy_steps = ProxySteps(Proxy(p, user.owner_keys, quorum=3, release="add-remove"),
+                             ReleaseOptions(epsilon=1.0, delta=1e-5, release="add-remove"))
+    with pytest.raises(ProtocolError, match="must say its share holds no noise .* got 'owners:epsilon=1.0"):
+        proxy_steps.accept(make_owner(p, "1", release="add-remove", noise=cal).share(_rows(0, 30, 3)))
