@@ -26,6 +26,7 @@ __all__ = [
     "NotFittedError",
     "ParameterTypeError",
     "AuthenticationError",
+    "ImplausibleReleaseError",
     "FileAccessError",
     "MissingDependencyError",
     "ProofError",
@@ -88,6 +89,15 @@ class ParameterTypeError(DpdpcaError, TypeError):
 
 class AuthenticationError(ProtocolError):
     """A signed statement is unsigned, signed by an unknown party, or its signature does not verify."""
+
+
+class ImplausibleReleaseError(ProtocolError):
+    """A decrypted release fails a check the public bounds imply (a poisoned or overflowing share); nothing is published.
+
+    ``check`` names the check that failed (e.g. ``"trace"``, ``"slot range"``).
+    """
+
+    check: str = ""
 
 
 class FileAccessError(DpdpcaError, OSError):

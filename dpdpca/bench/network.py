@@ -143,7 +143,7 @@ def command(owners: int, d: int, key_bits: int, concurrency: int, quick: bool, a
         owners, key_bits = min(owners, 200), 1024
     with _bar(3, "parties: keygen, one owner's share, the others' signed shares") as bar:
         user = DataUser.generate(key_bits=key_bits, insecure_test_key=key_bits < 2048, max_owners=owners,
-                                 max_rows_per_owner=16)
+                                 max_rows_per_owner=16, d=d)  # the service needs the session's d declared
         bar.update(1)
         X = np.random.default_rng(0).normal(size=(16, d))
         X = 0.9 * X / np.linalg.norm(X, axis=1, keepdims=True)

@@ -168,7 +168,7 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
     from dpdpca.net.launch import ServerProcess, free_port, throwaway_tls, write_proxy_toml
 
     user = DataUser.generate(key_bits=key_bits, insecure_test_key=key_bits < 2048, max_owners=owners,
-                             max_rows_per_owner=16)
+                             max_rows_per_owner=16, d=d)  # the service needs the session's d declared
     X = np.random.default_rng(0).normal(size=(16, d))
     X = 0.9 * X / np.linalg.norm(X, axis=1, keepdims=True)
     identities = [OwnerIdentity.generate(str(i)) for i in range(1, owners + 1)]

@@ -68,21 +68,28 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
               show_default=True,
               help="The release the parameters serve: add-remove (the default of every command; about 30% more "
                    "slots per ciphertext), centred, or any (both); the owners and the proxy refuse another.")
+@click.option("--features", "features", type=int, default=None,
+              help="d, the number of features every owner's share must have (written to public.json; every party "
+                   "refuses another d, and 'proxy serve' needs it so that no uploader fixes d for the others).")
 def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners: int, max_rows_per_owner: int,
                frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool, packing: str,
-               declared_release: str) -> None:
+               declared_release: str, features: int | None) -> None:
     """Data user: generate the key pair and the public protocol parameters."""
     from dpdpca.crypto import generate_keypair
     from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
 
     targets = [Path(out_dir) / "private.json", Path(out_dir) / "public.json"]
     existing = [str(t) for t in targets if t.exists()]
+    if features is not None:
+        from dpdpca._validation import check_int
+
+        check_int("features", features, minimum=1)
     if existing and not force:  # checked before the (slow) key generation
         raise FileAccessError(f"keygen output must not exist (pass --force to overwrite), got {existing[0]!r}")
     pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
     params = ProtocolParams.create(pk, max_owners=max_owners, max_rows_per_owner=max_rows_per_owner,
                                    frac_bits=frac_bits, kappa=kappa, min_epsilon=min_epsilon, min_delta=min_delta,
-                                   packing=packing, release=declared_release)
+                                   packing=packing, release=declared_release, d=features)
     public = params.to_json()
     private = {**sk.to_json(), PARAMS_KEY: public[PARAMS_KEY]}
     atomic_write_json(targets[0], private, mode=0o600, exclusive=not force)

@@ -161,6 +161,9 @@ class Collection:
         self._lock = threading.Lock()
         self._broken: str | None = None
         self._refused: str | None = None
+        if params.d is None:  # else the first share accepted would fix d for every other owner
+            raise ParameterError("public.json must declare d, the number of features, for the proxy service "
+                                 "(dpdpca keygen --features D), got none")
         (self.root / "shares").mkdir(parents=True, exist_ok=True)
         self._remove_partial_writes()
         self.ledger = ReleaseLedger(self.root / "ledger.json")

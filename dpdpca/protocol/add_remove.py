@@ -34,9 +34,11 @@ from dpdpca.dp import (BLOCKS, AddRemoveCalibration, DistributedCalibration, blo
                        sample_discrete_gaussian)
 from dpdpca.dp.distributed import honest_present
 from dpdpca.errors import OverflowRiskError
+from dpdpca.protocol.counts import NO_NOISE
 
 __all__ = ["owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy", "add_block_noise",
-           "owner_noise_calibration", "coalition_report"]
+           "owner_noise_calibration", "coalition_report",
+           "owner_noise_label"]
 
 
 def _draw(sigma_squared: dict[str, Any], counts: dict[str, int], source: Any = None) -> dict[str, list[int]]:
@@ -104,6 +106,20 @@ def centred_from_noisy(r_upper: Sequence[int], v: Sequence[int], n_scaled: int, 
     vf = np.array([x / scales["v"] for x in v], dtype=np.float64)
     n = max(1.0, n_scaled / scales["N"])
     return R - np.outer(vf, vf) / n, n
+
+
+def owner_noise_label(cal: DistributedCalibration | None) -> str:
+    """What an owner's signed statement says about the noise its share holds (:mod:`dpdpca.protocol.counts`).
+
+    ``"none"`` without owners' noise; else the parameters the share's noise
+    was calibrated with, which fix its sigma: ``"owners:epsilon=1.0,delta=1e-05,owners=5,honest=5,quorum=5"``.
+    The proxy finishing with owners' noise computes the same label from its
+    own options and refuses a statement that differs.
+    """
+    if cal is None:
+        return NO_NOISE
+    return (f"owners:epsilon={float(cal.epsilon)!r},delta={float(cal.delta)!r},owners={int(cal.owners)},"
+            f"honest={int(cal.honest)},quorum={int(cal.quorum)}")
 
 
 def owner_noise_calibration(options: dict[str, Any], *, d: int, frac_bits: int, owners: int, quorum: int | None,

@@ -4,8 +4,14 @@ Under replace-one neighbouring the number of rows is public, so each owner
 sends its count ``N_l`` in the clear, inside a statement it signs with its
 Ed25519 key (:mod:`dpdpca.protocol.identity`)::
 
-    "dpdpca/owner-share/v2" NUL {"ciphertext_sha256": ..., "d": ..., "key_fingerprint": ...,
-                                 "n_rows": ..., "owner_id": ..., "session": ...}
+    "dpdpca/owner-share/v3" NUL {"ciphertext_sha256": ..., "d": ..., "key_fingerprint": ...,
+                                 "n_rows": ..., "noise": ..., "owner_id": ..., "session": ...}
+
+``noise`` says what DP noise the share holds: ``"none"`` (the proxy adds
+it), or the owners' distributed noise as the parameters it was calibrated
+with (:func:`dpdpca.protocol.add_remove.owner_noise_label`).  The proxy
+refuses to finish a session whose noise disagrees with a statement, and the
+data user refuses a release whose ``noise_by`` disagrees with them.
 
 ``ciphertext_sha256`` is the SHA-256 of the share's ciphertext sections
 (:func:`ciphertext_digest`), so the statement binds the count to exactly
@@ -31,14 +37,17 @@ from typing import Any, Mapping, Sequence
 from dpdpca.errors import AuthenticationError, MessageError, ProtocolError
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, check_owner_id, statement_bytes
 
-__all__ = ["SHARE_DOMAIN", "SHARE_SECTIONS", "ShareStatement", "ciphertext_digest", "check_counts",
+__all__ = ["SHARE_DOMAIN", "SHARE_SECTIONS", "NO_NOISE", "check_noise_statements", "ShareStatement", "ciphertext_digest", "check_counts",
            "check_statements"]
 
 #: Domain string of an owner-share statement (a signature on it verifies as nothing else).
-SHARE_DOMAIN = "dpdpca/owner-share/v2"
+SHARE_DOMAIN = "dpdpca/owner-share/v3"
+#: What a share's statement says when it holds no DP noise (the proxy adds it).
+NO_NOISE = "none"
+_NOISE = re.compile(r"[a-z]+(:[A-Za-z0-9_.,=+-]{1,200})?")
 _DIGITS = re.compile(r"[0-9]{1,20}")
 #: The ciphertext sections of an owner share, in digest order.
-SHARE_SECTIONS = ("R", "v", "vwin")
+SHARE_SECTIONS = ("R", "v")
 
 
 def ciphertext_digest(sections: Mapping[str, bytes], names: Sequence[str] = SHARE_SECTIONS) -> str:
@@ -77,6 +86,8 @@ class ShareStatement:
         :func:`ciphertext_digest` of the share's sections.
     signature : str
         base64url Ed25519 signature of :meth:`payload`.
+    noise : str
+        The DP noise the share holds: :data:`NO_NOISE` or an owners' noise label.
     """
 
     owner_id: str
@@ -84,12 +95,13 @@ class ShareStatement:
     n_rows: int | None
     ciphertext_sha256: str
     signature: str
+    noise: str = NO_NOISE
 
     @staticmethod
     def payload_for(*, session: str, key_fingerprint: str, owner_id: str, d: int, n_rows: int | None,
-                    ciphertext_sha256: str) -> bytes:
+                    ciphertext_sha256: str, noise: str = NO_NOISE) -> bytes:
         return statement_bytes(SHARE_DOMAIN, {"session": session, "key_fingerprint": key_fingerprint,
-                                              "owner_id": owner_id, "d": d,
+                                              "owner_id": owner_id, "d": d, "noise": noise,
                                               # -1 (never a count) signs "no count" (add/remove release)
                                               "n_rows": -1 if n_rows is None else n_rows,
                                               "ciphertext_sha256": ciphertext_sha256})
@@ -97,16 +109,17 @@ class ShareStatement:
     def payload(self, *, session: str, key_fingerprint: str) -> bytes:
         """The signed bytes, in the given session and under the given key."""
         return self.payload_for(session=session, key_fingerprint=key_fingerprint, owner_id=self.owner_id,
-                                d=self.d, n_rows=self.n_rows, ciphertext_sha256=self.ciphertext_sha256)
+                                d=self.d, n_rows=self.n_rows, ciphertext_sha256=self.ciphertext_sha256,
+                                noise=self.noise)
 
     @classmethod
     def sign(cls, identity: OwnerIdentity, *, session: str, key_fingerprint: str, d: int, n_rows: int | None,
-             ciphertext_sha256: str) -> "ShareStatement":
+             ciphertext_sha256: str, noise: str = NO_NOISE) -> "ShareStatement":
         """The owner's statement, signed with its identity."""
         payload = cls.payload_for(session=session, key_fingerprint=key_fingerprint, owner_id=identity.owner_id,
-                                  d=d, n_rows=n_rows, ciphertext_sha256=ciphertext_sha256)
+                                  d=d, n_rows=n_rows, ciphertext_sha256=ciphertext_sha256, noise=noise)
         sig = base64.urlsafe_b64encode(identity.sign(payload)).decode().rstrip("=")
-        return cls(identity.owner_id, d, n_rows, ciphertext_sha256, sig)
+        return cls(identity.owner_id, d, n_rows, ciphertext_sha256, sig, noise)
 
     def verify(self, keyring: OwnerKeyring, *, session: str, key_fingerprint: str) -> None:
         """Check the signature against the owner's listed key.
@@ -125,7 +138,7 @@ class ShareStatement:
 
     def to_json(self) -> dict[str, Any]:
         return {"owner_id": self.owner_id, "d": self.d, "n_rows": None if self.n_rows is None else str(self.n_rows),
-                "ciphertext_sha256": self.ciphertext_sha256, "signature": self.signature}
+                "ciphertext_sha256": self.ciphertext_sha256, "signature": self.signature, "noise": self.noise}
 
     @classmethod
     def from_json(cls, obj: Any) -> "ShareStatement":
@@ -151,7 +164,11 @@ class ShareStatement:
             raise MessageError(f"share statement ciphertext_sha256 must be 64 hex characters, got {str(digest)[:80]!r}")
         if not isinstance(sig, str) or len(sig) > 128:
             raise MessageError(f"share statement signature must be a base64url string, got {type(sig).__name__}")
-        return cls(owner, d, None if n is None else int(n), digest, sig)
+        noise = obj.get("noise")
+        if not isinstance(noise, str) or _NOISE.fullmatch(noise) is None:
+            raise MessageError(f"share statement noise must be 'none' or an owners' noise label, got "
+                               f"{str(noise)[:80]!r}")
+        return cls(owner, d, None if n is None else int(n), digest, sig, noise)
 
 
 def check_counts(statements: Any, keyring: OwnerKeyring, *, session: str, key_fingerprint: str, d: int,
@@ -211,3 +228,19 @@ def check_statements(statements: Any, keyring: OwnerKeyring, *, session: str, ke
                                f"got n_rows={st.n_rows}")
         st.verify(keyring, session=session, key_fingerprint=key_fingerprint)
     return parsed
+
+
+def check_noise_statements(statements: Sequence[ShareStatement], expected: str) -> None:
+    """Every statement must say the share holds ``expected`` noise (the session's), else refuse naming the owner.
+
+    Raises
+    ------
+    ProtocolError
+        A statement whose noise disagrees: e.g. a noiseless share (``"none"``)
+        in a session whose noise the owners add, which would release the exact
+        values under a DP report.
+    """
+    for st in statements:
+        if st.noise != expected:
+            raise ProtocolError(f"share statement of owner {st.owner_id!r} must say its share holds the session's "
+                                f"noise {expected!r}, got {st.noise!r}")

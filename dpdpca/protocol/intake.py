@@ -39,7 +39,7 @@ from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
 from dpdpca.protocol.params import ProtocolParams, check_features
-from dpdpca.protocol.proofs import check_share_proof
+from dpdpca.protocol.proofs import PROOF_SECTION, check_share_proof
 from dpdpca.protocol.releases import CENTRED, ProtocolRelease, as_release
 from dpdpca.protocol.sections import check_share_units, load_share_arrays
 
@@ -123,7 +123,7 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
         raise ProtocolError(f"share sender must be owner:{owner}, got {msg.sender!r:.80}")
     if owner not in ctx.owner_keys:
         raise AuthenticationError(f"share signer must be a listed owner, got {owner!r}")
-    d = check_features(msg.meta_int("d", minimum=1), ctx.max_features)
+    d = p.check_d(check_features(msg.meta_int("d", minimum=1), ctx.max_features), who=f"owner {owner!r}")
     if d_expected is not None and d != d_expected:
         raise DataError(f"owners must all have d={d_expected} features, got d={d} from owner {owner!r}")
     if msg.meta.get("release", CENTRED) != ctx.release:  # a share without the field predates add/remove
@@ -132,6 +132,11 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
     if msg.meta.get("declared_bounds") != declared:
         raise MessageError(f"share declared_bounds must be the public {declared}, "
                            f"got {str(msg.meta.get('declared_bounds'))[:200]}")
+    # the release's ciphertext sections, each once (a second encoding of v, as version 2's "vwin", is refused),
+    # and optionally a range proof
+    if not set(ctx.release.sections) <= set(msg.sections) <= {*ctx.release.sections, PROOF_SECTION}:
+        raise MessageError(f"share sections must be {list(ctx.release.sections)} (and optionally "
+                           f"{PROOF_SECTION!r}) for the {ctx.release!r} release, got {sorted(msg.sections)[:8]}")
     statement = ShareStatement.from_json(msg.meta.get("statement"))
     if statement.owner_id != owner or statement.d != d:
         raise AuthenticationError(f"share statement must be for owner {owner!r} and d={d}, "

@@ -3,8 +3,9 @@
 Centred release: ``R`` travels as its row-aligned, packed upper triangle
 (:func:`dpdpca.crypto.upper_triangle_chunks`; the mask term
 ``E[v_i]**pack(b_a..b_{a+k})`` needs every ciphertext inside one row) and
-``v`` as ``d`` single slots and as ``d`` windows
-``W_a = v[a : min(a + slots, d)]`` (the mask terms need both shapes).
+``v`` as ``d`` single slots.  The other mask term needs ``v`` as ``d``
+windows ``W_a = v[a : min(a + slots, d)]``; the proxy packs them from the
+single slots (:func:`window_chunks`), so v has one encoding only.
 
 Add/remove release: there is no mask, so nothing needs row alignment.  The
 row-major upper triangle is cut into consecutive full tiles

@@ -17,6 +17,9 @@ The ledger is a JSON file, persisted across processes::
     {"dpdpca_release_ledger": {"version": 1, "releases": {
         "<session id>": {"role": "proxy", "digest": "<sha256 hex>", "time": "<UTC ISO 8601>"}}}}
 
+The data user adds ``"outcome"``: ``"released"`` or ``"refused: <check>"``
+(:meth:`ReleaseLedger.record_outcome`; docs/protocol.md, "Decrypt, check, claim").
+
 It is read and rewritten under an exclusive ``flock`` on a sidecar lock file
 and replaced atomically (temporary file, fsync, rename), so two concurrent
 claims of one session cannot both succeed and a crash leaves either the old
@@ -159,3 +162,26 @@ class ReleaseLedger:
             else:
                 atomic_write_json(self.path, {LEDGER_KEY: {"version": 1, "releases": releases}}, mode=0o600)
         return True
+
+    def record_outcome(self, session_id: str, *, digest: str, outcome: str) -> None:
+        """Note what became of the claimed release ``digest`` (``"released"``, or ``"refused: <check>"``).
+
+        The session stays claimed either way: a refusal that depends on the
+        decrypted values is itself a function of the release.
+
+        Raises
+        ------
+        ProtocolError
+            The session is not claimed with this digest.
+        """
+        with _Lock(self._lock_path()):
+            releases = self._read()
+            held = releases.get(session_id)
+            if held is None or held.get("digest") != digest:
+                raise ProtocolError(f"session {session_id} must be claimed with this release before its outcome "
+                                    f"is recorded, got {'another release' if held else 'no claim'}")
+            held["outcome"] = str(outcome)[:200]
+            if self.path is None:
+                self._memory = releases
+            else:
+                atomic_write_json(self.path, {LEDGER_KEY: {"version": 1, "releases": releases}}, mode=0o600)

@@ -155,6 +155,7 @@ class DataOwner:
         """
         name = f"owner {self.owner_id} data"
         arr = check_data_matrix(name, X)
+        self.params.check_d(arr.shape[1], who=f"owner {self.owner_id}'s data")
         n_rows = arr.shape[0]
         if n_rows > self.params.max_rows_per_owner:
             raise OverflowRiskError(f"rows per owner must be <= max_rows_per_owner="
@@ -176,9 +177,10 @@ class DataOwner:
         """Round 1: the encrypted share ``E[R^l]``, ``E[v^l]`` and the signed count ``N^l`` as one message.
 
         ``R^l`` is sent as its packed, row-aligned upper triangle.  For the
-        centred release ``v^l`` goes twice, as d single-slot ciphertexts and as
-        d windows ``W_a = v[a : min(a + slots, d)]`` (the proxy needs both
-        shapes for ``v b^T + b v^T``); the add/remove release has no mask, so
+        centred release ``v^l`` goes once, as d single-slot ciphertexts (the
+        proxy packs the windows ``v b^T + b v^T`` needs from them itself, so
+        there is no second encoding of v to disagree with the first); the
+        add/remove release has no mask, so
         ``v^l`` goes once as ``ceil(d / slots)`` packed tiles, with
         ``E[N^l 2^2f]`` (the release's ``share_chunks``, :mod:`dpdpca.protocol.releases`).  Declared bounds are the public ones, never the
         data's.  ``N^l`` travels in the clear inside a
@@ -225,7 +227,8 @@ class DataOwner:
             sections = {name: arr.to_bytes() for name, arr in encrypted.items()}
             digest = ciphertext_digest(sections, self.release.sections)
             statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
-                                            d=d, n_rows=n_sent, ciphertext_sha256=digest)
+                                            d=d, n_rows=n_sent, ciphertext_sha256=digest,
+                                            noise=add_remove.owner_noise_label(self.noise))
         if base is not None:
             with self.timings_.measure(self.party, "prove"):
                 sections[PROOF_SECTION] = prove_share(base, p, self.release, encrypted, witnesses,
@@ -248,7 +251,7 @@ class DataOwner:
             if ready is None and self.executor is None:  # size the one fixed-base table for the whole share
                 self.public_key.djn_table(sum(len(c) for c in shapes.values()))
             encrypted = {name: encrypt(self.public_key, values[name], layout=layout,
-                                       bound=bounds["v" if name == "vwin" else name], chunks=chunks,
+                                       bound=bounds[name], chunks=chunks,
                                        executor=self.executor,
                                        factors=None if ready is None else ready.sections[name])
                          for name, chunks in shapes.items()}

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from dpdpca._validation import check_delta, check_int, check_positive, param_error
 from dpdpca.crypto import PublicKey, SlotLayout
 from dpdpca.dp.release import check_noise_by
-from dpdpca.errors import DpdpcaError, MessageError, OverflowRiskError
+from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError
 from dpdpca.protocol.bounds import (CALIBRATIONS, DEFAULT_MAX_FEATURES, NOISE_LATTICES, SENSITIVITY_MODES,
                                     TAIL_LOG2_ENTRIES, TAIL_LOG2_FAILURE, add_remove_sigma_bound,
                                     add_remove_value_bound, carry_value_bound, check_features, check_noise_options,
@@ -160,11 +160,13 @@ class ProtocolParams:
     layout: SlotLayout = field(compare=False)
     packing: str = "wide"
     release: str = "any"
+    d: int | None = None
 
     @classmethod
     def create(cls, public_key: PublicKey, *, max_owners: int, max_rows_per_owner: int, frac_bits: int = 16,
                kappa: int = 40, min_epsilon: float = 0.01, min_delta: float = 1e-12,
-               session_id: str | None = None, packing: str = "wide", release: str = "add-remove") -> "ProtocolParams":
+               session_id: str | None = None, packing: str = "wide", release: str = "add-remove",
+               d: int | None = None) -> "ProtocolParams":
         """Derive the noise allowance and slot layout from declared public bounds.
 
         Raises
@@ -177,6 +179,8 @@ class ProtocolParams:
         """
         check_int("max_owners", max_owners, minimum=1, maximum=MAX_OWNERS)
         check_int("max_rows_per_owner", max_rows_per_owner, minimum=1, maximum=MAX_ROWS_PER_OWNER)
+        if d is not None:
+            check_int("d", d, minimum=1)
         check_int("frac_bits", frac_bits, minimum=0, maximum=26)
         check_int("kappa", kappa, minimum=40)
         min_epsilon = check_positive("min_epsilon", min_epsilon)
@@ -196,7 +200,18 @@ class ProtocolParams:
         layout = (served[0] if len(served) == 1 else CENTRED).slot_layout(public_key, packing=packing,
                                                                           declared=declared)
         return cls(public_key, session_id, max_owners, max_rows_per_owner, frac_bits, kappa, min_epsilon,
-                   min_delta, allowance, layout, packing, release)
+                   min_delta, allowance, layout, packing, release, d)
+
+    def check_d(self, d: int, *, who: str) -> int:
+        """``d`` if the parameters declare no d or this one, else a one-line :class:`DataError` naming ``who``.
+
+        A declared d (``keygen --features``) fixes the session's number of
+        features for every party, so no share can fix it for the others.
+        """
+        if self.d is not None and d != self.d:
+            raise DataError(f"d must be the d={self.d} declared in public.json (keygen --features), "
+                            f"got d={d} from {who}")
+        return d
 
     def check_release(self, release: str) -> ProtocolRelease:
         """The release object if these parameters serve it, else a one-line :class:`ParameterError`."""
@@ -264,6 +279,8 @@ class ProtocolParams:
             "release": self.release,
             "insecure_test_key": bool(getattr(self.public_key, "insecure_test_key", False)),
         }
+        if self.d is not None:
+            out[PARAMS_KEY]["d"] = self.d
         return out
 
     @classmethod
@@ -296,11 +313,13 @@ class ProtocolParams:
                 raise MessageError(f"{PARAMS_KEY}.insecure_test_key must be true or false, got "
                                    f"{type(insecure).__name__}")
             allowance = decimal_int(f"{PARAMS_KEY}.noise_allowance", p["noise_allowance"], minimum=1)
+            d = None if p.get("d") is None else strict_int(f"{PARAMS_KEY}.d", p["d"], minimum=1)
             pk = PublicKey.from_json(jwk, insecure_test_key=insecure)
             params = cls.create(pk, max_owners=ints["max_owners"], max_rows_per_owner=ints["max_rows_per_owner"],
                                 frac_bits=ints["frac_bits"], kappa=ints["kappa"],
                                 min_epsilon=reals["min_epsilon"], min_delta=reals["min_delta"],
-                                session_id=p["session_id"], packing=texts["packing"], release=texts["release"])
+                                session_id=p["session_id"], packing=texts["packing"], release=texts["release"],
+                                d=d)
             layout_ok = (params.noise_allowance == allowance and params.layout.slot_bits == ints["slot_bits"]
                          and params.layout.slots == ints["slots"])
         except DpdpcaError:

@@ -44,6 +44,11 @@ class RunPlan:
         return list(self.partitions)
 
     @property
+    def d(self) -> int:
+        """The number of features, declared in the run's public parameters (every partition has it)."""
+        return int(next(iter(self.partitions.values())).shape[1])
+
+    @property
     def quorum(self) -> int:
         """Shares the proxy waits for (default: every present owner)."""
         q = self.options.deployment.quorum
@@ -65,7 +70,7 @@ class RunPlan:
         key, rel = self.options.key, self.options.release
         return dict(max_owners=self.max_owners, max_rows_per_owner=self.max_rows_per_owner, frac_bits=key.frac_bits,
                     kappa=key.kappa, min_epsilon=min(rel.epsilon, 1.0), min_delta=rel.delta, packing=key.packing,
-                    release=rel.mode)
+                    release=rel.mode, d=self.d)
 
     def owner_noise(self, d: int, frac_bits: int) -> Any:
         """Each owner's share of the distributed noise (None unless ``noise_by="owners"``)."""

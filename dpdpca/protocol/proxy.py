@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterable
@@ -27,9 +28,9 @@ from dpdpca.dp.accountant import PrivacyLedger
 from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError, ProofError, ProtocolError
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.config import ReleaseOptions
-from dpdpca.protocol.counts import ShareStatement
+from dpdpca.protocol.counts import NO_NOISE, ShareStatement, check_noise_statements
 from dpdpca.protocol.identity import OwnerKeyring
-from dpdpca.protocol.layout import row_chunk_spans
+from dpdpca.protocol.layout import row_chunk_spans, window_chunks
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.messages import Message, MessageType
@@ -248,6 +249,12 @@ class Proxy:
         if not self._seen.isdisjoint(keys):
             raise ProtocolError(f"ciphertexts must be fresh, got owner {owner!r} resending ciphertexts already "
                                 f"received in another share (a replay)")
+        expected = self._release_setting  # known at intake when a launcher said it (ProxySteps, the service)
+        if expected is not None and (expected.noise_by == "owners") == (statement.noise == NO_NOISE):
+            # refused here, not at finish: one disagreeing share must not make the session unreleasable
+            want = "the owners' noise" if expected.noise_by == "owners" else "no noise"
+            raise ProtocolError(f"share statement of owner {owner!r} must say its share holds {want} (this "
+                                f"session's noise is added by the {expected.noise_by}), got {statement.noise!r}")
         self._seen.update(keys)
         self.d = d
         self._statements[owner] = statement
@@ -380,6 +387,21 @@ class Proxy:
             pool.close()  # forgets every factor not handed out, and the own base's table
         return out
 
+    def _windows(self, v: EncryptedArray, d: int) -> EncryptedArray:
+        """``E[W_a]``, ``W_a = v[a : min(a + slots, d)]`` for ``a = 0..d-1``, packed from the one-slot ``E[v_j]``.
+
+        Horner's rule (:meth:`~dpdpca.crypto.EncryptedArray.repack`): about
+        ``d * slots * slot_bits`` squarings modulo n**2, once per session on
+        the aggregate.  Version 2 shares carried the windows as a second
+        encoding of v, which nothing tied to the first: an owner colluding
+        with the data user could send them different and let the user undo
+        the mask (docs/threat-model.md).
+        """
+        sizes = window_chunks(d, self.params.layout.slots)
+        singles = v.select([a + j for a, size in enumerate(sizes) for j in range(size)])
+        with self.timings_.measure(self.party, "windows"):
+            return singles.repack(self.params.layout, chunks=sizes, executor=self.executor)
+
     @property
     def received(self) -> list[str]:
         """Owner ids whose shares were accepted, in arrival order."""
@@ -427,7 +449,7 @@ class Proxy:
             raise ProtocolError("state_bytes needs a closed collection, got none")
         p = self.params
         return Message(MessageType.PROXY_STATE, p.session_id, p.key_fingerprint, self.party,
-                       meta={"owners": self.owners_, "d": self.d, "release": str(self.release),
+                       meta={"owners": self.owners_, "d": self.d, "release": str(self.release), "quorum": self.quorum,
                              "statements": [st.to_json() for st in self.statements_],
                              "range_proofs": self.range_proofs, "excluded": dict(self.excluded_)},
                        sections={k: a.to_bytes() for k, a in self._aggregate.items()}).to_bytes()
@@ -439,7 +461,7 @@ class Proxy:
         """Rebuild a proxy whose collection is closed from :meth:`state_bytes`; re-checks every signature."""
         msg = Message.from_bytes(data).expect(MessageType.PROXY_STATE, session=params.session_id,
                                               key_fingerprint=params.key_fingerprint)
-        d = check_features(msg.meta_int("d", minimum=1), max_features)
+        d = params.check_d(check_features(msg.meta_int("d", minimum=1), max_features), who="the proxy state")
         release = as_release(msg.meta.get("release", CENTRED))  # a state without the field predates add/remove
         statements, n = release.check_statements(msg.meta.get("statements"), owner_keys, session=params.session_id,
                                                  key_fingerprint=params.key_fingerprint, d=d,
@@ -449,8 +471,10 @@ class Proxy:
         if msg.meta.get("owners") != owners:
             raise MessageError(f"proxy state owners must be those of its statements {owners}, "
                                f"got {str(msg.meta.get('owners'))[:200]}")
-        proxy = cls(params, owner_keys, quorum=1, executor=executor, ledger=ledger, max_features=max_features,
-                    release=release, range_proofs=msg.meta.get("range_proofs") is True)
+        # the collection's quorum sizes the owners' noise (add_remove.owner_noise_label): kept in the state
+        quorum = msg.meta_int("quorum", minimum=1) if "quorum" in msg.meta else 1
+        proxy = cls(params, owner_keys, quorum=min(quorum, len(owner_keys)), executor=executor, ledger=ledger,
+                    max_features=max_features, release=release, range_proofs=msg.meta.get("range_proofs") is True)
         excluded = msg.meta.get("excluded", {})
         if not isinstance(excluded, dict):
             raise MessageError(f"proxy state excluded must be an object, got {type(excluded).__name__}")
@@ -551,6 +575,10 @@ class Proxy:
         if self.ledger.is_released(self.params.session_id):  # early, before any expensive work
             raise ProtocolError(f"session {self.params.session_id} must be released once, got a second release "
                                 f"(the ledger holds one)")
+        # The report promises this noise: every share must say it holds exactly its part of it (owners' noise),
+        # or none (the proxy's): noiseless shares under an owners'-noise report would release exact values.
+        check_noise_statements(self.statements_, NO_NOISE if noise.distributed is None
+                               else add_remove.owner_noise_label(noise.distributed))
         cost = None
         if ledger is not None:
             cost = noise.cost(label=label or f"dpdpca session {self.params.session_id}")
@@ -596,9 +624,11 @@ class Proxy:
             for i, a, ln in spans:
                 rows[i].append(b[a:a + ln])
             term1 = scalars_times_packed(agg["v"], rows, vector_bound=bound_b, executor=self.executor)
-            # term2: E[W_a]^{b_i} -> slots b_i v_j
-            term2 = agg["vwin"].select([a for _, a, _ in spans]).mul_scalars([b[i] for i, _, _ in spans],
-                                                                              executor=self.executor)
+            # term2: E[W_a]^{b_i} -> slots b_i v_j, the windows W_a = v[a : a + slots] packed here from
+            # the same one-slot E[v_j] as term1 (an owner sends v once, so it cannot send two different v)
+            windows = self._windows(agg["v"], d)
+            term2 = windows.select([a for _, a, _ in spans]).mul_scalars([b[i] for i, _, _ in spans],
+                                                                         executor=self.executor)
             plain = [b[i] * b[j] + g for (i, j), g in zip(_upper_pairs(d), draws)]
             r2 = sum_arrays([enc_nr, term1, term2], executor=self.executor).add_plain(
                 plain, plain_bound=bound_b * bound_b + p.noise_allowance)
@@ -606,7 +636,7 @@ class Proxy:
             # than M's), repacked from the one-slot E[v_i]; plain packing: the windows starting at
             # 0, slots, 2*slots, ... tile v.
             v_packed = (agg["v"].repack(p.v2_layout, executor=self.executor) if p.packing == "wide"
-                        else agg["vwin"].select(list(range(0, d, slots))))
+                        else windows.select(list(range(0, d, slots))))
             v2 = v_packed.add_plain(b, plain_bound=bound_b)
 
         with self.timings_.measure(self.party, "rerandomize"):
@@ -622,7 +652,9 @@ class Proxy:
 
         meta = {"owners": self.owners_, "d": d, "N": str(n), "frac_bits": f,
                 "statements": [st.to_json() for st in self.statements_],
-                "noise_lattice": setting.noise_lattice, "privacy": noise.report.to_dict()}
+                "noise_lattice": setting.noise_lattice, "privacy": noise.report.to_dict(),
+                # public: the user's plausibility checks allow this noise's tail (protocol.plausibility)
+                "noise_sigma_int": {"M": float(mech.sigma) * factor}}
         return self._claim(Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
                                    sections={"R2": r2.to_bytes(), "v2": v2.to_bytes()}).to_bytes())
 
@@ -646,14 +678,18 @@ class Proxy:
                 r2 = agg["R"].add_plain(draws["R"], plain_bound=p.noise_allowance)
                 v2 = v_packed.add_plain(draws["v"], plain_bound=p.noise_allowance)
                 n2 = agg["N"].add_plain(draws["N"], plain_bound=p.noise_allowance)
+                sigmas = {b: math.sqrt(float(s2)) for b, s2 in noise.calibration.sigma_squared_int.items()}
             else:
                 r2, v2, n2 = agg["R"], v_packed, agg["N"]
                 extra["coalitions"] = add_remove.coalition_report(noise.distributed, present=len(self.owners_))
+                # every present owner's share, if each added its own (the plausibility checks' worst case)
+                sigmas = {b: math.sqrt(float(s2) * len(self.owners_))
+                          for b, s2 in noise.distributed.local_sigma_squared_int.items()}
         with self.timings_.measure(self.party, "rerandomize"):
             r2, v2, n2 = self._rerandomize(r2, v2, n2)
         meta = {"owners": self.owners_, "d": d, "frac_bits": p.frac_bits, "release": str(self.release),
                 "noise_by": noise.setting.noise_by, "statements": [st.to_json() for st in self.statements_],
-                "privacy": noise.report.to_dict(), **extra}
+                "privacy": noise.report.to_dict(), "noise_sigma_int": sigmas, **extra}
         return self._claim(Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
                                    sections={"R2": r2.to_bytes(), "v2": v2.to_bytes(),
                                              "N2": n2.to_bytes()}).to_bytes())

@@ -45,7 +45,7 @@ from dpdpca.protocol.bounds import (CALIBRATIONS, NOISE_LATTICES, add_remove_sig
                                     slot_value_bound)
 from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements
 from dpdpca.protocol.identity import OwnerKeyring
-from dpdpca.protocol.layout import tile_chunks, triangle_chunk_count, window_chunks
+from dpdpca.protocol.layout import tile_chunks, triangle_chunk_count
 from dpdpca.protocol.masking import mask_tv_bound
 from dpdpca.protocol.notes import centred_report
 from dpdpca.triangle import upper_triangle_size
@@ -297,7 +297,9 @@ class CentredRelease(ProtocolRelease):
     name = "centred"
     neighbouring = REPLACE_ONE
     relation_reason = "the protocol releases N exactly, which is not DP under add/remove-one"
-    sections = ("R", "v", "vwin")
+    # v once, as d single slots: the proxy packs the windows W_a the mask needs from them
+    # (Proxy._windows), so an owner cannot send two encodings of v that disagree
+    sections = ("R", "v")
     counted = True
     owner_noise = False
     rerandomizer = "standard"
@@ -311,10 +313,10 @@ class CentredRelease(ProtocolRelease):
         return triangle_chunk_count(d, slots)
 
     def share_counts(self, d: int, slots: int) -> dict[str, int]:
-        return {"R": self.r_count(d, slots), "v": d, "vwin": d}
+        return {"R": self.r_count(d, slots), "v": d}
 
     def _chunks(self, d: int, slots: int) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        return (("R", tuple(self.r_chunks(d, slots))), ("v", (1,) * d), ("vwin", tuple(window_chunks(d, slots))))
+        return (("R", tuple(self.r_chunks(d, slots))), ("v", (1,) * d))
 
     def result_ciphertexts(self, d: int, slots: int, v_slots: int | None = None) -> int:
         return self.r_count(d, slots) + -(-d // (slots if v_slots is None else v_slots))
@@ -368,9 +370,7 @@ class CentredRelease(ProtocolRelease):
                      noise: dict[str, list[int]] | None) -> tuple[dict[str, list[int]], int | None]:
         if noise is not None:
             raise param_error("noise", "None unless release is 'add-remove'", type(noise).__name__)
-        d = len(v)
-        return {"R": [int(x) for x in r_upper], "v": v,
-                "vwin": [x for a in range(d) for x in v[a:a + slots]]}, int(n)
+        return {"R": [int(x) for x in r_upper], "v": v}, int(n)
 
     def finish(self, proxy: Any, noise: ReleaseNoise) -> bytes:
         return proxy._finish_centred(noise)  # type: ignore[no-any-return]

@@ -97,7 +97,7 @@ def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: i
     check_section_sizes(msg, rel.share_counts(d, slots), params.public_key.ciphertext_bytes)
     bounds = {k: b * owners for k, b in params.share_bounds(rel).items()}
     arrays = {name: load_array(msg, name, params.public_key, chunks=chunks,
-                               bound=bounds["v" if name == "vwin" else name], layout=params.layout, check_units=False)
+                               bound=bounds[name], layout=params.layout, check_units=False)
               for name, chunks in rel.share_chunks(d, slots).items()}
     if check_units:
         check_share_units(arrays, params.public_key)
@@ -126,7 +126,7 @@ def share_arrays_from(params: ProtocolParams, d: int, release: str, ciphertexts:
     bounds = params.share_bounds(release)
     chunks = as_release(release).share_chunks(d, params.layout.slots)
     return {name: EncryptedArray._trusted(params.public_key, params.layout, tuple(chunks[name]),
-                                          bounds["v" if name == "vwin" else name] * owners, cts)
+                                          bounds[name] * owners, cts)
             for name, cts in ciphertexts.items()}
 
 

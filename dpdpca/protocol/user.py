@@ -8,8 +8,9 @@ it to decrypt on another party's behalf.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -17,15 +18,18 @@ from dpdpca._validation import check_int
 from dpdpca.crypto import EncryptedArray, PrivateKey, decrypt, generate_keypair, upper_triangle_chunks
 from dpdpca.crypto.compute import EngineLike
 from dpdpca.dp import PrivacyReport
-from dpdpca.errors import KeyMismatchError, MessageError, ProtocolError
+from dpdpca.errors import ImplausibleReleaseError, KeyMismatchError, MessageError, ProtocolError
 from dpdpca.linalg import top_eigenpairs, unpack_upper
 from dpdpca.protocol import add_remove
-from dpdpca.protocol.counts import ShareStatement, check_counts, check_statements
+from dpdpca.protocol.counts import (NO_NOISE, ShareStatement, check_counts, check_noise_statements,
+                                    check_statements)
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.layout import tile_chunks, triangle_chunk_count
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
+from dpdpca.protocol.plausibility import (check_add_remove_release, check_centred_release, parse_noise_sigmas,
+                                          slot_range_refusal)
 from dpdpca.protocol.releases import ADD_REMOVE, CENTRED, as_release, served_releases
 from dpdpca.protocol.sections import check_section_sizes, int_array, load_array
 from dpdpca.result import PCAResult
@@ -117,7 +121,37 @@ class DataUser:
         """
         vv = [v2[i] * v2[j] for i in range(d) for j in range(i, d)]
         m = r2.sub_plain(vv, plain_bound=v2_bound * v2_bound, result_bound=self.params.final_bound)
-        return [int(x) for x in decrypt(self.private_key, m, executor=self.executor)]
+        return [int(x) for x in self._decrypt(m)]
+
+    def _decrypt(self, enc: EncryptedArray) -> list[int]:
+        """Decrypt; a plaintext outside the public range (a slot overflowed) is a refused release."""
+        try:
+            return decrypt(self.private_key, enc, executor=self.executor)
+        except MessageError as exc:
+            raise slot_range_refusal(str(exc)) from None
+
+    @contextlib.contextmanager
+    def _one_release(self, data: bytes) -> Iterator[None]:
+        """Claim the session for ``data``, decrypt and check inside, record the outcome.
+
+        The order (``docs/protocol.md``, "Decrypt, check, claim"): every check
+        that needs no secret key ran before this; a different release already
+        held by the ledger is refused here, before any decryption; then the
+        claim; then the decryption and the plausibility checks.  A refusal
+        after decrypting keeps the session claimed (outcome ``refused:
+        <check>``): whether a release passes is a function of its plaintext, so
+        allowing another release of the session would give a malicious proxy an
+        oracle.  The same bytes again are allowed (the same outcome).
+        """
+        p = self.params
+        digest = hashlib.sha256(bytes(data)).hexdigest()
+        self.ledger.claim(p.session_id, role="user", digest=digest)
+        try:
+            yield
+        except ImplausibleReleaseError as exc:
+            self.ledger.record_outcome(p.session_id, digest=digest, outcome=f"refused: {exc.check}")
+            raise
+        self.ledger.record_outcome(p.session_id, digest=digest, outcome="released")
 
     def reconstruct(self, data: bytes) -> tuple[np.ndarray, int, PrivacyReport, dict[str, Any]]:
         """Check and decrypt ``R''`` and ``v'``; return ``M`` (exact ints), ``scale``, report, meta.
@@ -146,6 +180,7 @@ class DataUser:
                                             max_rows_per_owner=p.max_rows_per_owner)
         if n != n_signed:
             raise ProtocolError(f"result N must be the sum of the owners' signed counts {n_signed}, got {n}")
+        check_noise_statements(statements, NO_NOISE)  # the centred release's noise is the proxy's alone
         if n < 2:
             raise MessageError(f"result N must be >= 2, got {n}")
         slots = p.layout.slots
@@ -156,24 +191,26 @@ class DataUser:
             report = PrivacyReport.from_dict(msg.meta["privacy"])
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"result must carry a privacy report, got {type(exc).__name__}") from None
+        sigma = parse_noise_sigmas(msg.meta.get("noise_sigma_int"), ("M",))["M"]
         enc_r2 = load_array(msg, "R2", p.public_key, chunks=list(upper_triangle_chunks(d, slots)),
                              bound=p.layout.limit, layout=p.layout)  # wide packing: R'' carries
         enc_v2 = load_array(msg, "v2", p.public_key, chunks=v_chunks, bound=p.v2_layout.max_abs,
                             layout=p.v2_layout)
-        # One release per session: recorded before anything is decrypted.
-        self.ledger.claim(p.session_id, role="user", digest=hashlib.sha256(bytes(data)).hexdigest())
-        with self.timings_.measure(self.party, "decrypt"):
-            v2 = [int(x) for x in decrypt(self.private_key, enc_v2, executor=self.executor)]
-            if p.packing == "wide":
-                m_flat = self._decrypt_minus_known(enc_r2, enc_v2.bound, v2, d)
-            else:
-                r2 = [int(x) for x in decrypt(self.private_key, enc_r2, executor=self.executor)]
-        with self.timings_.measure(self.party, "reconstruct"):
-            # Python ints in object arrays: exact at any size
-            if p.packing == "wide":
-                M = unpack_upper(int_array(m_flat), d)
-            else:
-                M = unpack_upper(int_array(r2), d) - np.outer(int_array(v2), int_array(v2))
+        with self._one_release(data):
+            with self.timings_.measure(self.party, "decrypt"):
+                v2 = [int(x) for x in self._decrypt(enc_v2)]
+                if p.packing == "wide":
+                    m_flat = self._decrypt_minus_known(enc_r2, enc_v2.bound, v2, d)
+                else:
+                    r2 = [int(x) for x in self._decrypt(enc_r2)]
+            with self.timings_.measure(self.party, "reconstruct"):
+                # Python ints in object arrays: exact at any size
+                if p.packing == "wide":
+                    M = unpack_upper(int_array(m_flat), d)
+                else:
+                    M = unpack_upper(int_array(r2), d) - np.outer(int_array(v2), int_array(v2))
+            with self.timings_.measure(self.party, "check"):
+                self.plausibility_ = check_centred_release(M, n, frac_bits=p.frac_bits, sigma_int=sigma)
         self.noisy_scatter_int_ = M
         self.scale_ = n << (2 * p.frac_bits)
         self.n_ = n
@@ -187,7 +224,7 @@ class DataUser:
             raise ProtocolError("data user must be given the owners' verify keys (owner_keys) to check N, got none")
         msg = Message.from_bytes(data).expect(MessageType.MASKED_RESULT, session=p.session_id,
                                               key_fingerprint=p.key_fingerprint)
-        d = check_features(msg.meta_int("d", minimum=1), self.max_features)
+        d = p.check_d(check_features(msg.meta_int("d", minimum=1), self.max_features), who="the proxy's result")
         release = msg.meta.get("release", CENTRED)
         if not any(release == served for served in served_releases(p.release)):
             raise MessageError(f"result release must be {p.release!r}, the one the public parameters were made for, "
@@ -202,6 +239,26 @@ class DataUser:
                 raise ProtocolError("result privacy report must say the proxy checked the owners' range proofs "
                                     "(require_range_proofs, --range-proofs), got a release without them")
         return msg, d, self.owner_keys
+
+    @staticmethod
+    def _check_noise_by(msg: Message, statements: Sequence[ShareStatement]) -> None:
+        """The release's ``noise_by`` must be what the owners' signed statements say their shares hold.
+
+        ``"proxy"``: every share holds none.  ``"owners"``: every share holds
+        the same owners' noise (never ``"none"``: noiseless shares released
+        under an owners'-noise report would be the exact values with a DP label).
+        """
+        noise_by = msg.meta.get("noise_by", "proxy")
+        if noise_by == "proxy":
+            check_noise_statements(statements, NO_NOISE)
+        elif noise_by == "owners":
+            label = statements[0].noise
+            if label == NO_NOISE:
+                raise ProtocolError(f"share statement of owner {statements[0].owner_id!r} must say its share holds "
+                                    f"the owners' noise the release claims (noise_by 'owners'), got 'none'")
+            check_noise_statements(statements, label)
+        else:
+            raise MessageError(f"result noise_by must be 'proxy' or 'owners', got {str(noise_by)[:40]!r}")
 
     @staticmethod
     def _check_owners(msg: Message, statements: Sequence[ShareStatement], d: int, slots: int) -> list[int]:
@@ -229,6 +286,7 @@ class DataUser:
         statements = check_statements(msg.meta.get("statements"), keyring, session=p.session_id,
                                       key_fingerprint=p.key_fingerprint, d=d, max_owners=p.max_owners,
                                       counted=False)
+        self._check_noise_by(msg, statements)
         slots = p.layout.slots
         self._check_owners(msg, statements, d, slots)
         shapes = ADD_REMOVE.share_chunks(d, slots)  # the aggregate has the shares' layout
@@ -238,13 +296,16 @@ class DataUser:
             report = PrivacyReport.from_dict(msg.meta["privacy"])
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"result must carry a privacy report, got {type(exc).__name__}") from None
+        sigmas = parse_noise_sigmas(msg.meta.get("noise_sigma_int"), ("R", "v", "N"))
         arrays = {f"{k}2": load_array(msg, f"{k}2", p.public_key, chunks=chunks, bound=p.layout.max_abs,
                                       layout=p.layout)
                   for k, chunks in shapes.items()}
-        self.ledger.claim(p.session_id, role="user", digest=hashlib.sha256(bytes(data)).hexdigest())
-        with self.timings_.measure(self.party, "decrypt"):
-            blocks = {k: [int(x) for x in decrypt(self.private_key, a, executor=self.executor)]
-                      for k, a in arrays.items()}
+        with self._one_release(data):
+            with self.timings_.measure(self.party, "decrypt"):
+                blocks = {k: [int(x) for x in self._decrypt(a)] for k, a in arrays.items()}
+            with self.timings_.measure(self.party, "check"):
+                self.plausibility_ = check_add_remove_release(blocks["R2"], blocks["v2"], blocks["N2"][0], d=d,
+                                                              frac_bits=p.frac_bits, sigma_int=sigmas)
         with self.timings_.measure(self.party, "reconstruct"):
             S, n_noisy = add_remove.centred_from_noisy(blocks["R2"], blocks["v2"], blocks["N2"][0], d=d,
                                                        frac_bits=p.frac_bits)

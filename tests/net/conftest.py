@@ -21,7 +21,7 @@ def net_keypair():
 
 @pytest.fixture(scope="session")
 def net_params(net_keypair):
-    return ProtocolParams.create(net_keypair[0], release="any", max_owners=4, max_rows_per_owner=64)
+    return ProtocolParams.create(net_keypair[0], release="any", max_owners=4, max_rows_per_owner=64, d=3)  # the service needs d
 
 
 @pytest.fixture(scope="session")

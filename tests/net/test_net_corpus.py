@@ -29,7 +29,7 @@ def setup(tmp_path_factory) -> Path:
     """Keys, identities of owners a and b and the user, a CA and server certificate, one valid proxy.toml."""
     root = tmp_path_factory.mktemp("netcorpus")
     assert main(["keygen", "--out-dir", str(root / "keys"), *KEY, "--release", "any", "--max-owners", "2", "--max-rows-per-owner",
-                 "8"]) == 0
+                 "8", "--features", "2"]) == 0
     ids = {o: OwnerIdentity.generate(o) for o in ("a", "b")}
     for oid, ident in ids.items():
         ident.save(root / f"{oid}.identity.json")

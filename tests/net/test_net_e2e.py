@@ -37,7 +37,8 @@ def _done(proc: subprocess.Popen) -> str:
 
 def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path, rows_for):
     keys, ids = tmp_path / "keys", tmp_path / "ids"
-    assert main(["keygen", "--out-dir", str(keys), *KEY, "--release", "any", "--max-owners", "3", "--max-rows-per-owner", "50"]) == 0
+    assert main(["keygen", "--out-dir", str(keys), *KEY, "--release", "any", "--max-owners", "3", "--max-rows-per-owner", "50",
+                 "--features", "4"]) == 0
     assert main(["user", "identity", "--out-dir", str(ids)]) == 0
     rows = {"1": 30, "2": 12, "3": 25}
     for oid in rows:
@@ -100,7 +101,7 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
 def test_two_hundred_owners_at_once_are_each_counted_once(tmp_path, net_keypair, rows_for):
     pk, sk = net_keypair
     n_owners, n_rows = 200, 3
-    params = ProtocolParams.create(pk, release="any", max_owners=n_owners, max_rows_per_owner=8)
+    params = ProtocolParams.create(pk, release="any", max_owners=n_owners, max_rows_per_owner=8, d=2)
     (tmp_path / "public.json").write_text(json.dumps(params.to_json()))
     ids = [str(i) for i in range(1, n_owners + 1)]
     owners = {oid: OwnerIdentity.generate(oid) for oid in ids}
@@ -146,7 +147,8 @@ def test_a_service_with_a_budget_refuses_a_second_sessions_release_past_it(tmp_p
     answers = []
     for session in ("a", "b"):
         keys = tmp_path / f"keys-{session}"
-        assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "1", "--max-rows-per-owner", "50"]) == 0
+        assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "1", "--max-rows-per-owner", "50",
+                     "--features", "3"]) == 0
         params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
         port = free_port()
         url = f"https://127.0.0.1:{port}"

@@ -202,9 +202,9 @@ def _asgi_post(app, path, headers, chunks, *, disconnect=False):
 
 
 def test_oversized_body_is_refused_after_its_headers(tmp_path, net_params, identities, shares):
-    coll, app = _service(tmp_path, net_params, identities, max_body=1024)
+    coll, app = _service(tmp_path, net_params, identities, max_body=768)
     body = shares["1"][0]
-    assert len(body) > 2 * 1024
+    assert len(body) > 2 * 768
     path = "/v1/shares/1"
     headers = {**_headers(identities["1"], "POST", path, body), "content-length": str(len(body))}
     chunks = [body[i:i + 256] for i in range(0, len(body), 256)]
@@ -338,3 +338,26 @@ def test_restart_after_the_ledger_claim_but_before_the_result_never_releases_aga
         with pytest.raises(ProxyRefused, match="410 lost"):
             _client(tc, identities["user"]).result()
     assert not (tmp_path / "state" / "result.msg").exists()
+
+
+def test_an_owner_uploading_another_d_first_locks_nobody_out(tmp_path, net_params, net_keypair, identities, shares,
+                                                              owner_keyring, rows_for):
+    """Issue 24 item 3: public.json declares d (keygen --features); a listed owner who uploads a validly signed
+    d = 1 share first is refused with the declared d named, and the honest d = 3 owners are all accepted.
+    A public.json without d cannot start the service."""
+    import dataclasses
+
+    from dpdpca.errors import ParameterError
+
+    undeclared = dataclasses.replace(net_params, d=None)
+    first = DataOwner(undeclared, identities["1"], insecure_test_key=True).share(rows_for(5, n=20, d=1))
+    coll, app = _service(tmp_path, net_params, identities)
+    with TestClient(app) as tc:
+        with pytest.raises(ProxyRefused, match=r"400 .*d must be the d=3 declared in public.json.*got d=1"):
+            _client(tc, identities["1"]).post_share("1", first)
+        for oid in OWNERS:
+            assert _client(tc, identities[oid]).post_share(oid, shares[oid][0])["status"] == "accepted"
+        _, _, res = _user_finish(tc, identities, net_params, net_keypair, owner_keyring)
+    assert res.components.shape == (3, 2)
+    with pytest.raises(ParameterError, match="public.json must declare d"):
+        _service(tmp_path / "other", undeclared, identities)

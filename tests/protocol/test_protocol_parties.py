@@ -148,7 +148,7 @@ def test_duplicate_and_replayed_shares_are_rejected(make_user, unit_rows, _share
         Proxy(user.params, user.owner_keys).receive_share(make_owner(other_session, "9").share(X))
 
 
-@pytest.mark.parametrize("release, section, index", [("centred", "R", 1), ("centred", "vwin", 0),
+@pytest.mark.parametrize("release, section, index", [("centred", "R", 1), ("centred", "v", 0),
                                                       ("add-remove", "v", 0), ("add-remove", "N", 0)])
 def test_a_signed_share_with_one_non_unit_ciphertext_is_refused_by_name(make_user, make_owner, identity, keypair,
                                                                         release, section, index):
@@ -355,7 +355,8 @@ def test_proxy_rerandomizes_what_the_user_receives(make_user, unit_rows, _shares
     for s in _shares(user.params, parts):
         proxy.receive_share(s)
     proxy.close_collection()
-    windows = proxy._aggregate["vwin"].select(list(range(0, 7, user.params.layout.slots)))
+    windows = (proxy._aggregate["v"].repack(user.params.v2_layout) if user.params.packing == "wide"
+               else proxy._aggregate["v"].repack(user.params.layout))
     result = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5))
     v2 = EncryptedArray.from_bytes(result.sections["v2"], user.params.public_key)
     n, n2 = user.params.public_key.n, user.params.public_key.nsquare
