@@ -70,6 +70,18 @@ def test_the_guard_evicts_the_oldest_waiting_connection_never_a_busy_one():
     asyncio.run(run())
 
 
+def test_a_signed_body_that_stalls_is_dropped_at_the_body_timeout():
+    async def run() -> None:
+        guard = ConnectionGuard(ConnectionLimits(header_timeout_s=5.0, body_timeout_s=0.2, max_connections=4))
+        t = _Transport()
+        conn = guard.admit(t)
+        guard.body(conn)  # headers complete: the header timer is replaced by the body timer
+        await asyncio.sleep(0.5)
+        assert t.aborted and guard.counts["body_timeouts"] == 1 and guard.open_connections == 0
+
+    asyncio.run(run())
+
+
 @pytest.mark.parametrize("field, value", [("header_timeout_s", 0), ("body_timeout_s", -1.0),
                                           ("max_connections", 1), ("max_header_bytes", 10 ** 9),
                                           ("header_timeout_s", True)])

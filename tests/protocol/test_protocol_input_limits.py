@@ -70,6 +70,9 @@ def test_proxy_finish_with_a_deeply_nested_ledger_is_one_line(files, tmp_path, c
     _refused(capsys, ["proxy", "finish", "--state", str(state), "--out", str(result), "--epsilon", "1", "--delta",
                       "1e-5", "--ledger", str(files / "deep.json")], "must be a dpdpca ledger, got RecursionError",
              absent=result)
+    for delta in ("5e-324", "0.9999999999999999"):  # named as delta, not as epsilon's allowance
+        _refused(capsys, ["proxy", "finish", "--state", str(state), "--out", str(result), "--epsilon", "1",
+                          "--delta", delta], "delta must be in [1e-300, 0.5]", not_in="epsilon", absent=result)
 
 
 def test_a_5000_digit_port_in_proxy_toml_is_one_line(tmp_path, capsys):
