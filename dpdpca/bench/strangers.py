@@ -165,7 +165,12 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
     """Run the attack once on loopback and return its figures (see the module docstring)."""
     from dpdpca.net.auth import USER
     from dpdpca.net.client import ProxyClient, tls_context, upload_shares
-    from dpdpca.net.launch import ServerProcess, free_port, throwaway_tls, write_proxy_toml
+    from dpdpca.net.launch import (
+        ServerProcess,
+        free_port,
+        throwaway_tls,
+        write_proxy_toml,
+    )
 
     user = DataUser.generate(key_bits=key_bits, insecure_test_key=key_bits < 2048, max_owners=owners,
                              max_rows_per_owner=16, d=d)  # the service needs the session's d declared

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from dpdpca._validation import check_int, param_error
+from dpdpca._validation import check_delta, check_int, param_error
 from dpdpca.crypto import EncryptedArray, scalars_times_packed, sum_arrays
 from dpdpca.crypto.ciphertexts import divide_out, from_fixed_bytes
 from dpdpca.crypto.compute import EngineLike, ExecutorEngine, as_engine
@@ -515,6 +515,8 @@ class Proxy:
             if self.quorum - (n_owners - t) < 1:
                 raise param_error("quorum", f"> L - t = {n_owners - t} so that an honest owner's noise is always "
                                   f"present", self.quorum)
+        if self.n_ is not None:  # N is known (the centred release): delta must also be < 1/N
+            check_delta("delta", setting.delta, n_rows=int(self.n_))
         p = self.params
         return self.release.calibrate(setting, d=int(self.d or 0), frac_bits=p.frac_bits, kappa=p.kappa, n=self.n_,
                                       owners=n_owners, quorum=self.quorum, present=len(self.owners_))

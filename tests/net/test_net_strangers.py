@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("trustme")
 
-from dpdpca.bench.strangers import run_strangers  # noqa: E402
-from dpdpca.net.guard import ConnectionGuard, ConnectionLimits  # noqa: E402
-from dpdpca.errors import ParameterError  # noqa: E402
+from dpdpca.bench.strangers import run_strangers
+from dpdpca.errors import ParameterError
+from dpdpca.net.guard import ConnectionGuard, ConnectionLimits
 
 
 def test_slow_headers_and_forged_bodies_do_not_stop_honest_owners(tmp_path):
@@ -47,7 +47,8 @@ def test_the_guard_evicts_the_oldest_waiting_connection_never_a_busy_one():
     async def run() -> None:
         guard = ConnectionGuard(ConnectionLimits(header_timeout_s=0.2, max_connections=2))
         t1, t2, t3, t4 = (_Transport() for _ in range(4))
-        c1, c2 = guard.admit(t1), guard.admit(t2)
+        c1 = guard.admit(t1)
+        assert guard.admit(t2) is not None
         guard.body(c1)  # c1 is uploading a signed body: not evictable
         c3 = guard.admit(t3)  # evicts c2, the oldest still waiting
         assert c3 is not None and t2.aborted and not t1.aborted
@@ -65,6 +66,18 @@ def test_the_guard_evicts_the_oldest_waiting_connection_never_a_busy_one():
         while not t1.aborted and time.monotonic() - t0 < 2:
             await asyncio.sleep(0.05)
         assert t1.aborted and guard.counts["header_timeouts"] == 1 and guard.open_connections == 0
+
+    asyncio.run(run())
+
+
+def test_a_signed_body_that_stalls_is_dropped_at_the_body_timeout():
+    async def run() -> None:
+        guard = ConnectionGuard(ConnectionLimits(header_timeout_s=5.0, body_timeout_s=0.2, max_connections=4))
+        t = _Transport()
+        conn = guard.admit(t)
+        guard.body(conn)  # headers complete: the header timer is replaced by the body timer
+        await asyncio.sleep(0.5)
+        assert t.aborted and guard.counts["body_timeouts"] == 1 and guard.open_connections == 0
 
     asyncio.run(run())
 

@@ -70,6 +70,9 @@ def test_proxy_finish_with_a_deeply_nested_ledger_is_one_line(files, tmp_path, c
     _refused(capsys, ["proxy", "finish", "--state", str(state), "--out", str(result), "--epsilon", "1", "--delta",
                       "1e-5", "--ledger", str(files / "deep.json")], "must be a dpdpca ledger, got RecursionError",
              absent=result)
+    for delta in ("5e-324", "0.9999999999999999"):  # named as delta, not as epsilon's allowance
+        _refused(capsys, ["proxy", "finish", "--state", str(state), "--out", str(result), "--epsilon", "1",
+                          "--delta", delta], "delta must be in [1e-300, 0.5]", not_in="epsilon", absent=result)
 
 
 def test_a_5000_digit_port_in_proxy_toml_is_one_line(tmp_path, capsys):
@@ -126,3 +129,26 @@ def test_keygen_refuses_a_max_rows_per_owner_above_its_maximum(tmp_path, capsys)
              "max_rows_per_owner must be <= 1099511627776", absent=tmp_path / "k" / "public.json")
     _refused(capsys, ["keygen", "--out-dir", str(tmp_path / "k"), *KEY, "--min-delta", "5e-324"],
              "min_delta must be in [1e-300, 0.5]", not_in="epsilon", absent=tmp_path / "k" / "public.json")
+
+
+def test_proxy_finish_of_a_centred_release_knows_n_and_bounds_delta_by_it(files, tmp_path, capsys):
+    """N is public in the centred release (the owners' signed counts): delta must be < 1/N there too."""
+    keys = tmp_path / "keys"
+    assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "3", "--max-rows-per-owner", "60",
+                 "--release", "centred"]) == 0
+    shares = []
+    for k, oid in enumerate(("a", "b")):
+        np.save(tmp_path / f"{oid}.npy", np.random.default_rng(k).uniform(-0.4, 0.4, size=(10, 3)))
+        assert main(["owner", "share", "--public", str(keys / "public.json"), "--identity",
+                     str(files / "ids" / f"{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.npy"),
+                     "--insecure-test-key", "--release", "centred", "--out", str(tmp_path / f"{oid}.msg")]) == 0
+        shares.append(str(tmp_path / f"{oid}.msg"))
+    state = tmp_path / "state"
+    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), "--owner-keys",
+                 str(files / "ids" / "a.verify.json"), "--owner-keys", str(files / "ids" / "b.verify.json"),
+                 "--release", "centred", "--out-dir", str(state), *shares]) == 0
+    result = tmp_path / "result.msg"
+    _refused(capsys, ["proxy", "finish", "--state", str(state), "--out", str(result), "--epsilon", "1", "--delta",
+                      "0.06"], "delta must be < 1/N = 0.05 (N = 20 rows)", absent=result)
+    assert main(["proxy", "finish", "--state", str(state), "--out", str(result), "--epsilon", "1", "--delta",
+                 "1e-5"]) == 0

@@ -234,10 +234,16 @@ def test_owners_with_different_d_and_too_many_owners(make_user, unit_rows, make_
 @pytest.mark.parametrize("packing,match", [("plain", "max_abs must fit one slot"),
                                            ("wide", "final_abs must fit one slot")])
 def test_key_too_small_for_the_declared_bounds(keypair, packing, match):
+    from dpdpca.crypto import generate_keypair
+    from dpdpca.protocol.params import MAX_OWNERS, MAX_ROWS_PER_OWNER
+
+    small = generate_keypair(128, insecure_test_key=True)[0]  # too small for the largest declarable bounds
     with pytest.raises(OverflowRiskError, match=match):
-        ProtocolParams.create(keypair[0], release="any", max_owners=2 ** 200, max_rows_per_owner=2 ** 200, packing=packing)
+        ProtocolParams.create(small, release="any", max_owners=MAX_OWNERS, max_rows_per_owner=MAX_ROWS_PER_OWNER,
+                              packing=packing)
     with pytest.raises(OverflowRiskError, match="carry_abs must fit one slot below n/2"):
-        ProtocolParams.create(keypair[0], release="any", max_owners=2 ** 60, max_rows_per_owner=2 ** 60, kappa=300)
+        ProtocolParams.create(keypair[0], release="any", max_owners=MAX_OWNERS, max_rows_per_owner=MAX_ROWS_PER_OWNER,
+                              kappa=340)
 
 
 def test_budget_and_component_errors(make_user, unit_rows):
