@@ -560,6 +560,11 @@ def encrypt_kernel(n: int, hs: int, method: str, plaintexts: list[bk.mpz], rando
     return key.raw_encrypt_with(plaintexts, factors)
 
 
+def factors_kernel(n: int, hs: int, method: str, count: int, expected: int) -> list[bk.mpz]:
+    """``count`` fresh encryptions of zero (``hs**alpha`` or ``r**n``) drawn in this worker."""
+    return _public(n, hs).random_factors(count, method=method, expected=expected)
+
+
 def rerandomize_kernel(n: int, hs: int, method: str, ciphertexts: list[bk.mpz]) -> list[bk.mpz]:
     """Each ciphertext times a fresh encryption of zero."""
     key = _public(n, hs)

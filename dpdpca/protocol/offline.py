@@ -23,7 +23,8 @@ from pathlib import Path
 
 from dpdpca._io import atomic_write_bytes
 from dpdpca._validation import check_int
-from dpdpca.crypto import PublicKey
+from dpdpca.crypto import PublicKey, encryptions_of_zero
+from dpdpca.crypto.compute import EngineLike
 from dpdpca.errors import FileAccessError, MessageError
 from dpdpca.protocol.releases import as_release
 
@@ -60,13 +61,16 @@ class OwnerRandomness:
         return f"OwnerRandomness(release={self.release!r}, d={self.d}, factors={counts})"
 
     @classmethod
-    def make(cls, own_key: PublicKey, *, key_fingerprint: str, release: str, d: int, slots: int
-             ) -> "OwnerRandomness":
-        """Fresh factors ``hs'**alpha`` (``alpha`` from ``os.urandom``) for every ciphertext of one share."""
+    def make(cls, own_key: PublicKey, *, key_fingerprint: str, release: str, d: int, slots: int,
+             executor: EngineLike = None) -> "OwnerRandomness":
+        """Fresh factors ``hs'**alpha`` (``alpha`` from ``os.urandom``) for every ciphertext of one share.
+
+        ``executor``: a local process pool (or any engine) shares the work.
+        """
         d = check_int("d", d, minimum=1)
         shapes = as_release(release).share_chunks(d, slots)
         total = sum(len(c) for c in shapes.values())
-        factors = own_key.random_factors(total, method="djn")
+        factors = encryptions_of_zero(own_key, total, method="djn", executor=executor)
         own_key.drop_table()
         out: dict[str, list[int]] = {}
         pos = 0

@@ -70,3 +70,15 @@ def test_symmetric_matrix_through_pool(keys512, pool):
 def test_pool_size_validated():
     with pytest.raises(ParameterError, match="max_workers must be >= 1, got 0"):
         local_process_pool(0)
+
+
+@pytest.mark.parametrize("method", ["djn", "standard"])
+def test_encryptions_of_zero_on_the_pool_are_fresh_and_decrypt_to_zero(pool, keys512, method):
+    from dpdpca.crypto import encryptions_of_zero
+
+    pk, sk = keys512
+    own = pk.with_own_base()
+    zeros = encryptions_of_zero(own, 37, method=method, executor=pool)
+    assert len(zeros) == len({int(z) for z in zeros}) == 37
+    assert [int(m) for m in sk.raw_decrypt(zeros)] == [0] * 37
+    assert encryptions_of_zero(own, 0, executor=pool) == []
