@@ -40,26 +40,30 @@ class Timings:
         self.parallel_roles = tuple(parallel_roles)
         self.overlapping_phases = tuple(overlapping_phases)
         self._phases: dict[str, dict[str, float]] = {}
+        self._cpu: dict[str, dict[str, float]] = {}
 
-    def add(self, party: str, phase: str, seconds: float) -> None:
-        """Add ``seconds`` to ``party``'s ``phase``."""
+    def add(self, party: str, phase: str, seconds: float, *, cpu_s: float | None = None) -> None:
+        """Add ``seconds`` to ``party``'s ``phase`` (and ``cpu_s``, default ``seconds``, to its CPU time)."""
         phases = self._phases.setdefault(party, {})
         phases[phase] = phases.get(phase, 0.0) + float(seconds)
+        cpu = self._cpu.setdefault(party, {})
+        cpu[phase] = cpu.get(phase, 0.0) + float(seconds if cpu_s is None else cpu_s)
 
     @contextmanager
     def measure(self, party: str, phase: str) -> Iterator[None]:
-        """Context manager that times its body into ``party``/``phase``."""
-        start = time.perf_counter()
+        """Context manager that times its body into ``party``/``phase`` (wall clock, and this
+        process's CPU time: other load on the machine stretches the first, not the second)."""
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
-            self.add(party, phase, time.perf_counter() - start)
+            self.add(party, phase, time.perf_counter() - start, cpu_s=time.process_time() - cpu)
 
     def merge(self, other: "Timings") -> None:
         """Add every phase of ``other`` into this one."""
         for party, phases in other._phases.items():
             for phase, sec in phases.items():
-                self.add(party, phase, sec)
+                self.add(party, phase, sec, cpu_s=other._cpu.get(party, {}).get(phase))
 
     def party_total(self, party: str) -> float:
         return sum(self._phases.get(party, {}).values())
@@ -114,6 +118,7 @@ class Timings:
             "online_critical_path_s": self.critical_path_s(online=True),
             "offline_s": {p: self.offline_s(p) for p in self._phases},
             "online_s": {p: self.online_s(p) for p in self._phases},
+            "cpu_s": {p: dict(ph) for p, ph in self._cpu.items()},
         }
 
     @classmethod
@@ -121,5 +126,5 @@ class Timings:
         t = cls(parallel_roles=parallel_roles)
         for party, phases in data.get("parties", {}).items():
             for phase, sec in phases.items():
-                t.add(party, phase, sec)
+                t.add(party, phase, sec, cpu_s=data.get("cpu_s", {}).get(party, {}).get(phase))
         return t
