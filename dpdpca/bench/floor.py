@@ -19,7 +19,8 @@ eigendecomposition, key generation) have no floor: they are reported as
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from dpdpca.crypto import PublicKey
 from dpdpca.crypto.primitives import djn_mulmods

@@ -500,6 +500,27 @@ def spans(count: int, engine: Engine, size: int | None = None) -> list[tuple[int
     return [(s, min(s + step, count)) for s in range(0, count, step)]
 
 
+def guided_spans(count: int, engine: Engine, *, largest: int = TASK_CIPHERTEXTS) -> list[tuple[int, int]]:
+    """Like :func:`spans`, but tasks shrink towards the end (guided scheduling): each takes about
+    a quarter of what is left per worker, between :data:`MIN_TASK` and ``largest`` items.
+
+    The last tasks are small, so no worker is left with a long task while the others idle (the
+    serial tail of equal tasks is up to one whole task); one span on the serial engine.
+    """
+    if count == 0:
+        return []
+    if isinstance(engine, SerialEngine):
+        return [(0, count)]
+    out: list[tuple[int, int]] = []
+    start = 0
+    workers = max(1, engine.workers)
+    while start < count:
+        size = max(MIN_TASK, min(largest, (count - start) // (4 * workers)))
+        out.append((start, min(count, start + size)))
+        start += size
+    return out
+
+
 # ---- kernels: module-level functions on lists of mpz and ints ----------------------
 
 _PUBLIC: dict[tuple[int, int], PublicKey] = {}

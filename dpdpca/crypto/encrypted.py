@@ -643,7 +643,7 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLik
     cts = enc.ciphertexts
     plain = engine.map(compute.decrypt_kernel,
                        [(int(pub.n), int(pub.hs), int(private_key.p), int(private_key.q),
-                         compute.Ints(cts[a:b], pub.ciphertext_bytes)) for a, b in compute.spans(len(cts), engine)],
+                         compute.Ints(cts[a:b], pub.ciphertext_bytes)) for a, b in compute.guided_spans(len(cts), engine)],
                        (pub.bits + 7) // 8)
     n = pub.n
     sb = enc.layout.slot_bits

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import ClassVar
 
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.keys import PublicKey
@@ -58,7 +59,7 @@ class RandomizerPool:
 
     #: Factors per call by method; the thread checks for a stop request between blocks,
     #: so a stop waits for at most one block (about 18 ms at 2048 bits).
-    BLOCKS = {"standard": 2, "djn": 32}
+    BLOCKS: ClassVar[dict[str, int]] = {"standard": 2, "djn": 32}
 
     def __init__(self, public_key: PublicKey, *, method: str = "standard") -> None:
         if not isinstance(public_key, PublicKey):

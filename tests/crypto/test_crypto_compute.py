@@ -82,3 +82,17 @@ def test_encryptions_of_zero_on_the_pool_are_fresh_and_decrypt_to_zero(pool, key
     assert len(zeros) == len({int(z) for z in zeros}) == 37
     assert [int(m) for m in sk.raw_decrypt(zeros)] == [0] * 37
     assert encryptions_of_zero(own, 0, executor=pool) == []
+
+
+def test_guided_spans_cover_everything_and_shrink_towards_the_end(pool):
+    from dpdpca.crypto.compute import SERIAL, ExecutorEngine, guided_spans
+
+    engine = ExecutorEngine(pool)
+    for count in (1, 7, 100, 7714):
+        sp = guided_spans(count, engine)
+        assert sp[0][0] == 0 and sp[-1][1] == count
+        assert all(a[1] == b[0] for a, b in zip(sp, sp[1:]))
+        sizes = [b - a for a, b in sp]
+        assert sizes == sorted(sizes, reverse=True) or count <= 8
+        assert max(sizes) <= 128 and sizes[-1] <= 8
+    assert guided_spans(50, SERIAL) == [(0, 50)] and guided_spans(0, engine) == []
