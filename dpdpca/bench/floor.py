@@ -22,16 +22,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dpdpca.crypto import PublicKey
 from dpdpca.crypto.primitives import djn_mulmods
 from dpdpca.protocol.releases import ADD_REMOVE, as_release
 
-__all__ = ["operation_counts", "floor_report"]
+__all__ = ["operation_counts", "floor_report", "intake_per_share"]
 
 
-def operation_counts(public_key: PublicKey, *, release: str, d: int, slots: int, v_slots: int, owners: int,
+def operation_counts(key_bits: int, *, release: str, d: int, slots: int, v_slots: int, owners: int,
                      workers: int, user_workers: int | None = None) -> dict[str, dict[str, dict[str, Any]]]:
-    """Role -> phase -> ``{"ops": {primitive: count}, "cores": k}`` for one run.
+    """Role -> phase -> ``{"ops": {primitive: count}, "cores": k}`` for one run under a ``key_bits`` key.
 
     ``workers``: the process pool of the owners' and proxy's batches (1 =
     serial); ``user_workers``: the data user's (default ``workers``).
@@ -40,9 +39,10 @@ def operation_counts(public_key: PublicKey, *, release: str, d: int, slots: int,
     share = sum(len(c) for c in rel.share_chunks(d, slots).values())
     out_count = rel.result_ciphertexts(d, slots, v_slots)
     uw = workers if user_workers is None else user_workers
+    alpha_bits = (int(key_bits) + 1) // 2
     model: dict[str, dict[str, dict[str, Any]]] = {
         "owner": {
-            "precompute": {"ops": {"mulmod_s": djn_mulmods(public_key, share, workers)}, "cores": workers},
+            "precompute": {"ops": {"mulmod_s": djn_mulmods(alpha_bits, share, workers)}, "cores": workers},
             "encrypt": {"ops": {"plain_mul_s": share}, "cores": 1},
         },
         "proxy": {
@@ -52,7 +52,7 @@ def operation_counts(public_key: PublicKey, *, release: str, d: int, slots: int,
         "user": {"decrypt": {"ops": {"half_decrypt_s": 2 * out_count}, "cores": uw}},
     }
     if rel is ADD_REMOVE:
-        model["proxy"]["precompute"] = {"ops": {"mulmod_s": djn_mulmods(public_key, out_count, 1)}, "cores": 1}
+        model["proxy"]["precompute"] = {"ops": {"mulmod_s": djn_mulmods(alpha_bits, out_count, 1)}, "cores": 1}
         model["proxy"]["noise"] = {"ops": {"plain_mul_s": out_count}, "cores": 1}
     else:  # r^n in a background thread; the mask's exponentiations have no model here
         model["proxy"]["precompute"] = {"ops": {"powmod_n_s": out_count}, "cores": 1}
@@ -139,3 +139,13 @@ def floor_report(timings: Mapping[str, Any], model: Mapping[str, Mapping[str, Ma
         whole = total_work / max(1, cores)
         out["whole_run"] = {"floor_s": whole, "measured_s": wall_s, "fraction_of_floor": _fraction(whole, wall_s)}
     return out
+
+
+def intake_per_share(share_ciphertexts: int, share_bytes: int, primitives: Mapping[str, float], *,
+                     verify_s: float, cores: int = 1) -> dict[str, Any]:
+    """The proxy's floor for one more share: its multiplications into the aggregate, the batched unit
+    test of its ciphertexts, the SHA-256 of its bytes and one signature verification, on ``cores``
+    (the proxy's pool checks and multiplies shares in its workers)."""
+    ops = {"mulmod_s": share_ciphertexts, "unit_check_s": share_ciphertexts, "sha256_byte_s": share_bytes}
+    work = sum(float(primitives[k]) * v for k, v in ops.items()) + verify_s
+    return {"ops": {**ops, "verify_s": 1}, "cores": cores, "work_s": work, "floor_s": work / cores}

@@ -133,7 +133,7 @@ def run_floor(timings: dict[str, Any], user: DataUser, *, release: str, d: int, 
               wall_s: float | None) -> dict[str, Any]:
     """The run's floor (:mod:`dpdpca.bench.floor`) from primitives timed now, on this run's key."""
     params = user.params
-    model = operation_counts(params.public_key, release=release, d=d, slots=params.layout.slots,
+    model = operation_counts(params.public_key.bits, release=release, d=d, slots=params.layout.slots,
                              v_slots=params.v2_layout.slots if release == "centred" else params.layout.slots,
                              owners=OWNERS, workers=max(1, workers))
     prims = time_primitives(params.public_key, user.private_key)

@@ -32,6 +32,7 @@ PRIMITIVES = {
     "powmod_n_s": "one r**n mod n**2 (a full-randomness rerandomizer)",
     "djn_factor_s": "one hs**alpha through a fixed-base table sized for 4096 exponentiations",
     "sha256_byte_s": "SHA-256 per byte",
+    "unit_check_s": "one step of the batched unit test of a received ciphertext: acc * (c mod n) mod n",
 }
 
 
@@ -84,24 +85,31 @@ def time_primitives(public_key: PublicKey, private_key: PrivateKey | None = None
         p, p2 = private_key.p, private_key.psquare
         cs = [x % p2 for x in xs[:few]]
         out["half_decrypt_s"] = _best(lambda: bk.powmod_base_list(cs, p - 1, p2), few, rounds)
+    def units() -> None:  # first_non_unit's loop shape
+        acc = xs[0] % n
+        for c in ys:
+            acc = acc * (c % n) % n
+
+    out["unit_check_s"] = _best(units, batch, rounds)
     blob = os.urandom(1 << 20)
     out["sha256_byte_s"] = _best(lambda: hashlib.sha256(blob).digest(), len(blob), rounds)
     return out
 
 
-def djn_mulmods(public_key: PublicKey, count: int, workers: int = 1) -> float:
+def djn_mulmods(alpha_bits: int, count: int, workers: int = 1) -> float:
     """4096-bit multiplications to make ``count`` DJN factors, each of ``workers`` building its own table.
 
-    The table is sized as :meth:`PublicKey.djn_table` sizes it for the
+    ``alpha_bits``: the exponents' size (:attr:`PublicKey.alpha_bits`).  The
+    table is sized as :meth:`PublicKey.djn_table` sizes it for the
     ``ceil(count / workers)`` factors of one worker (build: ``rows (2**w - 1)``
     per worker); each factor then costs one multiplication per non-zero
     ``w``-bit digit of its exponent (``rows (1 - 2**-w)`` on average).
     """
+    bits = check_int("alpha_bits", alpha_bits, minimum=1)
     count = check_int("count", count, minimum=0)
     workers = check_int("workers", workers, minimum=1)
     if count == 0:
         return 0.0
-    bits = public_key.alpha_bits
     per = -(-count // workers)
     w = bk.FixedBaseTable.best_window(bits, per)
     rows = -(-bits // w)
