@@ -36,7 +36,7 @@ class Timings:
     """
 
     def __init__(self, *, parallel_roles: tuple[str, ...] = ("owner",),
-                 overlapping_phases: tuple[str, ...] = ("precompute",)) -> None:
+                 overlapping_phases: tuple[str, ...] = ("precompute", "precompute_noise")) -> None:
         self.parallel_roles = tuple(parallel_roles)
         self.overlapping_phases = tuple(overlapping_phases)
         self._phases: dict[str, dict[str, float]] = {}
@@ -88,17 +88,19 @@ class Timings:
             if role in self.parallel_roles:
                 slowest[role] = max(slowest.get(role, 0.0), self.online_s(party) if online else self.party_total(party))
                 continue
+            beside = 0.0  # a party's overlapping phases run one after the other
             for phase, sec in phases.items():
                 if online and phase in self.OFFLINE_PHASES:
                     continue
                 if phase in self.overlapping_phases:
-                    overlap = max(overlap, sec)
+                    beside += sec
                 else:
                     total += sec
+            overlap = max(overlap, beside)
         return total + max(sum(slowest.values()), overlap)
 
     #: Phases that depend on public parameters only (made before the data or the shares arrive).
-    OFFLINE_PHASES = ("precompute",)
+    OFFLINE_PHASES = ("precompute", "precompute_noise")
 
     def offline_s(self, party: str) -> float:
         """``party``'s seconds in offline phases."""

@@ -24,8 +24,11 @@ from typing import Any
 
 from dpdpca.crypto.primitives import djn_mulmods
 from dpdpca.protocol.releases import ADD_REMOVE, as_release
+from dpdpca.timing import Timings
 
 __all__ = ["operation_counts", "floor_report", "intake_per_share"]
+
+OFFLINE_PHASES = Timings.OFFLINE_PHASES
 
 
 def operation_counts(key_bits: int, *, release: str, d: int, slots: int, v_slots: int, owners: int,
@@ -119,11 +122,11 @@ def floor_report(timings: Mapping[str, Any], model: Mapping[str, Mapping[str, Ma
         per_party[party] = {
             "floor_s": floor, "measured_s": seen, "fraction_of_floor": _fraction(floor, seen),
             "unmodelled_s": sum(s for ph, s in measured.items() if ph not in mine and ph != "keygen"),
-            "offline_floor_s": sum(v["floor_s"] for ph, v in mine.items() if ph == "precompute"),
-            "online_floor_s": sum(v["floor_s"] for ph, v in mine.items() if ph != "precompute"),
+            "offline_floor_s": sum(v["floor_s"] for ph, v in mine.items() if ph in OFFLINE_PHASES),
+            "online_floor_s": sum(v["floor_s"] for ph, v in mine.items() if ph not in OFFLINE_PHASES),
         }
     online_measured = sum(s for party, ph in parties.items() if party.split(":", 1)[0] in ("proxy", "user")
-                          for name, s in ph.items() if name not in ("precompute", "keygen"))
+                          for name, s in ph.items() if name not in (*OFFLINE_PHASES, "keygen"))
     online_floor = sum(per_party[p]["online_floor_s"] for p in parties if p.split(":", 1)[0] in ("proxy", "user"))
     decrypt_floor = phases.get("user", {}).get("decrypt", {}).get("floor_s", 0.0)
     out: dict[str, Any] = {

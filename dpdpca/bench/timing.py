@@ -110,7 +110,7 @@ from dpdpca.timing import Timings
 __all__ = ["TimedFileTransport", "file_relay", "critical_hops", "crossover", "run_timing", "command"]
 
 #: Proxy phases done while collection is open (they need no share), so they run beside the owners.
-PROXY_OVERLAP_PHASES = ("precompute",)
+PROXY_OVERLAP_PHASES = ("precompute", "precompute_noise")
 OWNERS_FULL = (10, 50, 100, 500, 1000)
 OWNERS_QUICK = (10, 50, 100)
 N_COMPONENTS = 10
@@ -440,8 +440,8 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
     from dpdpca.crypto import generate_keypair
     from dpdpca.crypto.primitives import time_primitives
     from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
-    from dpdpca.protocol.layout import share_chunks
     from dpdpca.protocol.params import resolve_release
+    from dpdpca.protocol.releases import as_release
 
     pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
     prims = time_primitives(pk, sk)
@@ -450,12 +450,12 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
     message = os.urandom(200)
     signature = ident.sign(message)
     verify_s = min(_timed(lambda: ring.verify("floor", message, signature)) for _ in range(50))
-    release = resolve_release(None)
+    release = as_release(resolve_release(None))
     cores = max(1, workers)
     floors, fractions, per_share = [], [], []
     for L, r in zip(Ls, runs):
         slots = r["slots"]
-        share = sum(len(c) for c in share_chunks(release, d, slots).values())
+        share = sum(len(c) for c in release.share_chunks(d, slots).values())
         model = operation_counts(key_bits, release=release, d=d, slots=slots, v_slots=slots, owners=L,
                                  workers=cores)
         rep = floor_report(r["timings"], model, prims, cores=cores)

@@ -3,9 +3,10 @@
 A benchmark multiplies these by the operations a phase performs to get the
 phase's *floor*: the time the arithmetic alone takes on this machine, with
 no conversion, packing, scheduling or Python overhead around it.  Each
-figure is the fastest of several timed batches (least disturbed by other
-load), per operation, in the form the code runs it (``a * b % m`` in a
-Python loop, ``powmod_base_list`` for a batch of exponentiations).
+figure is the fastest of several batches in the thread's CPU time (which
+other load on a shared machine does not stretch), per operation, in the
+form the code runs it (``a * b % m`` in a Python loop, ``powmod_base_list``
+for a batch of exponentiations).
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ PRIMITIVES = {
 
 
 def _best(fn: Callable[[], Any], count: int, rounds: int) -> float:
-    """Fastest of ``rounds`` timed calls of ``fn`` (each doing ``count`` operations), per operation."""
+    """Fastest of ``rounds`` calls of ``fn`` (each doing ``count`` operations) in this thread's CPU time,
+    per operation: other load on a shared machine stretches wall time, not this."""
     best = float("inf")
     for _ in range(rounds):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         fn()
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.thread_time() - t0)
     return best / count
 
 
