@@ -584,9 +584,11 @@ def encryptions_of_zero(public_key: PublicKey, count: int, *, method: str = "djn
     """``count`` fresh randomizers (``hs**alpha`` under ``public_key``'s base, or ``r**n``), e.g. made ahead.
 
     The data-independent part of :func:`encrypt` (its ``factors``) and of
-    :meth:`EncryptedArray.rerandomize`; with an executor, each worker draws
-    and exponentiates its part (each worker of a process pool builds the
-    base's fixed-base table once for its share of the work).
+    :meth:`EncryptedArray.rerandomize`.  DJN factors on an engine of several
+    workers share one fixed-base table split by rows
+    (:func:`~dpdpca.crypto.compute.shared_table_powers`: each row built once,
+    not once per worker); ``r**n`` factors are drawn and exponentiated by
+    each worker for its part.
 
     Examples
     --------
@@ -602,6 +604,10 @@ def encryptions_of_zero(public_key: PublicKey, count: int, *, method: str = "djn
         raise param_error("method", f"one of {METHODS}", method)
     count = check_int("count", count, minimum=0)
     engine = compute.as_engine(executor)
+    if method == "djn" and not isinstance(engine, compute.SerialEngine) and engine.workers > 1 and count:
+        # one table for the whole batch, its rows split over the workers (built once, not once per worker)
+        return compute.shared_table_powers(engine, int(public_key.hs), int(public_key.nsquare),
+                                           public_key.alpha_bits, count, public_key.ciphertext_bytes)
     compute.register_public(public_key)
     spans = compute.spans(count, engine, None if isinstance(engine, compute.SerialEngine)
                           else -(-count // max(1, 4 * engine.workers)) or 1)

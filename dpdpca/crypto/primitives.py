@@ -99,20 +99,20 @@ def time_primitives(public_key: PublicKey, private_key: PrivateKey | None = None
 
 
 def djn_mulmods(alpha_bits: int, count: int, workers: int = 1) -> float:
-    """4096-bit multiplications to make ``count`` DJN factors, each of ``workers`` building its own table.
+    """4096-bit multiplications to make ``count`` DJN factors on ``workers`` (:func:`~dpdpca.crypto.encryptions_of_zero`).
 
-    ``alpha_bits``: the exponents' size (:attr:`PublicKey.alpha_bits`).  The
-    table is sized as :meth:`PublicKey.djn_table` sizes it for the
-    ``ceil(count / workers)`` factors of one worker (build: ``rows (2**w - 1)``
-    per worker); each factor then costs one multiplication per non-zero
-    ``w``-bit digit of its exponent (``rows (1 - 2**-w)`` on average).
+    ``alpha_bits``: the exponents' size (:attr:`PublicKey.alpha_bits`).  One
+    table sized for ``count`` (:meth:`FixedBaseTable.best_window`; build:
+    ``rows (2**w - 1)``), split by rows over the workers when there are
+    several; each factor costs one multiplication per non-zero ``w``-bit digit
+    of its exponent (``rows (1 - 2**-w)`` on average), plus ``workers - 1``
+    to multiply the workers' partial products together.
     """
     bits = check_int("alpha_bits", alpha_bits, minimum=1)
     count = check_int("count", count, minimum=0)
     workers = check_int("workers", workers, minimum=1)
     if count == 0:
         return 0.0
-    per = -(-count // workers)
-    w = bk.FixedBaseTable.best_window(bits, per)
+    w = bk.FixedBaseTable.best_window(bits, count)
     rows = -(-bits // w)
-    return float(min(workers, count) * rows * ((1 << w) - 1) + count * rows * (1 - 2.0 ** -w))
+    return float(rows * ((1 << w) - 1) + count * rows * (1 - 2.0 ** -w) + count * (workers - 1))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import gmpy2
 import pytest
 
 from dpdpca.crypto import (
@@ -82,17 +83,14 @@ def test_encryptions_of_zero_on_the_pool_are_fresh_and_decrypt_to_zero(pool, key
     assert len(zeros) == len({int(z) for z in zeros}) == 37
     assert [int(m) for m in sk.raw_decrypt(zeros)] == [0] * 37
     assert encryptions_of_zero(own, 0, executor=pool) == []
+    if method == "djn":  # one table split by rows over the two workers: exact powers, uniform exponents
+        from dpdpca.crypto.compute import ExecutorEngine, shared_table_powers
 
-
-def test_guided_spans_cover_everything_and_shrink_towards_the_end(pool):
-    from dpdpca.crypto.compute import SERIAL, ExecutorEngine, guided_spans
-
-    engine = ExecutorEngine(pool)
-    for count in (1, 7, 100, 7714):
-        sp = guided_spans(count, engine)
-        assert sp[0][0] == 0 and sp[-1][1] == count
-        assert all(a[1] == b[0] for a, b in zip(sp, sp[1:]))
-        sizes = [b - a for a, b in sp]
-        assert sizes == sorted(sizes, reverse=True) or count <= 8
-        assert max(sizes) <= 128 and sizes[-1] <= 8
-    assert guided_spans(50, SERIAL) == [(0, 50)] and guided_spans(0, engine) == []
+        exp_bits = 10
+        mod = int(gmpy2.next_prime(1 << (1 << exp_bits)))  # 2**alpha < mod: alpha reads back exactly
+        zs = shared_table_powers(ExecutorEngine(pool), 2, mod, exp_bits, 300, (mod.bit_length() + 7) // 8)
+        alphas = [int(z).bit_length() - 1 for z in zs]
+        assert all(int(z) == 1 << a for z, a in zip(zs, alphas))
+        assert all(0 <= a < (1 << exp_bits) for a in alphas) and len(set(alphas)) > 200
+        top = sum(a >> (exp_bits - 1) for a in alphas)
+        assert 100 < top < 200  # the top bit is set about half the time
