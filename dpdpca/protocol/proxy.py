@@ -341,7 +341,8 @@ class Proxy:
                 self._noise_thread.start()
             else:
                 draw()
-        self._randomizers.fill(count, wait=bool(wait) or (wait is None and self._randomizers.method == "djn"))
+        now = bool(wait) or (wait is None and self._randomizers.method == "djn")
+        self._randomizers.fill(count, wait=now, executor=self.executor if now else None)
         self._prepared = True
 
     def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> tuple[Any, dict[str, list[int]]] | None:
