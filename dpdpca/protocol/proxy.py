@@ -118,7 +118,9 @@ class Proxy:
         self.n_: int | None = None
         self.range_proofs = bool(range_proofs)
         self.excluded_: dict[str, str] = {}  # owner id -> why (a failed range proof)
-        self._randomizers = RandomizerPool(params.public_key)
+        # The release's rerandomizers: r^n (centred), or DJN factors under a base the proxy draws (add/remove).
+        self._randomizers = (RandomizerPool(params.public_key.with_own_base(), method="djn")
+                             if self.release.rerandomizer == "djn" else RandomizerPool(params.public_key))
         self._prepared = False
         # Add/remove: the proxy's noise drawn ahead for one privacy setting (used once, then dropped).
         self._release_setting: ReleaseOptions | None = None
@@ -327,8 +329,6 @@ class Proxy:
         d = check_features(check_int("d", d, minimum=1), self.max_features)
         setting = self._expected_setting(setting, finish_options)
         count = self.release.result_ciphertexts(d, self.params.layout.slots, self.params.v2_layout.slots)
-        if self.release.rerandomizer == "djn":  # under the proxy's own base (see _rerandomize)
-            self._randomizers = RandomizerPool(self.params.public_key.with_own_base(), method="djn")
         if setting is not None and self.release.noise_before_close and setting.noise_by == "proxy":
             def draw() -> None:
                 start = time.thread_time()

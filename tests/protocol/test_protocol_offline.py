@@ -151,3 +151,20 @@ def test_proxy_noise_drawn_ahead_is_used_once_and_only_for_its_setting(make_user
     other = run(0.5, 1.0)  # drawn for another epsilon: a fresh draw for the one released
     assert other.noise_blocks_for_testing_ is not other.drawn_for_test
     assert other.privacy_.to_dict()["epsilon"] == pytest.approx(1.0)
+
+
+def test_a_proxy_rebuilt_from_its_state_rerandomizes_add_remove_with_djn_under_its_own_base(make_user, make_owner,
+                                                                                          unit_rows):
+    # proxy finish in another process than proxy aggregate: nothing was made ahead, and the factors
+    # made then are DJN factors under a base the proxy draws (not r^n, not the published hs).
+    user = make_user(release="add-remove")
+    rng = np.random.default_rng(8)
+    proxy = Proxy(user.params, user.owner_keys, quorum=2, release="add-remove")
+    for o in ("1", "2"):
+        proxy.receive_share(make_owner(user.params, o, release="add-remove").share(unit_rows(rng, 5, 4)))
+    proxy.close_collection()
+    again = Proxy.from_state(user.params, user.owner_keys, proxy.state_bytes())
+    pool = again._randomizers
+    assert pool.method == "djn" and pool.ready == 0 and int(pool.public_key.hs) != int(user.params.public_key.hs)
+    out = Message.from_bytes(again.finish_add_remove(epsilon=1.0, delta=1e-5))
+    assert set(out.sections) == {"R2", "v2", "N2"}
