@@ -88,7 +88,7 @@ class OwnerRandomness:
         width = public_key.ciphertext_bytes
         header = json.dumps({"key_fingerprint": self.key_fingerprint, "release": self.release, "d": self.d,
                              "slots": self.slots, "width": width,
-                             "sections": {k: len(v) for k, v in self.sections.items()}},
+                             "sections": [[k, len(v)] for k, v in self.sections.items()]},  # in blob order
                             sort_keys=True, separators=(",", ":")).encode()
         # in the header's (sorted) section order, which consume() reads back
         blob = b"".join(int(f).to_bytes(width, "big") for name in sorted(self.sections) for f in self.sections[name])
@@ -125,7 +125,7 @@ class OwnerRandomness:
         line, blob = data[len(_MAGIC):].split(b"\n", 1)
         try:
             head = json.loads(line)
-            sizes = {str(k): int(v) for k, v in head["sections"].items()}
+            sizes = {str(k): int(v) for k, v in head["sections"]}
             width = int(head["width"])
             fingerprint, release = str(head["key_fingerprint"]), str(head["release"])
             d, slots = int(head["d"]), int(head["slots"])

@@ -64,10 +64,12 @@ def test_owner_refuses_randomness_made_for_another_d_or_key(make_user, make_owne
         owner.use_randomness(foreign)
 
 
-def test_randomness_file_is_private_read_once_and_deleted(tmp_path, make_user, make_owner, unit_rows, other_keypair):
-    user = make_user()
+@pytest.mark.parametrize("release", ["add-remove", "centred"])
+def test_randomness_file_is_private_read_once_and_deleted(tmp_path, make_user, make_owner, unit_rows, other_keypair,
+                                                          release):
+    user = make_user(release=release)
     pk = user.params.public_key
-    owner = make_owner(user.params, "1")
+    owner = make_owner(user.params, "1", release=release)
     made = owner.precompute(3)
     digits = str(int(made.sections["R"][0]))
     assert digits[:12] not in repr(made) and "factors=" in repr(made)
@@ -77,7 +79,9 @@ def test_randomness_file_is_private_read_once_and_deleted(tmp_path, make_user, m
         made.save(path, pk)
     loaded = OwnerRandomness.consume(path, pk)
     assert not path.exists()  # deleted before use
+    # every section gets its own factors back, in order (the sections are not in alphabetical order)
     assert loaded.sections == {k: [int(f) for f in v] for k, v in made.sections.items()}
+    assert list(loaded.sections) == list(made.sections)
     with pytest.raises(FileAccessError, match="must be readable"):
         OwnerRandomness.consume(path, pk)  # used once
     owner.use_randomness(loaded)
