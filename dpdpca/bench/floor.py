@@ -94,7 +94,9 @@ def floor_report(timings: Mapping[str, Any], model: Mapping[str, Mapping[str, Ma
         ``online_floor_s``), ``critical_path`` (online, from the last
         share's arrival to the components: the proxy's online phases and the
         user's but key generation), ``whole_run`` and
-        ``online_over_decrypt_floor`` (that path over the user's decryption floor).
+        ``online_over_decrypt_floor`` (that path over the user's decryption floor).  The
+        benchmark may add ``whole_run["cpu_s"]`` (every process's CPU) and
+        ``fraction_of_floor_cpu`` (single-core work over it).
     """
     parties = timings["parties"]
     cpu = timings.get("cpu_s", {})

@@ -227,6 +227,20 @@ def _fashion(quick: bool) -> tuple[np.ndarray, str]:
     return clip_rows(X)[0], name
 
 
+def _pool_cpu_s(pool: Any) -> float:
+    """CPU seconds the live worker processes of a local pool have used (Linux ``/proc``; 0 elsewhere)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for proc in list(getattr(pool, "_processes", {}) or {}):
+        try:
+            with open(f"/proc/{proc}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: str = "wide",
               scheduler: str | None = None) -> dict[str, Any]:
     """The d = 784 (``--quick``: 196) run under the parameters :func:`layouts` names ``kind``."""
@@ -240,9 +254,11 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: 
     try:
         t0 = time.perf_counter()
         user = DataUser.generate(key_bits=KEY_BITS, **declared, **kinds[kind])  # timed: keygen is part of the run
+        c0 = time.process_time() + _pool_cpu_s(pool)
         run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, user=user,
                            executor=engine if engine is not None else pool, user_executor=pool)
         wall = time.perf_counter() - t0
+        cpu = time.process_time() + _pool_cpu_s(pool) - c0  # every party's CPU, the pool's processes included
     finally:
         if pool is not None:
             pool.shutdown()
@@ -253,6 +269,10 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: 
     key = f"d{d}" + ("" if kind == "wide" else f"_{kind}")
     release = kinds[kind]["release"] if kinds[kind]["release"] != "any" else resolve_release(None)
     floor = run_floor(t, user, release=release, d=d, workers=workers, wall_s=wall - t["parties"]["user"]["keygen"])
+    if engine is None and cpu > 0:  # the CPU of a Dask cluster is not seen from here
+        whole = floor["whole_run"]
+        whole["cpu_s"] = cpu
+        whole["fraction_of_floor_cpu"] = whole["floor_s"] * max(1, workers) / cpu
     slots = {other: (user.params.layout.slots if other == kind else
                      ProtocolParams.create(user.params.public_key, **declared, **kinds[other]).layout.slots)
              for other in kinds}

@@ -66,3 +66,22 @@ def test_floor_report_of_a_real_run(keys):
         assert set(rep[key]) == {"floor_s", "measured_s", "fraction_of_floor"} and rep[key]["floor_s"] > 0
     assert rep["parties"]["owner:2"]["offline_floor_s"] > 0 and rep["parties"]["user"]["unmodelled_s"] >= 0
     assert rep["online_over_decrypt_floor"] == pytest.approx(rep["critical_path"]["measured_s"] / dec["floor_s"])
+
+
+def _spin(n: int) -> int:
+    return sum(i * i for i in range(n))
+
+
+def test_pool_cpu_counts_the_workers():
+    import sys
+
+    from dpdpca.bench.protocol import _pool_cpu_s
+    from dpdpca.crypto import local_process_pool
+
+    assert _pool_cpu_s(None) == 0.0
+    with local_process_pool(2) as pool:
+        before = _pool_cpu_s(pool)
+        list(pool.map(_spin, [3_000_000] * 4))
+        after = _pool_cpu_s(pool)
+    if sys.platform.startswith("linux"):
+        assert after > before and after > 0.1
