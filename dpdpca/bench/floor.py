@@ -26,7 +26,7 @@ from dpdpca.crypto.primitives import djn_mulmods
 from dpdpca.protocol.releases import ADD_REMOVE, as_release
 from dpdpca.timing import Timings
 
-__all__ = ["operation_counts", "floor_report", "intake_per_share"]
+__all__ = ["floor_report", "intake_per_share", "operation_counts"]
 
 OFFLINE_PHASES = Timings.OFFLINE_PHASES
 

@@ -36,6 +36,7 @@ exponents", "multi-exponentiate this base by these packed vectors",
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -626,7 +627,7 @@ def shared_table_powers(engine: Engine, base: int, modulus: int, exp_bits: int, 
     parts = max(1, min(engine.workers, n_rows))
     edges = [n_rows * k // parts for k in range(parts + 1)]
     tasks = [(int(modulus), int(base), int(exp_bits), w, a, b, np.ascontiguousarray(digits[:, a:b]).tobytes())
-             for a, b in zip(edges, edges[1:])]
+             for a, b in itertools.pairwise(edges)]
     partial = engine.map(djn_rows_kernel, tasks, width)
     return bk.columnwise_prod_mod([partial[k * count:(k + 1) * count] for k in range(parts)], modulus)
 

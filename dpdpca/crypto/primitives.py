@@ -21,7 +21,7 @@ from dpdpca._validation import check_int
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.keys import PrivateKey, PublicKey
 
-__all__ = ["time_primitives", "djn_mulmods", "PRIMITIVES"]
+__all__ = ["PRIMITIVES", "djn_mulmods", "time_primitives"]
 
 #: What :func:`time_primitives` returns (seconds per operation).
 PRIMITIVES = {

@@ -28,7 +28,7 @@ from dpdpca.crypto.compute import EngineLike
 from dpdpca.errors import FileAccessError, MessageError
 from dpdpca.protocol.releases import as_release
 
-__all__ = ["OwnerRandomness", "RANDOMNESS_FILE"]
+__all__ = ["RANDOMNESS_FILE", "OwnerRandomness"]
 
 #: Default file name in the owner's directory.
 RANDOMNESS_FILE = "randomness.bin"
@@ -62,7 +62,7 @@ class OwnerRandomness:
 
     @classmethod
     def make(cls, own_key: PublicKey, *, key_fingerprint: str, release: str, d: int, slots: int,
-             executor: EngineLike = None) -> "OwnerRandomness":
+             executor: EngineLike = None) -> OwnerRandomness:
         """Fresh factors ``hs'**alpha`` (``alpha`` from ``os.urandom``) for every ciphertext of one share.
 
         ``executor``: a local process pool (or any engine) shares the work.
@@ -95,7 +95,7 @@ class OwnerRandomness:
         return atomic_write_bytes(path, _MAGIC + header + b"\n" + blob, mode=0o600, exclusive=True)
 
     @classmethod
-    def consume(cls, path: str | os.PathLike[str], public_key: PublicKey) -> "OwnerRandomness":
+    def consume(cls, path: str | os.PathLike[str], public_key: PublicKey) -> OwnerRandomness:
         """Read the factors at ``path`` and delete the file before anything uses them (used once).
 
         Raises

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import gmpy2
 import numpy as np
 import pytest
@@ -123,7 +125,7 @@ def test_a_table_split_by_rows_multiplies_back_to_the_powers(window):
     digits = whole._digit_matrix(raw.reshape(len(exps), whole.n_bytes))
     cut = [0, whole.n_rows // 3, whole.n_rows // 2, whole.n_rows]
     parts = [bk.FixedBaseTable(7, mod, bits, window=window, rows=(a, b)).partial_products(digits[:, a:b])
-             for a, b in zip(cut, cut[1:])]
+             for a, b in itertools.pairwise(cut)]
     assert bk.columnwise_prod_mod(parts, mod) == [gmpy2.powmod(7, e, mod) for e in exps]
     part = bk.FixedBaseTable(7, mod, bits, window=window, rows=(cut[1], cut[2]))
     with pytest.raises(ValueError, match="partial products, not powers"):
