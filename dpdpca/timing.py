@@ -30,33 +30,40 @@ class Timings:
     >>> t.add("proxy", "precompute", 2.5)   # overlaps the owners' 3.0 s
     >>> t.critical_path_s(), t.total_s()
     (4.0, 8.5)
+    >>> t.add("owner:2", "precompute", 1.0)  # offline: made before the data arrive
+    >>> t.critical_path_s(), t.critical_path_s(online=True), t.offline_s("owner:2")
+    (5.0, 4.0, 1.0)
     """
 
     def __init__(self, *, parallel_roles: tuple[str, ...] = ("owner",),
-                 overlapping_phases: tuple[str, ...] = ("precompute",)) -> None:
+                 overlapping_phases: tuple[str, ...] = ("precompute", "precompute_noise")) -> None:
         self.parallel_roles = tuple(parallel_roles)
         self.overlapping_phases = tuple(overlapping_phases)
         self._phases: dict[str, dict[str, float]] = {}
+        self._cpu: dict[str, dict[str, float]] = {}
 
-    def add(self, party: str, phase: str, seconds: float) -> None:
-        """Add ``seconds`` to ``party``'s ``phase``."""
+    def add(self, party: str, phase: str, seconds: float, *, cpu_s: float | None = None) -> None:
+        """Add ``seconds`` to ``party``'s ``phase`` (and ``cpu_s``, default ``seconds``, to its CPU time)."""
         phases = self._phases.setdefault(party, {})
         phases[phase] = phases.get(phase, 0.0) + float(seconds)
+        cpu = self._cpu.setdefault(party, {})
+        cpu[phase] = cpu.get(phase, 0.0) + float(seconds if cpu_s is None else cpu_s)
 
     @contextmanager
     def measure(self, party: str, phase: str) -> Iterator[None]:
-        """Context manager that times its body into ``party``/``phase``."""
-        start = time.perf_counter()
+        """Context manager that times its body into ``party``/``phase`` (wall clock, and this
+        process's CPU time: other load on the machine stretches the first, not the second)."""
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
-            self.add(party, phase, time.perf_counter() - start)
+            self.add(party, phase, time.perf_counter() - start, cpu_s=time.process_time() - cpu)
 
     def merge(self, other: "Timings") -> None:
         """Add every phase of ``other`` into this one."""
         for party, phases in other._phases.items():
             for phase, sec in phases.items():
-                self.add(party, phase, sec)
+                self.add(party, phase, sec, cpu_s=other._cpu.get(party, {}).get(phase))
 
     def party_total(self, party: str) -> float:
         return sum(self._phases.get(party, {}).values())
@@ -65,30 +72,55 @@ class Timings:
         """Sum over every party: the CPU-style total if nothing ran in parallel."""
         return sum(self.party_total(p) for p in self._phases)
 
-    def critical_path_s(self) -> float:
+    def critical_path_s(self, *, online: bool = False) -> float:
         """Sequential parties in full, plus the slowest party of each parallel role or the longest
-        overlapping phase of a sequential party, whichever is longer."""
+        overlapping phase of a sequential party, whichever is longer.
+
+        ``online``: without the offline phases (:attr:`OFFLINE_PHASES`: work
+        that depends on public parameters only and can be made before the
+        session, e.g. an owner's DJN factors or the proxy's rerandomizers).
+        """
         slowest: dict[str, float] = {}
         overlap = 0.0
         total = 0.0
         for party, phases in self._phases.items():
             role = party.split(":", 1)[0]
             if role in self.parallel_roles:
-                slowest[role] = max(slowest.get(role, 0.0), self.party_total(party))
+                slowest[role] = max(slowest.get(role, 0.0), self.online_s(party) if online else self.party_total(party))
                 continue
+            beside = 0.0  # a party's overlapping phases run one after the other
             for phase, sec in phases.items():
+                if online and phase in self.OFFLINE_PHASES:
+                    continue
                 if phase in self.overlapping_phases:
-                    overlap = max(overlap, sec)
+                    beside += sec
                 else:
                     total += sec
+            overlap = max(overlap, beside)
         return total + max(sum(slowest.values()), overlap)
 
+    #: Phases that depend on public parameters only (made before the data or the shares arrive).
+    OFFLINE_PHASES = ("precompute", "precompute_noise")
+
+    def offline_s(self, party: str) -> float:
+        """``party``'s seconds in offline phases."""
+        return sum(sec for ph, sec in self._phases.get(party, {}).items() if ph in self.OFFLINE_PHASES)
+
+    def online_s(self, party: str) -> float:
+        """``party``'s seconds in every other phase."""
+        return self.party_total(party) - self.offline_s(party)
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``parties`` (party -> phase -> s), ``total_s``, ``critical_path_s``."""
+        """JSON-ready: ``parties`` (party -> phase -> s), ``total_s``, ``critical_path_s``,
+        ``online_critical_path_s``, and per party ``offline_s`` and ``online_s``."""
         return {
             "parties": {p: dict(ph) for p, ph in self._phases.items()},
             "total_s": self.total_s(),
             "critical_path_s": self.critical_path_s(),
+            "online_critical_path_s": self.critical_path_s(online=True),
+            "offline_s": {p: self.offline_s(p) for p in self._phases},
+            "online_s": {p: self.online_s(p) for p in self._phases},
+            "cpu_s": {p: dict(ph) for p, ph in self._cpu.items()},
         }
 
     @classmethod
@@ -96,5 +128,5 @@ class Timings:
         t = cls(parallel_roles=parallel_roles)
         for party, phases in data.get("parties", {}).items():
             for phase, sec in phases.items():
-                t.add(party, phase, sec)
+                t.add(party, phase, sec, cpu_s=data.get("cpu_s", {}).get(party, {}).get(phase))
         return t

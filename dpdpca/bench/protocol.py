@@ -48,12 +48,14 @@ import numpy as np
 import phe
 
 from dpdpca.bench._data import real_or_synthetic
+from dpdpca.bench.floor import floor_report, operation_counts
 from dpdpca.crypto import local_process_pool, upper_triangle_flatten
 from dpdpca.crypto.compute import dask_engine
+from dpdpca.crypto.primitives import time_primitives
 from dpdpca.data import clip_rows, load_dataset, partition
 from dpdpca.errors import DataError
 from dpdpca.protocol.masking import draw_mask
-from dpdpca.protocol.params import ProtocolParams
+from dpdpca.protocol.params import ProtocolParams, resolve_release
 from dpdpca.protocol.parties import DataUser
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.protocol.releases import ADD_REMOVE
@@ -127,6 +129,17 @@ def _work_s(timings: dict[str, Any]) -> float:
     return sum(sec for phases in timings["parties"].values() for ph, sec in phases.items() if ph != "keygen")
 
 
+def run_floor(timings: dict[str, Any], user: DataUser, *, release: str, d: int, workers: int,
+              wall_s: float | None) -> dict[str, Any]:
+    """The run's floor (:mod:`dpdpca.bench.floor`) from primitives timed now, on this run's key."""
+    params = user.params
+    model = operation_counts(params.public_key.bits, release=release, d=d, slots=params.layout.slots,
+                             v_slots=params.v2_layout.slots if release == "centred" else params.layout.slots,
+                             owners=OWNERS, workers=max(1, workers))
+    prims = time_primitives(params.public_key, user.private_key)
+    return floor_report(timings, model, prims, cores=max(1, workers), wall_s=wall_s)
+
+
 def layouts(epsilon: float, delta: float) -> dict[str, dict[str, Any]]:
     """The parameter sets compared, as :meth:`ProtocolParams.create` keywords beside the declared bounds.
 
@@ -171,6 +184,8 @@ def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float) -> dict[str, Any]
     best = {name: min(first[name], second[name], key=work) for name in kinds}
     run, wall, _ = best["wide"]
     timings = run.result.timings.to_dict()
+    d64_floor = run_floor(timings, users["wide"], release="add-remove", d=64, workers=1,
+                          wall_s=wall)
     out = {
         "ratio_vs_per_element_phe": phe_part["phe_total_s"] / work(best["wide"]),
         "ratio_vs_per_element_phe_any": phe_part["phe_total_s"] / work(best["any"]),
@@ -183,6 +198,7 @@ def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float) -> dict[str, Any]
         "d64_ours_phase_sum_s": _work_s(timings),
         "d64_ours_phases": timings["parties"],
         "d64_ours_critical_path_s": timings["critical_path_s"],
+        "d64_floor": d64_floor,
         "d64_phe_total_s": phe_part["phe_total_s"],
         "phe_extrapolated": True,
         "phe_sampled_ops": phe_part["phe_sampled_ops"],
@@ -211,6 +227,20 @@ def _fashion(quick: bool) -> tuple[np.ndarray, str]:
     return clip_rows(X)[0], name
 
 
+def _pool_cpu_s(pool: Any) -> float:
+    """CPU seconds the live worker processes of a local pool have used (Linux ``/proc``; 0 elsewhere)."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for proc in list(getattr(pool, "_processes", {}) or {}):
+        try:
+            with open(f"/proc/{proc}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: str = "wide",
               scheduler: str | None = None) -> dict[str, Any]:
     """The d = 784 (``--quick``: 196) run under the parameters :func:`layouts` names ``kind``."""
@@ -224,9 +254,11 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: 
     try:
         t0 = time.perf_counter()
         user = DataUser.generate(key_bits=KEY_BITS, **declared, **kinds[kind])  # timed: keygen is part of the run
+        c0 = time.process_time() + _pool_cpu_s(pool)
         run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, user=user,
                            executor=engine if engine is not None else pool, user_executor=pool)
         wall = time.perf_counter() - t0
+        cpu = time.process_time() + _pool_cpu_s(pool) - c0  # every party's CPU, the pool's processes included
     finally:
         if pool is not None:
             pool.shutdown()
@@ -235,6 +267,12 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: 
     t = run.result.timings.to_dict()
     per_party = {p: round(sum(ph.values()), 3) for p, ph in t["parties"].items()}
     key = f"d{d}" + ("" if kind == "wide" else f"_{kind}")
+    release = kinds[kind]["release"] if kinds[kind]["release"] != "any" else resolve_release(None)
+    floor = run_floor(t, user, release=release, d=d, workers=workers, wall_s=wall - t["parties"]["user"]["keygen"])
+    if engine is None and cpu > 0:  # the CPU of a Dask cluster is not seen from here
+        whole = floor["whole_run"]
+        whole["cpu_s"] = cpu
+        whole["fraction_of_floor_cpu"] = whole["floor_s"] * max(1, workers) / cpu
     slots = {other: (user.params.layout.slots if other == kind else
                      ProtocolParams.create(user.params.public_key, **declared, **kinds[other]).layout.slots)
              for other in kinds}
@@ -250,6 +288,12 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: 
         f"{key}_slots_per_ciphertext": slots,
         f"{key}_release_ciphertexts": {other: ADD_REMOVE.result_ciphertexts(d, n) for other, n in slots.items()},
         f"{key}_scheduler": scheduler or "none",
+        f"{key}_online_critical_path_s": t["online_critical_path_s"],
+        f"{key}_offline_s": t["offline_s"],
+        f"{key}_online_s": t["online_s"],
+        f"{key}_floor": floor,
+        f"{key}_floor_s": floor["critical_path"]["floor_s"],
+        f"{key}_fraction_of_floor": floor["critical_path"]["fraction_of_floor"],
         "d784_skipped": quick,
     }
 

@@ -110,7 +110,7 @@ from dpdpca.timing import Timings
 __all__ = ["TimedFileTransport", "file_relay", "critical_hops", "crossover", "run_timing", "command"]
 
 #: Proxy phases done while collection is open (they need no share), so they run beside the owners.
-PROXY_OVERLAP_PHASES = ("precompute",)
+PROXY_OVERLAP_PHASES = ("precompute", "precompute_noise")
 OWNERS_FULL = (10, 50, 100, 500, 1000)
 OWNERS_QUICK = (10, 50, 100)
 N_COMPONENTS = 10
@@ -275,6 +275,11 @@ def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure
                                 [io_cpu.get(f"owner:{o}", {}).get("send", 0.0) for o in owner_ids])
     else:  # the owner's work runs in the pool's processes: its thread's CPU time would miss it
         owners = list(seg["owners_s"])
+    phases = run.result.timings.to_dict()
+    # An owner's offline work (its DJN factors, made before its data arrive) is inside its segment here.
+    made_ahead = [phases["cpu_s" if pool is None else "parties"].get(f"owner:{o}", {}).get("precompute", 0.0)
+                  for o in owner_ids]
+    owners_online = [max(0.0, s - m) for s, m in zip(owners, made_ahead)]
     timings, keygen = _without_keygen(run.result.timings)
     proxy_phases = timings.to_dict()["parties"].get("proxy", {})
     # made in a background thread during the owners' turns, so not inside the proxy's own segment
@@ -291,8 +296,11 @@ def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure
             "owner_max_s": owner_max, "owner_median_s": statistics.median(owners),
             "owner_wall_max_s": max(seg["owners_s"]),
             "proxy_s": seg["proxy_s"], "precompute_s": overlap,
-            "online_critical_s": owner_max + seg["proxy_s"] + seg["user_s"], "user_s": seg["user_s"],
-            "proxy_phases": proxy_phases, "io_s": net.io.total_s(), "io_per_message_s": io_per_message}
+            "online_critical_s": max(owners_online) + seg["proxy_s"] + seg["user_s"], "user_s": seg["user_s"],
+            "owner_online_max_s": max(owners_online), "owner_precompute_max_s": max(made_ahead),
+            "proxy_phases": proxy_phases, "io_s": net.io.total_s(), "io_per_message_s": io_per_message,
+            "timings": phases, "slots": int(run.result.params["slots"]),
+            "share_bytes": int(net.bytes_sent.get(f"owner:{owner_ids[0]}", 0))}
 
 
 def _sequential_once(parts: list[np.ndarray], root: Path) -> dict[str, Any]:
@@ -410,8 +418,70 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
                       "recipient and moved aside (keep_read=True)"),
         "goals": {"dpdpca_growth_max": 2.0, "dpdpca_faster_from_L": 50},
     }
+    out["floor"] = timing_floor(best["dpdpca"], Ls, d=int(X.shape[1]), key_bits=key_bits,
+                                insecure_test_key=insecure_test_key, workers=workers)
     out["run"] = run_record(seed=seed, started=started)
     return out
+
+
+def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, key_bits: int,
+                 insecure_test_key: bool, workers: int) -> dict[str, Any]:
+    """Per L, the online critical path's floor and ``fraction_of_floor``; the proxy's cost per share against its floor.
+
+    The primitives are timed after the sweep on a fresh key of the same size
+    (:mod:`dpdpca.bench.floor`).  The path's floor: the slowest owner's
+    online encryption (one multiplication per ciphertext), the proxy's
+    intake of L shares (:func:`~dpdpca.bench.floor.intake_per_share`), noise
+    and rerandomization, and the user's CRT decryption.  The proxy's
+    measured cost per share is the slope of its segment from the first to
+    the last L (its fixed work cancels).
+    """
+    from dpdpca.bench.floor import floor_report, intake_per_share, operation_counts
+    from dpdpca.crypto import generate_keypair
+    from dpdpca.crypto.primitives import time_primitives
+    from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+    from dpdpca.protocol.params import resolve_release
+    from dpdpca.protocol.releases import as_release
+
+    pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
+    prims = time_primitives(pk, sk)
+    ident = OwnerIdentity.generate("floor")
+    ring = OwnerKeyring.from_identities([ident])
+    message = os.urandom(200)
+    signature = ident.sign(message)
+    verify_s = min(_timed(lambda: ring.verify("floor", message, signature)) for _ in range(50))
+    release = as_release(resolve_release(None))
+    cores = max(1, workers)
+    floors, fractions, per_share = [], [], []
+    for L, r in zip(Ls, runs):
+        slots = r["slots"]
+        share = sum(len(c) for c in release.share_chunks(d, slots).values())
+        model = operation_counts(key_bits, release=release, d=d, slots=slots, v_slots=slots, owners=L,
+                                 workers=cores)
+        rep = floor_report(r["timings"], model, prims, cores=cores)
+        intake = intake_per_share(share, r["share_bytes"], prims, verify_s=verify_s, cores=cores)
+        proxy = rep["phases"].get("proxy", {})
+        floor = (model["owner"]["encrypt"]["ops"]["plain_mul_s"] * prims["plain_mul_s"] + L * intake["floor_s"]
+                 + sum(proxy[ph]["floor_s"] for ph in ("noise", "rerandomize") if ph in proxy)
+                 + rep["phases"]["user"]["decrypt"]["floor_s"])
+        floors.append(floor)
+        fractions.append(floor / r["online_critical_s"] if r["online_critical_s"] > 0 else None)
+        per_share.append(intake["floor_s"])
+    slope = ((runs[-1]["proxy_s"] - runs[0]["proxy_s"]) / (Ls[-1] - Ls[0])) if len(Ls) > 1 else None
+    return {
+        "floor_s": floors, "fraction_of_floor": fractions, "of": "dpdpca_online_critical_s",
+        "proxy_per_share": {"floor_s": per_share[-1], "measured_s": slope,
+                            "fraction_of_floor": per_share[-1] / slope if slope else None,
+                            "proxy_cores": cores,
+                            "note": "measured: slope of the proxy's segment from the first to the last L"},
+        "primitives": {**prims, "verify_s": verify_s},
+    }
+
+
+def _timed(fn: Any) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def write_outputs(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[str]:

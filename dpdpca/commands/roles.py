@@ -119,6 +119,47 @@ def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
     write_identity(out_dir, check_owner_id(owner_id), force=force, what="owner keygen")
 
 
+def _randomness_path(identity_path: str, owner_id: str, given: str | None) -> Path:
+    """``--randomness``, or ``<owner_id>.randomness.bin`` beside the owner's identity file (its own directory)."""
+    return Path(given) if given is not None else Path(identity_path).resolve().parent / f"{owner_id}.randomness.bin"
+
+
+@owner_group.command("prepare")
+@click.option("--public", "public_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--identity", "identity_path", required=True, type=click.Path(dir_okay=False),
+              help="This owner's identity file; the randomness goes beside it (the owner's own directory).")
+@click.option("--d", "d", required=True, type=int, help="Features of the share to come.")
+@click.option("--release", type=click.Choice(RELEASES), default=None,
+              help="The release the share is for (default: the rigorous default, add-remove).")
+@click.option("--randomness", "randomness_path", default=None, type=click.Path(dir_okay=False),
+              help="Where to write it (mode 0600; default <owner_id>.randomness.bin beside --identity).")
+@click.option("--insecure-test-key", is_flag=True,
+              help="This owner accepts a data-user key below 2048 bits (tests only).")
+def owner_prepare_cmd(public_path: str, identity_path: str, d: int, release: str | None,
+                      randomness_path: str | None, insecure_test_key: bool) -> None:
+    """Offline: make the encryptions of zero of one share before the data exist (the next 'owner share' uses them
+    once and deletes the file)."""
+    import time
+
+    from dpdpca._validation import check_int
+    from dpdpca.protocol.identity import OwnerIdentity
+    from dpdpca.protocol.owner import DataOwner
+
+    d = check_int("d", d, minimum=1)
+    params = load_public(public_path)
+    identity = OwnerIdentity.load(identity_path)
+    owner = DataOwner(params, identity, insecure_test_key=insecure_test_key, release=resolve_release(release))
+    path = _randomness_path(identity_path, identity.owner_id, randomness_path)
+    if path.exists():
+        raise FileAccessError(f"--randomness must not exist yet (each set is used once), got existing {str(path)!r}")
+    start = time.perf_counter()
+    made = owner.precompute(d)
+    made.save(path, params.public_key)
+    count = sum(len(v) for v in made.sections.values())
+    click.echo(f"owner {identity.owner_id}: {count} encryptions of zero for d={d} ({owner.release}) in "
+               f"{time.perf_counter() - start:.2f} s; wrote {path} (mode 0600, used once by 'owner share')")
+
+
 @owner_group.command("share")
 @click.option("--public", "public_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--identity", "identity_path", required=True, type=click.Path(dir_okay=False),
@@ -130,6 +171,9 @@ def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
 @click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
 @click.option("--insecure-test-key", is_flag=True,
               help="This owner accepts a data-user key below 2048 bits (tests only).")
+@click.option("--randomness", "randomness_path", default=None, type=click.Path(dir_okay=False),
+              help="Encryptions of zero from 'owner prepare' (default <owner_id>.randomness.bin beside --identity, "
+                   "if present); read once and deleted.")
 @release_options
 @click.option("--owners", type=int, default=None, help="L, with --noise-by owners (the proxy's --owners).")
 @click.option("--quorum", type=int, default=None, help="Q, with --noise-by owners: shares are sized for it.")
@@ -149,7 +193,8 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
                     honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
                     delta: float | None, feature_bounds: Any, feature_bounds_file: str | None,
                     no_feature_bounds: bool, range_proofs: bool, workers: int, scheduler: str | None,
-                    proxy_url: str | None, ca_cert: str | None, token: str | None, max_features: int) -> None:
+                    proxy_url: str | None, ca_cert: str | None, token: str | None, max_features: int,
+                    randomness_path: str | None = None) -> None:
     """Encrypt this owner's share E[R^l], E[v^l] and sign it (with its count N^l in the centred release); write
     it or POST it to the proxy."""
     from dpdpca.data import load_file
@@ -198,6 +243,11 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
         with Pool(workers, scheduler) as pool:
             owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,
                               release=rel, noise=noise, range_proofs=range_proofs)
+            ready = _randomness_path(identity_path, owner_id, randomness_path)
+            if randomness_path is not None or ready.exists():
+                from dpdpca.protocol.offline import OwnerRandomness
+
+                owner.use_randomness(OwnerRandomness.consume(ready, params.public_key))
             data = owner_round(owner, X, service if service is not None else PathTransport(outbox=[str(out_path)]))
     finally:
         if service is not None:

@@ -119,7 +119,8 @@ class FixedBaseTable:
     #: Largest table :meth:`best_window` picks (entries): 2**17 entries of 4096 bits = 64 MiB.
     MAX_ENTRIES = 1 << 17
 
-    def __init__(self, base: int, mod: int, exp_bits: int, window: int = WINDOW) -> None:
+    def __init__(self, base: int, mod: int, exp_bits: int, window: int = WINDOW,
+                 rows: tuple[int, int] | None = None) -> None:
         if not 1 <= int(window) <= 16:
             raise ValueError(f"window must be in [1, 16], got {window}")
         self.mod = mpz(mod)
@@ -127,18 +128,23 @@ class FixedBaseTable:
         self.window = w = int(window)
         self.n_rows = -(-self.exp_bits // w)
         self.n_bytes = (self.exp_bits + 7) // 8
-        rows: list[list[mpz]] = []
-        g = mpz(base) % self.mod
+        # rows=(a, b): only rows a..b-1 (one worker's part of a table shared by a pool, partial_products)
+        self.row_range = (0, self.n_rows) if rows is None else (int(rows[0]), int(rows[1]))
+        first, stop = self.row_range
+        if not 0 <= first <= stop <= self.n_rows:
+            raise ValueError(f"rows must be within [0, {self.n_rows}], got {rows}")
+        table: list[list[mpz]] = []
         m = self.mod
-        for _ in range(self.n_rows):
+        g = gmpy2.powmod(mpz(base) % m, mpz(1) << (w * first), m)  # base**(2**(w first))
+        for _ in range(stop - first):
             row = [mpz(1), g]
             acc = g
             for _u in range(2, 1 << w):
                 acc = acc * g % m
                 row.append(acc)
-            rows.append(row)
+            table.append(row)
             g = acc * g % m  # g**(2**w): the base of the next window
-        self.rows = rows
+        self.rows = table
 
     @classmethod
     def cost(cls, exp_bits: int, count: int, window: int) -> int:
@@ -183,6 +189,23 @@ class FixedBaseTable:
             raise ValueError(f"exponents must be below 2**{self.exp_bits}, got a larger one")
         return digits
 
+    def partial_products(self, digits: np.ndarray) -> list[mpz]:
+        """``prod_k rows[k][digits[i, k]] mod mod`` over this table's rows only.
+
+        ``digits`` has one column per row of :attr:`row_range`.  The products
+        of the parts of a table split by rows, multiplied together, are the
+        powers (``base**e = prod_k base**(u_k 2**(w k))``).
+        """
+        first, stop = self.row_range
+        if digits.ndim != 2 or digits.shape[1] != stop - first:
+            raise ValueError(f"digits must have {stop - first} columns (rows {first}..{stop - 1}), "
+                             f"got shape {digits.shape}")
+        return self._lookup(digits)
+
+    def _whole(self) -> None:
+        if self.row_range != (0, self.n_rows):
+            raise ValueError(f"a table of rows {self.row_range} gives partial products, not powers")
+
     def _lookup(self, digits: np.ndarray) -> list[mpz]:
         """``prod_k rows[k][digits[i, k]] mod mod`` for each row ``i`` of a digit matrix."""
         rows = self.rows
@@ -203,6 +226,7 @@ class FixedBaseTable:
 
     def pow_many(self, exps: Iterable[int]) -> list[mpz]:
         """:meth:`pow` for each exponent (``ValueError`` for one outside ``[0, 2**exp_bits)``)."""
+        self._whole()
         exps = exps if isinstance(exps, (list, tuple)) else list(exps)
         nb = self.n_bytes
         out: list[mpz] = []
@@ -218,6 +242,14 @@ class FixedBaseTable:
             out.extend(self._lookup(self._digit_matrix(raw)))
         return out
 
+    def random_digits(self, count: int) -> np.ndarray:
+        """Digits (count, n_rows) of ``count`` exponents uniform in ``[0, 2**exp_bits)`` (``os.urandom``)."""
+        nb = self.n_bytes
+        top = self.exp_bits - 8 * (nb - 1)
+        raw = np.frombuffer(os.urandom(int(count) * nb), dtype=np.uint8).reshape(int(count), nb).copy()
+        raw[:, -1] &= np.uint8((1 << top) - 1)
+        return self._digit_matrix(raw)
+
     def pow_random(self, count: int) -> list[mpz]:
         """``base**e mod mod`` for ``count`` exponents ``e`` uniform in ``[0, 2**exp_bits)``.
 
@@ -225,14 +257,10 @@ class FixedBaseTable:
         ``exp_bits`` cleared (uniform, as ``secrets.randbits``), turned into
         digits in numpy and never into Python integers; they are not kept.
         """
-        nb = self.n_bytes
-        top = self.exp_bits - 8 * (nb - 1)
+        self._whole()
         out: list[mpz] = []
         for start in range(0, int(count), self.BLOCK):
-            k = min(self.BLOCK, int(count) - start)
-            raw = np.frombuffer(os.urandom(k * nb), dtype=np.uint8).reshape(k, nb).copy()
-            raw[:, -1] &= np.uint8((1 << top) - 1)
-            out.extend(self._lookup(self._digit_matrix(raw)))
+            out.extend(self._lookup(self.random_digits(min(self.BLOCK, int(count) - start))))
         return out
 
 

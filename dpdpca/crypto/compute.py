@@ -36,10 +36,13 @@ exponents", "multi-exponentiate this base by these packed vectors",
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, TypeVar, Union
+
+import numpy as np
 
 from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import _gmp as bk
@@ -500,6 +503,27 @@ def spans(count: int, engine: Engine, size: int | None = None) -> list[tuple[int
     return [(s, min(s + step, count)) for s in range(0, count, step)]
 
 
+def guided_spans(count: int, engine: Engine, *, largest: int = TASK_CIPHERTEXTS) -> list[tuple[int, int]]:
+    """Like :func:`spans`, but tasks shrink towards the end (guided scheduling): each takes about
+    a quarter of what is left per worker, between :data:`MIN_TASK` and ``largest`` items.
+
+    The last tasks are small, so no worker is left with a long task while the others idle (the
+    serial tail of equal tasks is up to one whole task); one span on the serial engine.
+    """
+    if count == 0:
+        return []
+    if isinstance(engine, SerialEngine):
+        return [(0, count)]
+    out: list[tuple[int, int]] = []
+    start = 0
+    workers = max(1, engine.workers)
+    while start < count:
+        size = max(MIN_TASK, min(largest, (count - start) // (4 * workers)))
+        out.append((start, min(count, start + size)))
+        start += size
+    return out
+
+
 # ---- kernels: module-level functions on lists of mpz and ints ----------------------
 
 _PUBLIC: dict[tuple[int, int], PublicKey] = {}
@@ -558,6 +582,59 @@ def encrypt_kernel(n: int, hs: int, method: str, plaintexts: list[bk.mpz], rando
     rand = None if randomness is None else (lambda i, r=randomness: r[i])
     factors = key.random_factors(len(plaintexts), method=method, expected=expected, _test_randomness=rand)
     return key.raw_encrypt_with(plaintexts, factors)
+
+
+#: Parts of fixed-base tables this worker holds (:func:`djn_rows_kernel`); the oldest goes first.
+_ROW_TABLES: dict[tuple[int, ...], bk.FixedBaseTable] = {}
+_MAX_ROW_TABLES = 2
+
+
+def djn_rows_kernel(modulus: int, base: int, exp_bits: int, window: int, first: int, stop: int,
+                    digits: bytes) -> list[bk.mpz]:
+    """This worker's rows ``first..stop-1`` of one fixed-base table: the partial product of each exponent.
+
+    ``digits``: uint16 little-endian, ``stop - first`` per exponent.  The
+    rows are built once per worker and table (cached); the caller multiplies
+    the partial products of all row ranges (:func:`shared_table_powers`).
+    """
+    key = (int(modulus), int(base), int(exp_bits), int(window), int(first), int(stop))
+    table = _ROW_TABLES.pop(key, None)
+    if table is None:
+        table = bk.FixedBaseTable(base, modulus, exp_bits, window, rows=(first, stop))
+    _ROW_TABLES[key] = table
+    while len(_ROW_TABLES) > _MAX_ROW_TABLES:
+        del _ROW_TABLES[next(iter(_ROW_TABLES))]
+    cols = stop - first
+    d = np.frombuffer(digits, dtype="<u2").reshape(-1, cols) if cols else np.zeros((0, 0), dtype=np.int64)
+    return table.partial_products(d)
+
+
+def shared_table_powers(engine: Engine, base: int, modulus: int, exp_bits: int, count: int,
+                        width: int) -> list[bk.mpz]:
+    """``count`` powers ``base**alpha mod modulus``, alpha uniform below ``2**exp_bits``, with one table shared by the pool.
+
+    The table (sized for ``count``) is split by rows over the engine's
+    workers: each builds its rows once and returns, for every exponent, the
+    product of its rows' entries; the caller multiplies those partial
+    products (``workers - 1`` multiplications per power).  Every row is built
+    once, not once per worker, and no worker sees a whole exponent.  The
+    digits are drawn here from ``os.urandom``.
+    """
+    w = bk.FixedBaseTable.best_window(exp_bits, count)
+    shape = bk.FixedBaseTable(1, 3, exp_bits, w, rows=(0, 0))  # digit extraction only
+    digits = shape.random_digits(count).astype("<u2")
+    n_rows = shape.n_rows
+    parts = max(1, min(engine.workers, n_rows))
+    edges = [n_rows * k // parts for k in range(parts + 1)]
+    tasks = [(int(modulus), int(base), int(exp_bits), w, a, b, np.ascontiguousarray(digits[:, a:b]).tobytes())
+             for a, b in itertools.pairwise(edges)]
+    partial = engine.map(djn_rows_kernel, tasks, width)
+    return bk.columnwise_prod_mod([partial[k * count:(k + 1) * count] for k in range(parts)], modulus)
+
+
+def factors_kernel(n: int, hs: int, method: str, count: int, expected: int) -> list[bk.mpz]:
+    """``count`` fresh encryptions of zero (``hs**alpha`` or ``r**n``) drawn in this worker."""
+    return _public(n, hs).random_factors(count, method=method, expected=expected)
 
 
 def rerandomize_kernel(n: int, hs: int, method: str, ciphertexts: list[bk.mpz]) -> list[bk.mpz]:

@@ -38,6 +38,7 @@ from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError
 __all__ = [
     "EncryptedArray",
     "encrypt",
+    "encryptions_of_zero",
     "decrypt",
     "sum_arrays",
     "scalar_times_packed",
@@ -578,6 +579,43 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     return EncryptedArray._trusted(public_key, layout, chunk_t, bound, cts)
 
 
+def encryptions_of_zero(public_key: PublicKey, count: int, *, method: str = "djn",
+                        executor: EngineLike = None) -> list[bk.mpz]:
+    """``count`` fresh randomizers (``hs**alpha`` under ``public_key``'s base, or ``r**n``), e.g. made ahead.
+
+    The data-independent part of :func:`encrypt` (its ``factors``) and of
+    :meth:`EncryptedArray.rerandomize`.  DJN factors on an engine of several
+    workers share one fixed-base table split by rows
+    (:func:`~dpdpca.crypto.compute.shared_table_powers`: each row built once,
+    not once per worker); ``r**n`` factors are drawn and exponentiated by
+    each worker for its part.
+
+    Examples
+    --------
+    >>> from dpdpca.crypto import generate_keypair
+    >>> pk, sk = generate_keypair(512, insecure_test_key=True)
+    >>> zeros = encryptions_of_zero(pk, 3)
+    >>> [int(m) for m in sk.raw_decrypt(zeros)]
+    [0, 0, 0]
+    """
+    if not isinstance(public_key, PublicKey):
+        raise type_error("public_key", "a PublicKey", type(public_key).__name__)
+    if method not in METHODS:
+        raise param_error("method", f"one of {METHODS}", method)
+    count = check_int("count", count, minimum=0)
+    engine = compute.as_engine(executor)
+    if method == "djn" and not isinstance(engine, compute.SerialEngine) and engine.workers > 1 and count:
+        # one table for the whole batch, its rows split over the workers (built once, not once per worker)
+        return compute.shared_table_powers(engine, int(public_key.hs), int(public_key.nsquare),
+                                           public_key.alpha_bits, count, public_key.ciphertext_bytes)
+    compute.register_public(public_key)
+    spans = compute.spans(count, engine, None if isinstance(engine, compute.SerialEngine)
+                          else -(-count // max(1, 4 * engine.workers)) or 1)
+    per_worker = -(-count // max(1, engine.workers))
+    return engine.map(compute.factors_kernel, [(int(public_key.n), int(public_key.hs), method, b - a, per_worker)
+                                               for a, b in spans], public_key.ciphertext_bytes)
+
+
 def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLike = None) -> list[int]:
     """Decrypt (CRT, batched) and unpack to ``enc.length`` signed Python ints.
 
@@ -611,7 +649,7 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLik
     cts = enc.ciphertexts
     plain = engine.map(compute.decrypt_kernel,
                        [(int(pub.n), int(pub.hs), int(private_key.p), int(private_key.q),
-                         compute.Ints(cts[a:b], pub.ciphertext_bytes)) for a, b in compute.spans(len(cts), engine)],
+                         compute.Ints(cts[a:b], pub.ciphertext_bytes)) for a, b in compute.guided_spans(len(cts), engine)],
                        (pub.bits + 7) // 8)
     n = pub.n
     sb = enc.layout.slot_bits

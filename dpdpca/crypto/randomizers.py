@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import ClassVar
 
 from dpdpca.crypto import _gmp as bk
+from dpdpca.crypto.compute import EngineLike
+from dpdpca.crypto.encrypted import encryptions_of_zero
 from dpdpca.crypto.keys import PublicKey
 from dpdpca._validation import check_int, param_error, type_error
 
@@ -58,7 +61,7 @@ class RandomizerPool:
 
     #: Factors per call by method; the thread checks for a stop request between blocks,
     #: so a stop waits for at most one block (about 18 ms at 2048 bits).
-    BLOCKS = {"standard": 2, "djn": 32}
+    BLOCKS: ClassVar[dict[str, int]] = {"standard": 2, "djn": 32}
 
     def __init__(self, public_key: PublicKey, *, method: str = "standard") -> None:
         if not isinstance(public_key, PublicKey):
@@ -77,9 +80,22 @@ class RandomizerPool:
     def __repr__(self) -> str:  # never the factors
         return f"RandomizerPool(method={self.method!r}, ready={len(self._ready)}, wanted={self._wanted})"
 
-    def fill(self, count: int, *, wait: bool = False) -> None:
-        """Compute ``count`` more factors: in the background (returns at once), or now with ``wait``."""
+    def fill(self, count: int, *, wait: bool = False, executor: EngineLike = None) -> None:
+        """Compute ``count`` more factors: in the background (returns at once), or now with ``wait``.
+
+        ``executor`` (with ``wait``): make them on that engine
+        (:func:`~dpdpca.crypto.encryptions_of_zero`; :attr:`cpu_s` then counts
+        the wall time, as the work runs in other processes).
+        """
         count = check_int("count", count, minimum=0)
+        if wait and executor is not None and count:
+            start = time.perf_counter()
+            made = encryptions_of_zero(self.public_key, count, method=self.method, executor=executor)
+            with self._lock:
+                self._ready.extend(made)
+                self._wanted = len(self._ready)
+            self.cpu_s += time.perf_counter() - start
+            return
         with self._lock:
             self._wanted += count
         if wait:

@@ -23,11 +23,12 @@ from pathlib import Path
 
 from dpdpca._io import atomic_write_bytes
 from dpdpca._validation import check_int
-from dpdpca.crypto import PublicKey
+from dpdpca.crypto import PublicKey, encryptions_of_zero
+from dpdpca.crypto.compute import EngineLike
 from dpdpca.errors import FileAccessError, MessageError
 from dpdpca.protocol.releases import as_release
 
-__all__ = ["OwnerRandomness", "RANDOMNESS_FILE"]
+__all__ = ["RANDOMNESS_FILE", "OwnerRandomness"]
 
 #: Default file name in the owner's directory.
 RANDOMNESS_FILE = "randomness.bin"
@@ -60,13 +61,16 @@ class OwnerRandomness:
         return f"OwnerRandomness(release={self.release!r}, d={self.d}, factors={counts})"
 
     @classmethod
-    def make(cls, own_key: PublicKey, *, key_fingerprint: str, release: str, d: int, slots: int
-             ) -> "OwnerRandomness":
-        """Fresh factors ``hs'**alpha`` (``alpha`` from ``os.urandom``) for every ciphertext of one share."""
+    def make(cls, own_key: PublicKey, *, key_fingerprint: str, release: str, d: int, slots: int,
+             executor: EngineLike = None) -> OwnerRandomness:
+        """Fresh factors ``hs'**alpha`` (``alpha`` from ``os.urandom``) for every ciphertext of one share.
+
+        ``executor``: a local process pool (or any engine) shares the work.
+        """
         d = check_int("d", d, minimum=1)
         shapes = as_release(release).share_chunks(d, slots)
         total = sum(len(c) for c in shapes.values())
-        factors = own_key.random_factors(total, method="djn")
+        factors = encryptions_of_zero(own_key, total, method="djn", executor=executor)
         own_key.drop_table()
         out: dict[str, list[int]] = {}
         pos = 0
@@ -84,14 +88,14 @@ class OwnerRandomness:
         width = public_key.ciphertext_bytes
         header = json.dumps({"key_fingerprint": self.key_fingerprint, "release": self.release, "d": self.d,
                              "slots": self.slots, "width": width,
-                             "sections": {k: len(v) for k, v in self.sections.items()}},
+                             "sections": [[k, len(v)] for k, v in self.sections.items()]},  # in blob order
                             sort_keys=True, separators=(",", ":")).encode()
         # in the header's (sorted) section order, which consume() reads back
         blob = b"".join(int(f).to_bytes(width, "big") for name in sorted(self.sections) for f in self.sections[name])
         return atomic_write_bytes(path, _MAGIC + header + b"\n" + blob, mode=0o600, exclusive=True)
 
     @classmethod
-    def consume(cls, path: str | os.PathLike[str], public_key: PublicKey) -> "OwnerRandomness":
+    def consume(cls, path: str | os.PathLike[str], public_key: PublicKey) -> OwnerRandomness:
         """Read the factors at ``path`` and delete the file before anything uses them (used once).
 
         Raises
@@ -121,7 +125,7 @@ class OwnerRandomness:
         line, blob = data[len(_MAGIC):].split(b"\n", 1)
         try:
             head = json.loads(line)
-            sizes = {str(k): int(v) for k, v in head["sections"].items()}
+            sizes = {str(k): int(v) for k, v in head["sections"]}
             width = int(head["width"])
             fingerprint, release = str(head["key_fingerprint"]), str(head["release"])
             d, slots = int(head["d"]), int(head["slots"])

@@ -125,7 +125,8 @@ class DataOwner:
         """
         with self.timings_.measure(self.party, "precompute"):
             self._randomness = OwnerRandomness.make(self.public_key, key_fingerprint=self.params.key_fingerprint,
-                                                    release=self.release, d=d, slots=self.params.layout.slots)
+                                                    release=self.release, d=d, slots=self.params.layout.slots,
+                                                    executor=self.executor)
         return self._randomness
 
     def use_randomness(self, randomness: OwnerRandomness) -> None:

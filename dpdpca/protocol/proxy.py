@@ -119,7 +119,9 @@ class Proxy:
         self.n_: int | None = None
         self.range_proofs = bool(range_proofs)
         self.excluded_: dict[str, str] = {}  # owner id -> why (a failed range proof)
-        self._randomizers = RandomizerPool(params.public_key)
+        # The release's rerandomizers: r^n (centred), or DJN factors under a base the proxy draws (add/remove).
+        self._randomizers = (RandomizerPool(params.public_key.with_own_base(), method="djn")
+                             if self.release.rerandomizer == "djn" else RandomizerPool(params.public_key))
         self._prepared = False
         # Add/remove: the proxy's noise drawn ahead for one privacy setting (used once, then dropped).
         self._release_setting: ReleaseOptions | None = None
@@ -322,7 +324,8 @@ class Proxy:
         threads (False), or by default ``r^n`` in the background (gmpy2
         releases the GIL, so it uses a second core while owners encrypt)
         and the rest now (the DJN table lookups and the noise sampler hold
-        the GIL).  Everything made here is timed as ``precompute`` and used
+        the GIL).  Everything made here is timed as ``precompute`` (the
+        noise: ``precompute_noise``, thread CPU time) and used
         once by :meth:`finish`, which draws fresh values for anything not
         made or made for another setting.  Called on the first accepted
         share (in the background); a launcher that knows d earlier calls it
@@ -333,21 +336,20 @@ class Proxy:
         d = check_features(check_int("d", d, minimum=1), self.max_features)
         setting = self._expected_setting(setting, finish_options)
         count = self.release.result_ciphertexts(d, self.params.layout.slots, self.params.v2_layout.slots)
-        if self.release.rerandomizer == "djn":  # under the proxy's own base (see _rerandomize)
-            self._randomizers = RandomizerPool(self.params.public_key.with_own_base(), method="djn")
         if setting is not None and self.release.noise_before_close and setting.noise_by == "proxy":
             def draw() -> None:
                 start = time.thread_time()
                 noise = self.release.calibrate(setting, d=d, frac_bits=self.params.frac_bits, kappa=self.params.kappa)
                 self._ready_noise = (_noise_key(setting, d), noise.calibration,
                                      add_remove.proxy_noise(noise.calibration, self.params))
-                self.timings_.add(self.party, "precompute", time.thread_time() - start)
+                self.timings_.add(self.party, "precompute_noise", time.thread_time() - start)
             if wait is False:
                 self._noise_thread = threading.Thread(target=draw, name="dpdpca-noise", daemon=True)
                 self._noise_thread.start()
             else:
                 draw()
-        self._randomizers.fill(count, wait=bool(wait) or (wait is None and self._randomizers.method == "djn"))
+        now = bool(wait) or (wait is None and self._randomizers.method == "djn")
+        self._randomizers.fill(count, wait=now, executor=self.executor if now else None)
         self._prepared = True
 
     def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> tuple[Any, dict[str, list[int]]] | None:

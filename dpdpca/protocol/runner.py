@@ -118,7 +118,6 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     identities = {oid: OwnerIdentity.generate(oid) for oid in plan.ids}
     keyring = OwnerKeyring.from_identities(identities.values())
     user.owner_keys = keyring
-    tick("keygen")
     net = dep.transport if dep.transport is not None else InProcessTransport()
     timings = Timings(parallel_roles=("owner",))
     rows_clipped: dict[str, int] = {}
@@ -129,6 +128,10 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
                   release=rel.mode, range_proofs=opts.bounds.range_proofs)
     # Its rerandomizers (and the add/remove noise) depend on d and the setting only: made while the owners encrypt.
     proxy.prepare(d, setting=rel)
+    # Every owner checks the key's modulus proof once per key, before it has data (offline): the check is
+    # cached per process, so in this one-process run it is made here, not in the first owner's turn.
+    params.public_key.check_modulus(require_proof=not opts.key.insecure_test_key)
+    tick("keygen")  # set-up ends here: keys, and the proxy's offline work that runs before any owner's turn
     for oid in plan.present:
         owner = DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,
                           insecure_test_key=opts.key.insecure_test_key, release=rel.mode, noise=owner_cal,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import gmpy2
 import pytest
 
 from dpdpca.crypto import (
@@ -70,3 +71,26 @@ def test_symmetric_matrix_through_pool(keys512, pool):
 def test_pool_size_validated():
     with pytest.raises(ParameterError, match="max_workers must be >= 1, got 0"):
         local_process_pool(0)
+
+
+@pytest.mark.parametrize("method", ["djn", "standard"])
+def test_encryptions_of_zero_on_the_pool_are_fresh_and_decrypt_to_zero(pool, keys512, method):
+    from dpdpca.crypto import encryptions_of_zero
+
+    pk, sk = keys512
+    own = pk.with_own_base()
+    zeros = encryptions_of_zero(own, 37, method=method, executor=pool)
+    assert len(zeros) == len({int(z) for z in zeros}) == 37
+    assert [int(m) for m in sk.raw_decrypt(zeros)] == [0] * 37
+    assert encryptions_of_zero(own, 0, executor=pool) == []
+    if method == "djn":  # one table split by rows over the two workers: exact powers, uniform exponents
+        from dpdpca.crypto.compute import ExecutorEngine, shared_table_powers
+
+        exp_bits = 10
+        mod = int(gmpy2.next_prime(1 << (1 << exp_bits)))  # 2**alpha < mod: alpha reads back exactly
+        zs = shared_table_powers(ExecutorEngine(pool), 2, mod, exp_bits, 300, (mod.bit_length() + 7) // 8)
+        alphas = [int(z).bit_length() - 1 for z in zs]
+        assert all(int(z) == 1 << a for z, a in zip(zs, alphas))
+        assert all(0 <= a < (1 << exp_bits) for a in alphas) and len(set(alphas)) > 200
+        top = sum(a >> (exp_bits - 1) for a in alphas)
+        assert 100 < top < 200  # the top bit is set about half the time

@@ -87,3 +87,16 @@ def test_rerandomize_draws_new_factors_from_the_given_base(keys512):
     assert [int(c) for c in trivial.ciphertexts] == [int(c) for c in enc.ciphertexts]
     with pytest.raises(KeyMismatchError, match="base must have this array's modulus n"):
         enc.rerandomize(base=generate_keypair(512, insecure_test_key=True)[0])
+
+
+@pytest.mark.parametrize("method", ["djn", "standard"])
+def test_fill_now_on_an_executor(keys512, method):
+    from concurrent.futures import ThreadPoolExecutor
+
+    pk, sk = keys512
+    own = pk.with_own_base()
+    with ThreadPoolExecutor(2) as ex, RandomizerPool(own, method=method) as pool:
+        pool.fill(9, wait=True, executor=ex)
+        assert pool.ready == 9 and pool.cpu_s > 0
+        got = pool.take(9)
+    assert len({int(f) for f in got}) == 9 and all(_is_nth_residue_of_one(sk, f) for f in got)

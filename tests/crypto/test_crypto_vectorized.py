@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import gmpy2
 import numpy as np
 import pytest
@@ -112,3 +114,23 @@ def test_as_int_list_checks_types_once_and_names_a_bad_entry():
         as_int_list("v", [1, 2, 3.0])
     with pytest.raises(ParameterError, match=r"v\[1\] must be an integer"):
         as_int_list("v", [1, True])
+
+
+@pytest.mark.parametrize("window", [3, 8, 10])
+def test_a_table_split_by_rows_multiplies_back_to_the_powers(window):
+    mod, bits = (1 << 127) - 1, 100
+    whole = bk.FixedBaseTable(7, mod, bits, window=window)
+    exps = [0, 1, (1 << bits) - 1, 123456789 ** 3]
+    raw = np.frombuffer(b"".join(e.to_bytes(whole.n_bytes, "little") for e in exps), dtype=np.uint8)
+    digits = whole._digit_matrix(raw.reshape(len(exps), whole.n_bytes))
+    cut = [0, whole.n_rows // 3, whole.n_rows // 2, whole.n_rows]
+    parts = [bk.FixedBaseTable(7, mod, bits, window=window, rows=(a, b)).partial_products(digits[:, a:b])
+             for a, b in itertools.pairwise(cut)]
+    assert bk.columnwise_prod_mod(parts, mod) == [gmpy2.powmod(7, e, mod) for e in exps]
+    part = bk.FixedBaseTable(7, mod, bits, window=window, rows=(cut[1], cut[2]))
+    with pytest.raises(ValueError, match="partial products, not powers"):
+        part.pow_many([1])
+    with pytest.raises(ValueError, match="digits must have"):
+        part.partial_products(digits)
+    with pytest.raises(ValueError, match="rows must be within"):
+        bk.FixedBaseTable(7, mod, bits, window=window, rows=(0, whole.n_rows + 1))

@@ -334,3 +334,39 @@ def test_run_on_a_dask_scheduler_and_role_commands_accept_it(capsys, keys, ids, 
             assert len(client.scheduler_info()["workers"]) == 2
     _expect_error(capsys, ["run", *KEY, "--scheduler", "localhost:8786"],
                   "scheduler must be an address like tcp://HOST:8786")
+
+
+def test_owner_prepare_then_share_uses_the_randomness_once(tmp_path, keys, capsys):
+    """owner prepare writes the share's encryptions of zero (0600, beside the identity); owner share reads
+    them once, deletes the file, and the share is the same as one made with fresh randomness."""
+    from dpdpca.crypto import EncryptedArray, load_private_key
+    from dpdpca.protocol.messages import Message
+    from dpdpca.protocol.params import ProtocolParams
+
+    own = tmp_path / "alice"
+    assert main(["owner", "keygen", "--owner-id", "alice", "--out-dir", str(own)]) == 0
+    np.savetxt(tmp_path / "a.csv", _rows(np.random.default_rng(4), 20, 4), delimiter=",")
+    common = ["--public", str(keys / "public.json"), "--identity", str(own / "alice.identity.json"),
+              "--insecure-test-key"]
+    assert main(["owner", "prepare", *common, "--d", "4", "--release", "centred"]) == 0
+    path = own / "alice.randomness.bin"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert "used once" in capsys.readouterr().out
+    _expect_error(capsys, ["owner", "prepare", *common, "--d", "4"], "must not exist yet")
+    share = ["owner", "share", *common, "--data", str(tmp_path / "a.csv"), "--release", "centred"]
+    assert main([*share, "--out", str(tmp_path / "ahead.msg")]) == 0
+    assert not path.exists()  # read once, deleted
+    assert main([*share, "--out", str(tmp_path / "fresh.msg")]) == 0  # no file left: fresh randomness
+    sk = load_private_key(keys / "private.json", insecure_test_key=True)
+    params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
+
+    def plain(name: str) -> dict[str, list[int]]:
+        msg = Message.from_bytes((tmp_path / name).read_bytes())
+        return {k: [int(x) for x in sk.raw_decrypt(EncryptedArray.from_bytes(b, params.public_key).ciphertexts)]
+                for k, b in msg.sections.items()}
+    assert plain("ahead.msg") == plain("fresh.msg")
+    # prepared for another d: refused in one line, and the file is gone (never reused)
+    assert main(["owner", "prepare", *common, "--d", "3", "--release", "centred"]) == 0
+    _expect_error(capsys, [*share, "--out", str(tmp_path / "bad.msg")], "randomness made ahead must be for d=4",
+                  no_file=tmp_path / "bad.msg")
+    assert not path.exists()

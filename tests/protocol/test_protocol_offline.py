@@ -64,10 +64,12 @@ def test_owner_refuses_randomness_made_for_another_d_or_key(make_user, make_owne
         owner.use_randomness(foreign)
 
 
-def test_randomness_file_is_private_read_once_and_deleted(tmp_path, make_user, make_owner, unit_rows, other_keypair):
-    user = make_user()
+@pytest.mark.parametrize("release", ["add-remove", "centred"])
+def test_randomness_file_is_private_read_once_and_deleted(tmp_path, make_user, make_owner, unit_rows, other_keypair,
+                                                          release):
+    user = make_user(release=release)
     pk = user.params.public_key
-    owner = make_owner(user.params, "1")
+    owner = make_owner(user.params, "1", release=release)
     made = owner.precompute(3)
     digits = str(int(made.sections["R"][0]))
     assert digits[:12] not in repr(made) and "factors=" in repr(made)
@@ -77,7 +79,9 @@ def test_randomness_file_is_private_read_once_and_deleted(tmp_path, make_user, m
         made.save(path, pk)
     loaded = OwnerRandomness.consume(path, pk)
     assert not path.exists()  # deleted before use
+    # every section gets its own factors back, in order (the sections are not in alphabetical order)
     assert loaded.sections == {k: [int(f) for f in v] for k, v in made.sections.items()}
+    assert list(loaded.sections) == list(made.sections)
     with pytest.raises(FileAccessError, match="must be readable"):
         OwnerRandomness.consume(path, pk)  # used once
     owner.use_randomness(loaded)
@@ -151,3 +155,20 @@ def test_proxy_noise_drawn_ahead_is_used_once_and_only_for_its_setting(make_user
     other = run(0.5, 1.0)  # drawn for another epsilon: a fresh draw for the one released
     assert other.noise_blocks_for_testing_ is not other.drawn_for_test
     assert other.privacy_.to_dict()["epsilon"] == pytest.approx(1.0)
+
+
+def test_a_proxy_rebuilt_from_its_state_rerandomizes_add_remove_with_djn_under_its_own_base(make_user, make_owner,
+                                                                                          unit_rows):
+    # proxy finish in another process than proxy aggregate: nothing was made ahead, and the factors
+    # made then are DJN factors under a base the proxy draws (not r^n, not the published hs).
+    user = make_user(release="add-remove")
+    rng = np.random.default_rng(8)
+    proxy = Proxy(user.params, user.owner_keys, quorum=2, release="add-remove")
+    for o in ("1", "2"):
+        proxy.receive_share(make_owner(user.params, o, release="add-remove").share(unit_rows(rng, 5, 4)))
+    proxy.close_collection()
+    again = Proxy.from_state(user.params, user.owner_keys, proxy.state_bytes())
+    pool = again._randomizers
+    assert pool.method == "djn" and pool.ready == 0 and int(pool.public_key.hs) != int(user.params.public_key.hs)
+    out = Message.from_bytes(again.finish_add_remove(epsilon=1.0, delta=1e-5))
+    assert set(out.sections) == {"R2", "v2", "N2"}
