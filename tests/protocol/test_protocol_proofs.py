@@ -224,3 +224,21 @@ def test_role_commands_and_run_take_range_proofs(tmp_path, capsys):
     assert main(["run", *key, "--owners", "2", "--components", "2", "--json", "--range-proofs",
                  "--max-owners", "2"]) == 0
     assert "range proofs: on" in _json.loads(capsys.readouterr().out)["privacy"]["notes"]
+
+
+@pytest.mark.parametrize("release, d, fits", [("centred", 64, True), ("centred", 784, False),
+                                              ("add-remove", 64, False)])
+def test_limit_the_proven_bound_against_the_slot_layout(keypair, release, d, fits):
+    """docs/threat-model.md: with slots sized for honest shares, one cheater at the proven bound S still fits the
+    centred release's final slot at d = 64 (10 owners of 6000 rows), not at d = 784 nor in the add/remove layout."""
+    from dpdpca.crypto.rangeproof import ProofGeometry, ProofSection
+    from dpdpca.protocol.params import ProtocolParams
+
+    p = ProtocolParams.create(keypair[0], max_owners=10, max_rows_per_owner=6000, release=release)
+    rel = as_release(release)
+    bounds = p.share_bounds(release)
+    secs = [ProofSection(name, [1] * len(c), c, p.layout.slot_bits, bounds["v" if name == "vwin" else name])
+            for name, c in rel.share_chunks(d, p.layout.slots).items()]
+    s_r = ProofGeometry.of(secs).proven_bounds["R"]
+    one_cheater = s_r + 9 * bounds["R"] + p.noise_allowance
+    assert (one_cheater <= p.layout.max_abs) is fits
