@@ -10,7 +10,7 @@ import pytest
 
 from dpdpca.crypto import EncryptedArray, local_process_pool
 from dpdpca.crypto.rangeproof import ProverBase, SectionWitness, encrypt_for_proof
-from dpdpca.errors import ProofError
+from dpdpca.errors import DpdpcaError, ProofError
 from dpdpca.protocol import Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.releases import as_release
@@ -242,3 +242,12 @@ def test_limit_the_proven_bound_against_the_slot_layout(keypair, release, d, fit
     s_r = ProofGeometry.of(secs).proven_bounds["R"]
     one_cheater = s_r + 9 * bounds["R"] + p.noise_allowance
     assert (one_cheater <= p.layout.max_abs) is fits
+
+
+def test_a_negative_row_count_in_the_clear_is_refused(make_user, identity):
+    """Centred release: the count travels signed in the clear and the intake refuses one outside [1, max]."""
+    user = make_user()
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
+    with pytest.raises(DpdpcaError, match="-1000"):
+        proxy.receive_share(_poisoned_share(p, identity, "3", 3, scale=1, n_rows=-1000))
