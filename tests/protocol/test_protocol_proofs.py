@@ -87,7 +87,8 @@ def test_a_poisoned_share_is_refused_named_logged_and_its_owner_excluded(make_us
     user = make_user()
     p = user.params
     proxy = Proxy(p, user.owner_keys, quorum=2, range_proofs=True, release="centred")
-    good = [make_owner(p, oid, range_proofs=True, release="centred").share(np.full((3, 3), 0.3)) for oid in ("1", "2")]
+    good = [make_owner(p, oid, range_proofs=True, release="centred").share(np.full((3, 3), 0.3))
+            for oid in ("1", "2")]
     bad = _poisoned_share(p, identity, "3", 3, scale=10**5)
     assert proxy.receive_share(good[0]) == "1"
     with caplog.at_level(logging.WARNING, logger="dpdpca.proxy"):
@@ -120,7 +121,8 @@ def test_unproved_shares_and_proofs_moved_between_shares_are_refused(make_user, 
         proxy.receive_share(moved)
     assert sorted(proxy.excluded_) == ["1", "4"]
     # a proxy without range proofs takes the same unproved share (the default)
-    assert Proxy(p, user.owner_keys, quorum=1, release="centred").receive_share(make_owner(p, "5", release="centred").share(np.full((3, 3), 0.3))) == "5"
+    plain = make_owner(p, "5", release="centred").share(np.full((3, 3), 0.3))
+    assert Proxy(p, user.owner_keys, quorum=1, release="centred").receive_share(plain) == "5"
 
 
 def test_a_cheater_proving_the_public_bounds_for_an_inflated_share_is_refused(make_user, identity):
