@@ -89,6 +89,7 @@ import hashlib
 import os
 import secrets
 import struct
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -373,7 +374,8 @@ def _section_slices(sections: Sequence[ProofSection]) -> list[list[tuple[int, in
 
 
 def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: Sequence[SectionWitness], *,
-                 context: bytes, repetitions: int = REPETITIONS) -> RangeProof:
+                 context: bytes, repetitions: int = REPETITIONS,
+                 timings: dict[str, float] | None = None) -> RangeProof:
     """Prove that every slot of every section's ciphertexts is within the proven bound (module docstring).
 
     Parameters
@@ -389,6 +391,10 @@ def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: 
     repetitions : int
         ``T``; fewer than :data:`REPETITIONS` only to measure (soundness
         error ``2**-T``).
+    timings : dict or None
+        Filled with ``commit_s`` (the masks and their encryptions: no data
+        enters them, so they could be made offline), ``respond_s`` (hashing,
+        responses, combination) and ``attempts`` (1 + rejection restarts).
 
     Returns
     -------
@@ -420,7 +426,11 @@ def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: 
     cw = key.ciphertext_bytes
     table = key.djn_table(reps * geom.ciphertexts)  # the base's cached table, rebuilt only if that pays
     hs = key.hs
+    commit_s = respond_s = 0.0
+    attempts = 0
     while True:
+        attempts += 1
+        t0 = time.perf_counter()
         r = bk.random_unit(n)
         root_commit = bk.powmod(r, n, n2)
         gamma = secrets.randbits(_gamma_bits(key, geom))
@@ -447,6 +457,8 @@ def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: 
             kc = geom.ciphertexts
             betas.extend(beta_g[i:i + kc] for i in range(0, len(beta_g), max(1, kc)))
         masks = b"".join(mask_parts)
+        t1 = time.perf_counter()
+        commit_s += t1 - t0
         d1 = _h1(context, key, geom, sections, [hs, root_commit, gamma_commit], masks)
         es, e0 = _challenges(d1, reps)
         parts: list[bytes] = []
@@ -460,8 +472,10 @@ def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: 
                 parts.append(b"".join(z.to_bytes(zw, "big", signed=True) for z in zs))
             if not ok:
                 break
+        respond_s += time.perf_counter() - t1
         if ok:
             break  # else: rejection, start again with fresh masks (nothing of this attempt leaves)
+    t1 = time.perf_counter()
     responses = b"".join(parts)
     coeffs = _coefficients(d1, responses, reps * geom.ciphertexts)
     exps = [int(e) for w in witnesses for e in w.exponents]
@@ -472,6 +486,8 @@ def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: 
             combined += coeffs[i] * (betas[t][k] + (exps[k] if es[t] else 0))
             i += 1
     root_response = int(r * bk.powmod(base.root, e0, n) % n)
+    if timings is not None:
+        timings.update(commit_s=commit_s, respond_s=respond_s + time.perf_counter() - t1, attempts=attempts)
     return RangeProof(reps, geom.headroom_bits, int(hs), int(root_commit), root_response, int(gamma_commit),
                       combined, masks, responses)
 

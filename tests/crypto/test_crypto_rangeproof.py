@@ -279,3 +279,19 @@ def test_responses_are_uniform_whatever_the_values(key):
         tops.append(sum(z > 0 for z in zs) / len(zs))
     # 1107 responses each: a shift by B = 2**-13 of the range would move this by ~1e-4; both near 1/2
     assert all(abs(f - 0.5) < 0.06 for f in tops)
+
+
+def test_a_negative_row_count_past_the_proven_bound_is_refused(key):
+    """The add/remove release's encrypted count N as its own one-slot section: -(S + 1) is refused every time."""
+    pk, _ = key
+    base = rp.ProverBase.draw(pk)
+    n_bound = 1000 << 32
+    probe = rp.ProofSection("N", [1], (1,), 60, n_bound)
+    s = rp.ProofGeometry.of([probe]).proven_bounds["N"]
+    for _ in range(10):
+        arr, exps = rp.encrypt_for_proof(base, [-(s + 1)], layout=LAYOUT, bound=s + 1, chunks=(1,))
+        sec = rp.ProofSection("N", arr.ciphertexts, arr.chunks, 60, n_bound)
+        proof = _cheat(base, [sec], [rp.SectionWitness([-(s + 1)], exps)], context=b"c",
+                       alpha_of=lambda xs, ap: [-(int(x) // 2) for x in xs])
+        with pytest.raises(ProofError):
+            rp.verify_ranges(pk, proof, [sec], context=b"c")

@@ -22,13 +22,13 @@ def test_service_requires_proofs_reports_them_and_keeps_the_exclusion(tmp_path, 
     coll = service()
     assert coll.status()["range_proofs"] is True and coll.status()["excluded"] == []
     rows = np.full((4, 3), 0.3)
-    proved = DataOwner(net_params, identities["1"], insecure_test_key=True, range_proofs=True).share(rows)
+    proved = DataOwner(net_params, identities["1"], insecure_test_key=True, range_proofs=True, release="centred").share(rows)
     assert coll.submit_share("1", proved).status == "accepted"
-    unproved = DataOwner(net_params, identities["2"], insecure_test_key=True).share(rows)
+    unproved = DataOwner(net_params, identities["2"], insecure_test_key=True, release="centred").share(rows)
     out = coll.submit_share("2", unproved)
     assert out.code == 400 and out.detail.startswith("share of owner '2' must carry a valid range proof")
     assert coll.status()["excluded"] == ["2"]
-    again = DataOwner(net_params, identities["2"], insecure_test_key=True, range_proofs=True).share(rows)
+    again = DataOwner(net_params, identities["2"], insecure_test_key=True, range_proofs=True, release="centred").share(rows)
     assert "excluded from this session" in coll.submit_share("2", again).detail
     restarted = service()
     assert restarted.status()["excluded"] == ["2"] and restarted.accepted() == ["1"]

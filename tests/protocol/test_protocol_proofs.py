@@ -10,14 +10,13 @@ import pytest
 
 from dpdpca.crypto import EncryptedArray, local_process_pool
 from dpdpca.crypto.rangeproof import ProverBase, SectionWitness, encrypt_for_proof
-from dpdpca.errors import ProofError
+from dpdpca.errors import DpdpcaError, ProofError
 from dpdpca.protocol import Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.releases import as_release
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.proofs import PROOF_SECTION, prove_share
 from dpdpca.protocol.runner import run_protocol
-from dpdpca.protocol.sections import share_sections
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +47,7 @@ def _poisoned_share(p, identity, owner_id, d, *, scale, n_rows=3, release="centr
         arrays[name] = EncryptedArray(base.public_key, p.layout, arrays[name].chunks,
                                       bounds["v" if name == "vwin" else name], arrays[name].ciphertexts)
     sections = {name: arr.to_bytes() for name, arr in arrays.items()}
-    digest = ciphertext_digest(sections, share_sections(release))
+    digest = ciphertext_digest(sections, as_release(release).sections)
     st = ShareStatement.sign(identity(owner_id), session=p.session_id, key_fingerprint=p.key_fingerprint, d=d,
                              n_rows=n_rows, ciphertext_sha256=digest)
 
@@ -87,8 +86,9 @@ def test_a_poisoned_share_is_refused_named_logged_and_its_owner_excluded(make_us
     proven bound through: docs/threat-model.md and test_crypto_rangeproof.py's slack test.)"""
     user = make_user()
     p = user.params
-    proxy = Proxy(p, user.owner_keys, quorum=2, range_proofs=True)
-    good = [make_owner(p, oid, range_proofs=True).share(np.full((3, 3), 0.3)) for oid in ("1", "2")]
+    proxy = Proxy(p, user.owner_keys, quorum=2, range_proofs=True, release="centred")
+    good = [make_owner(p, oid, range_proofs=True, release="centred").share(np.full((3, 3), 0.3))
+            for oid in ("1", "2")]
     bad = _poisoned_share(p, identity, "3", 3, scale=10**5)
     assert proxy.receive_share(good[0]) == "1"
     with caplog.at_level(logging.WARNING, logger="dpdpca.proxy"):
@@ -98,7 +98,7 @@ def test_a_poisoned_share_is_refused_named_logged_and_its_owner_excluded(make_us
     assert list(proxy.excluded_) == ["3"]
     # the excluded owner cannot come back with an honest share in this session
     with pytest.raises(ProofError, match="'3' is excluded from this session"):
-        proxy.receive_share(make_owner(p, "3", range_proofs=True).share(np.full((3, 3), 0.3)))
+        proxy.receive_share(make_owner(p, "3", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)))
     assert proxy.receive_share(good[1]) == "2"
     proxy.close_collection()
     assert proxy.owners_ == ["1", "2"]
@@ -110,18 +110,19 @@ def test_a_poisoned_share_is_refused_named_logged_and_its_owner_excluded(make_us
 def test_unproved_shares_and_proofs_moved_between_shares_are_refused(make_user, make_owner):
     user = make_user()
     p = user.params
-    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True)
+    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
     with pytest.raises(ProofError, match=r"owner '1' must carry a valid range proof, got: no range proof"):
-        proxy.receive_share(make_owner(p, "1").share(np.full((3, 3), 0.3)))
-    a = Message.from_bytes(make_owner(p, "2", range_proofs=True).share(np.full((3, 3), 0.3)))
-    b = Message.from_bytes(make_owner(p, "4", range_proofs=True).share(np.full((3, 3), -0.2)))
+        proxy.receive_share(make_owner(p, "1", release="centred").share(np.full((3, 3), 0.3)))
+    a = Message.from_bytes(make_owner(p, "2", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)))
+    b = Message.from_bytes(make_owner(p, "4", range_proofs=True, release="centred").share(np.full((3, 3), -0.2)))
     moved = Message(b.type, b.session, b.key_fingerprint, b.sender, b.meta,
                     dict(b.sections, **{PROOF_SECTION: a.sections[PROOF_SECTION]})).to_bytes()
     with pytest.raises(ProofError, match="owner '4'"):
         proxy.receive_share(moved)
     assert sorted(proxy.excluded_) == ["1", "4"]
     # a proxy without range proofs takes the same unproved share (the default)
-    assert Proxy(p, user.owner_keys, quorum=1).receive_share(make_owner(p, "5").share(np.full((3, 3), 0.3))) == "5"
+    plain = make_owner(p, "5", release="centred").share(np.full((3, 3), 0.3))
+    assert Proxy(p, user.owner_keys, quorum=1, release="centred").receive_share(plain) == "5"
 
 
 def test_a_cheater_proving_the_public_bounds_for_an_inflated_share_is_refused(make_user, identity):
@@ -137,27 +138,27 @@ def test_a_cheater_proving_the_public_bounds_for_an_inflated_share_is_refused(ma
 def test_the_pool_intake_refuses_and_excludes_the_same_owner(make_user, make_owner, identity, pool):
     user = make_user()
     p = user.params
-    batch = [make_owner(p, "1", range_proofs=True).share(np.full((3, 3), 0.3)),
+    batch = [make_owner(p, "1", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)),
              _poisoned_share(p, identity, "3", 3, scale=10**5),
-             make_owner(p, "2", range_proofs=True).share(np.full((3, 3), -0.3))]
-    serial = Proxy(p, user.owner_keys, quorum=1, range_proofs=True)
+             make_owner(p, "2", range_proofs=True, release="centred").share(np.full((3, 3), -0.3))]
+    serial = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
     want = [Proxy._try(serial.receive_share, data) for data in batch]
-    parallel = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, executor=pool)
+    parallel = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, executor=pool, release="centred")
     got = parallel.receive_shares(iter(batch), expected=3)
     assert [type(o).__name__ for o in got] == [type(o).__name__ for o in want] == ["str", "ProofError", "str"]
     assert str(got[1]) == str(want[1])
     assert parallel.excluded_.keys() == serial.excluded_.keys() == {"3"}
     serial.close_collection()
     parallel.close_collection()
-    for name in share_sections("centred"):
+    for name in as_release("centred").sections:
         assert parallel._aggregate[name].ciphertexts == serial._aggregate[name].ciphertexts
 
 
 def test_the_proxy_state_keeps_the_range_proof_setting(make_user, make_owner, identity):
     user = make_user()
     p = user.params
-    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True)
-    proxy.receive_share(make_owner(p, "1", range_proofs=True).share(np.full((3, 3), 0.3)))
+    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
+    proxy.receive_share(make_owner(p, "1", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)))
     with pytest.raises(ProofError):
         proxy.receive_share(_poisoned_share(p, identity, "3", 3, scale=2))
     proxy.close_collection()
@@ -225,3 +226,30 @@ def test_role_commands_and_run_take_range_proofs(tmp_path, capsys):
     assert main(["run", *key, "--owners", "2", "--components", "2", "--json", "--range-proofs",
                  "--max-owners", "2"]) == 0
     assert "range proofs: on" in _json.loads(capsys.readouterr().out)["privacy"]["notes"]
+
+
+@pytest.mark.parametrize("release, d, fits", [("centred", 64, True), ("centred", 784, False),
+                                              ("add-remove", 64, False)])
+def test_limit_the_proven_bound_against_the_slot_layout(keypair, release, d, fits):
+    """docs/threat-model.md: with slots sized for honest shares, one cheater at the proven bound S still fits the
+    centred release's final slot at d = 64 (10 owners of 6000 rows), not at d = 784 nor in the add/remove layout."""
+    from dpdpca.crypto.rangeproof import ProofGeometry, ProofSection
+    from dpdpca.protocol.params import ProtocolParams
+
+    p = ProtocolParams.create(keypair[0], max_owners=10, max_rows_per_owner=6000, release=release)
+    rel = as_release(release)
+    bounds = p.share_bounds(release)
+    secs = [ProofSection(name, [1] * len(c), c, p.layout.slot_bits, bounds["v" if name == "vwin" else name])
+            for name, c in rel.share_chunks(d, p.layout.slots).items()]
+    s_r = ProofGeometry.of(secs).proven_bounds["R"]
+    one_cheater = s_r + 9 * bounds["R"] + p.noise_allowance
+    assert (one_cheater <= p.layout.max_abs) is fits
+
+
+def test_a_negative_row_count_in_the_clear_is_refused(make_user, identity):
+    """Centred release: the count travels signed in the clear and the intake refuses one outside [1, max]."""
+    user = make_user()
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
+    with pytest.raises(DpdpcaError, match="-1000"):
+        proxy.receive_share(_poisoned_share(p, identity, "3", 3, scale=1, n_rows=-1000))
