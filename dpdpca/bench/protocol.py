@@ -134,7 +134,7 @@ def run_floor(timings: dict[str, Any], user: DataUser, *, release: str, d: int, 
     """The run's floor (:mod:`dpdpca.bench.floor`) from primitives timed now, on this run's key."""
     params = user.params
     model = operation_counts(params.public_key.bits, release=release, d=d, slots=params.layout.slots,
-                             v_slots=params.v2_layout.slots if release == "centred" else params.layout.slots,
+                             v_slots=params.v2_layout.slots,  # the centred release's v'; add/remove ignores it
                              owners=OWNERS, workers=max(1, workers))
     prims = time_primitives(params.public_key, user.private_key)
     return floor_report(timings, model, prims, cores=max(1, workers), wall_s=wall_s)
