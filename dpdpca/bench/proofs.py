@@ -71,13 +71,12 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
     Xq = quantize_rows(X, params.frac_bits)
     R, v, n = exact_scatter_share(Xq, params.frac_bits)
     vals = {"R": [int(x) for x in upper_triangle_flatten(R)], "v": [int(x) for x in v]}
-    vals["vwin"] = [x for a in range(d) for x in vals["v"][a:a + params.layout.slots]]
     bounds = params.share_bounds(release)
     base = ProverBase.draw(pk)
     enc, wits = {}, {}
     for name, chunks in as_release(release).share_chunks(d, params.layout.slots).items():
         enc[name], exps = encrypt_for_proof(base, vals[name], layout=params.layout, chunks=chunks,
-                                            bound=bounds["v" if name == "vwin" else name])
+                                            bound=bounds[name])
         wits[name] = SectionWitness(vals[name], exps)
     sections = proof_sections(params, release, enc)
     ctx = proof_context(params, owner_id="1", d=d, release=release, digest="0" * 64)

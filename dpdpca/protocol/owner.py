@@ -265,7 +265,7 @@ class DataOwner:
         encrypted, witnesses = {}, {}
         for name, chunks in shapes.items():
             encrypted[name], exps = encrypt_for_proof(base, values[name], layout=layout, chunks=chunks,
-                                                      bound=bounds["v" if name == "vwin" else name])
+                                                      bound=bounds[name])
             witnesses[name] = SectionWitness(values[name], exps)
         base.public_key.drop_table()
         return encrypted, witnesses, base

@@ -3,7 +3,7 @@
 With range proofs on (``--range-proofs``), an owner encrypts its share under
 a DJN base whose n-th root it knows (:class:`dpdpca.crypto.rangeproof.ProverBase`)
 and adds a ``rangeproof`` section: a non-interactive proof that every slot of
-every ciphertext section (``R``, ``v``, and ``vwin`` or ``N``) is within the
+every ciphertext section (``R``, ``v``, and ``N`` for add/remove) is within the
 proven bound of that section's public declared bound
 (:mod:`dpdpca.crypto.rangeproof`).  The proof is bound to the session, the
 key, the owner's id, d, the release and the SHA-256 of the share's
@@ -40,8 +40,7 @@ def proof_sections(params: ProtocolParams, release: str, arrays: Mapping[str, En
                    ) -> list[ProofSection]:
     """The statement: every ciphertext section with its *public* declared bound (never the array's header)."""
     bounds = params.share_bounds(release)
-    return [ProofSection(name, arr.ciphertexts, arr.chunks, arr.layout.slot_bits, bounds["v" if name == "vwin"
-                                                                                           else name])
+    return [ProofSection(name, arr.ciphertexts, arr.chunks, arr.layout.slot_bits, bounds[name])
             for name, arr in arrays.items()]
 
 

@@ -21,6 +21,6 @@ def test_bench_proofs_json(capsys):
         assert r["proof_over_share_bytes"] == r["proof_bytes"] / r["share_bytes"]
         # masks: 41 ciphertexts per share ciphertext, so the proof is larger than the share
         assert r["proof_bytes"] > 41 * r["ciphertexts"] * 128 and not r["goals_met"]["bytes"]
-        assert set(r["proven_over_declared_bits"]) == {"R", "v", "vwin"}
+        assert set(r["proven_over_declared_bits"]) == {"R", "v"}
     assert main(["bench", "proofs", "--key-bits", "512", "--insecure-test-key", "--measure-reps", "3", "1"]) == 2
     assert "--measure-reps must be two counts" in capsys.readouterr().err

@@ -14,7 +14,7 @@ from dpdpca.cli import main
 from dpdpca.crypto import EncryptedArray, upper_triangle_flatten
 from dpdpca.crypto.packing import pack_slots
 from dpdpca.dp import sample_discrete_gaussian
-from dpdpca.errors import ImplausibleReleaseError, MessageError, ProtocolError
+from dpdpca.errors import DataError, ImplausibleReleaseError, MessageError, ProtocolError
 from dpdpca.protocol import DataUser, ProtocolParams, Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity
@@ -124,12 +124,31 @@ def test_loose_section_lengths_and_statement_counts_are_refused(centred_session)
 @pytest.mark.parametrize("field, bad", [("max_owners", 10.0), ("max_rows_per_owner", "8"), ("frac_bits", True),
                                         ("slots", 3.5), ("version", "3"), ("min_epsilon", "0.01"),
                                         ("min_delta", False), ("noise_allowance", 12), ("release", 1),
-                                        ("insecure_test_key", "yes")])
+                                        ("insecure_test_key", "yes"), ("d", 3.0), ("d", "3"), ("d", True),
+                                        ("d", 0)])
 def test_loose_public_json_fields_are_refused(make_user, field, bad):
     obj = make_user(max_rows_per_owner=8, release="any").params.to_json()
     obj["dpdpca_protocol"] = dict(obj["dpdpca_protocol"], **{field: bad})
     with pytest.raises(MessageError, match=f"dpdpca_protocol.{field} must be"):
         ProtocolParams.from_json(obj)
+
+
+def test_a_declared_d_is_kept_by_public_json_and_checked_by_the_user(make_user, make_owner):
+    """public.json's d round-trips; a result of another d than the one declared is refused before decrypting."""
+    import dataclasses
+
+    user = make_user(max_owners=2, max_rows_per_owner=64, release="any", d=3)
+    assert ProtocolParams.from_json(user.params.to_json()).d == 3
+    free = dataclasses.replace(user.params, d=None)  # the same session and key, no declared d
+    proxy = Proxy(free, user.owner_keys, quorum=2)
+    for k, oid in enumerate(("1", "2")):
+        proxy.receive_share(make_owner(free, oid).share(_rows(k, 20, 4)))
+    proxy.close_collection()
+    with pytest.raises(DataError, match="d must be the d=3 declared in public.json.*got d=4 from the proxy's result"):
+        user.finish(proxy.finish(epsilon=1.0, delta=1e-5), n_components=2)
+    assert user.ledger.releases() == {}
+    with pytest.raises(DataError, match="d must be the d=3 declared"):
+        Proxy(user.params, user.owner_keys).receive_share(make_owner(free, "1").share(_rows(0, 20, 4)))
 
 
 # -- a malicious owner: any integers, encrypted under the right key, declared with the public bounds, signed ----

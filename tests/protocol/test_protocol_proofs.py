@@ -35,7 +35,7 @@ def _poisoned_share(p, identity, owner_id, d, *, scale, n_rows=3, release="centr
     big = bounds["R"] * scale
     shapes = as_release(release).share_chunks(d, p.layout.slots)
     m = {name: sum(c) for name, c in shapes.items()}
-    values = {"R": [big] * m["R"], "v": [1] * m["v"], "vwin": [1] * m["vwin"]}
+    values = {name: ([big] if name == "R" else [1]) * m[name] for name in shapes}
     base = ProverBase.draw(p.public_key)
     arrays, wits = {}, {}
     for name, chunks in shapes.items():
