@@ -213,6 +213,9 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
         raise ProtocolError(f"--owner-id must be the identity's owner id {identity.owner_id!r}, got {owner_id!r:.80}")
     owner_id = identity.owner_id
     service = None if proxy_url is None else transport_from_options(proxy_url, identity, ca_cert, token)
+    ready = _randomness_path(identity_path, owner_id, randomness_path)
+    ahead = _randomness_while_loading(params, resolve_release(release), d=params.d,
+                                      wanted=randomness_path is None and not ready.exists() and not range_proofs)
     X = load_file(data_file, max_features=max_features)  # d checked on the first line, before parsing
     X, bounds_report = apply_feature_bounds(X, dataset_bounds=None, feature_bounds=feature_bounds,
                                             bounds_file=feature_bounds_file, no_feature_bounds=no_feature_bounds)
@@ -243,11 +246,15 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
         with Pool(workers, scheduler) as pool:
             owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,
                               release=rel, noise=noise, range_proofs=range_proofs)
-            ready = _randomness_path(identity_path, owner_id, randomness_path)
+            made = "fresh"
             if randomness_path is not None or ready.exists():
                 from dpdpca.protocol.offline import OwnerRandomness
 
                 owner.use_randomness(OwnerRandomness.consume(ready, params.public_key))
+                made = f"made ahead ({ready})"
+            elif ahead is not None and ahead.result() is not None:
+                owner.use_randomness(ahead.result())
+                made = "made while the data loaded"
             data = owner_round(owner, X, service if service is not None else PathTransport(outbox=[str(out_path)]))
     finally:
         if service is not None:
@@ -262,7 +269,39 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
     clamped = "" if bounds_report is None else \
         f"{bounds_report['rows_out_of_bounds']} clamped to the feature bounds, "
     click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {clamped}{owner.rows_clipped_} clipped to norm 1; {where} "
-               f"({len(data):,} bytes)")
+               f"({len(data):,} bytes; encryptions of zero {made})")
+
+
+class _Background:
+    """One call in a daemon thread; :meth:`result` waits for it (None if it failed: the share then draws fresh)."""
+
+    def __init__(self, fn: Any) -> None:
+        import threading
+
+        self._value: Any = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), name="dpdpca-owner-randomness", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Any) -> None:
+        try:
+            self._value = fn()
+        except Exception:  # noqa: BLE001 - a failure here only costs the head start
+            self._value = None
+
+    def result(self) -> Any:
+        self._thread.join()
+        return self._value
+
+
+def _randomness_while_loading(params: Any, release: Any, *, d: int | None, wanted: bool) -> _Background | None:
+    """With d declared in public.json, the share's DJN factors in the background while the data load."""
+    if not wanted or d is None:
+        return None
+    from dpdpca.protocol.offline import OwnerRandomness
+
+    return _Background(lambda: OwnerRandomness.make(params.public_key.with_own_base(),
+                                                    key_fingerprint=params.key_fingerprint, release=release, d=d,
+                                                    slots=params.layout.slots))
 
 
 # ---------------------------------------------------------------------------

@@ -90,8 +90,8 @@ class OwnerRandomness:
                              "slots": self.slots, "width": width,
                              "sections": [[k, len(v)] for k, v in self.sections.items()]},  # in blob order
                             sort_keys=True, separators=(",", ":")).encode()
-        # in the header's (sorted) section order, which consume() reads back
-        blob = b"".join(int(f).to_bytes(width, "big") for name in sorted(self.sections) for f in self.sections[name])
+        # in the header's section order (a list, not an object whose keys JSON sorts), which consume() reads back
+        blob = b"".join(int(f).to_bytes(width, "big") for v in self.sections.values() for f in v)
         return atomic_write_bytes(path, _MAGIC + header + b"\n" + blob, mode=0o600, exclusive=True)
 
     @classmethod

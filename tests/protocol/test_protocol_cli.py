@@ -370,3 +370,27 @@ def test_owner_prepare_then_share_uses_the_randomness_once(tmp_path, keys, capsy
     _expect_error(capsys, [*share, "--out", str(tmp_path / "bad.msg")], "randomness made ahead must be for d=4",
                   no_file=tmp_path / "bad.msg")
     assert not path.exists()
+
+
+def test_owner_share_makes_its_randomness_while_the_data_load_when_d_is_declared(tmp_path, capsys):
+    from dpdpca.crypto import EncryptedArray, load_private_key
+    from dpdpca.protocol.messages import Message
+    from dpdpca.protocol.params import ProtocolParams
+
+    keys, own = tmp_path / "keys", tmp_path / "alice"
+    assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "3", "--max-rows-per-owner", "50",
+                 "--features", "4"]) == 0
+    assert main(["owner", "keygen", "--owner-id", "alice", "--out-dir", str(own)]) == 0
+    X = _rows(np.random.default_rng(6), 20, 4)
+    np.savetxt(tmp_path / "a.csv", X, delimiter=",")
+    capsys.readouterr()
+    assert main(["owner", "share", "--public", str(keys / "public.json"), "--identity", str(own / "alice.identity.json"),
+                 "--insecure-test-key", "--data", str(tmp_path / "a.csv"), "--out", str(tmp_path / "a.msg")]) == 0
+    assert "encryptions of zero made while the data loaded" in capsys.readouterr().out
+    sk = load_private_key(keys / "private.json", insecure_test_key=True)
+    params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
+    msg = Message.from_bytes((tmp_path / "a.msg").read_bytes())
+    v = EncryptedArray.from_bytes(msg.section("v"), params.public_key)
+    from dpdpca.crypto import decrypt
+
+    assert len(decrypt(sk, v)) == 4  # a valid share of the declared d
