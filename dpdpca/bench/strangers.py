@@ -31,6 +31,11 @@ here; in this process, at once:
     connection error: an owner evicted while its handshake was still waiting
     connects again).  ``accepted`` must equal ``owners``.
 
+``big_headers`` (0 unless asked; the test sends two)
+    Strangers whose header block is four times ``max_header_bytes``:
+    ``big_header_statuses`` (400: refused by h11's limit) and
+    ``big_header_closed_max_s`` after they were sent.
+
 ``server_rss_mib``: the server process's resident memory before the attack and
 its peak during it (``/proc/PID/status`` sampled every 50 ms).
 """
@@ -159,9 +164,34 @@ async def _forged_body(port: int, ctx: ssl.SSLContext, owner_id: str, size: int,
             "closed_after_headers_s": closed - headers_done}
 
 
+async def _big_header(port: int, ctx: ssl.SSLContext, size: int, give_up_s: float) -> dict[str, Any]:
+    """A request whose header block is ``size`` bytes: the status it gets and when it is closed after sending."""
+    t0 = time.monotonic()
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port, ssl=ctx), timeout=give_up_s)
+    except (OSError, ssl.SSLError, asyncio.TimeoutError):
+        return {"status": 0, "closed_after_headers_s": 0.0}
+    status = 0
+    sent = time.monotonic()
+    try:
+        writer.write(b"GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * size + b"\r\n\r\n")
+        await writer.drain()
+        sent = time.monotonic()
+        line = await asyncio.wait_for(reader.readline(), timeout=give_up_s)
+        parts = line.split()
+        status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+        while await asyncio.wait_for(reader.read(4096), timeout=give_up_s):
+            pass  # until the server closes the connection
+    except (OSError, ssl.SSLError, ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+        pass  # reset by the server: closed
+    closed = time.monotonic() - sent
+    writer.transport.abort()
+    return {"status": status, "closed_after_headers_s": closed}
+
+
 def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forged_mib: int = 60, d: int = 8,
                   key_bits: int = 1024, header_timeout_s: float = 5.0, max_connections: int = 256,
-                  root: Path | None = None) -> dict[str, Any]:
+                  big_headers: int = 0, root: Path | None = None) -> dict[str, Any]:
     """Run the attack once on loopback and return its figures (see the module docstring)."""
     from dpdpca.net.auth import USER
     from dpdpca.net.client import ProxyClient, tls_context, upload_shares
@@ -171,6 +201,7 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
         throwaway_tls,
         write_proxy_toml,
     )
+    from dpdpca.net.guard import ConnectionLimits
 
     user = DataUser.generate(key_bits=key_bits, insecure_test_key=key_bits < 2048, max_owners=owners,
                              max_rows_per_owner=16, d=d)  # the service needs the session's d declared
@@ -187,6 +218,7 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
         port = free_port()
         url = f"https://{HOST}:{port}"
         limits = {"header_timeout_s": float(header_timeout_s), "max_connections": int(max_connections)}
+        max_header_bytes = ConnectionLimits().max_header_bytes  # the default; big-header strangers send 4 times it
         config = write_proxy_toml(base / "proxy.toml", public=base / "public.json",
                                   owners={i.owner_id: i for i in identities}, user=me, tls=tls, port=port,
                                   state_dir=base / "state", limits=limits)
@@ -200,7 +232,10 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
             ctx = tls_context(tls.ca_cert)
             give_up = header_timeout_s + 15.0
 
-            async def attack() -> tuple[list[tuple[float, float]], list[dict[str, Any]], list[int], float]:
+            async def attack() -> tuple[list[tuple[float, float]], list[dict[str, Any]], list[int], float,
+                                        list[dict[str, Any]]]:
+                big_tasks = [asyncio.ensure_future(_big_header(port, ctx, 4 * max_header_bytes, give_up))
+                             for _ in range(big_headers)]
                 slow_tasks = [asyncio.ensure_future(_slow_header(port, ctx, give_up)) for _ in range(slow)]
                 forged_tasks = [asyncio.ensure_future(_forged_body(port, ctx, str(k % owners + 1), forged_mib << 20,
                                                                    give_up)) for k in range(forged)]
@@ -210,13 +245,13 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
                                             concurrency=32, retries=10)
                 honest_s = time.perf_counter() - t0
                 return (list(await asyncio.gather(*slow_tasks)), list(await asyncio.gather(*forged_tasks)), codes,
-                        honest_s)
+                        honest_s, list(await asyncio.gather(*big_tasks)))
 
             quiet = logging.getLogger("asyncio")  # the strangers' own writes after the proxy closed them
             level = quiet.level
             quiet.setLevel(logging.CRITICAL)
             try:
-                slow_closed, forged_out, codes, honest_s = asyncio.run(attack())
+                slow_closed, forged_out, codes, honest_s, big_out = asyncio.run(attack())
             finally:
                 quiet.setLevel(level)
             status = watcher.status()
@@ -239,6 +274,8 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
         "forged_closed_max_s": max((f["closed_s"] for f in forged_out), default=0.0),
         "forged_answered_after_headers_max_s": max((f["answered_after_headers_s"] for f in forged_out), default=0.0),
         "forged_closed_after_headers_max_s": max((f["closed_after_headers_s"] for f in forged_out), default=0.0),
+        "big_headers": big_headers, "big_header_statuses": sorted({b["status"] for b in big_out}),
+        "big_header_closed_max_s": max((b["closed_after_headers_s"] for b in big_out), default=0.0),
     }
     out["all_accepted"] = out["accepted"] == owners
     out["rss_below_200_mib"] = out["server_rss_mib"]["peak"] < 200
@@ -261,10 +298,12 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
               help="The server's header_timeout_s.")
 @click.option("--max-connections", default=256, show_default=True, type=click.IntRange(16, 4096),
               help="The server's max_connections.")
+@click.option("--big-headers", default=0, show_default=True, type=click.IntRange(0, 100),
+              help="Strangers sending a header block of 4 x max_header_bytes.")
 @click.option("--quick", is_flag=True, help="20 owners, 200 slow, 2 forged bodies of 8 MiB.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(owners: int, slow: int, forged: int, forged_mib: int, header_timeout: float, max_connections: int,
-            quick: bool, as_json: bool) -> None:
+            big_headers: int, quick: bool, as_json: bool) -> None:
     """The proxy service under slow-header and forged-body strangers while honest owners upload (loopback)."""
     from dpdpca.net import require
 
@@ -275,7 +314,7 @@ def command(owners: int, slow: int, forged: int, forged_mib: int, header_timeout
     if quick:
         owners, slow, forged, forged_mib = min(owners, 20), min(slow, 200), min(forged, 2), min(forged_mib, 8)
     out = run_strangers(owners=owners, slow=slow, forged=forged, forged_mib=forged_mib,
-                        header_timeout_s=header_timeout, max_connections=max_connections)
+                        header_timeout_s=header_timeout, max_connections=max_connections, big_headers=big_headers)
     out["load_average"] = os.getloadavg()[0]
     if as_json:
         click.echo(json.dumps(out, sort_keys=True))

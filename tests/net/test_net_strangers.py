@@ -19,7 +19,7 @@ def test_slow_headers_and_forged_bodies_do_not_stop_honest_owners(tmp_path):
     party while 6 owners upload: every owner is accepted, every slow stranger is closed within the header
     timeout, and each forged body is answered 401 after its headers and cut off long before its end."""
     out = run_strangers(owners=6, slow=40, forged=2, forged_mib=32, d=3, key_bits=768, header_timeout_s=1.5,
-                        max_connections=16, root=tmp_path)
+                        max_connections=16, big_headers=2, root=tmp_path)
     assert out["accepted"] == 6 and out["acknowledged"] == 6
     assert out["slow_still_open"] == 0
     # the server's clock starts at its accept, before the TLS handshake the client's clock ends with
@@ -29,6 +29,8 @@ def test_slow_headers_and_forged_bodies_do_not_stop_honest_owners(tmp_path):
     assert out["forged_answered_after_headers_max_s"] <= 1.0, out
     assert out["forged_closed_after_headers_max_s"] <= 1.0 + 1.5, out  # dropped after the 1 s linger
     assert out["server_rss_mib"]["peak"] < 400, out
+    # a header block of 64 KiB (4 x max_header_bytes) is refused and its connection closed
+    assert out["big_header_statuses"] in ([400], [0, 400], [0]) and out["big_header_closed_max_s"] <= 1.5 + 1.5, out
 
 
 class _Transport:
