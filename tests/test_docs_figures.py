@@ -104,3 +104,12 @@ def test_the_compare_figures_in_the_docs_are_those_of_their_results_file(relatio
             for method in ("dpdpca", "pooled", "capepca"):
                 figure = f"{rows[method]['captured_energy_ratio']:.3f}"
                 assert _sentences_with(text, figure), (doc, relation, method, figure)
+
+
+def test_readme_fpca_q_a_figures_are_those_of_their_results_file():
+    data = json.loads((RESULTS / "synth-fpca-qa" / "utility.json").read_text())
+    text = (ROOT / "README.md").read_text()
+    assert data["fpca_q_a"]["relation"] == "replace-one"
+    for alpha in ("1.0", "0.5", "2.0"):
+        means = data["fpca_q_a"]["alphas"][alpha]["methods"]["fpca"]["mean"]
+        assert " / ".join(f"{m:.2f}" for m in means) in " ".join(text.split()), alpha
