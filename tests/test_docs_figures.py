@@ -38,6 +38,8 @@ def _epsilon_rows() -> dict[tuple[str, str], list[float | None]]:
     for path in sorted(RESULTS.glob("*/utility.json")):
         folder = path.parent.name
         data = json.loads(path.read_text())
+        if data.get("quick"):  # --quick runs other sizes (synthetic D = 50): never the table's figures
+            continue
         for dataset, entry in data["datasets"].items():
             panel = entry["sweeps"].get("epsilon")
             if not panel:
@@ -104,3 +106,28 @@ def test_the_compare_figures_in_the_docs_are_those_of_their_results_file(relatio
             for method in ("dpdpca", "pooled", "capepca"):
                 figure = f"{rows[method]['captured_energy_ratio']:.3f}"
                 assert _sentences_with(text, figure), (doc, relation, method, figure)
+
+
+def test_readme_fpca_q_a_figures_are_those_of_their_results_file():
+    data = json.loads((RESULTS / "synth-fpca-qa" / "utility.json").read_text())
+    text = (ROOT / "README.md").read_text()
+    assert data["fpca_q_a"]["relation"] == "replace-one"
+    for alpha in ("1.0", "0.5", "2.0"):
+        means = data["fpca_q_a"]["alphas"][alpha]["methods"]["fpca"]["mean"]
+        assert " / ".join(f"{m:.2f}" for m in means) in " ".join(text.split()), alpha
+
+
+@pytest.mark.parametrize("folder, dataset, labels", [
+    ("mnist-f1", "mnist", {"Non-private PCA": "nonprivate", "subspace": "random-subspace", "(pooled": "pooled",
+                           "capePCA": "capepca", "PrivateLocalPCA": "private-local-pca"}),
+    ("quick", "digits", {"non-private": "nonprivate", "DPDPCA": "dpdpca", "capePCA": "capepca",
+                         "the curator": "pooled", "random": "random-subspace", "PrivateLocalPCA": "private-local-pca"}),
+])
+def test_readme_f1_figures_are_those_of_their_results_file(folder, dataset, labels):
+    data = json.loads((RESULTS / folder / "utility.json").read_text())
+    f1 = data["datasets"][dataset]["f1"]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    start = text.index(f"docs/results/utility/{folder}/")
+    for label, method in labels.items():
+        figures = " / ".join(f"{m:.2f}" for m in f1["methods"][method]["mean"])
+        assert f"{label} {figures}" in text[start - 1500:start + 1500], (folder, label, figures)

@@ -118,6 +118,13 @@ FPCA = {"alphas": [0.5, 1.0, 2.0], "epsilons": [0.1, 0.5, 1.0, 2.0, 4.0], "d": 2
         "sites": 10}
 FPCA_QUICK = {"alphas": [1.0], "epsilons": [0.5, 2.0], "d": 20, "n": 5000, "delta": 0.05, "sites": 10}
 
+#: Left out of ``--quick`` unless named: the protocol's three other releases (each a full encrypted run per point)
+#: and the non-DP Frequent Directions comparator.  Measured on the quick synthetic set (D = 50, 10 sites), CPU
+#: seconds per run: sketch 4.7, frequent-directions 1.6, every other plaintext method <= 0.04.
+QUICK_LEAVES_OUT = ("dpdpca-centred", "dpdpca-paper", "dpdpca-distributed", "frequent-directions")
+#: Runs per point of slow methods in ``--quick`` (unless ``--method-runs`` says otherwise).
+QUICK_METHOD_RUNS = {"sketch": 1}
+
 _LABELS = {"epsilon": "privacy parameter epsilon", "n_s": "samples per site N_s", "sites": "sites S (N fixed)",
            "r_over_k": "R / K", "delta": "privacy parameter delta"}
 
@@ -451,6 +458,12 @@ def _run_utility(*, quick: bool, datasets: Sequence[str] | None, methods: str | 
     settings = settings_for(paper=paper, calibration=calibration, sensitivity_mode=sensitivity_mode,
                             relation=relation)
     caps = dict(method_runs or {})
+    if quick and methods is None:  # quick means quick: the slow extras only when named
+        for m in [m for m in chosen if m.name in QUICK_LEAVES_OUT]:
+            chosen.remove(m)
+            skipped[m.name] = "left out of --quick unless named in --methods (slow; see QUICK_LEAVES_OUT)"
+        for name, n_runs in QUICK_METHOD_RUNS.items():
+            caps.setdefault(name, n_runs)
     args: dict[str, Any] = {"runs": runs if runs is not None else (3 if quick else 10),
             "crypto_runs": crypto_runs if crypto_runs is not None else (1 if quick else 3),
             "key_bits": key_bits, "settings": settings, "method_runs": caps}
@@ -598,6 +611,8 @@ def results_markdown(result: dict[str, Any]) -> str:
     if "fpca_q_a" in result:
         f = result["fpca_q_a"]
         lines += [f"## FPCA q_A on Synth(α) (d = {f['d']}, N = {f['n']}, δ = {f['delta']})", ""]
+        if f.get("relation_note"):
+            lines += [f["relation_note"] + ".", ""]
         for alpha, panel in f["alphas"].items():
             lines += _table(f"q_A against ε, α = {alpha}", panel, "ε")
     return "\n".join(lines) + "\n"
@@ -693,7 +708,9 @@ def _parse_method_runs(text: str | None) -> dict[str, int]:
 
 
 @click.command("utility")
-@click.option("--quick", is_flag=True, help="Fewer points and runs, synthetic D=50 and digits (a few minutes).")
+@click.option("--quick", is_flag=True,
+              help="Fewer points and runs, synthetic D=50 and digits, without the protocol's three other releases "
+                   "and frequent-directions unless named in --methods, the sketch at 1 run (under 3 minutes idle).")
 @click.option("--dataset", "datasets", multiple=True,
               type=click.Choice(["synthetic", "fashion-mnist", "mnist", "spambase", "digits", "sylva"]),
               help="Repeatable (default: synthetic, an image set, spambase, digits; --quick: synthetic, digits).")
