@@ -110,7 +110,7 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
         user_executor = None if as_engine(dep.executor).remote else dep.executor
     if user is None:
         user = DataUser.generate(key_bits=opts.key.key_bits, insecure_test_key=opts.key.insecure_test_key,
-                                 executor=user_executor, **plan.param_kwargs())
+                                 executor=user_executor, scheme=opts.key.scheme, **plan.param_kwargs())
     else:
         user.executor = user_executor
     params = user.params
