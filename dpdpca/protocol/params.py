@@ -224,10 +224,10 @@ class ProtocolParams:
         """``"add-remove"`` for a scheme without the centred release (``"any"`` becomes it), else ``release``."""
         if scheme.centred_release:
             return release
-        if release not in ("any", "add-remove"):
-            raise param_error("release", f"'add-remove' with scheme {scheme.name!r} (the centred release's mask "
-                              f"needs Paillier: it stays Paillier-only)", release)
-        return "add-remove"
+        if ADD_REMOVE not in served_releases(release):
+            raise param_error("release", f"{str(ADD_REMOVE)!r} with scheme {scheme.name!r} (the centred release's "
+                              f"mask needs Paillier: it stays Paillier-only)", release)
+        return str(ADD_REMOVE)
 
     @staticmethod
     def release_value_bound(*, max_owners: int, max_rows_per_owner: int, frac_bits: int = 16,
@@ -270,7 +270,7 @@ class ProtocolParams:
         add/remove release alone (it has no ``v'``: v travels in tiles of
         :attr:`layout`).
         """
-        if self.packing != "wide" or self.release == "add-remove":
+        if self.packing != "wide" or served_releases(self.release) == (ADD_REMOVE,):
             return self.layout
         return SlotLayout.for_bound(self.public_key, masked_sum_bound(
             owners=self.max_owners, rows_per_owner=self.max_rows_per_owner, frac_bits=self.frac_bits,
