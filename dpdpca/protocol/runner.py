@@ -130,7 +130,7 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     proxy.prepare(d, setting=rel)
     # Every owner checks the key's modulus proof once per key, before it has data (offline): the check is
     # cached per process, so in this one-process run it is made here, not in the first owner's turn.
-    params.public_key.check_modulus(require_proof=not opts.key.insecure_test_key)
+    params.scheme.check_encryptor_policy(params.public_key, opts.key.insecure_test_key)
     tick("keygen")  # set-up ends here: keys, and the proxy's offline work that runs before any owner's turn
     for oid in plan.present:
         owner = DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,

@@ -31,7 +31,7 @@ def _client(tc, identity) -> ProxyClient:
 
 def test_bfv_session_over_the_service_and_a_paillier_share_refused(tmp_path, identities, owner_keyring, shares,
                                                                     rows_for):
-    user = DataUser.generate(scheme="bfv", owner_keys=owner_keyring, max_owners=4, max_rows_per_owner=64)
+    user = DataUser.generate(scheme="bfv", owner_keys=owner_keyring, max_owners=4, max_rows_per_owner=64, d=3)
     params = user.params
     coll = Collection(params, tmp_path / "state", owner_keys=owner_keyring, quorum=3, min_shares=1,
                       collection_seconds=60.0, noise=NoiseConfig(epsilon=20.0, delta=1e-5))
