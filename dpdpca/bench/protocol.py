@@ -32,6 +32,17 @@ Two figures:
     ``--quick`` the d = 784 run is replaced by d = 196 (2 x 2 pooled images,
     ``d196_total_s``) so the benchmark finishes in under two minutes.
 
+``--scheme bfv``: the same large run (d = 784, ``--quick``: 196; L = 10; the
+add/remove release) under Paillier and under BFV, one after the other in this
+process, serial (no pool, so ``time.process_time`` holds all the work of every
+party, every thread): ``{key}_{scheme}_cpu_s`` (the run, key generation
+excluded), ``{key}_{scheme}_keygen_cpu_s``, the critical path, the bytes each
+party sent and the mean bytes of one owner's share; then
+``{key}_bfv_ratio_cpu_vs_paillier`` (Paillier's CPU over BFV's, goal >= 20) and
+``{key}_bfv_bytes_per_share_vs_paillier`` (goal <= 4), and
+``{key}_bfv_integer_error`` from a second BFV run with ``verify`` (0: the
+released integers are exactly the owners' sums plus the recorded noise).
+
 The machine is shared with other work: absolute seconds are indicative; the
 ratio is measured in one run.
 """
@@ -298,6 +309,46 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: 
     }
 
 
+def scheme_comparison(*, quick: bool, epsilon: float, delta: float, scheme: str = "bfv", key_bits: int = KEY_BITS,
+                      insecure_test_key: bool = False) -> dict[str, Any]:
+    """The large run under Paillier and under ``scheme``, serial, in this process: CPU, bytes, ratios.
+
+    ``key_bits``, ``insecure_test_key``: Paillier's key (tests use a small one).
+    """
+    X, name = _fashion(quick)
+    parts = partition(X, OWNERS)
+    d = X.shape[1]
+    key = f"d{d}"
+    declared = dict(max_owners=OWNERS, max_rows_per_owner=max(p.shape[0] for p in parts), min_epsilon=epsilon,
+                    min_delta=delta, release="add-remove")
+    out: dict[str, Any] = {f"{key}_scheme_dataset": name}
+    for current in ("paillier", scheme):
+        c0 = time.process_time()
+        user = DataUser.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, scheme=current, **declared)
+        keygen = time.process_time() - c0
+        c0, t0 = time.process_time(), time.perf_counter()
+        run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, user=user, release="add-remove",
+                           insecure_test_key=insecure_test_key)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        sent = dict(run.result.bytes_sent)
+        shares = [b for party, b in sent.items() if party.startswith("owner:")]
+        t = run.result.timings.to_dict()
+        out.update({f"{key}_{current}_cpu_s": cpu, f"{key}_{current}_wall_s": wall,
+                    f"{key}_{current}_keygen_cpu_s": keygen, f"{key}_{current}_critical_path_s": t["critical_path_s"],
+                    f"{key}_{current}_phases": t["parties"], f"{key}_{current}_bytes_sent": sent,
+                    f"{key}_{current}_bytes_per_share": sum(shares) / max(1, len(shares)),
+                    f"{key}_{current}_public_key": user.params.scheme.describe_key(user.params.public_key)})
+    out[f"{key}_{scheme}_ratio_cpu_vs_paillier"] = out[f"{key}_paillier_cpu_s"] / out[f"{key}_{scheme}_cpu_s"]
+    out[f"{key}_{scheme}_bytes_per_share_vs_paillier"] = (out[f"{key}_{scheme}_bytes_per_share"]
+                                                         / out[f"{key}_paillier_bytes_per_share"])
+    check = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, scheme=scheme, release="add-remove",
+                         verify=True)
+    out[f"{key}_{scheme}_integer_error"] = (check.verify or {}).get("max_abs_integer_error")
+    out["scheme_goals"] = {"ratio_cpu_vs_paillier_min": 20, "bytes_per_share_vs_paillier_max": 4,
+                           "integer_error": 0}
+    return out
+
+
 @click.command("protocol")
 @click.option("--quick", is_flag=True, help="Fewer phe samples, and d = 196 instead of d = 784 (< 2 minutes).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -307,12 +358,16 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: 
 @click.option("--large-plain", is_flag=True, help="Also run the large case with the plain layout (about 2x longer).")
 @click.option("--scheduler", default=None, metavar="tcp://HOST:8786",
               help="Owners' and proxy's batches of the large run on this Dask cluster (decryption stays local).")
+@click.option("--scheme", type=click.Choice(["paillier", "bfv"]), default="paillier", show_default=True,
+              help="bfv: also the large run under Paillier and BFV side by side, serial (CPU, bytes, ratios).")
 def command(quick: bool, as_json: bool, workers: int, skip_large: bool, large_plain: bool,
-            scheduler: str | None) -> None:
+            scheduler: str | None, scheme: str) -> None:
     """End to end: packed protocol vs per-element python-paillier (d=64), and d=784 on Fashion-MNIST."""
     epsilon, delta = 1.0, 1e-5
     out: dict[str, Any] = {"key_bits": KEY_BITS, "owners": OWNERS, "epsilon": epsilon, "delta": delta,
-                           "quick": quick, "workers": workers, "cpu_count": os.cpu_count()}
+                           "quick": quick, "workers": workers, "cpu_count": os.cpu_count(), "scheme": scheme}
+    if scheme != "paillier":
+        out.update(scheme_comparison(quick=quick, epsilon=epsilon, delta=delta, scheme=scheme))
     out.update(ratio_vs_phe(quick=quick, epsilon=epsilon, delta=delta))
     if not skip_large:
         out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta, scheduler=scheduler))

@@ -252,7 +252,7 @@ def owner_segments(cpu: Sequence[float], send_wall: Sequence[float], send_cpu: S
 
 
 def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure: bool,
-                 pool: Any = None) -> dict[str, Any]:
+                 pool: Any = None, scheme: str = "paillier") -> dict[str, Any]:
     net = TimedFileTransport(root)
     marks: list[tuple[str, float]] = []
     cpu_marks: list[tuple[str, float]] = []
@@ -264,7 +264,8 @@ def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure
     with no_gc():
         t0, c0 = time.perf_counter(), time.thread_time()
         run = run_protocol(parts, n_components=N_COMPONENTS, epsilon=EPSILON, delta=DELTA, key_bits=key_bits,
-                           insecure_test_key=insecure, transport=net, progress=progress, executor=pool)
+                           insecure_test_key=insecure, transport=net, progress=progress, executor=pool,
+                           scheme=scheme)
         wall = time.perf_counter() - t0
     seg = segments(marks, t0)
     owner_ids = [label.split(" ", 1)[1] for label, _ in marks if label.startswith("owner ")]
@@ -338,8 +339,13 @@ def _parse_owners(text: str | None, quick: bool) -> list[int]:
 
 def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_bits: int = 2048,
                insecure_test_key: bool = False, latency_ms: float = 20.0, repeats: int = 1,
-               seed: int = 0, workers: int = 1, progress: Any = None) -> dict[str, Any]:
+               seed: int = 0, workers: int = 1, progress: Any = None, scheme: str = "paillier") -> dict[str, Any]:
     """Measure both protocols at each L; return the JSON-ready dict (see the module docstring).
+
+    ``scheme="bfv"``: DPDPCA's figures are BFV's, and the same sweep also
+    runs DPDPCA under Paillier (interleaved), reported as ``paillier_*`` with
+    ``ratio_vs_paillier_critical`` (Paillier's critical path over BFV's) and
+    ``bytes_vs_paillier`` per L.
 
     ``workers`` > 1 gives DPDPCA's parties a local pool of that many
     processes (the cores of each party's host); ``progress``, if given, is
@@ -353,23 +359,27 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
     X = preprocess(X_raw)
     if Ls[-1] > X.shape[0]:
         raise param_error("--owners", f"at most the {X.shape[0]} rows", Ls[-1])
-    best: dict[str, list[dict[str, Any]]] = {"dpdpca": [], "sequential": []}
+    names = ["dpdpca", "sequential"] + (["paillier"] if scheme != "paillier" else [])
+    best: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     with (tempfile.TemporaryDirectory(prefix="dpdpca-timing-") as tmp, blas_threads_limited(1) as threads,
           contextlib.ExitStack() as stack):
         root = Path(tmp)
         pool = stack.enter_context(local_process_pool(workers)) if workers > 1 else None
         # warm-up (imports, caches, BLAS, the pool's processes), not counted
         _dpdpca_once(partition(X, 2 * workers), root / "warm-dpdpca", key_bits=key_bits, insecure=insecure_test_key,
-                     pool=pool)
+                     pool=pool, scheme=scheme)
         _sequential_once(partition(X, 2), root / "warm-seq")
         for L in Ls:
             tick(f"L={L}")
             parts = partition(X, L)
-            runs: dict[str, list[dict[str, Any]]] = {"dpdpca": [], "sequential": []}
+            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
             for rep in range(repeats):  # interleaved, so drift hits both alike
                 runs["dpdpca"].append(_dpdpca_once(parts, root / f"dpdpca-L{L}-{rep}", key_bits=key_bits,
-                                                   insecure=insecure_test_key, pool=pool))
+                                                   insecure=insecure_test_key, pool=pool, scheme=scheme))
                 runs["sequential"].append(_sequential_once(parts, root / f"seq-L{L}-{rep}"))
+                if "paillier" in runs:
+                    runs["paillier"].append(_dpdpca_once(parts, root / f"paillier-L{L}-{rep}", key_bits=key_bits,
+                                                         insecure=insecure_test_key, pool=pool))
             for name in best:
                 best[name].append(min(runs[name], key=lambda r: r["critical_s"]))
     lat = latency_ms / 1000.0
@@ -420,6 +430,15 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
     }
     out["floor"] = timing_floor(best["dpdpca"], Ls, d=int(X.shape[1]), key_bits=key_bits,
                                 insecure_test_key=insecure_test_key, workers=workers)
+    out["scheme"] = scheme
+    if "paillier" in best:
+        pai = best["paillier"]
+        out.update({"paillier_critical_s": [r["critical_s"] for r in pai],
+                    "paillier_online_critical_s": [r["online_critical_s"] for r in pai],
+                    "paillier_bytes": [r["bytes"] for r in pai],
+                    "crossover_L_paillier": crossover(Ls, [r["critical_s"] for r in pai], seq),
+                    "ratio_vs_paillier_critical": [p["critical_s"] / r["critical_s"] for p, r in zip(pai, best["dpdpca"])],
+                    "bytes_vs_paillier": [r["bytes"] / p["bytes"] for p, r in zip(pai, best["dpdpca"])]})
     out["run"] = run_record(seed=seed, started=started)
     return out
 
@@ -530,6 +549,11 @@ def format_table(result: dict[str, Any]) -> str:
     lines.append(f"crossover_L: {result['crossover_L']} (with {lm['latency_ms']:g} ms per message: "
                  f"{lm['crossover_L']}); DPDPCA critical path grows {result['dpdpca_growth']:.2f}x, "
                  f"sequential {result['sequential_growth']:.2f}x from L={result['L'][0]} to L={result['L'][-1]}")
+    if "paillier_critical_s" in result:
+        lines.append(f"scheme {result['scheme']}: Paillier critical s "
+                     + ", ".join(f"{x:.3f}" for x in result["paillier_critical_s"]) + "; ratio Paillier/"
+                     + f"{result['scheme']} " + ", ".join(f"{x:.1f}" for x in result["ratio_vs_paillier_critical"])
+                     + "; bytes vs Paillier " + ", ".join(f"{x:.2f}" for x in result["bytes_vs_paillier"]))
     return "\n".join(lines)
 
 
@@ -549,13 +573,15 @@ def format_table(result: dict[str, Any]) -> str:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write timing.json, timing.csv and timing.png here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--scheme", type=click.Choice(["paillier", "bfv"]), default="paillier", show_default=True,
+              help="bfv: DPDPCA under BFV, with Paillier run in the same sweep for the ratio.")
 def command(quick: bool, owners: str | None, key_bits: int, insecure_test_key: bool, latency_ms: float,
-            repeats: int, seed: int, workers: int, out_dir: str | None, as_json: bool) -> None:
+            repeats: int, seed: int, workers: int, out_dir: str | None, as_json: bool, scheme: str) -> None:
     """DPDPCA vs the sequential PrivateLocalPCA as L grows, messages through files (Wang-Chang Fig. 3)."""
     Ls = _parse_owners(owners, quick)
     result = run_timing(quick=quick, owners=Ls, key_bits=key_bits, insecure_test_key=insecure_test_key,
                         latency_ms=latency_ms, repeats=repeats, seed=seed, workers=workers,
-                        progress=lambda label: click.echo(f"... {label}", err=True))
+                        progress=lambda label: click.echo(f"... {label}", err=True), scheme=scheme)
     notes = write_outputs(result, out_dir) if out_dir is not None else []
     click.echo(json.dumps(result, sort_keys=True) if as_json else format_table(result))
     for note in notes:

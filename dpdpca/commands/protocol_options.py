@@ -15,7 +15,7 @@ import click
 from dpdpca._io import read_json_file
 from dpdpca.errors import MessageError
 
-__all__ = ["range_proofs_option", "NOISE_OPTIONS", "noise_options", "workers_option", "scheduler_option", "packing_option",
+__all__ = ["range_proofs_option", "NOISE_OPTIONS", "noise_options", "workers_option", "scheduler_option", "packing_option", "scheme_option",
            "max_features_option", "owner_keys_option", "Pool", "load_public", "load_private", "load_owner_keys"]
 
 
@@ -42,23 +42,27 @@ def noise_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+#: Largest key file read: a BFV key holds its public contexts (about 0.5 MB per plaintext prime at N = 8192).
+KEY_FILE_MAX_BYTES = 16 << 20
+
+
 def load_public(path: str) -> Any:
     from dpdpca.protocol.params import ProtocolParams
 
-    return ProtocolParams.from_json(read_json_file(path, "public parameters"))
+    return ProtocolParams.from_json(read_json_file(path, "public parameters", max_bytes=KEY_FILE_MAX_BYTES))
 
 
 def load_private(path: str) -> tuple[Any, Any]:
-    from dpdpca.crypto import PrivateKey
+    from dpdpca.crypto import private_key_from_json
     from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
 
-    data = read_json_file(path, "private key")
+    data = read_json_file(path, "private key", max_bytes=KEY_FILE_MAX_BYTES)
     if (not isinstance(data, dict) or not isinstance(data.get(PARAMS_KEY), dict)
             or not isinstance(data.get("pub"), dict)):
         raise MessageError(f"private key file {path!r} must be written by dpdpca keygen (objects "
                            f"{PARAMS_KEY!r} and 'pub'), got other JSON")
     params = ProtocolParams.from_json({**data["pub"], PARAMS_KEY: data[PARAMS_KEY]})
-    sk = PrivateKey.from_json({k: v for k, v in data.items() if k != PARAMS_KEY},
+    sk = private_key_from_json({k: v for k, v in data.items() if k != PARAMS_KEY},
                               insecure_test_key=bool(data[PARAMS_KEY].get("insecure_test_key", False)))
     return sk, params
 
@@ -83,6 +87,10 @@ scheduler_option = click.option("--scheduler", default=None, metavar="tcp://HOST
                                 help="Run the crypto batches on this Dask cluster (pip install "
                                      "'dpdpca[distributed]'); decryption always stays local.")
 #: Slot layout of new public parameters.
+scheme_option = click.option("--scheme", type=click.Choice(["paillier", "bfv"]), default="paillier",
+                              show_default=True,
+                              help="Encryption scheme: paillier (the paper's) or bfv (post-quantum lattice, add/remove "
+                                   "release only; needs pip install 'dpdpca[lattice]'; --key-bits does not apply).")
 packing_option = click.option("--packing", type=click.Choice(["wide", "plain"]), default="wide", show_default=True,
                               help="wide: slots sized for the decrypted values (the user subtracts v'v'^T under "
                                    "encryption first); plain: the earlier layout sized for R''.")

@@ -36,7 +36,7 @@ from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options
     release_options
 from dpdpca.commands.protocol_options import (Pool, load_owner_keys, load_private, load_public, max_features_option,
                                               noise_options, owner_keys_option, packing_option, range_proofs_option,
-                                              scheduler_option, workers_option)
+                                              scheduler_option, scheme_option, workers_option)
 from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, ParameterError, ProtocolError
 from dpdpca.protocol.params import PARAM_RELEASES, resolve_release
@@ -64,6 +64,7 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
               help="Smallest delta the noise allowance is sized for.")
 @click.option("--force", is_flag=True, help="Overwrite an existing private.json / public.json.")
 @packing_option
+@scheme_option
 @click.option("--release", "declared_release", type=click.Choice(list(PARAM_RELEASES)), default="add-remove",
               show_default=True,
               help="The release the parameters serve: add-remove (the default of every command; about 30% more "
@@ -73,10 +74,10 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
                    "refuses another d, and 'proxy serve' needs it so that no uploader fixes d for the others).")
 def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners: int, max_rows_per_owner: int,
                frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool, packing: str,
-               declared_release: str, features: int | None) -> None:
+               declared_release: str, features: int | None, scheme: str) -> None:
     """Data user: generate the key pair and the public protocol parameters."""
-    from dpdpca.crypto import generate_keypair
-    from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
+    from dpdpca.protocol.params import PARAMS_KEY
+    from dpdpca.protocol.user import DataUser
 
     targets = [Path(out_dir) / "private.json", Path(out_dir) / "public.json"]
     existing = [str(t) for t in targets if t.exists()]
@@ -86,12 +87,13 @@ def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners:
         check_int("features", features, minimum=1)
     if existing and not force:  # checked before the (slow) key generation
         raise FileAccessError(f"keygen output must not exist (pass --force to overwrite), got {existing[0]!r}")
-    pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
-    params = ProtocolParams.create(pk, max_owners=max_owners, max_rows_per_owner=max_rows_per_owner,
-                                   frac_bits=frac_bits, kappa=kappa, min_epsilon=min_epsilon, min_delta=min_delta,
-                                   packing=packing, release=declared_release, d=features)
+    user = DataUser.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, scheme=scheme,
+                             max_owners=max_owners, max_rows_per_owner=max_rows_per_owner, frac_bits=frac_bits,
+                             kappa=kappa, min_epsilon=min_epsilon, min_delta=min_delta, packing=packing,
+                             release=declared_release, d=features)
+    params = user.params
     public = params.to_json()
-    private = {**sk.to_json(), PARAMS_KEY: public[PARAMS_KEY]}
+    private = {**user.private_key.to_json(), PARAMS_KEY: public[PARAMS_KEY]}
     atomic_write_json(targets[0], private, mode=0o600, exclusive=not force)
     atomic_write_json(targets[1], public, exclusive=not force)
     click.echo(f"wrote {Path(out_dir) / 'public.json'} and {Path(out_dir) / 'private.json'} (mode 0600); "
@@ -154,6 +156,9 @@ def owner_prepare_cmd(public_path: str, identity_path: str, d: int, release: str
         raise FileAccessError(f"--randomness must not exist yet (each set is used once), got existing {str(path)!r}")
     start = time.perf_counter()
     made = owner.precompute(d)
+    if made is None:
+        raise ParameterError(f"owner prepare needs a scheme with offline randomness (Paillier), got scheme "
+                             f"{params.scheme.name!r}: its encryptions draw their randomness when they run")
     made.save(path, params.public_key)
     count = sum(len(v) for v in made.sections.values())
     click.echo(f"owner {identity.owner_id}: {count} encryptions of zero for d={d} ({owner.release}) in "

@@ -21,7 +21,7 @@ from dpdpca._io import atomic_write_bytes, atomic_write_json
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
     release_options
 from dpdpca.commands.protocol_options import (Pool, noise_options, packing_option, range_proofs_option, scheduler_option,
-                                              workers_option)
+                                              scheme_option, workers_option)
 
 __all__ = ["run_cmd"]
 
@@ -63,6 +63,7 @@ def _json_safe(obj: Any) -> Any:
 @workers_option
 @scheduler_option
 @packing_option
+@scheme_option
 @click.option("--processes", is_flag=True, help="Run every party as a separate OS process (messages only).")
 @click.option("--verify", is_flag=True, help="Check S' - G' == S-bar exactly against a plaintext reference.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
@@ -74,8 +75,8 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
             release: str | None, noise_by: str, honest_owners: int | None, feature_bounds: Any,
             feature_bounds_file: str | None, no_feature_bounds: bool, ledger_path: str | None,
             budget_epsilon: float | None, budget_delta: float | None,
-            workers: int, scheduler: str | None, packing: str, processes: bool, verify: bool, as_json: bool,
-            out_dir: str | None) -> None:
+            workers: int, scheduler: str | None, packing: str, scheme: str, processes: bool, verify: bool,
+            as_json: bool, out_dir: str | None) -> None:
     """Run owners, proxy and data user end to end on one machine."""
     from dpdpca._validation import check_delta, check_int
     from dpdpca.data import clip_rows, load_dataset, load_file, partition
@@ -115,7 +116,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         options = ProtocolOptions(
             release=release_opts,
             key=KeyOptions(key_bits=key_bits, insecure_test_key=insecure_test_key, frac_bits=frac_bits, kappa=kappa,
-                           packing=packing),
+                           packing=packing, scheme=scheme),
             bounds=DeclaredBounds(max_owners=max_owners, clip=not no_clip, range_proofs=range_proofs),
             deployment=Deployment(launcher="processes" if processes else "in-process", executor=pool,
                                   quorum=quorum, verify=verify))

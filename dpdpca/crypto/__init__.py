@@ -9,7 +9,8 @@ bound tracking), :mod:`~dpdpca.crypto.wire` (binary format),
 :mod:`~dpdpca.crypto.compute` (compute engines: serial, process pool, Dask), :mod:`~dpdpca.crypto.interop`
 (python-paillier) and :mod:`~dpdpca.crypto.ciphertexts` (the public batch operations on raw ciphertexts that
 the proxy's intake and the benchmarks use: product, divide-out, unit check, fixed-width bytes; nothing outside
-this package imports the private backend).  Knows nothing of PCA or differential privacy.
+this package imports the private backend), :mod:`~dpdpca.crypto.schemes` (Paillier and BFV behind one
+interface) and :mod:`~dpdpca.crypto.lattice` (BFV over TenSEAL, optional).  Knows nothing of PCA or differential privacy.
 """
 
 from dpdpca.crypto.codec import FixedPointCodec, MinMaxDiscretizer
@@ -43,6 +44,8 @@ from dpdpca.crypto.matrix import (
 )
 from dpdpca.crypto.packing import SlotLayout
 from dpdpca.crypto.randomizers import RandomizerPool
+from dpdpca.crypto.schemes import (SCHEMES, CipherScheme, private_key_from_json, public_key_from_json, scheme_named,
+                                   scheme_of)
 
 __all__ = [
     "RandomizerPool",
@@ -72,4 +75,10 @@ __all__ = [
     "EncryptedSymmetricMatrix",
     "to_phe",
     "from_phe",
+    "CipherScheme",
+    "SCHEMES",
+    "scheme_named",
+    "scheme_of",
+    "public_key_from_json",
+    "private_key_from_json",
 ]

@@ -144,6 +144,10 @@ class KeyOptions:
         Statistical hiding bits of the mask (>= 40).
     packing : {"wide", "plain"}
         Slot layout (:class:`~dpdpca.protocol.params.ProtocolParams`).
+    scheme : {"paillier", "bfv"}
+        The encryption scheme (:mod:`dpdpca.crypto.schemes`): Paillier
+        (default, the paper's) or BFV (post-quantum, add/remove release only,
+        optional extra ``[lattice]``; ``key_bits`` does not apply to it).
     """
 
     key_bits: int = 2048
@@ -151,6 +155,12 @@ class KeyOptions:
     frac_bits: int = 16
     kappa: int = 40
     packing: str = "wide"
+    scheme: str = "paillier"
+
+    def __post_init__(self) -> None:
+        from dpdpca.crypto import scheme_named
+
+        scheme_named(self.scheme)  # one-line ParameterError for an unknown name
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -103,7 +103,7 @@ class DPDPCA(PCAEstimator):
                  sensitivity_mode: str = "rigorous", noise_lattice: str = "n-scaled",
                  executor: EngineLike = None, insecure_test_key: bool = False, quorum: int | None = None,
                  processes: bool = False, release: str | None = None, noise_by: str = "proxy",
-                 honest_owners: int | None = None) -> None:
+                 honest_owners: int | None = None, scheme: str = "paillier") -> None:
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -121,6 +121,7 @@ class DPDPCA(PCAEstimator):
         self.release = release
         self.noise_by = noise_by
         self.honest_owners = honest_owners
+        self.scheme = scheme
 
     def options(self) -> ProtocolOptions:
         """The estimator's parameters as the protocol's option groups (:mod:`dpdpca.protocol.config`)."""
@@ -129,7 +130,7 @@ class DPDPCA(PCAEstimator):
             sensitivity_mode=self.sensitivity_mode, noise_lattice=self.noise_lattice, release=self.release,
             noise_by=self.noise_by, honest_owners=self.honest_owners, key_bits=self.key_bits,
             insecure_test_key=self.insecure_test_key, frac_bits=self.frac_bits, kappa=self.kappa, clip=self.clip,
-            executor=self.executor, quorum=self.quorum, processes=self.processes)
+            executor=self.executor, quorum=self.quorum, processes=self.processes, scheme=self.scheme)
 
     def _fit_result(self, partitions: list[Any]) -> PCAResult:
         k = self.n_components

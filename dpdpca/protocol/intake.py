@@ -32,7 +32,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from dpdpca.crypto import EncryptedArray, wire
+from dpdpca.crypto import EncryptedArray, scheme_of
 from dpdpca.crypto.ciphertexts import first_non_unit, product_mod, to_fixed_bytes
 from dpdpca.errors import AuthenticationError, DataError, DpdpcaError, MessageError, ProtocolError
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
@@ -84,15 +84,17 @@ class CheckedShare:
     keys: list[bytes]
 
 
-def ciphertext_keys(msg: Message, arrays: dict[str, EncryptedArray], width: int) -> list[bytes]:
-    """The exact bytes of every ciphertext of a checked share, one ``bytes`` each (the replay check's keys).
+def ciphertext_keys(msg: Message, arrays: dict[str, Any], public_key: Any) -> list[bytes]:
+    """One key per ciphertext of a checked share, equal iff the ciphertexts are (the replay check's keys).
 
-    The wire form is fixed-width big-endian and every ciphertext is range
-    checked, so equal bytes are equal ciphertexts and nothing is truncated.
+    Paillier: the exact fixed-width big-endian bytes (every ciphertext is
+    range checked, so nothing is truncated); BFV: the SHA-256 of each
+    serialized ciphertext (:meth:`~dpdpca.crypto.CipherScheme.ciphertext_keys`).
     """
+    scheme = scheme_of(public_key)
     out: list[bytes] = []
     for name, arr in arrays.items():
-        out.extend(wire.ciphertext_bytes(msg.section(name), len(arr.ciphertexts), width))
+        out.extend(scheme.ciphertext_keys(msg.section(name), arr, public_key))
     return out
 
 
@@ -116,8 +118,11 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
         As :meth:`dpdpca.protocol.proxy.Proxy.receive_share` documents.
     """
     p = ctx.params
-    msg = Message.from_bytes(data).expect(MessageType.OWNER_SHARE, session=p.session_id,
-                                          key_fingerprint=p.key_fingerprint)
+    msg = Message.from_bytes(data)
+    scheme = str(msg.meta.get("scheme", "paillier"))
+    if scheme != p.scheme.name:  # before the key check: the clearer line
+        raise MessageError(f"share scheme must be {p.scheme.name!r}, the session key's, got {scheme[:40]!r}")
+    msg = msg.expect(MessageType.OWNER_SHARE, session=p.session_id, key_fingerprint=p.key_fingerprint)
     owner = check_owner_id(msg.meta.get("owner_id"))
     if msg.sender != f"owner:{owner}":
         raise ProtocolError(f"share sender must be owner:{owner}, got {msg.sender!r:.80}")
@@ -150,7 +155,7 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
     arrays = load_share_arrays(msg, p, d, owners=1, release=ctx.release, check_units=check_units)
     if ctx.range_proofs:
         check_share_proof(msg, p, ctx.release, arrays, owner_id=owner, d=d, digest=statement.ciphertext_sha256)
-    return CheckedShare(owner, d, statement, arrays, ciphertext_keys(msg, arrays, p.public_key.ciphertext_bytes))
+    return CheckedShare(owner, d, statement, arrays, ciphertext_keys(msg, arrays, p.public_key))
 
 
 def error_from(kind: str, message: str, party: str | None = None) -> DpdpcaError:

@@ -11,13 +11,12 @@ from typing import Any
 import numpy as np
 
 from dpdpca._validation import check_data_matrix, param_error
-from dpdpca.crypto import EncryptedArray, encrypt, upper_triangle_flatten
+from dpdpca.crypto import EncryptedArray, upper_triangle_flatten
 from dpdpca.crypto.compute import EngineLike
-from dpdpca.crypto.keys import MIN_SECURE_BITS
 from dpdpca.crypto.rangeproof import ProverBase, SectionWitness, encrypt_for_proof
 from dpdpca.data import clip_rows
 from dpdpca.dp import DistributedCalibration
-from dpdpca.errors import DataError, InsecureKeyError, OverflowRiskError, ProtocolError
+from dpdpca.errors import DataError, OverflowRiskError, ProtocolError
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity
@@ -89,17 +88,16 @@ class DataOwner:
         if not isinstance(identity, OwnerIdentity):
             raise ProtocolError(f"identity must be an OwnerIdentity (the owner's signing key), "
                                 f"got {type(identity).__name__}")
-        bits = int(params.public_key.bits)
-        if bits < MIN_SECURE_BITS and not insecure_test_key:
-            raise InsecureKeyError(f"data user's key bits must be >= {MIN_SECURE_BITS} for an owner to encrypt "
-                                   f"(the owner may pass insecure_test_key=True, CLI --insecure-test-key), got {bits}")
-        # Once per process and key: not prime, no perfect power, no factor below 2^16, and the key holder's
-        # Paillier-Blum proof (a key without one passes only on the owner's own insecure_test_key).
-        params.public_key.check_modulus(require_proof=not insecure_test_key)
+        # Paillier, once per process and key: bits, not prime, no perfect power, no factor below 2^16, and the
+        # key holder's Paillier-Blum proof (a key without one passes only on the owner's own insecure_test_key).
+        params.scheme.check_encryptor_policy(params.public_key, insecure_test_key)
+        if range_proofs and not params.scheme.range_proofs:
+            raise param_error("range_proofs", f"False with scheme {params.scheme.name!r} (the range proofs are for "
+                              f"packed Paillier shares)", range_proofs)
         self.params = params
         # The owner's own DJN base hs = -x^(2n), x drawn here: never the hs in public.json, which
         # the data user chose (hs = 1 would make every ciphertext 1 + m n, readable by anyone).
-        self.public_key = params.public_key.with_own_base()  # the size policy was checked just above
+        self.public_key = params.scheme.encryptor(params.public_key)  # the size policy was checked just above
         self.identity = identity
         self.owner_id = identity.owner_id
         self.clip = bool(clip)
@@ -115,14 +113,18 @@ class DataOwner:
         self.range_proofs = bool(range_proofs)
         self._randomness: OwnerRandomness | None = None
 
-    def precompute(self, d: int) -> OwnerRandomness:
+    def precompute(self, d: int) -> OwnerRandomness | None:
         """Offline: make the DJN factors of this owner's share for ``d`` features (timed as ``precompute``).
 
         They depend on the key, d and the release only; :meth:`share` then
         uses them (once) and its ``encrypt`` phase is one multiplication per
         ciphertext.  Returns them, e.g. to :meth:`OwnerRandomness.save` for a
-        later ``owner share`` (``dpdpca owner prepare``).
+        later ``owner share`` (``dpdpca owner prepare``).  A scheme without
+        such factors (BFV: the binding draws each encryption's randomness
+        itself) makes nothing and returns None.
         """
+        if not self.params.scheme.offline_factors:
+            return None
         with self.timings_.measure(self.party, "precompute"):
             self._randomness = OwnerRandomness.make(self.public_key, key_fingerprint=self.params.key_fingerprint,
                                                     release=self.release, d=d, slots=self.params.layout.slots,
@@ -238,6 +240,8 @@ class DataOwner:
             meta: dict[str, Any] = {"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
                                     "declared_bounds": {k: str(b) for k, b in bounds.items()}}
             meta["release"] = str(self.release)
+            if p.scheme.name != "paillier":  # Paillier shares keep their historical bytes
+                meta["scheme"] = p.scheme.name
             msg = Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, self.party, meta=meta,
                           sections=sections)
             data = msg.to_bytes()
@@ -249,14 +253,10 @@ class DataOwner:
         """Every section encrypted; with range proofs also each ciphertext's exponent and the prover's base."""
         layout = self.params.layout
         if not self.range_proofs:
-            if ready is None and self.executor is None:  # size the one fixed-base table for the whole share
-                self.public_key.djn_table(sum(len(c) for c in shapes.values()))
-            encrypted = {name: encrypt(self.public_key, values[name], layout=layout,
-                                       bound=bounds[name], chunks=chunks,
-                                       executor=self.executor,
-                                       factors=None if ready is None else ready.sections[name])
-                         for name, chunks in shapes.items()}
-            self.public_key.drop_table()  # one share per owner and session: free the table now
+            encrypted = self.params.scheme.encrypt_sections(
+                self.public_key, {name: (values[name], bounds[name], chunks)
+                                  for name, chunks in shapes.items()}, layout=layout, executor=self.executor,
+                factors=None if ready is None else ready.sections)
             if ready is not None:
                 ready.sections.clear()
             return encrypted, {}, None

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from dpdpca._validation import check_delta, check_int, check_positive, param_error
 from dpdpca.crypto import PublicKey, SlotLayout
+from dpdpca.crypto.schemes import CipherScheme, public_key_from_json, scheme_named, scheme_of
 from dpdpca.dp.release import check_noise_by
 from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError
 from dpdpca.protocol.bounds import (CALIBRATIONS, DEFAULT_MAX_FEATURES, NOISE_LATTICES, SENSITIVITY_MODES,
@@ -146,6 +147,10 @@ class ProtocolParams:
         (:meth:`check_release`).
     layout : SlotLayout
         Derived from the above.
+
+    The scheme is the public key's (:func:`dpdpca.crypto.schemes.scheme_of`):
+    Paillier serves both releases; BFV only the add/remove release
+    (:attr:`scheme`), so its parameters always declare ``release="add-remove"``.
     """
 
     public_key: PublicKey
@@ -191,6 +196,7 @@ class ProtocolParams:
             raise param_error("packing", f"one of {PACKINGS}", packing)
         if release not in PARAM_RELEASES:
             raise param_error("release", f"one of {PARAM_RELEASES}", release)
+        release = cls.check_scheme_release(scheme_of(public_key), release)
         allowance = _noise_allowance(n_max, frac_bits=frac_bits, min_epsilon=min_epsilon, min_delta=min_delta,
                                      release=release)
         declared = dict(owners=max_owners, rows_per_owner=max_rows_per_owner, frac_bits=frac_bits, kappa=kappa,
@@ -213,6 +219,33 @@ class ProtocolParams:
                             f"got d={d} from {who}")
         return d
 
+    @staticmethod
+    def check_scheme_release(scheme: CipherScheme, release: str) -> str:
+        """``"add-remove"`` for a scheme without the centred release (``"any"`` becomes it), else ``release``."""
+        if scheme.centred_release:
+            return release
+        if ADD_REMOVE not in served_releases(release):
+            raise param_error("release", f"{str(ADD_REMOVE)!r} with scheme {scheme.name!r} (the centred release's "
+                              f"mask needs Paillier: it stays Paillier-only)", release)
+        return str(ADD_REMOVE)
+
+    @staticmethod
+    def release_value_bound(*, max_owners: int, max_rows_per_owner: int, frac_bits: int = 16,
+                            min_epsilon: float = 0.01, min_delta: float = 1e-12, release: str = "add-remove",
+                            **_: Any) -> int:
+        """:func:`add_remove_value_bound` of the parameters :meth:`create` would make (a BFV key is sized by it)."""
+        allowance = _noise_allowance(check_int("max_owners", max_owners, minimum=1)
+                                     * check_int("max_rows_per_owner", max_rows_per_owner, minimum=1),
+                                     frac_bits=frac_bits, min_epsilon=check_positive("min_epsilon", min_epsilon),
+                                     min_delta=check_delta("min_delta", min_delta), release=release)
+        return add_remove_value_bound(owners=max_owners, rows_per_owner=max_rows_per_owner, frac_bits=frac_bits,
+                                      noise_bound=allowance)
+
+    @property
+    def scheme(self) -> CipherScheme:
+        """The encryption scheme of the key (Paillier or BFV): every party asks it, never its name."""
+        return scheme_of(self.public_key)
+
     def check_release(self, release: str) -> ProtocolRelease:
         """The release object if these parameters serve it, else a one-line :class:`ParameterError`."""
         rel = as_release(release)
@@ -233,9 +266,11 @@ class ProtocolParams:
 
         The proxy repacks the owners' one-slot ``E[v_i]`` into it
         (:meth:`~dpdpca.crypto.EncryptedArray.repack`); plain packing keeps
-        ``v'`` in :attr:`layout`.
+        ``v'`` in :attr:`layout`, and so do parameters made for the
+        add/remove release alone (it has no ``v'``: v travels in tiles of
+        :attr:`layout`).
         """
-        if self.packing != "wide":
+        if self.packing != "wide" or served_releases(self.release) == (ADD_REMOVE,):
             return self.layout
         return SlotLayout.for_bound(self.public_key, masked_sum_bound(
             owners=self.max_owners, rows_per_owner=self.max_rows_per_owner, frac_bits=self.frac_bits,
@@ -277,6 +312,7 @@ class ProtocolParams:
             "slots": self.layout.slots,
             "packing": self.packing,
             "release": self.release,
+            "scheme": self.scheme.name,
             "insecure_test_key": bool(getattr(self.public_key, "insecure_test_key", False)),
         }
         if self.d is not None:
@@ -314,7 +350,11 @@ class ProtocolParams:
                                    f"{type(insecure).__name__}")
             allowance = decimal_int(f"{PARAMS_KEY}.noise_allowance", p["noise_allowance"], minimum=1)
             d = None if p.get("d") is None else strict_int(f"{PARAMS_KEY}.d", p["d"], minimum=1)
-            pk = PublicKey.from_json(jwk, insecure_test_key=insecure)
+            pk = public_key_from_json(jwk, insecure_test_key=insecure)
+            declared_scheme = scheme_named(_strict_text(f"{PARAMS_KEY}.scheme", p.get("scheme", "paillier")))
+            if scheme_of(pk) is not declared_scheme:
+                raise MessageError(f"{PARAMS_KEY}.scheme must be the key's scheme {scheme_of(pk).name!r}, "
+                                   f"got {declared_scheme.name!r}")
             params = cls.create(pk, max_owners=ints["max_owners"], max_rows_per_owner=ints["max_rows_per_owner"],
                                 frac_bits=ints["frac_bits"], kappa=ints["kappa"],
                                 min_epsilon=reals["min_epsilon"], min_delta=reals["min_delta"],

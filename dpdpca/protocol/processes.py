@@ -177,7 +177,7 @@ def _user_main(ctrl: Connection, to_proxy: Connection) -> None:
     def body() -> None:
         cfg = json.loads(ctrl.recv_bytes().decode())
         user = DataUser.generate(key_bits=cfg["key_bits"], insecure_test_key=cfg["insecure_test_key"],
-                                 **cfg["param_kwargs"])
+                                 scheme=cfg.get("scheme", "paillier"), **cfg["param_kwargs"])
         _send_json(ctrl, {"params": user.params.to_json()})
         user.owner_keys = OwnerKeyring.from_json(_recv_json(ctrl)["owner_keys"])
         net = PipeTransport(USER, {PROXY: to_proxy})
@@ -269,7 +269,7 @@ def run_in_processes(plan: RunPlan, *, progress: Tick, ledger: PrivacyLedger | N
         for oid in set(plan.ids) - set(plan.present):
             owner_pipes[oid][1].close()  # an owner that never starts: the proxy sees it gone
         user = parties.start(USER, _user_main, user_end)
-        _send_json(user, {"key_bits": key.key_bits, "insecure_test_key": key.insecure_test_key,
+        _send_json(user, {"key_bits": key.key_bits, "insecure_test_key": key.insecure_test_key, "scheme": key.scheme,
                           "param_kwargs": plan.param_kwargs(), "n_components": plan.n_components})
         public = _raise_if_error(_recv_json(user))["params"]
         progress("keygen")

@@ -118,10 +118,16 @@ class Proxy:
         self.statements_: list[ShareStatement] = []
         self.n_: int | None = None
         self.range_proofs = bool(range_proofs)
+        if self.range_proofs and not params.scheme.range_proofs:
+            raise param_error("range_proofs", f"False with scheme {params.scheme.name!r} (the range proofs are for "
+                              f"packed Paillier shares)", range_proofs)
         self.excluded_: dict[str, str] = {}  # owner id -> why (a failed range proof)
-        # The release's rerandomizers: r^n (centred), or DJN factors under a base the proxy draws (add/remove).
-        self._randomizers = (RandomizerPool(params.public_key.with_own_base(), method="djn")
-                             if self.release.rerandomizer == "djn" else RandomizerPool(params.public_key))
+        # The release's rerandomizers: r^n (centred), or DJN factors under a base the proxy draws (add/remove);
+        # none for BFV (no offline factors: the binding draws each encryption's randomness itself).
+        self._randomizers: RandomizerPool | None = None
+        if params.scheme.offline_factors:
+            self._randomizers = (RandomizerPool(params.public_key.with_own_base(), method="djn")
+                                 if self.release.rerandomizer == "djn" else RandomizerPool(params.public_key))
         self._prepared = False
         # Add/remove: the proxy's noise drawn ahead for one privacy setting (used once, then dropped).
         self._release_setting: ReleaseOptions | None = None
@@ -186,7 +192,7 @@ class Proxy:
             How many shares to expect (sizes the chunks).
         """
         engine = as_engine(self.executor)
-        if self._aggregate is not None or not isinstance(engine, ExecutorEngine):
+        if self._aggregate is not None or not isinstance(engine, ExecutorEngine) or not self.params.scheme.pooled_intake:
             return [self._try(self.receive_share, data) for data in datas]
         size = 16 if expected is None else max(1, min(32, -(-int(expected) // (2 * engine.workers))))
         context = self._intake_context().to_bytes()
@@ -348,8 +354,9 @@ class Proxy:
                 self._noise_thread.start()
             else:
                 draw()
-        now = bool(wait) or (wait is None and self._randomizers.method == "djn")
-        self._randomizers.fill(count, wait=now, executor=self.executor if now else None)
+        if self._randomizers is not None:
+            now = bool(wait) or (wait is None and self._randomizers.method == "djn")
+            self._randomizers.fill(count, wait=now, executor=self.executor if now else None)
         self._prepared = True
 
     def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> tuple[Any, dict[str, list[int]]] | None:
@@ -373,6 +380,9 @@ class Proxy:
         (:meth:`~dpdpca.crypto.PublicKey.with_own_base`) hides G from anyone
         without the secret key who saw the owners' ciphertexts.
         """
+        scheme = self.params.scheme
+        if self._randomizers is None:  # BFV: a fresh public-key encryption of 0 added to each ciphertext
+            return [scheme.rerandomize(a, self.params.public_key, executor=self.executor) for a in arrays]
         pool = self._randomizers
         count = sum(len(a.ciphertexts) for a in arrays)
         ready = pool.take_ready(count)
@@ -434,7 +444,7 @@ class Proxy:
                 raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {n}")
         with self.timings_.measure(self.party, "aggregate"):
             shares = [*self._shares.values(), *self._partials]
-            self._aggregate = {key: sum_arrays([s[key] for s in shares], executor=self.executor)
+            self._aggregate = {key: self.params.scheme.sum([s[key] for s in shares], executor=self.executor)
                                for key in self.release.sections}
             self.owners_ = list(self._statements)
             self.statements_ = [self._statements[o] for o in self.owners_]

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from dpdpca._validation import check_int, param_error
-from dpdpca.crypto import PublicKey, SlotLayout, upper_triangle_chunks
+from dpdpca.crypto import PublicKey, SlotLayout, scheme_of, upper_triangle_chunks
 from dpdpca.dp import (ADD_REMOVE_ONE, REPLACE_ONE, SENSITIVITY_MODES, DiscreteGaussianMechanism,
                        DistributedCalibration, PrivacyReport, calibrate_add_remove, calibrate_distributed)
 from dpdpca.dp.accountant import ReleaseCost
@@ -260,7 +260,7 @@ class AddRemoveRelease(ProtocolRelease):
         return {"R": (n << (2 * frac_bits)) + a, "v": (n << frac_bits) + a, "N": (n << (2 * frac_bits)) + a}
 
     def slot_layout(self, public_key: PublicKey, *, packing: str, declared: dict[str, int]) -> SlotLayout:
-        return SlotLayout.for_bound(public_key, add_remove_value_bound(
+        return scheme_of(public_key).layout_for(public_key, add_remove_value_bound(
             owners=declared["owners"], rows_per_owner=declared["rows_per_owner"], frac_bits=declared["frac_bits"],
             noise_bound=declared["noise_bound"]))
 

@@ -112,7 +112,7 @@ def finish_run(result: PCAResult, timings: Timings, bytes_sent: dict[str, int], 
                 params: Any, n_owners: int) -> ProtocolRun:
     full = dataclasses.replace(
         result, timings=timings, bytes_sent=bytes_sent,
-        params={**dict(result.params), "key_bits": int(params.public_key.bits), "owners": n_owners,
+        params={**dict(result.params), **params.scheme.describe_key(params.public_key), "owners": n_owners,
                 "max_owners": params.max_owners, "max_rows_per_owner": params.max_rows_per_owner,
                 "slot_bits": params.layout.slot_bits, "slots": params.layout.slots},
         extra={**dict(result.extra), "owners_present": list(owners), "rows_clipped": dict(rows_clipped)})

@@ -110,7 +110,7 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
         user_executor = None if as_engine(dep.executor).remote else dep.executor
     if user is None:
         user = DataUser.generate(key_bits=opts.key.key_bits, insecure_test_key=opts.key.insecure_test_key,
-                                 executor=user_executor, **plan.param_kwargs())
+                                 executor=user_executor, scheme=opts.key.scheme, **plan.param_kwargs())
     else:
         user.executor = user_executor
     params = user.params
@@ -130,7 +130,7 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     proxy.prepare(d, setting=rel)
     # Every owner checks the key's modulus proof once per key, before it has data (offline): the check is
     # cached per process, so in this one-process run it is made here, not in the first owner's turn.
-    params.public_key.check_modulus(require_proof=not opts.key.insecure_test_key)
+    params.scheme.check_encryptor_policy(params.public_key, opts.key.insecure_test_key)
     tick("keygen")  # set-up ends here: keys, and the proxy's offline work that runs before any owner's turn
     for oid in plan.present:
         owner = DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpdpca.crypto import EncryptedArray, PublicKey, wire
+from dpdpca.crypto import EncryptedArray, PublicKey, scheme_of
 from dpdpca.errors import KeyMismatchError, MessageError
 from dpdpca.protocol.releases import as_release
 from dpdpca.protocol.messages import Message
@@ -22,7 +22,7 @@ __all__ = ["check_section_sizes", "load_array", "share_sections", "load_share_ar
            "int_array"]
 
 
-def check_section_sizes(msg: Message, counts: dict[str, int], ciphertext_bytes: int) -> None:
+def check_section_sizes(msg: Message, counts: dict[str, int], public_key: Any) -> None:
     """Refuse a message whose sections are too short for the ciphertexts its declared d implies.
 
     Runs before anything is allocated from d, so a small message that declares
@@ -31,11 +31,13 @@ def check_section_sizes(msg: Message, counts: dict[str, int], ciphertext_bytes: 
     Raises
     ------
     MessageError
-        A section shorter than ``count * ciphertext_bytes``.
+        A section shorter than ``count`` chunks' ciphertexts of the key's scheme need.
     """
+    scheme = scheme_of(public_key)
     for name, count in counts.items():
         have = len(msg.section(name))
-        need = count * ciphertext_bytes
+        count = scheme.ciphertext_count(public_key, count)
+        need = count * scheme.min_ciphertext_bytes(public_key)
         if have < need:
             raise MessageError(f"section {name} must hold {count} ciphertexts ({need} bytes) for the declared d, "
                                f"got {have} bytes")
@@ -57,7 +59,7 @@ def load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[i
         A section under another key.
     """
     try:
-        arr = EncryptedArray.from_bytes(msg.section(name), public_key, check_units=check_units)
+        arr = scheme_of(public_key).load(msg.section(name), public_key, layout=layout, check_units=check_units)
     except KeyMismatchError:
         raise
     except MessageError as exc:
@@ -94,7 +96,7 @@ def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: i
     """
     slots = params.layout.slots
     rel = as_release(release)
-    check_section_sizes(msg, rel.share_counts(d, slots), params.public_key.ciphertext_bytes)
+    check_section_sizes(msg, rel.share_counts(d, slots), params.public_key)
     bounds = {k: b * owners for k, b in params.share_bounds(rel).items()}
     arrays = {name: load_array(msg, name, params.public_key, chunks=chunks,
                                bound=bounds[name], layout=params.layout, check_units=False)
@@ -112,8 +114,7 @@ def check_share_units(arrays: dict[str, EncryptedArray], public_key: PublicKey) 
     MessageError
         ``section R: message ciphertext[3] must be a unit modulo n, got a non-unit``.
     """
-    wire.check_units({f"section {name}: message ciphertext": arr.ciphertexts for name, arr in arrays.items()},
-                     public_key)
+    scheme_of(public_key).check_units(arrays, public_key)
 
 
 def share_arrays_from(params: ProtocolParams, d: int, release: str, ciphertexts: dict[str, list[Any]], *,

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from dpdpca._validation import check_int
-from dpdpca.crypto import EncryptedArray, PrivateKey, decrypt, generate_keypair, upper_triangle_chunks
+from dpdpca.crypto import EncryptedArray, PrivateKey, scheme_named, upper_triangle_chunks
 from dpdpca.crypto.compute import EngineLike
 from dpdpca.dp import PrivacyReport
 from dpdpca.errors import ImplausibleReleaseError, KeyMismatchError, MessageError, ProtocolError
@@ -98,11 +98,22 @@ class DataUser:
     @classmethod
     def generate(cls, *, key_bits: int = 2048, insecure_test_key: bool = False, executor: EngineLike = None,
                  owner_keys: OwnerKeyring | None = None, ledger: ReleaseLedger | None = None,
-                 **param_kwargs: Any) -> "DataUser":
-        """Generate the key pair (Sec. IV-C step 1) and the public parameters."""
+                 scheme: str = "paillier", **param_kwargs: Any) -> "DataUser":
+        """Generate the key pair (Sec. IV-C step 1) and the public parameters.
+
+        ``scheme``: ``"paillier"`` (default, the paper's) or ``"bfv"``
+        (post-quantum, add/remove release only, ``pip install
+        'dpdpca[lattice]'``; ``key_bits`` does not apply: the BFV key is sized
+        for the declared bounds at >= 128-bit security).
+        """
+        cipher = scheme_named(scheme)
+        if not cipher.centred_release:
+            param_kwargs["release"] = ProtocolParams.check_scheme_release(cipher, param_kwargs.get("release", "any"))
         t = Timings()
         with t.measure("user", "keygen"):
-            pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
+            max_abs = ProtocolParams.release_value_bound(**param_kwargs) if not cipher.centred_release else 0
+            pk, sk = cipher.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, max_abs=max_abs,
+                                     additions=int(param_kwargs.get("max_owners", 1)) + 2)
             params = ProtocolParams.create(pk, **param_kwargs)
         user = cls(sk, params, owner_keys=owner_keys, executor=executor, ledger=ledger)
         user.timings_.merge(t)
@@ -126,7 +137,7 @@ class DataUser:
     def _decrypt(self, enc: EncryptedArray) -> list[int]:
         """Decrypt; a plaintext outside the public range (a slot overflowed) is a refused release."""
         try:
-            return decrypt(self.private_key, enc, executor=self.executor)
+            return self.params.scheme.decrypt(self.private_key, enc, executor=self.executor)
         except MessageError as exc:
             raise slot_range_refusal(str(exc)) from None
 
@@ -186,7 +197,7 @@ class DataUser:
         slots = p.layout.slots
         v_chunks = self._check_owners(msg, statements, d, p.v2_layout.slots)
         check_section_sizes(msg, {"R2": triangle_chunk_count(d, slots), "v2": len(v_chunks)},
-                            p.public_key.ciphertext_bytes)
+                            p.public_key)
         try:
             report = PrivacyReport.from_dict(msg.meta["privacy"])
         except (KeyError, TypeError, ValueError) as exc:
@@ -291,7 +302,7 @@ class DataUser:
         self._check_owners(msg, statements, d, slots)
         shapes = ADD_REMOVE.share_chunks(d, slots)  # the aggregate has the shares' layout
         check_section_sizes(msg, {f"{k}2": c for k, c in ADD_REMOVE.share_counts(d, slots).items()},
-                            p.public_key.ciphertext_bytes)
+                            p.public_key)
         try:
             report = PrivacyReport.from_dict(msg.meta["privacy"])
         except (KeyError, TypeError, ValueError) as exc:

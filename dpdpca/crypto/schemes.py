@@ -1,0 +1,316 @@
+"""The encryption schemes behind one interface: packed Paillier (default) and BFV (optional, post-quantum).
+
+The protocol never branches on a scheme's name: it asks its public key's
+:class:`CipherScheme` (:func:`scheme_of`) to encrypt, load, sum, rerandomize
+and decrypt arrays of signed integers with declared bounds.  Paillier is the
+default and the paper-faithful scheme (Wang & Chang use Paillier); BFV
+(:mod:`dpdpca.crypto.lattice`) serves the add/remove release, whose proxy only
+adds, and is chosen by the data user at keygen (``--scheme bfv``).
+
+Examples
+--------
+>>> scheme_named("paillier").name
+'paillier'
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Sequence
+
+from dpdpca._validation import param_error
+from dpdpca.crypto import wire
+from dpdpca.crypto.encrypted import EncryptedArray, decrypt, encrypt, sum_arrays
+from dpdpca.crypto.keys import MIN_SECURE_BITS, PrivateKey, PublicKey, generate_keypair
+from dpdpca.crypto.packing import SlotLayout
+from dpdpca.errors import InsecureKeyError, MessageError
+
+__all__ = ["CipherScheme", "PaillierScheme", "BFVScheme", "SCHEMES", "scheme_named", "scheme_of",
+           "public_key_from_json", "private_key_from_json"]
+
+#: Scheme names the data user may choose at keygen.
+SCHEMES = ("paillier", "bfv")
+
+
+class CipherScheme:
+    """What the protocol needs of a scheme: arrays of signed integers with public bounds, summed and noised.
+
+    Attributes
+    ----------
+    name : str
+    centred_release : bool
+        Whether the scheme serves the centred (masked) release, which needs
+        an encrypted value raised to plaintext vectors (Paillier only).
+    """
+
+    name = ""
+    centred_release = False
+    #: Whether shares may be checked and multiplied in worker processes (:func:`~dpdpca.protocol.intake.intake_kernel`).
+    pooled_intake = False
+    #: Whether encryption randomness can be made ahead, offline (Paillier's DJN factors, :class:`RandomizerPool`).
+    offline_factors = False
+    #: Whether owners can prove their shares' ranges (:mod:`dpdpca.crypto.rangeproof`, packed Paillier).
+    range_proofs = False
+
+    def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int, additions: int) -> tuple[Any, Any]:
+        """A fresh key pair able to hold ``|value| <= max_abs`` after ``additions`` encryptions and plain adds."""
+        raise NotImplementedError
+
+    def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
+        """The slot layout of values within ``max_abs`` under ``public_key``."""
+        raise NotImplementedError
+
+    def describe_key(self, public_key: Any) -> dict[str, Any]:
+        """The key's public size figures for a result's parameters (``scheme`` plus the scheme's own)."""
+        raise NotImplementedError
+
+    def check_encryptor_policy(self, public_key: Any, insecure_test_key: bool) -> None:
+        """An owner's own check before encrypting under the data user's key (InsecureKeyError)."""
+        raise NotImplementedError
+
+    def encryptor(self, public_key: Any) -> Any:
+        """The key a party other than the key holder encrypts or rerandomizes with."""
+        return public_key
+
+    def done_encrypting(self, public_key: Any) -> None:
+        """Free what :meth:`encryptor`'s key cached for its encryptions (Paillier's fixed-base table)."""
+
+    def encrypt(self, public_key: Any, values: Sequence[int], *, layout: SlotLayout, bound: int,
+                chunks: Sequence[int], executor: Any = None) -> Any:
+        raise NotImplementedError
+
+    def encrypt_sections(self, public_key: Any, sections: dict[str, tuple[Sequence[int], int, Sequence[int]]], *,
+                         layout: SlotLayout, executor: Any = None,
+                         factors: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Encrypt several sections ``name -> (values, bound, chunks)`` (one share).
+
+        ``factors``: per section, randomness made ahead (only where
+        :attr:`offline_factors`), each used once.
+        """
+        if factors is not None and not self.offline_factors:
+            raise param_error("factors", f"None with scheme {self.name!r} (no offline randomness)", "given")
+        return {name: self.encrypt(public_key, values, layout=layout, bound=bound, chunks=chunks, executor=executor)
+                for name, (values, bound, chunks) in sections.items()}
+
+    def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True) -> Any:
+        """Deserialize one array (checks its key and form; MessageError / KeyMismatchError)."""
+        raise NotImplementedError
+
+    def min_ciphertext_bytes(self, public_key: Any) -> int:
+        """Bytes each ciphertext takes at least on the wire (section sizes are checked before loading)."""
+        raise NotImplementedError
+
+    def ciphertext_count(self, public_key: Any, chunks: int) -> int:
+        """Ciphertexts on the wire for ``chunks`` chunks."""
+        return chunks
+
+    def ciphertext_keys(self, section: bytes, array: Any, public_key: Any) -> list[bytes]:
+        """One key per ciphertext of a checked array: equal keys iff equal ciphertexts (replay check)."""
+        raise NotImplementedError
+
+    def check_units(self, arrays: dict[str, Any], public_key: Any) -> None:
+        """Scheme-specific validity of every ciphertext (Paillier: units modulo n)."""
+
+    def sum(self, arrays: Sequence[Any], *, executor: Any = None) -> Any:
+        raise NotImplementedError
+
+    def rerandomize(self, array: Any, public_key: Any, *, executor: Any = None) -> Any:
+        """The add/remove release's rerandomization: add a fresh encryption of zero under a base of our own."""
+        raise NotImplementedError
+
+    def decrypt(self, private_key: Any, array: Any, *, executor: Any = None) -> list[int]:
+        raise NotImplementedError
+
+    def public_key_from_json(self, obj: dict[str, Any], *, insecure_test_key: bool = False) -> Any:
+        raise NotImplementedError
+
+    def private_key_from_json(self, obj: dict[str, Any], *, insecure_test_key: bool = False) -> Any:
+        raise NotImplementedError
+
+
+class PaillierScheme(CipherScheme):
+    """Packed DJN Paillier (:mod:`dpdpca.crypto.encrypted`): both releases; the default."""
+
+    name = "paillier"
+    centred_release = True
+    pooled_intake = True
+    offline_factors = True
+    range_proofs = True
+
+    def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int = 0,
+                 additions: int = 0) -> tuple[PublicKey, PrivateKey]:
+        return generate_keypair(key_bits, insecure_test_key=insecure_test_key)
+
+    def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
+        return SlotLayout.for_bound(public_key, max_abs)
+
+    def describe_key(self, public_key: Any) -> dict[str, Any]:
+        return {"scheme": self.name, "key_bits": int(public_key.bits)}
+
+    def check_encryptor_policy(self, public_key: Any, insecure_test_key: bool) -> None:
+        bits = int(public_key.bits)
+        if bits < MIN_SECURE_BITS and not insecure_test_key:
+            raise InsecureKeyError(f"data user's key bits must be >= {MIN_SECURE_BITS} for an owner to encrypt "
+                                   f"(the owner may pass insecure_test_key=True, CLI --insecure-test-key), got {bits}")
+        public_key.check_modulus(require_proof=not insecure_test_key)
+
+    def encryptor(self, public_key: Any) -> Any:
+        # the party's own DJN base hs = -x^(2n): never the hs in public.json, which the key holder chose
+        return public_key.with_own_base()
+
+    def done_encrypting(self, public_key: Any) -> None:
+        public_key.drop_table()
+
+    def encrypt(self, public_key: Any, values: Sequence[int], *, layout: SlotLayout, bound: int,
+                chunks: Sequence[int], executor: Any = None) -> EncryptedArray:
+        return encrypt(public_key, values, layout=layout, bound=bound, chunks=chunks, executor=executor)
+
+    def encrypt_sections(self, public_key: Any, sections: dict[str, tuple[Sequence[int], int, Sequence[int]]], *,
+                         layout: SlotLayout, executor: Any = None,
+                         factors: dict[str, Any] | None = None) -> dict[str, Any]:
+        if factors is None and executor is None:  # size the one fixed-base table for the whole share
+            public_key.djn_table(sum(len(chunks) for _, _, chunks in sections.values()))
+        out = {name: encrypt(public_key, values, layout=layout, bound=bound, chunks=chunks, executor=executor,
+                             factors=None if factors is None else factors[name])
+               for name, (values, bound, chunks) in sections.items()}
+        public_key.drop_table()  # one share per owner and session: free the table now
+        return out
+
+    def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True) -> EncryptedArray:
+        return EncryptedArray.from_bytes(data, public_key, check_units=check_units)
+
+    def min_ciphertext_bytes(self, public_key: Any) -> int:
+        return int(public_key.ciphertext_bytes)
+
+    def ciphertext_keys(self, section: bytes, array: Any, public_key: Any) -> list[bytes]:
+        return wire.ciphertext_bytes(section, len(array.ciphertexts), public_key.ciphertext_bytes)
+
+    def check_units(self, arrays: dict[str, Any], public_key: Any) -> None:
+        wire.check_units({f"section {name}: message ciphertext": arr.ciphertexts for name, arr in arrays.items()},
+                         public_key)
+
+    def sum(self, arrays: Sequence[Any], *, executor: Any = None) -> EncryptedArray:
+        return sum_arrays(arrays, executor=executor)
+
+    def rerandomize(self, array: Any, public_key: Any, *, executor: Any = None) -> EncryptedArray:
+        return array.rerandomize(method="djn", executor=executor, base=public_key)
+
+    def decrypt(self, private_key: Any, array: Any, *, executor: Any = None) -> list[int]:
+        return [int(x) for x in decrypt(private_key, array, executor=executor)]
+
+    def public_key_from_json(self, obj: dict[str, Any], *, insecure_test_key: bool = False) -> PublicKey:
+        return PublicKey.from_json(obj, insecure_test_key=insecure_test_key)
+
+    def private_key_from_json(self, obj: dict[str, Any], *, insecure_test_key: bool = False) -> PrivateKey:
+        return PrivateKey.from_json(obj, insecure_test_key=insecure_test_key)
+
+
+class BFVScheme(CipherScheme):
+    """BFV over TenSEAL (:mod:`dpdpca.crypto.lattice`): the add/remove release only; optional extra ``[lattice]``.
+
+    ``key_bits`` and ``insecure_test_key`` do not apply: the ring degree,
+    moduli and plaintext primes come from the values' range and the additions
+    (:func:`~dpdpca.crypto.lattice.smallest_parameters`), always at >= 128-bit
+    security (HE Standard).
+    """
+
+    name = "bfv"
+    centred_release = False
+
+    def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int,
+                 additions: int) -> tuple[Any, Any]:
+        from dpdpca.crypto.lattice import generate_bfv_keypair, smallest_parameters
+
+        return generate_bfv_keypair(smallest_parameters(max_abs, additions=additions))
+
+    def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
+        public_key.check_bound(max_abs, "layout")
+        # one "slot" per ring coefficient: a chunk of the layout is one ciphertext (per plaintext prime)
+        return SlotLayout(slot_bits=max_abs.bit_length() + 1, slots=public_key.slots)
+
+    def describe_key(self, public_key: Any) -> dict[str, Any]:
+        p = public_key.params
+        return {"scheme": self.name, "ring_degree": p.ring_degree, "coeff_bits": list(p.coeff_bits),
+                "plain_moduli_bits": [t.bit_length() for t in p.plain_moduli]}
+
+    def check_encryptor_policy(self, public_key: Any, insecure_test_key: bool) -> None:
+        public_key.params.check_security()  # the key was checked when loaded; SEAL refuses weaker ones too
+
+    def encrypt(self, public_key: Any, values: Sequence[int], *, layout: SlotLayout, bound: int,
+                chunks: Sequence[int], executor: Any = None) -> Any:
+        from dpdpca.crypto.lattice import encrypt_bfv
+
+        return encrypt_bfv(public_key, values, bound=bound, chunks=chunks, layout=layout)
+
+    def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True) -> Any:
+        from dpdpca.crypto.lattice import BFVArray
+
+        if not hasattr(public_key, "params"):
+            raise MessageError("BFV batch must be loaded under a BFV key, got a Paillier key")
+        return BFVArray.from_bytes(data, public_key, layout=layout)
+
+    def min_ciphertext_bytes(self, public_key: Any) -> int:
+        # a serialized ciphertext holds 2 N coefficients per data prime; compression cannot go below
+        # the entropy of uniform residues: 2 N * (data bits) / 8, with room for SEAL's header
+        n = public_key.params.ring_degree
+        return (2 * n * sum(b - 1 for b in public_key.params.coeff_bits[:-1])) // 8 // 2
+
+    def ciphertext_count(self, public_key: Any, chunks: int) -> int:
+        return chunks * len(public_key.params.plain_moduli)
+
+    def ciphertext_keys(self, section: bytes, array: Any, public_key: Any) -> list[bytes]:
+        return [hashlib.sha256(blob).digest() for blob in array.ciphertext_blobs()]
+
+    def sum(self, arrays: Sequence[Any], *, executor: Any = None) -> Any:
+        from dpdpca.crypto.lattice import sum_bfv
+
+        return sum_bfv(arrays)
+
+    def rerandomize(self, array: Any, public_key: Any, *, executor: Any = None) -> Any:
+        return array.rerandomize()
+
+    def decrypt(self, private_key: Any, array: Any, *, executor: Any = None) -> list[int]:
+        from dpdpca.crypto.lattice import decrypt_bfv
+
+        return decrypt_bfv(private_key, array)
+
+    def public_key_from_json(self, obj: dict[str, Any], *, insecure_test_key: bool = False) -> Any:
+        from dpdpca.crypto.lattice import BFVPublicKey
+
+        return BFVPublicKey.from_json(obj, insecure_test_key=insecure_test_key)
+
+    def private_key_from_json(self, obj: dict[str, Any], *, insecure_test_key: bool = False) -> Any:
+        from dpdpca.crypto.lattice import BFVPrivateKey
+
+        return BFVPrivateKey.from_json(obj, insecure_test_key=insecure_test_key)
+
+
+_SCHEMES: dict[str, CipherScheme] = {"paillier": PaillierScheme(), "bfv": BFVScheme()}
+
+
+def scheme_named(name: str) -> CipherScheme:
+    """The scheme called ``name`` (one of :data:`SCHEMES`), else a one-line ParameterError."""
+    if name not in _SCHEMES:
+        raise param_error("scheme", f"one of {SCHEMES}", name)
+    return _SCHEMES[name]
+
+
+def scheme_of(key: Any) -> CipherScheme:
+    """The scheme of a public or private key (``key.scheme``; Paillier keys have none)."""
+    return _SCHEMES[str(getattr(key, "scheme", "paillier"))]
+
+
+def _kty_scheme(obj: Any) -> CipherScheme:
+    from dpdpca.crypto.lattice import KEY_TYPE
+
+    return _SCHEMES["bfv"] if isinstance(obj, dict) and obj.get("kty") == KEY_TYPE else _SCHEMES["paillier"]
+
+
+def public_key_from_json(obj: dict[str, Any], *, insecure_test_key: bool = False) -> Any:
+    """A public key of either scheme, by its ``kty`` (``"DPDPCA-BFV"``, else Paillier's JWK)."""
+    return _kty_scheme(obj).public_key_from_json(obj, insecure_test_key=insecure_test_key)
+
+
+def private_key_from_json(obj: dict[str, Any], *, insecure_test_key: bool = False) -> Any:
+    """A private key of either scheme, by its ``kty``."""
+    return _kty_scheme(obj).private_key_from_json(obj, insecure_test_key=insecure_test_key)

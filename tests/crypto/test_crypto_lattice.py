@@ -1,0 +1,170 @@
+"""BFV (TenSEAL) behind the scheme interface: exact CRT integers, bounds and noise checked first, HE-standard keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("tenseal", reason="the [lattice] extra (TenSEAL) is not installed")
+
+from dpdpca.crypto import generate_keypair, private_key_from_json, public_key_from_json, scheme_named  # noqa: E402
+from dpdpca.crypto.lattice import (HE_STANDARD_128, BFVArray, BFVParameters, BFVPrivateKey,  # noqa: E402
+                                   BFVPublicKey, decrypt_bfv, encrypt_bfv, generate_bfv_keypair,
+                                   smallest_parameters, sum_bfv)
+from dpdpca.errors import (InsecureKeyError, KeyMismatchError, MessageError, OverflowRiskError,  # noqa: E402
+                           ParameterError)
+
+
+@pytest.fixture(scope="module")
+def crt_keys():
+    """N = 4096, two 48-bit plaintext primes: values up to ~2**95 recombined with the CRT."""
+    params = smallest_parameters(2**60, additions=12)
+    assert params.ring_degree == 4096 and len(params.plain_moduli) == 2
+    return generate_bfv_keypair(params)
+
+
+@pytest.fixture(scope="module")
+def other_keys():
+    return generate_bfv_keypair(smallest_parameters(2**60, additions=12))
+
+
+def test_crt_round_trip_is_exact_at_the_range_edges(crt_keys):
+    pk, sk = crt_keys
+    top = pk.params.max_abs
+    values = [0, 1, -1, top, -top, top - 12345, -(top // 3), 2**63, -(2**63) - 1] * 500  # spans two ciphertexts
+    enc = encrypt_bfv(pk, values, bound=top)
+    assert enc.chunks == (4096, len(values) - 4096) and enc.ciphertext_count == 4
+    assert decrypt_bfv(sk, enc) == values
+
+
+def test_sum_plain_add_and_rerandomize_are_exact(crt_keys):
+    pk, sk = crt_keys
+    a = [(-1) ** i * (i * 7919) ** 4 for i in range(1000)]
+    b = [3 - i * 10**12 for i in range(1000)]
+    bound = max(abs(x) for x in a + b)
+    total = sum_bfv([encrypt_bfv(pk, a, bound=bound), encrypt_bfv(pk, b, bound=bound),
+                     encrypt_bfv(pk, a, bound=bound)])
+    noise = [(-1) ** i * i for i in range(1000)]
+    out = total.add_plain(noise, plain_bound=1000)
+    fresh = out.rerandomize()
+    assert fresh.ciphertext_blobs() != out.ciphertext_blobs()  # a new encryption of 0 in every ciphertext
+    assert fresh.noise == out.noise + pk.params.fresh_noise and fresh.bound == 3 * bound + 1000
+    assert decrypt_bfv(sk, fresh) == [2 * x + y + z for x, y, z in zip(a, b, noise)]
+
+
+def test_out_of_range_raises_before_computing(crt_keys):
+    pk, _ = crt_keys
+    top = pk.params.max_abs
+    with pytest.raises(OverflowRiskError, match="within the declared bound 10, got"):
+        encrypt_bfv(pk, [11], bound=10)
+    with pytest.raises(ParameterError, match="values must be integers"):
+        encrypt_bfv(pk, [1.5], bound=10)
+    with pytest.raises(OverflowRiskError, match="CRT range"):
+        encrypt_bfv(pk, [1], bound=top + 1)
+    big = encrypt_bfv(pk, [top], bound=top)
+    with pytest.raises(OverflowRiskError, match="add result bound must be <= "):
+        big.add(big)
+    with pytest.raises(OverflowRiskError, match="add_plain result bound"):
+        big.add_plain([0], plain_bound=1)
+
+
+def test_tracked_noise_refuses_a_sum_that_could_fail_to_decrypt(crt_keys):
+    pk, _ = crt_keys
+    enc = encrypt_bfv(pk, [1, 2], bound=2)
+    near = BFVArray(pk, enc.chunks, enc.bound, pk.params.noise_capacity - 1, enc._vectors)
+    with pytest.raises(OverflowRiskError, match="BFV noise must stay below q/\\(2t\\)"):
+        near.add(enc)
+    with pytest.raises(OverflowRiskError, match="rerandomize BFV noise"):
+        near.rerandomize()
+    # the capacity is the proven worst case: 21 (2N + 1) per fresh encryption (half-units x2, +1 rounding)
+    assert pk.params.fresh_noise == 2 * 21 * (2 * 4096 + 1) + 1
+    # more additions leave narrower plaintext primes (more of them), until none is wide enough
+    many = BFVParameters.for_bound(2**40, additions=10_000_000, ring_degree=4096, coeff_bits=(36, 36, 37))
+    assert max(many.plain_moduli).bit_length() < min(pk.params.plain_moduli).bit_length()
+    assert many.fresh_noise * 10_000_000 < many.noise_capacity
+    with pytest.raises(OverflowRiskError, match="plaintext primes must have >= 17 bits under the noise of"):
+        BFVParameters.for_bound(2**40, additions=2**40, ring_degree=4096, coeff_bits=(36, 36, 37))
+
+
+def test_wire_round_trip_and_tampering(crt_keys, other_keys):
+    pk, sk = crt_keys
+    enc = encrypt_bfv(pk, list(range(-50, 50)), bound=50)
+    data = enc.to_bytes()
+    assert decrypt_bfv(sk, BFVArray.from_bytes(data, pk)) == list(range(-50, 50))
+    with pytest.raises(KeyMismatchError, match="must be under key"):
+        BFVArray.from_bytes(data, other_keys[0])
+    with pytest.raises(MessageError, match="truncated|past its end"):
+        BFVArray.from_bytes(data[:-100], pk)
+    with pytest.raises(MessageError, match="trailing bytes"):
+        BFVArray.from_bytes(data + b"\0", pk)
+    with pytest.raises(MessageError, match="must start with"):
+        BFVArray.from_bytes(b"DPDPCA" + data[6:], pk)
+    # a false declared bound is caught at decryption (values beyond it), never silently accepted
+    head_len = int.from_bytes(data[6:10], "big")
+    head = json.loads(data[10:10 + head_len])
+    head["bound"] = "3"
+    new_head = json.dumps(head, separators=(",", ":")).encode()
+    forged = data[:6] + len(new_head).to_bytes(4, "big") + new_head + data[10 + head_len:]
+    with pytest.raises(MessageError, match="within the declared bound 3"):
+        decrypt_bfv(sk, BFVArray.from_bytes(forged, pk))
+    with pytest.raises(KeyMismatchError):
+        decrypt_bfv(other_keys[1], enc)
+
+
+def test_keys_json_round_trip_and_checks(crt_keys, other_keys, tmp_path):
+    pk, sk = crt_keys
+    pub = pk.to_json()
+    assert pub["kty"] == "DPDPCA-BFV" and "secret" not in json.dumps(pub)
+    loaded = public_key_from_json(json.loads(json.dumps(pub)))
+    assert isinstance(loaded, BFVPublicKey) and loaded == pk and loaded.fingerprint == pk.fingerprint
+    sk2 = private_key_from_json(json.loads(json.dumps(sk.to_json())))
+    assert isinstance(sk2, BFVPrivateKey) and "secret" not in repr(sk2)
+    assert decrypt_bfv(sk2, encrypt_bfv(loaded, [7, -7], bound=7)) == [7, -7]
+    # declared parameters must be the contexts' own
+    with pytest.raises(MessageError, match="declared ring degree, modulus bits and plaintext prime"):
+        public_key_from_json({**pub, "plain_moduli": [str(t) for t in reversed(pk.params.plain_moduli)]})
+    # a public key must not carry a secret key; a private key must match its public key
+    secret_ctx = sk.to_json()["secret_contexts"]
+    with pytest.raises(MessageError, match="must not hold a secret key"):
+        public_key_from_json({**pub, "contexts": secret_ctx})
+    with pytest.raises(KeyMismatchError, match="must match the public key"):
+        private_key_from_json({**sk.to_json(), "secret_contexts": other_keys[1].to_json()["secret_contexts"]})
+    sk.save(tmp_path / "k.json")
+    assert (tmp_path / "k.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_he_standard_table_is_checked_on_load(crt_keys):
+    pk, _ = crt_keys
+    assert sum(pk.params.coeff_bits) <= HE_STANDARD_128[pk.params.ring_degree]
+    weak = BFVParameters(4096, (60, 60), pk.params.plain_moduli)  # 120 > 109 bits at N = 4096
+    with pytest.raises(InsecureKeyError, match="must be <= 109 for ring degree 4096 .128-bit security"):
+        weak.check_security()
+    with pytest.raises(InsecureKeyError, match="128-bit security"):
+        public_key_from_json({**pk.to_json(), "coeff_bits": [60, 60]})
+    # the flag lets the table pass, but the contexts must still be what is declared (SEAL builds no weaker ones)
+    with pytest.raises(MessageError, match="declared ring degree"):
+        public_key_from_json({**pk.to_json(), "coeff_bits": [60, 60]}, insecure_test_key=True)
+
+
+def test_defaults_pick_the_fewest_bytes_per_value():
+    # the protocol's default range (10 owners of 6000 rows, f = 16, noise allowance): one 59-bit prime at N = 8192
+    p = smallest_parameters(2**50, additions=12)
+    assert (p.ring_degree, len(p.plain_moduli), p.coeff_bits) == (8192, 1, (60, 60, 60))
+    assert sum(p.coeff_bits) <= HE_STANDARD_128[8192]
+    small = smallest_parameters(2**40, additions=12)
+    assert small.ring_degree == 4096 and len(small.plain_moduli) == 1
+
+
+def test_schemes_do_not_mix(crt_keys):
+    pk, _ = crt_keys
+    ppk, _ = generate_keypair(512, insecure_test_key=True)
+    bfv, paillier = scheme_named("bfv"), scheme_named("paillier")
+    blob = encrypt_bfv(pk, [1], bound=1).to_bytes()
+    with pytest.raises(MessageError, match="under a BFV key, got a Paillier key"):
+        bfv.load(blob, ppk, layout=None)
+    with pytest.raises(MessageError):
+        paillier.load(blob, ppk, layout=None)
+    with pytest.raises(MessageError, match="kty must be"):
+        BFVPublicKey.from_json(ppk.to_json())
+    assert not bfv.centred_release and paillier.centred_release

@@ -1,0 +1,197 @@
+"""The protocol under the BFV scheme: the add/remove release exactly as under Paillier, and the checks it keeps."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tenseal", reason="the [lattice] extra (TenSEAL) is not installed")
+
+from dpdpca.cli import main  # noqa: E402
+from dpdpca.errors import MessageError, ParameterError, ProtocolError  # noqa: E402
+from dpdpca.protocol import DataUser, Proxy, ProtocolParams  # noqa: E402
+from dpdpca.protocol.counts import ShareStatement, ciphertext_digest  # noqa: E402
+from dpdpca.protocol.messages import Message  # noqa: E402
+from dpdpca.protocol.runner import run_protocol  # noqa: E402
+from dpdpca.protocol.sections import share_sections  # noqa: E402
+
+BOUNDS = dict(max_owners=4, max_rows_per_owner=64, frac_bits=16, kappa=40, release="add-remove")
+
+
+@pytest.fixture(scope="module")
+def bfv_user(test_keyring):
+    return DataUser.generate(scheme="bfv", owner_keys=test_keyring, **BOUNDS)
+
+
+def _parts(unit_rows, seed=0, sizes=(30, 20, 25), d=5):
+    rng = np.random.default_rng(seed)
+    return [unit_rows(rng, n, d) for n in sizes]
+
+
+@pytest.mark.parametrize("noise_by", ["proxy", "owners"])
+def test_bfv_run_is_the_paillier_release_with_zero_integer_error(unit_rows, noise_by):
+    parts = _parts(unit_rows)
+    run = run_protocol(parts, n_components=2, epsilon=1.0, delta=1e-5, scheme="bfv", release="add-remove",
+                       noise_by=noise_by, verify=True)
+    assert run.verify == {"max_abs_integer_error": 0}
+    assert run.result.params["release"] == "add-remove" and run.result.params["scheme"] == "bfv"
+    assert run.result.params["ring_degree"] in (4096, 8192) and "key_bits" not in run.result.params
+    assert run.result.privacy.neighbouring == "add/remove-one"
+    # the noisy integers are decrypted exactly: the user's blocks minus the recorded noise are the true sums
+    assert set(run.extra["noisy_blocks"]) == {"R", "v", "N"}
+
+
+def test_bfv_public_json_carries_the_scheme(bfv_user):
+    p = bfv_user.params
+    obj = json.loads(json.dumps(p.to_json()))
+    assert obj["kty"] == "DPDPCA-BFV" and obj["dpdpca_protocol"]["scheme"] == "bfv"
+    assert obj["dpdpca_protocol"]["release"] == "add-remove"
+    again = ProtocolParams.from_json(obj)
+    assert again.scheme.name == "bfv" and again.layout == p.layout and again.key_fingerprint == p.key_fingerprint
+    with pytest.raises(MessageError, match="scheme must be the key's scheme 'bfv', got 'paillier'"):
+        ProtocolParams.from_json({**obj, "dpdpca_protocol": {**obj["dpdpca_protocol"], "scheme": "paillier"}})
+
+
+def test_centred_release_is_paillier_only(bfv_user, unit_rows):
+    with pytest.raises(ParameterError, match="release must be 'add-remove' with scheme 'bfv'.*Paillier-only"):
+        ProtocolParams.create(bfv_user.params.public_key, **{**BOUNDS, "release": "centred"})
+    with pytest.raises(ParameterError, match="Paillier-only"):
+        run_protocol(_parts(unit_rows), n_components=2, scheme="bfv", release="centred")
+    with pytest.raises(ParameterError, match="scheme must be one of"):
+        run_protocol(_parts(unit_rows), n_components=2, scheme="rsa")
+
+
+def test_bfv_share_in_a_paillier_session_is_refused_in_one_line(bfv_user, make_user, make_owner, unit_rows):
+    paillier_user = make_user(release="add-remove")
+    X = _parts(unit_rows)[0]
+    bfv_share = make_owner(bfv_user.params, "alice", release="add-remove").share(X)
+    paillier_share = make_owner(paillier_user.params, "alice", release="add-remove").share(X)
+    with pytest.raises(MessageError, match="^share scheme must be 'paillier', the session key's, got 'bfv'$"):
+        Proxy(paillier_user.params, paillier_user.owner_keys, release="add-remove").receive_share(bfv_share)
+    with pytest.raises(MessageError, match="^share scheme must be 'bfv', the session key's, got 'paillier'$"):
+        Proxy(bfv_user.params, bfv_user.owner_keys, release="add-remove").receive_share(paillier_share)
+
+
+def test_bfv_replay_duplicate_and_single_release(bfv_user, make_owner, identity, unit_rows):
+    p = bfv_user.params
+    parts = _parts(unit_rows, seed=3)
+    alice = make_owner(p, "alice", release="add-remove").share(parts[0])
+    proxy = Proxy(p, bfv_user.owner_keys, quorum=2, release="add-remove")
+    assert proxy.receive_share(alice) == "alice"
+    with pytest.raises(ProtocolError, match="duplicate or replayed"):
+        proxy.receive_share(alice)
+    # bob signs alice's ciphertexts with his own key: identical BFV ciphertexts are refused under any id
+    m = Message.from_bytes(alice)
+    stolen = ShareStatement.sign(identity("bob"), session=p.session_id, key_fingerprint=p.key_fingerprint, d=5,
+                                 n_rows=None, ciphertext_sha256=ciphertext_digest(m.sections,
+                                                                                  share_sections("add-remove")))
+    replay = Message(m.type, m.session, m.key_fingerprint, "owner:bob",
+                     {**m.meta, "owner_id": "bob", "statement": stolen.to_json()}, m.sections).to_bytes()
+    with pytest.raises(ProtocolError, match="ciphertexts must be fresh"):
+        proxy.receive_share(replay)
+    # a tampered ciphertext section no longer matches the owner's signed digest
+    sections = dict(m.sections)
+    sections["R"] = sections["R"][:-1] + bytes([sections["R"][-1] ^ 1])
+    tampered = Message(m.type, m.session, m.key_fingerprint, m.sender, m.meta, sections).to_bytes()
+    with pytest.raises(Exception, match="cover these ciphertexts"):
+        Proxy(p, bfv_user.owner_keys, release="add-remove").receive_share(tampered)
+    proxy.receive_share(make_owner(p, "bob", release="add-remove").share(parts[1]))
+    proxy.close_collection()
+    out = proxy.finish(epsilon=1.0, delta=1e-5)
+    with pytest.raises(ProtocolError, match="released once"):
+        proxy.finish(epsilon=1.0, delta=1e-5)
+    user = DataUser(bfv_user.private_key, p, owner_keys=bfv_user.owner_keys)
+    user.finish(out, n_components=2)
+    # a second, different release of the session (another proxy run over alice alone) is never decrypted
+    other = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
+    other.receive_share(alice)
+    other.close_collection()
+    with pytest.raises(ProtocolError, match="another digest|released once|one release"):
+        user.finish(other.finish(epsilon=1.0, delta=1e-5), n_components=2)
+
+
+def test_bfv_proxy_output_is_rerandomized(bfv_user, make_owner, unit_rows):
+    """The released ciphertexts are not the owners' sum: a fresh encryption of 0 was added to each."""
+    p = bfv_user.params
+    X = _parts(unit_rows, seed=4)[0]
+    share = make_owner(p, "alice", release="add-remove").share(X)
+    proxy = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
+    proxy.receive_share(share)
+    proxy.close_collection()
+    agg = proxy._aggregate["R"]
+    released = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5)).section("R2")
+    owner_blobs = set(agg.ciphertext_blobs())
+    from dpdpca.crypto.lattice import BFVArray
+
+    out = BFVArray.from_bytes(released, p.public_key)
+    assert owner_blobs.isdisjoint(out.ciphertext_blobs())
+    assert out.noise == agg.noise + 1 + p.public_key.params.fresh_noise  # noise added, then a fresh zero
+
+
+def test_bfv_estimator_and_processes(unit_rows):
+    from dpdpca.protocol import DPDPCA
+
+    parts = _parts(unit_rows, seed=5, sizes=(20, 20))
+    est = DPDPCA(n_components=2, epsilon=2.0, scheme="bfv", release="add-remove").fit(parts)
+    assert est.components_.shape == (2, 5)
+    run = run_protocol(parts, n_components=2, epsilon=2.0, scheme="bfv", release="add-remove", processes=True,
+                       verify=True)
+    assert run.verify == {"max_abs_integer_error": 0}
+
+
+def test_cli_keygen_and_roles_with_bfv(tmp_path, unit_rows, capsys):
+    rng = np.random.default_rng(6)
+    for i, n in enumerate((30, 25)):
+        np.save(tmp_path / f"x{i}.npy", unit_rows(rng, n, 4))
+    assert main(["keygen", "--out-dir", str(tmp_path / "keys"), "--scheme", "bfv", "--max-owners", "2",
+                 "--max-rows-per-owner", "50"]) == 0
+    public = json.loads((tmp_path / "keys" / "public.json").read_text())
+    assert public["dpdpca_protocol"]["scheme"] == "bfv"
+    assert (tmp_path / "keys" / "private.json").stat().st_mode & 0o777 == 0o600
+    for o in ("alice", "bob"):
+        assert main(["owner", "keygen", "--owner-id", o, "--out-dir", str(tmp_path / "ids")]) == 0
+    verify = [a for o in ("alice", "bob") for a in ("--owner-keys", str(tmp_path / f"ids/{o}.verify.json"))]
+    for i, o in enumerate(("alice", "bob")):
+        assert main(["owner", "share", "--public", str(tmp_path / "keys/public.json"), "--identity",
+                     str(tmp_path / f"ids/{o}.identity.json"), "--data", str(tmp_path / f"x{i}.npy"),
+                     "--out", str(tmp_path / f"s{i}.msg")]) == 0
+    assert main(["proxy", "aggregate", "--public", str(tmp_path / "keys/public.json"), *verify, "--out-dir",
+                 str(tmp_path / "state"), str(tmp_path / "s0.msg"), str(tmp_path / "s1.msg")]) == 0
+    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "100", "--delta", "1e-5",
+                 "--out", str(tmp_path / "r.msg")]) == 0
+    capsys.readouterr()
+    assert main(["user", "finish", "--private", str(tmp_path / "keys/private.json"), *verify,
+                 str(tmp_path / "r.msg"), "--components", "2", "--out", str(tmp_path / "pcs.npz")]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["components_shape"] == [4, 2]
+    assert main(["keygen", "--out-dir", str(tmp_path / "k2"), "--scheme", "bfv", "--release", "centred"]) == 2
+    err = capsys.readouterr().err
+    assert "Paillier-only" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "k2").exists()
+
+
+def test_cli_run_scheme_bfv_verify(capsys):
+    assert main(["run", "--scheme", "bfv", "--json", "--verify", "--owners", "3", "--components", "3",
+                 "--release", "add-remove"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["verify"]["max_abs_integer_error"] == 0
+
+
+def test_bfv_run_with_a_dask_engine_and_a_process_pool(unit_rows):
+    """The compute engines do not carry BFV's operations (they run in the calling process); a run with them works."""
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+
+    from dpdpca.crypto import local_process_pool
+
+    parts = _parts(unit_rows, seed=7, sizes=(20, 25))
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            run = run_protocol(parts, n_components=2, epsilon=2.0, scheme="bfv", release="add-remove",
+                               executor=client, verify=True)
+    assert run.verify == {"max_abs_integer_error": 0}
+    with local_process_pool(2) as pool:
+        run = run_protocol(parts, n_components=2, epsilon=2.0, scheme="bfv", release="add-remove", executor=pool,
+                           verify=True)
+    assert run.verify == {"max_abs_integer_error": 0}
