@@ -70,7 +70,8 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
     # the same values, encrypted for a proof (exponents kept), then proved and verified
     Xq = quantize_rows(X, params.frac_bits)
     R, v, n = exact_scatter_share(Xq, params.frac_bits)
-    vals = {"R": [int(x) for x in upper_triangle_flatten(R)], "v": [int(x) for x in v]}
+    vals, _ = as_release(release).share_values(upper_triangle_flatten(R), [int(x) for x in v], int(n),
+                                               frac_bits=params.frac_bits, slots=params.layout.slots, noise=None)
     bounds = params.share_bounds(release)
     base = ProverBase.draw(pk)
     enc, wits = {}, {}
