@@ -548,6 +548,10 @@ def verify_ranges(public_key: PublicKey, proof: RangeProof | bytes, sections: Se
     key = public_key
     n, n2 = key.n, key.nsquare
     pf = proof if isinstance(proof, RangeProof) else RangeProof.from_bytes(proof, key)
+    for s in sections:
+        if len(s.ciphertexts) != len(s.chunks):
+            raise ProofError(f"statement section {s.name} must have one chunk per ciphertext, "
+                             f"got {len(s.chunks)} chunks for {len(s.ciphertexts)} ciphertexts")
     geom = ProofGeometry.of(sections, repetitions)
     reps, kc = geom.repetitions, geom.ciphertexts
     cw = key.ciphertext_bytes

@@ -161,7 +161,7 @@ def test_completeness_ten_thousand_small_shares():
     layout = SlotLayout(slot_bits=40, slots=3)
     for i in range(10_000):
         bound = 1 + secrets.randbelow(2**12)
-        chunks = (3, 1 + secrets.randbelow(3))
+        chunks = (1 + secrets.randbelow(3),) if i % 2 else (3, 1 + secrets.randbelow(3))
         base, _arr, sec, w = _share(pk, bound=bound, chunks=chunks, layout=layout)
         ctx = i.to_bytes(4, "big")
         rp.verify_ranges(pk, rp.prove_ranges(base, [sec], [w], context=ctx), [sec], context=ctx)
