@@ -136,7 +136,7 @@ _SITES = ("n_sites",)
 #: The tensor pipelines' model options (``dpdpca.baselines.tensor``).
 _TENSOR = ("model", "noise_variance", "n_features", "sample_scale", "words", "n_restarts", "n_iter", "random_state")
 _PROTOCOL = ("key_bits", "frac_bits", "kappa", "clip", "calibration", "sensitivity_mode", "noise_lattice",
-             "executor", "insecure_test_key", "quorum", "processes")
+             "executor", "insecure_test_key", "quorum", "processes", "scheme")
 _CAPE = ("weights", "site_epsilons", "site_deltas", "dropped_sites", "scheme", "keep_noise", *_SITE_DP, "n_sites")
 
 #: The built-in pipelines, in the order ``compare`` lists them.  One entry per pipeline.

@@ -97,6 +97,10 @@ def refusal(spec: PipelineSpec, settings: Mapping[str, Any]) -> str | None:
         fixed_mode = dict(spec.fixed).get("sensitivity_mode")
         if fixed_mode is not None and fixed_mode != settings.get("sensitivity_mode"):
             return f"{spec.name} fixes sensitivity mode {fixed_mode}; this comparison runs {settings.get('sensitivity_mode')}"
+        if dict(spec.fixed).get("noise_by") == "owners" and settings.get("calibration") not in (None, ANALYTIC):
+            # its owners' noise is sized by the distributed discrete Gaussian's RDP accountant, the tightest it has
+            return (f"{spec.name} sizes its owners' noise with the distributed discrete Gaussian's RDP accountant "
+                    f"(ddg-rdp) and has no {settings.get('calibration')} form")
         return None
     for name in ("calibration", "sensitivity_mode", "neighbouring"):
         if name not in spec.options:

@@ -127,6 +127,9 @@ def test_compare_shows_a_fixed_release_of_another_relation_as_skipped():
     replace = settings_for(paper=False, relation="replace-one")
     assert method_options(pipelines.get_spec("dpdpca"), replace)[0]["release"] == "centred"
     assert "fixes the add-remove release" in refusal(pipelines.get_spec("dpdpca-distributed"), replace)
+    classic = settings_for(paper=False, calibration="classic")
+    assert "no classic form" in refusal(pipelines.get_spec("dpdpca-distributed"), classic)
+    assert refusal(pipelines.get_spec("dpdpca-distributed"), rigorous) is None
     with pytest.raises(ParameterError, match="^neighbouring must be one of 'add-remove', 'replace-one'"):
         settings_for(paper=False, relation="swap-one")
 

@@ -185,3 +185,12 @@ def test_a_sweep_no_method_of_the_run_takes_is_noted_not_drawn(tmp_path, capsys,
     assert not (out_dir / "digits_r_over_k.png").exists()
     md = (out_dir / "results.md").read_text()
     assert "No method of this run: only methods with an intermediate rank R (option n_intermediate)." in md
+
+
+def test_quick_leaves_the_slow_extras_out_unless_named(tiny):
+    result = utility.run_utility(quick=True, datasets=["synthetic"], sweeps=[], fpca=False)
+    for name in utility.QUICK_LEAVES_OUT:
+        assert name not in result["methods"] and "left out of --quick" in result["skipped_methods"][name]
+    assert "dpdpca" in result["methods"] and result["method_runs"] == utility.QUICK_METHOD_RUNS
+    named = utility.run_utility(quick=True, datasets=["synthetic"], sweeps=[], fpca=False, methods="sketch")
+    assert named["methods"] == ["sketch"] and named["method_runs"] == {"sketch": 1}
