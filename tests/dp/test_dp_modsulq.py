@@ -84,5 +84,9 @@ def test_modsulq_mechanism_sigmas_reports_and_the_gaussian_check():
         assert stats.kstest(z / omega, "norm").pvalue > P_MIN
     with pytest.raises(ParameterError, match=r"^mask must be 'streaming' or 'symmetric', got 'x'$"):
         ModSulqMechanism(epsilon=1, delta=0.1, d=3, n=10, mask="x")
-    with pytest.raises(ParameterError, match=r"^calibration must be 'modsulq' or 'analytic', got 'classic'$"):
-        ModSulqMechanism(epsilon=1, delta=0.1, d=3, n=10, calibration="classic")
+    with pytest.raises(ParameterError, match=r"^calibration must be one of 'modsulq', 'analytic', 'classic', got 'x'$"):
+        ModSulqMechanism(epsilon=1, delta=0.1, d=3, n=10, calibration="x")
+    # the classic Gaussian is a calibration the comparison can claim, so it runs (same sensitivity, larger sigma)
+    classic = ModSulqMechanism(epsilon=1, delta=0.1, d=3, n=10, calibration="classic")
+    analytic = ModSulqMechanism(epsilon=1, delta=0.1, d=3, n=10, calibration="analytic")
+    assert classic.calibration == "classic" and classic.sigma > analytic.sigma
