@@ -82,7 +82,7 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
                          str(ids / "1.verify.json"), "--owner-keys", str(ids / "2.verify.json"), "--owner-keys",
                          str(ids / "3.verify.json"), "--components", "2", "--out", str(tmp_path / "pcs.npz"),
                          "--proxy", url, "--identity", str(ids / "user.identity.json"), "--ca-cert",
-                         str(tls.ca_cert))
+                         str(tls.ca_cert), "--json")
         summary = json.loads(_done(user_proc))
         assert summary["n_rows"] == sum(rows.values())
         assert summary["components_shape"] == [4, 2]

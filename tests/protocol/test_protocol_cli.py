@@ -86,7 +86,7 @@ def test_per_role_sequence_as_separate_processes(tmp_path):
          "s1.msg", "s2.msg", "s3.msg"],
         ["proxy", "finish", "--state", "state", "--epsilon", "100", "--delta", "1e-5", "--out", "result.msg"],
         ["user", "finish", "--private", "keys/private.json", *verify, "result.msg", "--components", "2",
-         "--out", "pcs.npz"],
+         "--out", "pcs.npz", "--json"],
     ]
     for argv in steps:
         proc = _cli(*argv, cwd=tmp_path)
@@ -295,7 +295,8 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
 def test_processes_bad_input_prints_one_line_and_no_child_traceback(tmp_path, capfd):
     big = tmp_path / "big.npy"
     np.save(big, np.array([[0.1, 0.2], [1.0, 1.0], [0.1, 0.1], [0.2, 0.2]]))
-    code = main(["run", *KEY, "--data", str(big), "--owners", "2", "--components", "1", "--no-clip", "--processes"])
+    code = main(["run", *KEY, "--data", str(big), "--owners", "2", "--components", "1", "--no-clip", "--processes",
+                 "--quiet"])  # progress lines, once the processes are up, would precede the error
     err = capfd.readouterr().err  # capfd also sees what the party processes write to fd 2
     assert code == 2
     assert err == ("dpdpca: error: rows must have L2 norm <= 1 with clipping off (--no-clip), "
