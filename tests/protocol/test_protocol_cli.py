@@ -67,6 +67,7 @@ def _expect_error(capsys, argv: list[str], match: str, *, no_file: Path | None =
         assert not any(p.name.startswith(f".{no_file.name}.") for p in no_file.parent.glob(".*"))
 
 
+@pytest.mark.slow
 def test_per_role_sequence_as_separate_processes(tmp_path):
     """keygen, owner keygen x3 -> owner share x3 -> proxy aggregate -> proxy finish -> user finish."""
     rng = np.random.default_rng(0)
