@@ -204,7 +204,7 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
                     randomness_path: str | None = None) -> None:
     """Encrypt this owner's share E[R^l], E[v^l] and sign it (with its count N^l in the centred release); write
     it or POST it to the proxy."""
-    from dpdpca.data import load_file
+    from dpdpca.data import clipping_note, load_file
     from dpdpca.protocol.config import ReleaseOptions
     from dpdpca.protocol.identity import OwnerIdentity
     from dpdpca.protocol.owner import DataOwner
@@ -281,6 +281,9 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
         f"{bounds_report['rows_out_of_bounds']} clamped to the feature bounds, "
     click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {clamped}{owner.rows_clipped_} clipped to norm 1; {where} "
                f"({len(data):,} bytes; encryptions of zero {made})")
+    note = clipping_note(int(owner.rows_clipped_), int(owner.n_rows_))
+    if note is not None:
+        click.echo(f"dpdpca owner share: {note}", err=True)
 
 
 class _Background:

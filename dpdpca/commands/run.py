@@ -42,7 +42,8 @@ def _json_safe(obj: Any) -> Any:
 
 @click.command("run")
 @click.option("--data", "data_file", type=click.Path(dir_okay=False), default=None,
-              help="Data matrix (.csv or .npy), rows are samples. Default: the bundled digits dataset (1797 x 64).")
+              help="Data matrix (.csv, .npy or .parquet), rows are samples. Default: the bundled digits dataset "
+                   "(1797 x 64).")
 @click.option("--dataset", default="digits", show_default=True, help="Named offline dataset when --data is absent.")
 @click.option("--owners", default=5, show_default=True, type=int, help="Number of data owners L.")
 @click.option("--components", default=5, show_default=True, type=int, help="Number of principal components k.")
@@ -80,7 +81,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
             as_json: bool, quiet: bool, out_dir: str | None) -> None:
     """Run owners, proxy and data user end to end on one machine."""
     from dpdpca._validation import check_delta, check_int
-    from dpdpca.data import clip_rows, load_dataset, load_file, partition
+    from dpdpca.data import clip_rows, clipping_note, load_dataset, load_file, partition
     from dpdpca.errors import DataError
     from dpdpca.metrics import captured_energy_ratio
     from dpdpca.protocol.config import DeclaredBounds, Deployment, KeyOptions, ProtocolOptions, ReleaseOptions
@@ -170,6 +171,9 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         click.echo(json.dumps(summary, sort_keys=True))
     else:
         click.echo(_human_summary(summary))
+    clip_note = clipping_note(sum(run.rows_clipped.values()), int(X_ref.shape[0]))
+    if clip_note is not None:
+        click.echo(f"dpdpca run: {clip_note}", err=True)
 
 
 def privacy_lines(p: dict[str, Any]) -> list[str]:
