@@ -133,6 +133,7 @@ def test_run_json_out_and_verify(tmp_path, capsys):
     assert json.loads((out / "result.json").read_text())["n_rows"] == 1797
 
 
+@pytest.mark.slow
 def test_run_human_summary_with_processes(tmp_path, capsys):
     data = tmp_path / "x.npy"
     np.save(data, _rows(np.random.default_rng(1), 40, 4))

@@ -131,6 +131,7 @@ def test_processes_quorum_below_the_owners_present():
     assert run.result.extra["n_rows"] == sum(by_id[o].shape[0] for o in run.owners_present)
 
 
+@pytest.mark.slow
 def test_processes_report_a_party_error_as_one_line():
     parts = _data(6, sizes=(4, 4))
     parts[1] = parts[1] * 10  # rows of norm > 1 with clipping off

@@ -157,9 +157,12 @@ def test_add_remove_sigma_bound_covers_each_owners_distributed_sigma_up_to_epsil
     from dpdpca.dp import calibrate_distributed
     from dpdpca.protocol.params import add_remove_sigma_bound
 
+    # Each owner's share of the noise is largest with one honest owner (it then carries all of it) and grows
+    # with d (the budget split), so d = 64 and 784 with t = 1 are the binding cases; t = L = 2 checks the split
+    # path (t = L = 100 gives a tenth of the t = 1 sigma and took most of this test's time).
     bound = add_remove_sigma_bound(frac_bits=16, min_epsilon=epsilon, min_delta=delta)
-    for d in (1, 64, 784):
-        for owners, honest in ((2, 1), (2, 2), (10, 1), (100, 1), (100, 100)):
+    for d in (64, 784):
+        for owners, honest in ((2, 1), (2, 2), (10, 1), (100, 1)):
             cal = calibrate_distributed(epsilon=epsilon, delta=delta, d=d, frac_bits=16, owners=owners,
                                         honest=honest, quorum=None)
             local = max(math.sqrt(float(s2)) for s2 in cal.local_sigma_squared_int.values())
