@@ -32,6 +32,7 @@ import numpy as np
 
 from dpdpca._io import atomic_write_bytes, atomic_write_json, read_bytes_file, read_json_file
 from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, transport_from_options, user_identity_cmd
+from dpdpca.commands.proxy_admin import proxy_init_cmd, proxy_status_cmd
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
     release_options
 from dpdpca.commands.protocol_options import (Pool, load_owner_keys, load_private, load_public, max_features_option,
@@ -520,7 +521,7 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
     from dpdpca.commands.run import privacy_lines
 
     t = summary["timings"]
-    lines = [f"dpdpca user finish: {summary['n_features']} features, {n_rows} rows, "
+    lines = [f"dpdpca user finish: {summary['n_features']} features, N = {n_rows}, "
              f"k={summary['components_shape'][1]}; wrote {out_path}",
              "eigenvalues: " + ", ".join(f"{x:.4g}" for x in summary["eigenvalues"]),
              *privacy_lines(summary["privacy"]),
@@ -532,4 +533,6 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
 
 
 proxy_group.add_command(proxy_serve_cmd)
+proxy_group.add_command(proxy_init_cmd)
+proxy_group.add_command(proxy_status_cmd)
 user_group.add_command(user_identity_cmd)
