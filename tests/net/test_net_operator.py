@@ -204,3 +204,50 @@ def test_three_owners_and_the_user_as_docs_network_says_watched_by_status_log_an
         assert secret[:12] not in log
     if not browser:
         pytest.skip("the page was not opened in a browser: chromium is not installed (.ci/run installs it)")
+
+
+def test_limit_anyone_reaching_the_proxy_sees_owner_ids_and_progress_and_nothing_else(
+        tmp_path, net_params, identities, shares, caplog):
+    """The session summary and the page need no credential: they show owner ids, counts against the quorum,
+    the deadline, the release state and the budget, and never a share, a row count, a key or a ciphertext.
+    The log gets one line per share."""
+    import logging
+    import warnings
+
+    from dpdpca.net.app import create_app
+    from dpdpca.net.auth import PartyKeys
+    from dpdpca.net.client import ProxyClient, public_session
+    from dpdpca.net.collection import Collection
+    from dpdpca.net.config import NoiseConfig
+    from dpdpca.protocol.identity import OwnerKeyring
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*httpx.*starlette.testclient.*")
+        from starlette.testclient import TestClient
+
+    owners = OwnerKeyring.from_identities([identities[o] for o in ("1", "2", "3")])
+    coll = Collection(net_params, tmp_path / "state", owner_keys=owners, quorum=3, collection_seconds=60.0,
+                      noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="centred"))
+    app = create_app(coll, PartyKeys(owners, OwnerKeyring.from_identities([identities["user"]])),
+                     max_body_bytes=1 << 20)
+    caplog.set_level(logging.INFO, logger="dpdpca.proxy")
+    with TestClient(app) as tc:
+        for oid in ("1", "2"):
+            client = ProxyClient("http://testserver", identities[oid], f"owner:{oid}", client=tc, retries=0)
+            assert client.post_share(oid, shares[oid][0])["status"] == "accepted"
+        session = public_session("http://testserver", client=tc)
+        page = tc.get("/")
+    assert set(session) == {"session", "phase", "quorum", "min_shares", "deadline_unix", "seconds_left",
+                            "owners_expected", "owners_accepted", "owners_missing", "closed_because", "release",
+                            "budget"}
+    assert session["owners_accepted"] == ["1", "2"] and session["owners_missing"] == ["3"]
+    assert session["release"]["state"] == "not yet" and session["budget"]["epsilon_spent"] == 0.0
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    assert "<script" not in page.text and "src=" not in page.text and "href=" not in page.text
+    assert "2 of 3 owners" in page.text and 'http-equiv="refresh"' in page.text
+    shown = json.dumps(session) + page.text
+    assert "n_rows" not in shown and "20 rows" not in shown
+    lines = [r.getMessage() for r in caplog.records if r.name == "dpdpca.proxy"]
+    assert [line for line in lines if line.startswith("share accepted")] == [
+        "share accepted: owner 1 (1/3)", "share accepted: owner 2 (2/3)"]
