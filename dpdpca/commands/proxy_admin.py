@@ -168,6 +168,10 @@ def format_session(s: dict[str, Any]) -> str:
         f"budget used: epsilon {budget.get('epsilon_spent', 0):g}, delta {budget.get('delta_spent', 0):g} "
         f"(this session's release: epsilon {budget.get('epsilon', 0):g}, delta {budget.get('delta', 0):g})",
     ]
+    service = budget.get("service")
+    if service:
+        lines.append(f"service budget: epsilon {service['epsilon_spent']:.4g} of {service['epsilon']}, delta "
+                     f"{service['delta_spent']:.3g} of {service['delta']} over {service['releases']} release(s)")
     return "\n".join(lines)
 
 

@@ -315,7 +315,20 @@ class Collection:
                             .get(phase, "not yet"), "mode": self.noise.mode, "when": when},
                 "budget": {"epsilon": float(self.noise.epsilon), "delta": float(self.noise.delta),
                            "epsilon_spent": float(spent["epsilon"]) if spent else 0.0,
-                           "delta_spent": float(spent["delta"]) if spent else 0.0}}
+                           "delta_spent": float(spent["delta"]) if spent else 0.0,
+                           "service": self._service_budget()}}
+
+    def _service_budget(self) -> dict[str, Any] | None:
+        """The service's budget over every session (``budget_epsilon`` in proxy.toml), or None."""
+        if self.budget is None:
+            return None
+        try:
+            spent = self.budget.spent()
+        except DpdpcaError:
+            return None
+        budget = spent.get("budget") or {}
+        return {"epsilon_spent": float(spent["epsilon"]), "delta_spent": float(spent["delta"]),
+                "epsilon": budget.get("epsilon"), "delta": budget.get("delta"), "releases": spent.get("releases")}
 
     # -- round 1 ------------------------------------------------------------------
     def submit_share(self, owner_id: str, data: bytes) -> Outcome:
@@ -418,9 +431,18 @@ class Collection:
         LOG.info("release made: the %s release of session %s, %s noise (%s), sigma %.4g, added by %s",
                  self.noise.mode, self.params.session_id, privacy.mechanism, privacy.calibration,
                  float(privacy.sigma) if privacy.sigma is not None else float("nan"), privacy.noise_added_by)
-        LOG.info("budget spent: epsilon %g, delta %g by this session's one release (recorded in %s)",
-                 float(privacy.epsilon), float(privacy.delta), self.ledger.path)
+        LOG.info("budget spent: epsilon %g, delta %g by this session's one release (recorded in %s)%s",
+                 float(privacy.epsilon), float(privacy.delta), self.ledger.path, self._service_budget_note())
         return True
+
+    def _service_budget_note(self) -> str:
+        """With a service budget (``budget_epsilon`` in proxy.toml): what every session spent together."""
+        if self.budget is None:
+            return ""
+        spent = self.budget.spent()
+        budget = spent.get("budget") or {}
+        return (f"; the service's budget ledger {self.budget.path}: {spent.get('releases', '?')} release(s), "
+                f"composed epsilon {float(spent['epsilon']):.4g} of {budget.get('epsilon', '?')}")
 
     # -- the data user --------------------------------------------------------------
     def result(self) -> Outcome:

@@ -36,6 +36,14 @@ td, th { border: 1px solid #999; padding: 0.3em 0.8em; text-align: left; }
 """
 
 
+def _service(service: dict[str, Any] | None) -> str:
+    if not service:
+        return ""
+    return (f" The service's budget over every session: epsilon {float(service['epsilon_spent']):.4g} of "
+            f"{escape(str(service['epsilon']))}, delta {float(service['delta_spent']):.3g} of "
+            f"{escape(str(service['delta']))}.")
+
+
 def render_status_page(s: dict[str, Any]) -> str:
     """The page for one session summary (``Collection.session()``)."""
     deadline = _dt.datetime.fromtimestamp(float(s["deadline_unix"]), _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -61,7 +69,7 @@ def render_status_page(s: dict[str, Any]) -> str:
 {escape(release['when'])}).</p>
 <p>Privacy budget of this session's one release: epsilon {float(budget['epsilon']):g}, delta
 {float(budget['delta']):g}; spent so far: epsilon {float(budget['epsilon_spent']):g}, delta
-{float(budget['delta_spent']):g}.</p>
+{float(budget['delta_spent']):g}.{_service(budget.get('service'))}</p>
 <p><small>Read-only; this page reloads itself every {REFRESH_SECONDS} s. The same facts:
 <code>dpdpca proxy status</code> or <code>/v1/session</code>.</small></p>
 </body></html>

@@ -226,8 +226,11 @@ def test_limit_anyone_reaching_the_proxy_sees_owner_ids_and_progress_and_nothing
         from starlette.testclient import TestClient
 
     owners = OwnerKeyring.from_identities([identities[o] for o in ("1", "2", "3")])
+    from dpdpca.dp import PrivacyLedger
+
     coll = Collection(net_params, tmp_path / "state", owner_keys=owners, quorum=3, collection_seconds=60.0,
-                      noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="centred"))
+                      noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="centred"),
+                      budget=PrivacyLedger(tmp_path / "budget.json", budget_epsilon=3.0, budget_delta=1e-4))
     app = create_app(coll, PartyKeys(owners, OwnerKeyring.from_identities([identities["user"]])),
                      max_body_bytes=1 << 20)
     caplog.set_level(logging.INFO, logger="dpdpca.proxy")
@@ -237,6 +240,17 @@ def test_limit_anyone_reaching_the_proxy_sees_owner_ids_and_progress_and_nothing
             assert client.post_share(oid, shares[oid][0])["status"] == "accepted"
         session = public_session("http://testserver", client=tc)
         page = tc.get("/")
+        client = ProxyClient("http://testserver", identities["3"], "owner:3", client=tc, retries=0)
+        assert client.post_share("3", shares["3"][0])["status"] == "accepted"
+        for _ in range(100):
+            after = public_session("http://testserver", client=tc)
+            if after["phase"] == "released":
+                break
+            time.sleep(0.05)
+        after_page = tc.get("/").text
+    assert after["release"]["state"] == "released" and after["owners_missing"] == []
+    assert after["budget"]["epsilon_spent"] == 1.0 and after["budget"]["service"]["releases"] == 1
+    assert after["budget"]["service"]["epsilon"] == 3.0 and "of 3" in after_page
     assert set(session) == {"session", "phase", "quorum", "min_shares", "deadline_unix", "seconds_left",
                             "owners_expected", "owners_accepted", "owners_missing", "closed_because", "release",
                             "budget"}
@@ -250,4 +264,9 @@ def test_limit_anyone_reaching_the_proxy_sees_owner_ids_and_progress_and_nothing
     assert "n_rows" not in shown and "20 rows" not in shown
     lines = [r.getMessage() for r in caplog.records if r.name == "dpdpca.proxy"]
     assert [line for line in lines if line.startswith("share accepted")] == [
-        "share accepted: owner 1 (1/3)", "share accepted: owner 2 (2/3)"]
+        "share accepted: owner 1 (1/3)", "share accepted: owner 2 (2/3)", "share accepted: owner 3 (3/3)"]
+    import re
+
+    spent = re.search(r"1 release\(s\), composed epsilon ([0-9.]+) of 3\.0$",
+                      [line for line in lines if line.startswith("budget spent")][0])
+    assert spent is not None and 0 < float(spent.group(1)) <= 1.0  # composed at the budget's delta
