@@ -38,9 +38,10 @@ import shutil
 import sys
 import threading
 import time
-from typing import Any, Callable, TextIO, TypeVar
+from collections.abc import Callable
+from typing import Any, TextIO, TypeVar
 
-__all__ = ["Progress", "quiet_option", "format_seconds"]
+__all__ = ["Progress", "format_seconds", "quiet_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -100,7 +101,7 @@ class Progress:
         self._last: str | None = None
 
     # -- context -----------------------------------------------------------------------------
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         self.stream: TextIO = self._stream if self._stream is not None else sys.stderr
         if self._interactive is None:
             isatty = getattr(self.stream, "isatty", None)
@@ -130,7 +131,7 @@ class Progress:
             if self._pending is not None:
                 self._line(f"{self._pending} ...")
 
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
         with self._lock:

@@ -26,7 +26,7 @@ import click
 from dpdpca._io import atomic_write_bytes
 from dpdpca.errors import FileAccessError, ParameterError
 
-__all__ = ["proxy_init_cmd", "proxy_status_cmd", "format_session"]
+__all__ = ["format_session", "proxy_init_cmd", "proxy_status_cmd"]
 
 
 def _rel(path: Path, base: Path) -> str:

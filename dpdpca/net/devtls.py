@@ -20,7 +20,7 @@ from pathlib import Path
 from dpdpca._io import atomic_write_bytes
 from dpdpca.errors import MissingDependencyError, ParameterError
 
-__all__ = ["DevTLS", "write_dev_tls", "check_host", "TEST_ONLY_BANNER"]
+__all__ = ["TEST_ONLY_BANNER", "DevTLS", "check_host", "write_dev_tls"]
 
 #: First line of every file --dev-tls writes (PEM readers skip text outside the BEGIN/END blocks).
 TEST_ONLY_BANNER = ("# dpdpca proxy init --dev-tls: THROWAWAY TEST CERTIFICATE, NOT FOR PRODUCTION "

@@ -22,7 +22,7 @@ import datetime as _dt
 from html import escape
 from typing import Any
 
-__all__ = ["render_status_page", "REFRESH_SECONDS"]
+__all__ = ["REFRESH_SECONDS", "render_status_page"]
 
 #: How often the page reloads itself.
 REFRESH_SECONDS = 5
