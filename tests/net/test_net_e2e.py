@@ -35,6 +35,7 @@ def _done(proc: subprocess.Popen) -> str:
     return out
 
 
+@pytest.mark.slow
 def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path, rows_for):
     keys, ids = tmp_path / "keys", tmp_path / "ids"
     assert main(["keygen", "--out-dir", str(keys), *KEY, "--release", "any", "--max-owners", "3", "--max-rows-per-owner", "50",
@@ -98,6 +99,7 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
     assert code in (0, -signal.SIGTERM)
 
 
+@pytest.mark.slow
 def test_two_hundred_owners_at_once_are_each_counted_once(tmp_path, net_keypair, rows_for):
     pk, sk = net_keypair
     n_owners, n_rows = 200, 3

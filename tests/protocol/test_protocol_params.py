@@ -150,7 +150,8 @@ def test_add_remove_r_is_dense_and_centred_r_is_row_aligned(d, slots):
 
 
 
-@pytest.mark.parametrize("epsilon", [0.01, 0.1, 1.0])
+@pytest.mark.parametrize("epsilon", [pytest.param(0.01, marks=pytest.mark.slow),
+                                     pytest.param(0.1, marks=pytest.mark.slow), 1.0])
 @pytest.mark.parametrize("delta", [pytest.param(1e-12, marks=pytest.mark.slow), 1e-5, 0.1])
 def test_add_remove_sigma_bound_covers_each_owners_distributed_sigma_up_to_epsilon_1(epsilon, delta):
     # dpdpca run sizes the allowance at min(epsilon, 1) (RunPlan.param_kwargs): this is why that is enough.
