@@ -32,7 +32,7 @@ KEY = ["--key-bits", "768", "--insecure-test-key"]
 
 
 def _parties(root: Path, owners=("alice", "bob", "carol")) -> None:
-    assert main(["keygen", "--out-dir", str(root / "keys"), *KEY, "--max-owners", "3"]) == 0
+    assert main(["keygen", "--out-dir", str(root / "keys"), *KEY, "--max-owners", "3", "--features", "4"]) == 0
     for oid in owners:
         assert main(["owner", "keygen", "--owner-id", oid, "--out-dir", str(root / "ids")]) == 0
     assert main(["user", "identity", "--out-dir", str(root / "ids")]) == 0
