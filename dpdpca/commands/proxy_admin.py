@@ -66,10 +66,9 @@ def proxy_init_cmd(out_dir: str, host: str, port: int, owners_dir: str | None, o
     from dpdpca.net.auth import USER
     from dpdpca.net.devtls import check_host
     from dpdpca.protocol.identity import OwnerKeyring
-    from dpdpca.protocol.params import check_noise_options
+    from dpdpca.protocol.config import ReleaseOptions
 
-    check_noise_options(epsilon=epsilon, delta=delta, calibration="analytic", sensitivity_mode="rigorous",
-                        noise_lattice="n-scaled")
+    ReleaseOptions(epsilon=epsilon, delta=delta)  # the privacy setting, validated where it always is
     host = check_host(host)
     if not collection_seconds > 0:
         raise ParameterError(f"--collection-seconds must be > 0, got {collection_seconds}")
