@@ -114,6 +114,7 @@ def check_data_matrix(name: str, X: Any, *, n_features: int | None = None, copy:
     Raises :class:`DataError` naming ``name`` when ``X`` is not 2-D, is empty,
     holds NaN or inf, or has a different number of columns than ``n_features``.
     """
+    X = _numeric_frame(name, X)
     if copy:
         arr = np.array(X, dtype=np.float64, copy=True)
     else:
@@ -134,6 +135,23 @@ def check_data_matrix(name: str, X: Any, *, n_features: int | None = None, copy:
     if n_features is not None and arr.shape[1] != n_features:
         raise DataError(f"{name} must have {n_features} features like the other partitions, got {arr.shape[1]}")
     return arr
+
+
+def _numeric_frame(name: str, X: Any) -> Any:
+    """A pandas DataFrame (or anything with ``columns`` and ``dtypes``) as its values, every column numeric.
+
+    Anything else is returned unchanged.  A column of strings, dates or
+    objects is refused naming the column (numpy's own message would name none).
+    """
+    columns, dtypes = getattr(X, "columns", None), getattr(X, "dtypes", None)
+    if columns is None or dtypes is None or not hasattr(X, "to_numpy"):
+        return X
+    for column, dtype in zip(list(columns), list(dtypes)):
+        kind = getattr(np.dtype(dtype) if isinstance(dtype, np.dtype) else getattr(dtype, "numpy_dtype", None),
+                       "kind", None)
+        if kind is None or kind not in "biuf":
+            raise DataError(f"{name} must have numeric columns only, got column {str(column)!r:.60} of dtype {dtype}")
+    return X.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
 def check_finite_rows(name: str, arr: np.ndarray) -> None:

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "compare": "dpdpca.commands.compare:compare_cmd",
     "tensor": "dpdpca.commands.tensor:tensor_cmd",
     "datasets": "dpdpca.commands.datasets:datasets_cmd",
+    "bounds": "dpdpca.commands.bounds:bounds_group",
     "bench": "dpdpca.bench:bench_group",
 }
 

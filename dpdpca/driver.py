@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -134,7 +134,8 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
             X_eval: Any = None, center: bool = False,
             method_options: dict[str, dict[str, Any]] | None = None,
             f1_data: tuple[Any, Any, Any, Any] | None = None, truth: Any = None,
-            skip: dict[str, str] | None = None) -> dict[str, Any]:
+            skip: dict[str, str] | None = None,
+            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run several methods on the same partitions and budget; summarise utility.
 
     Each method runs ``runs`` times (fresh noise each time) and each result is
@@ -145,6 +146,8 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
     also reports the F1 of an RBF SVM trained on the projected training rows
     and scored on the projected test rows (:func:`~dpdpca.metrics.svm_f1`,
     Wang & Chang Fig. 4), as ``"f1"`` (mean) and ``"f1_std"``.
+    ``progress``, if given, is called with a label after each run of each
+    method (``len(methods) * runs`` calls).
 
     A method that refuses the setting (:class:`~dpdpca.errors.UnsupportedSettingError`),
     or is named in ``skip`` (name -> reason), gets the row ``{"kind": ...,
@@ -191,6 +194,8 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
             if i:
                 result = run(name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng,
                              **opts.get(name, {}))
+            if progress is not None:
+                progress(f"{name} run {i + 1}/{n_runs}")
             values.append(score(result, X=X, center=center, q_optimal=q_o, truth=truth)[1])
             if f1_data is not None and isinstance(result, PCAResult):
                 f1s.append(svm_f1(result, *f1_data))

@@ -69,8 +69,11 @@ __all__ = ["BaseEstimator", "PCAEstimator", "TensorEstimator", "check_is_fitted"
 
 
 def as_partitions(X: Any) -> list[Any]:
-    """The site partitions of ``X``: a single 2-D array is one site; a sequence is kept (not validated)."""
+    """The site partitions of ``X``: a single 2-D array (or pandas DataFrame) is one site; a sequence is kept
+    (not validated)."""
     if isinstance(X, np.ndarray) and X.ndim == 2:
+        return [X]
+    if hasattr(X, "columns") and hasattr(X, "to_numpy"):  # a DataFrame: one site (iterating it gives column names)
         return [X]
     if isinstance(X, Sequence) and not isinstance(X, (str, bytes)):
         return list(X)

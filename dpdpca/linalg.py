@@ -45,7 +45,7 @@ from dpdpca._validation import check_int
 from dpdpca.errors import DataError
 from dpdpca.triangle import upper_triangle_size
 
-__all__ = ["top_eigenpairs", "flip_signs", "upper_triangle_size", "pack_upper", "unpack_upper",
+__all__ = ["top_eigenpairs", "flip_signs", "match_components", "upper_triangle_size", "pack_upper", "unpack_upper",
            "second_moment", "scatter"]
 
 
@@ -77,6 +77,51 @@ def flip_signs(V: np.ndarray) -> np.ndarray:
     signs = np.sign(V[np.abs(V).argmax(axis=0), np.arange(V.shape[1])])
     V *= np.where(signs == 0, 1.0, signs)
     return V
+
+
+def match_components(private: Any, reference: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pair each private component with its own reference component, by absolute cosine, sign aligned.
+
+    A noisy release can swap components of close eigenvalues and flip signs,
+    so the j-th private component is compared with the reference component it
+    is closest to: the pairing maximises the sum of ``|cos|`` over all pairs
+    (one reference component per private one; ``scipy.optimize.linear_sum_assignment``).
+
+    Parameters
+    ----------
+    private : array of shape (n_features, k)
+        Unit columns.
+    reference : array of shape (n_features, m), m >= k
+        Unit columns (e.g. the non-private top components, a few more than k).
+
+    Returns
+    -------
+    index : int array of shape (k,)
+        ``reference[:, index[j]]`` is private component j's match.
+    sign : array of shape (k,)
+        +1 or -1: ``sign[j] * reference[:, index[j]]`` points the way private component j does.
+    cosine : array of shape (k,)
+        ``|cos|`` of each pair, in [0, 1].
+
+    Examples
+    --------
+    >>> R = np.eye(3)
+    >>> P = np.stack([-R[:, 1], R[:, 0]], axis=1)  # swapped and one flipped
+    >>> index, sign, cosine = match_components(P, R)
+    >>> index.tolist(), sign.tolist(), cosine.tolist()
+    ([1, 0], [-1.0, 1.0], [1.0, 1.0])
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    P, R = np.asarray(private, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    if P.ndim != 2 or R.ndim != 2 or P.shape[0] != R.shape[0] or R.shape[1] < P.shape[1]:
+        raise DataError(f"match_components needs (d, k) and (d, m >= k) arrays, got {P.shape} and {R.shape}")
+    C = P.T @ R  # (k, m) cosines of unit columns
+    rows, cols = linear_sum_assignment(-np.abs(C))
+    index = cols[np.argsort(rows)]
+    picked = C[np.arange(P.shape[1]), index]
+    sign = np.where(picked >= 0, 1.0, -1.0)
+    return index, sign, np.minimum(np.abs(picked), 1.0)
 
 
 def top_eigenpairs(M: np.ndarray, k: int, *, dtype: Any = np.float64) -> tuple[np.ndarray, np.ndarray]:

@@ -190,27 +190,37 @@ def scree_plot(path: str | os.PathLike[str], private: Sequence[float], nonprivat
 
 def component_images(path: str | os.PathLike[str], private: np.ndarray, nonprivate: np.ndarray,
                      image_shape: tuple[int, int], *, title: str, n_show: int = 5) -> Path:
-    """Top components as images: private (top row) beside non-private (bottom row).
+    """Top components as images: each private one (top row) above the non-private one it matches (bottom row).
 
-    ``private`` and ``nonprivate`` are (n_features, k) with orthonormal
-    columns; each non-private column's sign is matched to the private one so
-    the pictures compare like with like.
+    ``private`` is (n_features, k) and ``nonprivate`` (n_features, m) with
+    orthonormal columns; give m a little above k so a private component that
+    came out of the noise in another place still finds its match.  Each pair
+    is matched by absolute cosine with the non-private sign aligned
+    (:func:`dpdpca.linalg.match_components`), its ``|cos|`` is printed above
+    it, and every image shares one colour scale (its bar on the right).
     """
-    k = min(n_show, private.shape[1], nonprivate.shape[1])
-    fig = _figure(1.6 * k + 0.6, 3.6)
+    from dpdpca.linalg import match_components
+
+    k = min(n_show, private.shape[1])
+    P = private[:, :k]
+    index, sign, cosine = match_components(P, nonprivate)
+    Q = nonprivate[:, index] * sign
+    lim = float(max(np.max(np.abs(P)), np.max(np.abs(Q)))) or 1.0
+    fig = _figure(1.7 * k + 1.2, 4.0)
+    image = None
     for j in range(k):
-        p = private[:, j]
-        q = nonprivate[:, j] * (1.0 if float(p @ nonprivate[:, j]) >= 0 else -1.0)
-        for row, (vec, name) in enumerate(((p, "private"), (q, "non-private"))):
+        for row, (vec, name) in enumerate(((P[:, j], "private"), (Q[:, j], "non-private"))):
             ax = fig.add_subplot(2, k, row * k + j + 1)
-            lim = float(np.max(np.abs(vec))) or 1.0
-            ax.imshow(vec.reshape(image_shape), cmap="RdBu_r", vmin=-lim, vmax=lim)
+            image = ax.imshow(vec.reshape(image_shape), cmap="RdBu_r", vmin=-lim, vmax=lim)
             ax.set_xticks([])
             ax.set_yticks([])
             if j == 0:
                 ax.set_ylabel(name, fontsize=9)
             if row == 0:
-                ax.set_title(f"PC {j + 1}", fontsize=9)
+                ax.set_title(f"|cos| = {cosine[j]:.2f}\nPC {j + 1}", fontsize=9)
+            else:
+                ax.set_xlabel(f"PC {int(index[j]) + 1}" + (" (sign flipped)" if sign[j] < 0 else ""), fontsize=8)
+    fig.colorbar(image, ax=fig.axes, shrink=0.8, label="component value (one scale for all)")
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import click
 import numpy as np
@@ -56,6 +56,7 @@ from dpdpca.driver import run as run_method
 from dpdpca._validation import param_error
 from dpdpca.errors import DataError
 from dpdpca.pipelines import pipeline_names
+from dpdpca.progress import Progress, quiet_option
 
 #: The headline methods timed by default; ``--methods`` takes any plaintext pipeline of the registry.
 METHODS = ("capepca", "dpdispca")
@@ -92,8 +93,8 @@ def _noise_seconds(result: Any) -> float:
 
 
 def run(quick: bool = False, repeats: int = 5, blas_threads: int | None = 1,
-        methods: Sequence[str] = METHODS) -> dict[str, Any]:
-    """Measure; return the JSON-ready dict.
+        methods: Sequence[str] = METHODS, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Measure; return the JSON-ready dict (``progress`` is called after each method of each repeat).
 
     ``blas_threads`` limits BLAS threads for the reference and the pipelines alike
     (``None``: leave the library default).  One thread makes the ratio a ratio of
@@ -101,7 +102,7 @@ def run(quick: bool = False, repeats: int = 5, blas_threads: int | None = 1,
     (installed with scikit-learn), else the default is kept and reported.
     """
     with blas_threads_limited(blas_threads) as used_threads:
-        out = _measure(quick, repeats, _check_methods(methods))
+        out = _measure(quick, repeats, _check_methods(methods), progress=progress)
     out["blas_threads"] = used_threads
     return out
 
@@ -118,7 +119,8 @@ def _check_methods(methods: Sequence[str]) -> tuple[str, ...]:
     return names
 
 
-def _measure(quick: bool, repeats: int, methods: tuple[str, ...] = METHODS) -> dict[str, Any]:
+def _measure(quick: bool, repeats: int, methods: tuple[str, ...] = METHODS,
+             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     X, name, source = load_bench_data(quick)
     parts = partition(X, SITES)
     references = {"pooled_eigh": _pooled_eigh, "pooled_second_moment_eigh": _pooled_second_moment_eigh}
@@ -143,6 +145,8 @@ def _measure(quick: bool, repeats: int, methods: tuple[str, ...] = METHODS) -> d
             run_method(method, parts, n_components=N_COMPONENTS, epsilon=1.0, delta=1e-5,
                        rng=np.random.default_rng(rep))
             seeded[method] = min(seeded[method], time.perf_counter() - t0)
+            if progress is not None:
+                progress(f"{method}, repeat {rep + 1}/{repeats}")
     ref = best["pooled_eigh"]
     return {
         "ratio_to_pooled_eigh": {m: best[m] / ref for m in methods},
@@ -164,10 +168,12 @@ def _measure(quick: bool, repeats: int, methods: tuple[str, ...] = METHODS) -> d
 @click.option("--methods", default=",".join(METHODS), show_default=True,
               help="Comma-separated plaintext pipelines of the registry: " + ", ".join(pipeline_names(crypto=False)))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(quick: bool, repeats: int, blas_threads: int, methods: str, as_json: bool) -> None:
+@quiet_option
+def command(quick: bool, repeats: int, blas_threads: int, methods: str, as_json: bool, quiet: bool) -> None:
     """Pipeline time / pooled numpy covariance + eigh (d=784, N=60000, S=10); capePCA and DPdisPCA by default."""
     names = [m.strip() for m in methods.split(",") if m.strip()]
-    result = run(quick, repeats, blas_threads or None, names)
+    with Progress("bench baselines", total=len(names) * repeats, quiet=quiet) as progress:
+        result = run(quick, repeats, blas_threads or None, names, progress=progress)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
         return

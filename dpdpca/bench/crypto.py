@@ -45,7 +45,7 @@ import subprocess
 import sys
 import time
 import timeit
-from typing import Any
+from typing import Any, Callable
 
 import click
 import numpy as np
@@ -67,6 +67,7 @@ from dpdpca.crypto import (
 from dpdpca.crypto.ciphertexts import power_mod, random_unit
 from dpdpca.crypto.matrix import EncryptedSymmetricMatrix
 from dpdpca.protocol.params import ProtocolParams, carry_value_bound, final_value_bound, slot_value_bound
+from dpdpca.progress import Progress, quiet_option
 
 #: Protocol sizes the slots are derived for.
 D, OWNERS, ROWS_PER_OWNER = 784, 100, 10**5
@@ -173,8 +174,11 @@ def _measure_triangle(pk: PublicKey, d: int, bound: int, layout: SlotLayout) -> 
 
 
 def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, insecure_test_key: bool = False,
-                  triangle: bool = True, workers: int = 1) -> dict[str, Any]:
-    """Run every measurement and return the JSON object (see the module docstring)."""
+                  triangle: bool = True, workers: int = 1,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every measurement and return the JSON object (see the module docstring); ``progress`` is called
+    after each phase (:func:`phases` of them)."""
+    tick = progress or (lambda label: None)
     rng = np.random.default_rng(0)
     codec = FixedPointCodec(frac_bits=16)
     runs = 3 if quick else 5  # back-to-back pairs per ratio
@@ -187,6 +191,7 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
     ar_layout = ProtocolParams.create(pk, max_owners=OWNERS, max_rows_per_owner=ROWS_PER_OWNER,
                                       release="add-remove").layout  # what keygen --release add-remove makes
     _, table_s = _timed(lambda: pk.hs_table)
+    tick("key and fixed-base table")
 
     # -- encryption and decryption throughput, same values for both libraries --
     n_phe = 24 if quick else 120
@@ -203,6 +208,7 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
                                    (plain_layout, plain_bound, "_plain")):
         out.update(_throughput(pk, sk, lay, lay_bound, values[:n_ours_ct * lay.slots], phe_side, runs, suffix))
     values = values[:n_ours_ct * layout.slots]  # the "any" layout's values, for the parallel run below
+    tick("encrypt and decrypt throughput")
 
     # -- aggregation: L arrays, one mulmod per ciphertext and array after the first --
     n_arrays = 100
@@ -224,6 +230,7 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
         per_op.append(bare_s / n_mulmods)
     mulmod_s = min(per_op)
     arrays.clear()  # free the ciphertexts before the next phase
+    tick("aggregation")
 
     # -- E[x]**pack(w): preprocessed multi-exponentiation against a plain powmod --
     kappa_bound = (OWNERS * ROWS_PER_OWNER << 16) << 40  # mask bound B = 2**kappa * V
@@ -250,6 +257,7 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
         "packed_power_speedup": statistics.median((b / naive_n) / (a / n_vec) for a, b in zip(fast_t, naive_t)),
         "quick": quick,
     })
+    tick("packed multi-exponentiation")
     if workers > 1:
         with local_process_pool(workers, public_key=pk) as pool:
             # Start every worker (each builds the key's table in its initializer) before timing.
@@ -258,11 +266,18 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
                                          lambda: encrypt(pk, values, layout=layout, bound=bound, executor=pool), runs)
         out["parallel_workers"] = workers
         out["parallel_encrypt_speedup"] = statistics.median(a / b for a, b in zip(ser_t, par_t))
+        tick("process-pool encryption")
     if triangle:
         out.update(_measure_triangle(pk, d, bound, layout))
+        tick(f"upper triangle at d={d}")
         out["triangle_d"] = d
         out["triangle_chunks_check"] = len(upper_triangle_chunks(d, layout.slots)) == out["triangle_ciphertexts"]
     return out
+
+
+def phases(*, workers: int = 1, triangle: bool = True) -> int:
+    """The number of ``progress`` calls :func:`run_benchmark` makes."""
+    return 4 + (workers > 1) + bool(triangle)
 
 
 _TABLE: list[tuple[str, str | None, str | None]] = [
@@ -297,10 +312,13 @@ _TABLE: list[tuple[str, str | None, str | None]] = [
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
               help="Also time encryption on a local process pool of this size.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(quick: bool, key_bits: int, d: int, insecure_test_key: bool, workers: int, as_json: bool) -> None:
+@quiet_option
+def command(quick: bool, key_bits: int, d: int, insecure_test_key: bool, workers: int, as_json: bool,
+            quiet: bool) -> None:
     """Packed DJN encryption vs python-paillier: throughput ratios, aggregation, memory."""
-    result = run_benchmark(key_bits=key_bits, quick=quick, d=d, insecure_test_key=insecure_test_key,
-                           workers=workers)
+    with Progress("bench crypto", total=phases(workers=workers), quiet=quiet) as progress:
+        result = run_benchmark(key_bits=key_bits, quick=quick, d=d, insecure_test_key=insecure_test_key,
+                               workers=workers, progress=progress)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
         return

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import time
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable
 
 import click
 import numpy as np
@@ -43,6 +43,7 @@ from dpdpca.dp import (
     resolve_source,
     sample_discrete_gaussian,
 )
+from dpdpca.progress import Progress, quiet_option
 
 SIGMAS = (10, 10**6, 10**9, 10**12, 10**18)
 EPSILONS = (0.1, 1.0, 4.0)
@@ -57,10 +58,15 @@ def _rate(fn: Any, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def run(quick: bool = False) -> dict[str, Any]:
-    """Measure everything; return the JSON-ready dict."""
+def run(quick: bool = False, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Measure everything; return the JSON-ready dict.  ``progress`` is called after each phase
+    (:func:`phases` of them)."""
+    tick = progress or (lambda label: None)
     n = 20_000 if quick else TRIANGLE
-    rates = {f"{s:g}": _rate(lambda s=s: sample_discrete_gaussian(s * s, n), n) for s in SIGMAS}
+    rates = {}
+    for s in SIGMAS:
+        rates[f"{s:g}"] = _rate(lambda s=s: sample_discrete_gaussian(s * s, n), n)
+        tick(f"discrete Gaussian at sigma {s:g}")
     out: dict[str, Any] = {
         "samples": n,
         "quick": quick,
@@ -73,12 +79,14 @@ def run(quick: bool = False) -> dict[str, Any]:
     out["discrete_over_float_gaussian_time"] = float_rate / rates["1e+06"]
     gen_rate = _rate(lambda: sample_discrete_gaussian(10**12, n, rng=np.random.default_rng(0)), n)
     out["os_over_generator_time"] = gen_rate / rates["1e+12"]
+    tick("float Gaussian and seeded generator")
     if not quick:
         mech = DiscreteGaussianMechanism(epsilon=1.0, delta=DELTA, sensitivity=2**60 + 1)
         t0 = time.perf_counter()
         mech.sample_symmetric_upper(784)
         out["protocol_triangle_s"] = time.perf_counter() - t0
         out["protocol_sigma"] = mech.sigma
+        tick("d=784 upper triangle")
     out["sigma_analytic_over_classic"] = {
         f"{e:g}": calibrate_gaussian(epsilon=e, delta=DELTA, sensitivity=1.0)
         / calibrate_gaussian(epsilon=e, delta=DELTA, sensitivity=1.0, calibration="classic")
@@ -92,12 +100,19 @@ def run(quick: bool = False) -> dict[str, Any]:
     return out
 
 
+def phases(quick: bool = False) -> int:
+    """The number of ``progress`` calls :func:`run` makes."""
+    return len(SIGMAS) + 1 + (not quick)
+
+
 @click.command("dp")
 @click.option("--quick", is_flag=True, help="20,000 samples per sigma instead of 307,720 (d = 784).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(quick: bool, as_json: bool) -> None:
+@quiet_option
+def command(quick: bool, as_json: bool, quiet: bool) -> None:
     """Exact discrete-Gaussian throughput and calibration ratios (in-run)."""
-    result = run(quick)
+    with Progress("bench dp", total=phases(quick), quiet=quiet) as progress:
+        result = run(quick, progress=progress)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
         return

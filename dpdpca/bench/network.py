@@ -24,14 +24,13 @@ signature checks still pass.  Every share is validated by the proxy in full
     :class:`dpdpca.protocol.Proxy`: write, read, validate.
 
 ``ratio_https_over_file`` is measured in one run; the goal is <= 2.
-Progress bars on stderr show the parties' phases and the collection.
+Progress on stderr (:mod:`dpdpca.progress`) shows the parties' phases and the collection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -47,6 +46,7 @@ from dpdpca.protocol.messages import Message
 from dpdpca.protocol.parties import DataOwner, DataUser, Proxy
 from dpdpca.protocol.roles import PROXY, ProxySteps
 from dpdpca.protocol.transport import FileTransport
+from dpdpca.progress import Progress, quiet_option
 
 
 def _owner_shares(user: DataUser, first: bytes, identities: list[OwnerIdentity]) -> dict[str, bytes]:
@@ -75,22 +75,15 @@ def _owner_shares(user: DataUser, first: bytes, identities: list[OwnerIdentity])
     return out
 
 
-def _bar(length: int, label: str) -> Any:
-    return click.progressbar(length=length, label=label, file=sys.stderr)
-
-
 def _file_transport(user: DataUser, keyring: OwnerKeyring, shares: dict[str, bytes], root: Path
                     ) -> tuple[float, int]:
     net = FileTransport(root)
     steps = ProxySteps(Proxy(user.params, keyring))  # the proxy's steps, as the service takes them
     t0 = time.perf_counter()
-    with _bar(2 * len(shares), "file transport: owners write, proxy reads") as bar:
-        for oid, data in shares.items():
-            net.send(f"owner:{oid}", PROXY, data)
-            bar.update(1)
-        while (received := net.receive(PROXY, timeout=0.0)) is not None:
-            steps.accept(received)
-            bar.update(1)
+    for oid, data in shares.items():
+        net.send(f"owner:{oid}", PROXY, data)
+    while (received := net.receive(PROXY, timeout=0.0)) is not None:
+        steps.accept(received)
     return time.perf_counter() - t0, len(steps.received)
 
 
@@ -111,11 +104,9 @@ def _https(user: DataUser, owners: dict[str, OwnerIdentity], shares: dict[str, b
     server = ServerProcess(config, url).start(ready_client=watcher)
     try:
         uploads = [(owners[oid], data) for oid, data in shares.items()]
-        with _bar(len(uploads), "collection over HTTPS") as bar:
-            t0 = time.perf_counter()
-            codes = asyncio.run(upload_shares(url, uploads, ca_cert=tls.ca_cert, concurrency=concurrency,
-                                              on_done=lambda oid, code: bar.update(1)))
-            elapsed = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        codes = asyncio.run(upload_shares(url, uploads, ca_cert=tls.ca_cert, concurrency=concurrency))
+        elapsed = time.perf_counter() - t0
         status = watcher.status()
     finally:
         watcher.close()
@@ -133,7 +124,8 @@ def _https(user: DataUser, owners: dict[str, OwnerIdentity], shares: dict[str, b
               help="Uploads in flight at once.")
 @click.option("--quick", is_flag=True, help="200 owners and a 1024-bit test key (seconds, not minutes).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(owners: int, d: int, key_bits: int, concurrency: int, quick: bool, as_json: bool) -> None:
+@quiet_option
+def command(owners: int, d: int, key_bits: int, concurrency: int, quick: bool, as_json: bool, quiet: bool) -> None:
     """Owners' shares over HTTPS on loopback, against the file transport."""
     from dpdpca.net import require
 
@@ -141,10 +133,11 @@ def command(owners: int, d: int, key_bits: int, concurrency: int, quick: bool, a
         require(module)
     if quick:
         owners, key_bits = min(owners, 200), 1024
-    with _bar(3, "parties: keygen, one owner's share, the others' signed shares") as bar:
+    with Progress("bench network", total=5, quiet=quiet) as progress, \
+            tempfile.TemporaryDirectory(prefix="dpdpca-bench-network-") as tmp:
         user = DataUser.generate(key_bits=key_bits, insecure_test_key=key_bits < 2048, max_owners=owners,
                                  max_rows_per_owner=16, d=d)  # the service needs the session's d declared
-        bar.update(1)
+        progress(f"key of {key_bits} bits")
         X = np.random.default_rng(0).normal(size=(16, d))
         X = 0.9 * X / np.linalg.norm(X, axis=1, keepdims=True)
         t0 = time.perf_counter()
@@ -152,14 +145,15 @@ def command(owners: int, d: int, key_bits: int, concurrency: int, quick: bool, a
         keyring = OwnerKeyring.from_identities(identities)
         first = DataOwner(user.params, identities[0], insecure_test_key=key_bits < 2048).share(X)
         encrypt_s = time.perf_counter() - t0
-        bar.update(1)
+        progress("one owner's share encrypted")
         shares = {"1": first, **_owner_shares(user, first, identities[1:])}
-        bar.update(1)
-    with tempfile.TemporaryDirectory(prefix="dpdpca-bench-network-") as tmp:
+        progress(f"the other {owners - 1} owners' signed shares")
         root = Path(tmp)
         file_s, file_n = _file_transport(user, keyring, shares, root / "files")
+        progress(f"{owners} shares through the file transport")
         (root / "https").mkdir()
         https = _https(user, {i.owner_id: i for i in identities}, shares, root / "https", concurrency)
+        progress(f"{owners} shares over HTTPS")
     lost = owners - https["accepted"]
     out = {
         "owners": owners, "d": d, "key_bits": key_bits, "share_bytes": len(first), "concurrency": concurrency,

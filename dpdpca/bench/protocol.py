@@ -70,7 +70,8 @@ from dpdpca.protocol.params import ProtocolParams, resolve_release
 from dpdpca.protocol.parties import DataUser
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.protocol.releases import ADD_REMOVE
-from dpdpca.protocol.runner import run_protocol
+from dpdpca.protocol.runner import progress_steps, run_protocol
+from dpdpca.progress import Progress, quiet_option
 from dpdpca.triangle import upper_triangle_size
 
 KEY_BITS = 2048
@@ -165,13 +166,16 @@ def layouts(epsilon: float, delta: float) -> dict[str, dict[str, Any]]:
             "any": dict(packing="wide", **loose), "plain": dict(packing="plain", **loose)}
 
 
-def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float) -> dict[str, Any]:
+def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float,
+                 progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The d = 64 ratio for every compared layout (wide is the headline), against one phe extrapolation."""
     parts = _digits_partitions()
     kinds = layouts(epsilon, delta)
     users = {name: DataUser.generate(key_bits=KEY_BITS, max_owners=OWNERS,
                                      max_rows_per_owner=max(p.shape[0] for p in parts), **kw)
              for name, kw in kinds.items()}
+    if progress is not None:
+        progress(f"{len(users)} keys of {KEY_BITS} bits")
 
     def ours(name: str) -> tuple[Any, float, float]:
         # One release per session: every run gets a fresh session under the same key.
@@ -181,6 +185,8 @@ def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float) -> dict[str, Any]
             **kinds[name]))
         t0, c0 = time.perf_counter(), time.process_time()
         run = run_protocol(parts, n_components=5, epsilon=epsilon, delta=delta, user=user)
+        if progress is not None:
+            progress(f"d=64 run, {name} layout")
         return run, time.perf_counter() - t0, time.process_time() - c0
 
     def work(rw: tuple[Any, float, float]) -> float:
@@ -191,6 +197,8 @@ def ratio_vs_phe(*, quick: bool, epsilon: float, delta: float) -> dict[str, Any]
     # Ours before and after the phe sampling; the faster run counts, as the fastest phe sample does.
     first = {name: ours(name) for name in kinds}
     phe_part = _phe_protocol_seconds(parts, users["wide"], 6 if quick else 24, epsilon, delta)
+    if progress is not None:
+        progress("python-paillier sample")
     second = {name: ours(name) for name in kinds}
     best = {name: min(first[name], second[name], key=work) for name in kinds}
     run, wall, _ = best["wide"]
@@ -253,8 +261,9 @@ def _pool_cpu_s(pool: Any) -> float:
 
 
 def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: str = "wide",
-              scheduler: str | None = None) -> dict[str, Any]:
-    """The d = 784 (``--quick``: 196) run under the parameters :func:`layouts` names ``kind``."""
+              scheduler: str | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The d = 784 (``--quick``: 196) run under the parameters :func:`layouts` names ``kind``; ``progress``
+    gets the run's steps (:func:`dpdpca.protocol.runner.progress_steps` of them)."""
     X, name = _fashion(quick)
     parts = partition(X, OWNERS)
     d = X.shape[1]
@@ -267,7 +276,8 @@ def large_run(*, quick: bool, workers: int, epsilon: float, delta: float, kind: 
         user = DataUser.generate(key_bits=KEY_BITS, **declared, **kinds[kind])  # timed: keygen is part of the run
         c0 = time.process_time() + _pool_cpu_s(pool)
         run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, user=user,
-                           executor=engine if engine is not None else pool, user_executor=pool)
+                           executor=engine if engine is not None else pool, user_executor=pool,
+                           progress=None if progress is None else lambda label: progress(f"d={d} {kind}: {label}"))
         wall = time.perf_counter() - t0
         cpu = time.process_time() + _pool_cpu_s(pool) - c0  # every party's CPU, the pool's processes included
     finally:
@@ -360,20 +370,26 @@ def scheme_comparison(*, quick: bool, epsilon: float, delta: float, scheme: str 
               help="Owners' and proxy's batches of the large run on this Dask cluster (decryption stays local).")
 @click.option("--scheme", type=click.Choice(["paillier", "bfv"]), default="paillier", show_default=True,
               help="bfv: also the large run under Paillier and BFV side by side, serial (CPU, bytes, ratios).")
+@quiet_option
 def command(quick: bool, as_json: bool, workers: int, skip_large: bool, large_plain: bool,
-            scheduler: str | None, scheme: str) -> None:
+            scheduler: str | None, scheme: str, quiet: bool) -> None:
     """End to end: packed protocol vs per-element python-paillier (d=64), and d=784 on Fashion-MNIST."""
     epsilon, delta = 1.0, 1e-5
     out: dict[str, Any] = {"key_bits": KEY_BITS, "owners": OWNERS, "epsilon": epsilon, "delta": delta,
                            "quick": quick, "workers": workers, "cpu_count": os.cpu_count(), "scheme": scheme}
-    if scheme != "paillier":
-        out.update(scheme_comparison(quick=quick, epsilon=epsilon, delta=delta, scheme=scheme))
-    out.update(ratio_vs_phe(quick=quick, epsilon=epsilon, delta=delta))
-    if not skip_large:
-        out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta, scheduler=scheduler))
-        if large_plain:
-            out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta, kind="plain",
-                                 scheduler=scheduler))
+    n_large = 0 if skip_large else 1 + large_plain
+    total = 2 * len(layouts(epsilon, delta)) + 2 + n_large * progress_steps(OWNERS) + (scheme != "paillier")
+    with Progress("bench protocol", total=total, quiet=quiet) as progress:
+        if scheme != "paillier":
+            out.update(scheme_comparison(quick=quick, epsilon=epsilon, delta=delta, scheme=scheme))
+            progress(f"Paillier and {scheme} side by side")
+        out.update(ratio_vs_phe(quick=quick, epsilon=epsilon, delta=delta, progress=progress))
+        if not skip_large:
+            out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta, scheduler=scheduler,
+                                 progress=progress))
+            if large_plain:
+                out.update(large_run(quick=quick, workers=workers, epsilon=epsilon, delta=delta, kind="plain",
+                                     scheduler=scheduler, progress=progress))
     for k in ("d784_slots_per_ciphertext", "d196_slots_per_ciphertext", "d64_slots_per_ciphertext"):
         if k in out:  # the headline: the largest run's layouts
             out["slots_per_ciphertext"] = out[k]

@@ -48,7 +48,7 @@ import os
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -57,6 +57,7 @@ from dpdpca.crypto import EncryptedArray, SlotLayout, generate_keypair, sum_arra
 from dpdpca.crypto.ciphertexts import product_mod, random_below, random_unit
 from dpdpca.crypto.compute import DaskEngine, Ints, dask_engine, local_process_pool, spans
 from dpdpca.errors import ParameterError
+from dpdpca.progress import Progress, quiet_option
 
 OWNERS = 10
 
@@ -100,8 +101,10 @@ def _timed(fn: Any) -> tuple[Any, float]:
 
 def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool = False,
                   scheduler: str | None = None, workers: int = 2, ciphertexts: int | None = None,
-                  owners: int = OWNERS) -> dict[str, Any]:
-    """Serial against Dask (resident and shipped) and a process pool (see the module docstring)."""
+                  owners: int = OWNERS, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Serial against Dask (resident and shipped) and a process pool (see the module docstring); ``progress``
+    is called after set-up and after each run (``runs + 1`` calls: 4 with ``quick``, else 6)."""
+    tick = progress or (lambda label: None)
     load = os.getloadavg()
     pk, _ = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
     count = ciphertexts if ciphertexts is not None else (2000 if quick else 10_400)
@@ -125,7 +128,8 @@ def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool 
         sum_arrays(arrays[:2], executor=pool)
         groups = [[Ints(a.ciphertexts[lo:hi], width) for a in arrays]
                   for lo, hi in spans(count, engine, engine.product_items(count))]  # as sum_arrays splits
-        for _ in range(runs):
+        tick("key, operands and workers")
+        for run_index in range(1, runs + 1):
             ref, t = _timed(lambda: sum_arrays(arrays))
             times["serial"].append(t)
             placed, t = _timed(lambda: engine.place(width, groups))
@@ -140,6 +144,7 @@ def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool 
             times["pool_shipped"].append(t)
             identical = identical and shipped.ciphertexts == ref.ciphertexts == pooled.ciphertexts
             capacity.append(_parallel_capacity(pool, workers, 2 * pk.bits, min(count, 2000)))
+            tick(f"run {run_index}/{runs}: serial, Dask, process pool")
         n_workers = engine.workers
     finally:
         pool.shutdown()
@@ -186,11 +191,13 @@ def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool 
 @click.option("--owners", default=OWNERS, show_default=True, type=click.IntRange(min=2),
               help="Arrays aggregated (one per owner); each worker's product grows with it, Dask's round trips do not.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@quiet_option
 def command(quick: bool, scheduler: str | None, workers: int, key_bits: int, insecure_test_key: bool,
-            owners: int, as_json: bool) -> None:
+            owners: int, as_json: bool, quiet: bool) -> None:
     """The proxy's aggregation: 2 local Dask workers (or --scheduler) and a process pool against serial."""
-    out = run_benchmark(quick=quick, key_bits=key_bits, insecure_test_key=insecure_test_key, scheduler=scheduler,
-                        workers=workers, owners=owners)
+    with Progress("bench scale", total=(3 if quick else 5) + 1, quiet=quiet) as progress:
+        out = run_benchmark(quick=quick, key_bits=key_bits, insecure_test_key=insecure_test_key, scheduler=scheduler,
+                            workers=workers, owners=owners, progress=progress)
     if as_json:
         click.echo(json.dumps(out, sort_keys=True))
     else:

@@ -46,13 +46,14 @@ import threading
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 import numpy as np
 
 from dpdpca.bench._data import blas_threads_limited
 from dpdpca.errors import DpdpcaError
+from dpdpca.progress import Progress, quiet_option
 
 MEMORY_GOAL, TIME_GOAL = 0.05, 3.0
 
@@ -187,8 +188,11 @@ def _sketch_figures(path: Path, rows: int, sizes: list[int], k: int) -> list[dic
 
 def run(*, n: int = 200_000, d: int = 1000, rank: int = 10, block: int = 100, k: int = 10,
         sketch_rows: int = 20_000, sketch_k: int = 3, sketch_multiples: tuple[int, ...] = (1, 2, 4),
-        blas_threads: int = 1, quick: bool = False) -> dict[str, Any]:
+        blas_threads: int = 1, quick: bool = False,
+        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Measure; return the JSON-ready dict (``quick``: n=20000, d=200, 5000 sketch rows).
+
+    ``progress`` is called after each of the 4 phases.
 
     The sketch sizes are ``multiple * sketch_k * d'`` (``d'``: d rounded up to a
     power of two), the regime ``m >= c k d`` in which the decoder recovers the
@@ -200,13 +204,18 @@ def run(*, n: int = 200_000, d: int = 1000, rank: int = 10, block: int = 100, k:
     sketch_sizes = [c * sketch_k * d_pad for c in sketch_multiples]
     with tempfile.TemporaryDirectory(prefix="dpdpca-bench-streaming-") as tmp:
         path = Path(tmp) / "stream.npy"
+        tick = progress or (lambda label: None)
         write_bench_data(path, n, d)
+        tick(f"{n} x {d} rows written")
         batch = _spawn("batch", path, rank, block, k, blas_threads)
+        tick("batch SVD")
         fpca = _spawn("fpca", path, rank, block, k, blas_threads)
+        tick("FPCA-Edge streamed")
         Vb, Vf = np.load(str(path) + ".batch.V.npy"), np.load(str(path) + ".fpca.V.npy")
         min_cos = float(np.linalg.svd(Vb.T @ Vf, compute_uv=False).min())
         with blas_threads_limited(blas_threads or None):
             sketch = _sketch_figures(path, min(sketch_rows, n), sketch_sizes, sketch_k)
+        tick(f"sketches of {len(sketch_sizes)} sizes")
 
     def ratio(key: str) -> float | None:
         a, b = fpca[key], batch[key]
@@ -231,10 +240,14 @@ def run(*, n: int = 200_000, d: int = 1000, rank: int = 10, block: int = 100, k:
 @click.option("--blas-threads", type=click.IntRange(min=0), default=1, show_default=True,
               help="BLAS threads in every measured process (0: library default).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(quick: bool, n: int, d: int, rank: int, block_size: int, blas_threads: int, as_json: bool) -> None:
+@quiet_option
+def command(quick: bool, n: int, d: int, rank: int, block_size: int, blas_threads: int, as_json: bool,
+            quiet: bool) -> None:
     """FPCA-Edge (streamed from disk) vs one batch SVD: time and peak memory; sketch time vs m."""
     k = min(rank, d)
-    result = run(n=n, d=d, rank=rank, block=block_size, k=k, blas_threads=blas_threads, quick=quick)
+    with Progress("bench streaming", total=4, quiet=quiet) as progress:
+        result = run(n=n, d=d, rank=rank, block=block_size, k=k, blas_threads=blas_threads, quick=quick,
+                     progress=progress)
     if as_json:
         click.echo(json.dumps(result, sort_keys=True))
         return

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -39,6 +39,7 @@ from dpdpca._io import atomic_write_bytes, atomic_write_json
 from dpdpca.baselines.tensor.experiment import METHODS, run_grid
 from dpdpca.bench._data import blas_threads_limited
 from dpdpca.errors import DpdpcaError
+from dpdpca.progress import Progress, quiet_option
 
 __all__ = ["command", "run", "CONFIGS"]
 
@@ -76,10 +77,15 @@ def _require_matplotlib() -> Any:
     return plt
 
 
+def _prefixed(progress: Callable[[str], None] | None, prefix: str) -> Callable[[str], None] | None:
+    return None if progress is None else (lambda label: progress(prefix + label))
+
+
 def run(*, quick: bool = False, runs: int = 10, seed: int = 0, models: tuple[str, ...] = ("mog", "stm"),
         sensitivity_mode: str = "rigorous", calibration: str = "analytic",
-        blas_threads: int | None = 1) -> dict[str, Any]:
-    """Measure every panel; return the JSON-ready dict (no files)."""
+        blas_threads: int | None = 1, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Measure every panel; return the JSON-ready dict (no files).  ``progress`` is called after each run of
+    each panel (``len(models) * len(configs) * runs`` calls)."""
     configs = QUICK_CONFIGS if quick else CONFIGS
     epsilons = QUICK_EPSILONS if quick else EPSILONS
     panels = []
@@ -91,7 +97,8 @@ def run(*, quick: bool = False, runs: int = 10, seed: int = 0, models: tuple[str
                 points += [(n, EPS_FOR_NS) for n in ns_grid if (n, EPS_FOR_NS) not in points]
                 grid = run_grid(model=model, n_features=d, n_components=k, n_sites=SITES, points=points,
                                 delta=DELTA, runs=runs, seed=seed, sensitivity_mode=sensitivity_mode,
-                                calibration=calibration)
+                                calibration=calibration,
+                                progress=_prefixed(progress, f"{model} D={d} K={k}, "))
                 by_point = {(p["samples_per_site"], p["epsilon"]): p for p in grid["points"]}
                 panels.append({"model": model, "n_features": d, "n_components": k, "sweep": "epsilon",
                                "points": [by_point[(n, e)] for n in eps_sizes for e in epsilons]})
@@ -179,12 +186,16 @@ def _draw_panel(ax: Any, panel: dict[str, Any], settings: dict[str, Any]) -> Non
 @click.option("--blas-threads", type=click.IntRange(min=0), default=1, show_default=True,
               help="BLAS threads (0: library default).")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON.")
+@quiet_option
 def command(out_dir: str, quick: bool, runs: int | None, seed: int, sensitivity_mode: str, calibration: str,
-            blas_threads: int, as_json: bool) -> None:
+            blas_threads: int, as_json: bool, quiet: bool) -> None:
     """q_comp of capeAGN and its baselines against epsilon and N_s (PNG plots and JSON)."""
     _require_matplotlib()  # before any work: a missing install leaves no partial output
-    result = run(quick=quick, runs=runs if runs is not None else (2 if quick else 10), seed=seed,
-                 sensitivity_mode=sensitivity_mode, calibration=calibration, blas_threads=blas_threads or None)
+    n_runs = runs if runs is not None else (2 if quick else 10)
+    total = 2 * len(QUICK_CONFIGS if quick else CONFIGS) * n_runs
+    with Progress("bench tensor", total=total, quiet=quiet) as progress:
+        result = run(quick=quick, runs=n_runs, seed=seed, sensitivity_mode=sensitivity_mode,
+                     calibration=calibration, blas_threads=blas_threads or None, progress=progress)
     target = Path(out_dir)
     figures = {}
     for model in ("mog", "stm"):

@@ -105,6 +105,7 @@ from dpdpca.data import partition, preprocess
 from dpdpca.protocol.runner import run_protocol
 from dpdpca.protocol.transport import FileTransport
 from dpdpca.runinfo import run_record
+from dpdpca.progress import Progress, quiet_option
 from dpdpca.timing import Timings
 
 __all__ = ["TimedFileTransport", "file_relay", "critical_hops", "crossover", "run_timing", "command"]
@@ -349,7 +350,7 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
 
     ``workers`` > 1 gives DPDPCA's parties a local pool of that many
     processes (the cores of each party's host); ``progress``, if given, is
-    called with a label before each L.
+    called with a label after the warm-up and after each L (``len(owners) + 1`` calls).
     """
     workers = check_int("workers", workers, minimum=1)
     started = time.perf_counter()
@@ -369,8 +370,8 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
         _dpdpca_once(partition(X, 2 * workers), root / "warm-dpdpca", key_bits=key_bits, insecure=insecure_test_key,
                      pool=pool, scheme=scheme)
         _sequential_once(partition(X, 2), root / "warm-seq")
+        tick("warm-up")
         for L in Ls:
-            tick(f"L={L}")
             parts = partition(X, L)
             runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
             for rep in range(repeats):  # interleaved, so drift hits both alike
@@ -382,6 +383,7 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
                                                          insecure=insecure_test_key, pool=pool))
             for name in best:
                 best[name].append(min(runs[name], key=lambda r: r["critical_s"]))
+            tick(f"L={L}, {repeats} run(s) of each protocol")
     lat = latency_ms / 1000.0
     ours = [r["critical_s"] for r in best["dpdpca"]]
     seq = [r["critical_s"] for r in best["sequential"]]
@@ -575,13 +577,16 @@ def format_table(result: dict[str, Any]) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--scheme", type=click.Choice(["paillier", "bfv"]), default="paillier", show_default=True,
               help="bfv: DPDPCA under BFV, with Paillier run in the same sweep for the ratio.")
+@quiet_option
 def command(quick: bool, owners: str | None, key_bits: int, insecure_test_key: bool, latency_ms: float,
-            repeats: int, seed: int, workers: int, out_dir: str | None, as_json: bool, scheme: str) -> None:
+            repeats: int, seed: int, workers: int, out_dir: str | None, as_json: bool, scheme: str,
+            quiet: bool) -> None:
     """DPDPCA vs the sequential PrivateLocalPCA as L grows, messages through files (Wang-Chang Fig. 3)."""
     Ls = _parse_owners(owners, quick)
-    result = run_timing(quick=quick, owners=Ls, key_bits=key_bits, insecure_test_key=insecure_test_key,
-                        latency_ms=latency_ms, repeats=repeats, seed=seed, workers=workers,
-                        progress=lambda label: click.echo(f"... {label}", err=True), scheme=scheme)
+    with Progress("bench timing", total=len(Ls) + 1, quiet=quiet) as progress:
+        result = run_timing(quick=quick, owners=Ls, key_bits=key_bits, insecure_test_key=insecure_test_key,
+                            latency_ms=latency_ms, repeats=repeats, seed=seed, workers=workers, progress=progress,
+                            scheme=scheme)
     notes = write_outputs(result, out_dir) if out_dir is not None else []
     click.echo(json.dumps(result, sort_keys=True) if as_json else format_table(result))
     for note in notes:

@@ -86,6 +86,7 @@ from dpdpca.dp.settings import RELATIONS
 from dpdpca.pipelines import PIPELINES, get_spec
 from dpdpca.result import PCAResult
 from dpdpca.runinfo import run_record
+from dpdpca.progress import Progress, quiet_option
 from dpdpca.settings import method_options, privacy_summary, refusal, settings_for
 
 __all__ = ["DEFAULTS", "MethodInfo", "registered_methods", "run_utility", "write_outputs", "command"]
@@ -744,18 +745,19 @@ def _parse_method_runs(text: str | None) -> dict[str, int]:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write utility.json, utility.csv, results.md and PNGs here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@quiet_option
 def command(quick: bool, datasets: tuple[str, ...], methods: str | None, sweeps: str | None, runs: int | None,
             crypto_runs: int | None, key_bits: int, paper: bool, calibration: str | None,
             sensitivity_mode: str | None, method_runs: str | None, blas_threads: int | None, no_fpca: bool, seed: int,
-            out_dir: str | None, as_json: bool, relation: str | None) -> None:
+            out_dir: str | None, as_json: bool, relation: str | None, quiet: bool) -> None:
     """q/q_o of every registered method against epsilon, N_s, S, R/K, delta; F1; captured variance; FPCA q_A."""
-    result = run_utility(quick=quick, datasets=list(datasets) or None, methods=methods, runs=runs,
-                         crypto_runs=crypto_runs, key_bits=key_bits, calibration=calibration,
-                         sensitivity_mode=sensitivity_mode, paper=paper, method_runs=_parse_method_runs(method_runs),
-                         blas_threads=blas_threads, seed=seed,
-                         sweeps=None if sweeps is None else [s.strip() for s in sweeps.split(",") if s.strip()],
-                         fpca=not no_fpca, progress=lambda label: click.echo(f"... {label}", err=True),
-                         relation=relation)
+    with Progress("bench utility", quiet=quiet) as progress:
+        result = run_utility(quick=quick, datasets=list(datasets) or None, methods=methods, runs=runs,
+                             crypto_runs=crypto_runs, key_bits=key_bits, calibration=calibration,
+                             sensitivity_mode=sensitivity_mode, paper=paper,
+                             method_runs=_parse_method_runs(method_runs), blas_threads=blas_threads, seed=seed,
+                             sweeps=None if sweeps is None else [s.strip() for s in sweeps.split(",") if s.strip()],
+                             fpca=not no_fpca, progress=progress, relation=relation)
     notes = write_outputs(result, out_dir) if out_dir is not None else []
     click.echo(json.dumps(result, sort_keys=True) if as_json else results_markdown(result))
     for note in notes:

@@ -20,7 +20,8 @@ __all__ = ["run_figures", "compare_figure"]
 
 def run_figures(out_dir: str | Path, *, result: PCAResult, X_ref: np.ndarray, dataset: str | None) -> list[str]:
     """``scree.png`` (released vs non-private eigenvalues, noise level marked) and, for image
-    datasets, ``components.png`` (top components as images, private above non-private).
+    datasets, ``components.png`` (top components as images, each private one above the non-private one it
+    matches, with their |cos| and one colour scale).
 
     Parameters
     ----------
@@ -52,8 +53,10 @@ def run_figures(out_dir: str | Path, *, result: PCAResult, X_ref: np.ndarray, da
     notes = [f"wrote {scree}"]
     shape = plotting.image_shape_for(dataset, d)
     if shape is not None:
-        path = plotting.component_images(out / "components.png", result.components, V[:, :k], shape,
-                                         title=f"top components: private (epsilon={eps:g}) above non-private")
+        # a few more non-private candidates than k: a private component may match one just below the top k
+        path = plotting.component_images(out / "components.png", result.components, V[:, :min(d, k + 5)], shape,
+                                         title=f"top components: private (epsilon={eps:g}) above the non-private one "
+                                               f"each matches")
         notes.append(f"wrote {path}")
     return notes
 

@@ -14,7 +14,7 @@ setting: add/remove-one, rigorous sensitivity, analytic calibration
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 import click
 import numpy as np
@@ -28,6 +28,7 @@ from dpdpca.errors import ParameterError
 from dpdpca.dp import CALIBRATIONS, SENSITIVITY_MODES
 from dpdpca.dp.settings import RELATIONS
 from dpdpca.pipelines import PIPELINES, get_spec, pipeline_names
+from dpdpca.progress import Progress, quiet_option
 from dpdpca.result import SUBSPACE
 from dpdpca.settings import method_options as setting_options, protocol_release, refusal, settings_for
 
@@ -46,7 +47,8 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
                 exact_mean: bool | None = None, f1_test_fraction: float | None = None, f1_max_train: int = 5000,
                 method_options: dict[str, dict[str, Any]] | None = None, feature_bounds: Any = None,
                 feature_bounds_file: str | None = None, ledger: Any = None,
-                relation: str | None = None) -> dict[str, Any]:
+                relation: str | None = None,
+                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """What ``dpdpca compare`` computes, as a JSON-ready dict (see :func:`dpdpca.driver.compare`).
 
     Every DP method runs under one setting (:func:`settings_for`; ``relation``
@@ -60,7 +62,8 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
     public bounds (:func:`dpdpca.data.scale_by_bounds`) instead of the
     scaling.  With a ``ledger`` (:class:`dpdpca.dp.PrivacyLedger`) every run
     of every private method is priced first (refused past the budget before
-    anything runs) and recorded afterwards.
+    anything runs) and recorded afterwards.  ``progress`` is called after
+    each run of each method.
 
     Raises
     ------
@@ -118,7 +121,7 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
         ledger.check_all(costs)  # refused before any method runs
     summary = compare(names, parts, n_components=components, epsilon=epsilon, delta=delta, runs=runs, rng=rng,
                       X_eval=np.vstack(parts), center=settings["center"], method_options=options,
-                      f1_data=f1_data, skip=skip)
+                      f1_data=f1_data, skip=skip, progress=progress)
     for m, row in summary["methods"].items():
         row["centering"] = centring[m]
     if ledger is not None and any("skipped" in summary["methods"][m] for m in run_names):
@@ -333,20 +336,25 @@ def format_table(summary: dict[str, Any]) -> str:
               help="Per-feature public bounds (JSON {\"lo\", \"hi\"} or a CSV of two rows).")
 @ledger_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@quiet_option
 def compare_cmd(dataset: str | None, data: str | None, sites: int, components: int, epsilon: float, delta: float,
                 methods: str | None, runs: int, seed: int | None, site_size: int | None, paper: bool, center: bool,
                 exact_mean: bool | None, scaling: str | None, calibration: str | None, sensitivity_mode: str | None,
                 f1_test_fraction: float | None, f1_max_train: int, output: str | None, feature_bounds: Any,
                 feature_bounds_file: str | None, ledger_path: str | None, budget_epsilon: float | None,
-                budget_delta: float | None, as_json: bool, relation: str | None) -> None:
+                budget_delta: float | None, as_json: bool, relation: str | None, quiet: bool) -> None:
     """Run several pipelines on the same partitions and budget; report q/q_o, privacy and time."""
-    summary = run_compare(dataset=dataset, data=data, sites=sites, components=components, epsilon=epsilon,
-                          delta=delta, methods=methods, runs=runs, seed=seed, site_size=site_size, center=center,
-                          scaling=scaling, calibration=calibration, sensitivity_mode=sensitivity_mode, paper=paper,
-                          exact_mean=exact_mean,
-                          f1_test_fraction=f1_test_fraction, f1_max_train=f1_max_train,
-                          feature_bounds=feature_bounds, feature_bounds_file=feature_bounds_file,
-                          ledger=open_ledger(ledger_path, budget_epsilon, budget_delta), relation=relation)
+    n_methods = (len(pipeline_names(kind=SUBSPACE, available=True)) if methods is None
+                 else len([m for m in methods.split(",") if m.strip()]))
+    with Progress("compare", total=n_methods * max(runs, 1), quiet=quiet) as progress:
+        summary = run_compare(dataset=dataset, data=data, sites=sites, components=components, epsilon=epsilon,
+                              delta=delta, methods=methods, runs=runs, seed=seed, site_size=site_size, center=center,
+                              scaling=scaling, calibration=calibration, sensitivity_mode=sensitivity_mode,
+                              paper=paper, exact_mean=exact_mean,
+                              f1_test_fraction=f1_test_fraction, f1_max_train=f1_max_train,
+                              feature_bounds=feature_bounds, feature_bounds_file=feature_bounds_file,
+                              ledger=open_ledger(ledger_path, budget_epsilon, budget_delta), relation=relation,
+                              progress=progress)
     if output is not None:
         atomic_write_json(output, summary)
         from dpdpca.commands._figures import compare_figure

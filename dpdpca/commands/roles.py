@@ -32,6 +32,7 @@ import numpy as np
 
 from dpdpca._io import atomic_write_bytes, atomic_write_json, read_bytes_file, read_json_file
 from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, transport_from_options, user_identity_cmd
+from dpdpca.commands.proxy_admin import proxy_init_cmd, proxy_status_cmd
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
     release_options
 from dpdpca.commands.protocol_options import (Pool, load_owner_keys, load_private, load_public, max_features_option,
@@ -39,6 +40,7 @@ from dpdpca.commands.protocol_options import (Pool, load_owner_keys, load_privat
                                               scheduler_option, scheme_option, workers_option)
 from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, ParameterError, ProtocolError
+from dpdpca.progress import Progress, quiet_option
 from dpdpca.protocol.params import PARAM_RELEASES, resolve_release
 
 __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
@@ -193,16 +195,17 @@ def owner_prepare_cmd(public_path: str, identity_path: str, d: int, release: str
 @scheduler_option
 @proxy_client_options
 @max_features_option
+@quiet_option
 def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None, public_path: str, identity_path: str, data_file: str, owner_id: str | None,
                     out_path: str | None, no_clip: bool, insecure_test_key: bool, release: str | None, noise_by: str,
                     honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
                     delta: float | None, feature_bounds: Any, feature_bounds_file: str | None,
                     no_feature_bounds: bool, range_proofs: bool, workers: int, scheduler: str | None,
-                    proxy_url: str | None, ca_cert: str | None, token: str | None, max_features: int,
+                    proxy_url: str | None, ca_cert: str | None, token: str | None, max_features: int, quiet: bool,
                     randomness_path: str | None = None) -> None:
     """Encrypt this owner's share E[R^l], E[v^l] and sign it (with its count N^l in the centred release); write
     it or POST it to the proxy."""
-    from dpdpca.data import load_file
+    from dpdpca.data import clipping_note, load_file
     from dpdpca.protocol.config import ReleaseOptions
     from dpdpca.protocol.identity import OwnerIdentity
     from dpdpca.protocol.owner import DataOwner
@@ -248,7 +251,7 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
         noise = setting.owner_noise(d=X.shape[1], frac_bits=params.frac_bits, owners=owners, quorum=quorum,
                                     present=owners)
     try:
-        with Pool(workers, scheduler) as pool:
+        with Pool(workers, scheduler) as pool, Progress("owner share", total=1, quiet=quiet) as progress:
             owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,
                               release=rel, noise=noise, range_proofs=range_proofs)
             made = "fresh"
@@ -260,7 +263,11 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
             elif ahead is not None and ahead.result() is not None:
                 owner.use_randomness(ahead.result())
                 made = "made while the data loaded"
-            data = owner_round(owner, X, service if service is not None else PathTransport(outbox=[str(out_path)]))
+            progress.phase(f"encrypting and signing {X.shape[0]} rows x {X.shape[1]} features"
+                           + ("" if service is None else ", then sending to the proxy"))
+            data = owner_round(owner, X, service if service is not None else PathTransport(outbox=[str(out_path)]),
+                               tick=lambda label: progress("share encrypted, signed and "
+                                                           + ("written" if service is None else "sent")))
     finally:
         if service is not None:
             service.close()
@@ -275,6 +282,9 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
         f"{bounds_report['rows_out_of_bounds']} clamped to the feature bounds, "
     click.echo(f"owner {owner_id}: {owner.n_rows_} rows, {clamped}{owner.rows_clipped_} clipped to norm 1; {where} "
                f"({len(data):,} bytes; encryptions of zero {made})")
+    note = clipping_note(int(owner.rows_clipped_), int(owner.n_rows_))
+    if note is not None:
+        click.echo(f"dpdpca owner share: {note}", err=True)
 
 
 class _Background:
@@ -450,10 +460,13 @@ def user_reveal_count_cmd(ignored: tuple[str, ...]) -> None:
               help="With --proxy: the data user's identity file from 'dpdpca user identity'.")
 @click.option("--range-proofs/--no-range-proofs", "range_proofs", default=False, show_default=True,
               help="Refuse a release whose privacy report does not say the proxy checked owners' range proofs.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
+@quiet_option
 @click.argument("result", type=click.Path(dir_okay=False), required=False)
 def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: int, out_path: str,
                     ledger_path: str | None, max_features: int, workers: int, proxy_url: str | None,
                     ca_cert: str | None, token: str | None, identity_path: str | None, range_proofs: bool,
+                    as_json: bool, quiet: bool,
                     result: str | None) -> None:
     """Check the owners' signed counts, decrypt R'' and v' (once per session), write the components (.npz).
 
@@ -482,12 +495,14 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
         keyring = load_owner_keys(owner_keys)
         ledger = ReleaseLedger(ledger_path if ledger_path is not None else
                                Path(private_path).parent / "releases.json")
-        with Pool(workers) as pool:
+        with Pool(workers) as pool, Progress("user finish", total=1, quiet=quiet) as progress:
             user = DataUser(sk, params, owner_keys=keyring, executor=pool, ledger=ledger, max_features=max_features,
                             require_range_proofs=range_proofs)
+            progress.phase("reading the release" if service is None else
+                           "waiting for the proxy's release, then decrypting")
             res = user_round(user, service if service is not None else PathTransport(inbox=[str(result)],
                                                                                      what="result"),
-                             n_components=components)
+                             n_components=components, tick=progress)
     finally:
         if service is not None:
             service.close()
@@ -496,9 +511,28 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
              privacy=np.array(json.dumps(res.privacy.to_dict())))
     atomic_write_bytes(out_path, buf.getvalue())
     n_rows = res.extra["n_rows"] if "n_rows" in res.extra else f"private (noisy {res.extra['n_rows_noisy']:.1f})"
-    click.echo(json.dumps({"components_shape": list(res.components.shape), "n_rows": n_rows,
-                           "privacy": res.privacy.to_dict(), "out": str(out_path)}, sort_keys=True))
+    summary: dict[str, Any] = {"components_shape": list(res.components.shape), "n_rows": n_rows,
+                               "n_features": int(res.components.shape[0]),
+                               "eigenvalues": [float(x) for x in res.eigenvalues], "privacy": res.privacy.to_dict(),
+                               "timings": res.timings.to_dict(), "out": str(out_path)}
+    if as_json:
+        click.echo(json.dumps(summary, sort_keys=True))
+        return
+    from dpdpca.commands.run import privacy_lines
+
+    t = summary["timings"]
+    lines = [f"dpdpca user finish: {summary['n_features']} features, N = {n_rows}, "
+             f"k={summary['components_shape'][1]}; wrote {out_path}",
+             "eigenvalues: " + ", ".join(f"{x:.4g}" for x in summary["eigenvalues"]),
+             *privacy_lines(summary["privacy"]),
+             f"timings: total {t['total_s']:.2f} s"]
+    for party, phases in t["parties"].items():
+        detail = ", ".join(f"{ph} {sec:.2f}" for ph, sec in phases.items())
+        lines.append(f"  {party:<10} {sum(phases.values()):8.2f} s  ({detail})")
+    click.echo("\n".join(lines))
 
 
 proxy_group.add_command(proxy_serve_cmd)
+proxy_group.add_command(proxy_init_cmd)
+proxy_group.add_command(proxy_status_cmd)
 user_group.add_command(user_identity_cmd)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 import numpy as np
@@ -22,6 +21,7 @@ from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options
     release_options
 from dpdpca.commands.protocol_options import (Pool, noise_options, packing_option, range_proofs_option, scheduler_option,
                                               scheme_option, workers_option)
+from dpdpca.progress import Progress, quiet_option
 
 __all__ = ["run_cmd"]
 
@@ -42,7 +42,8 @@ def _json_safe(obj: Any) -> Any:
 
 @click.command("run")
 @click.option("--data", "data_file", type=click.Path(dir_okay=False), default=None,
-              help="Data matrix (.csv or .npy), rows are samples. Default: the bundled digits dataset (1797 x 64).")
+              help="Data matrix (.csv, .npy or .parquet), rows are samples. Default: the bundled digits dataset "
+                   "(1797 x 64).")
 @click.option("--dataset", default="digits", show_default=True, help="Named offline dataset when --data is absent.")
 @click.option("--owners", default=5, show_default=True, type=int, help="Number of data owners L.")
 @click.option("--components", default=5, show_default=True, type=int, help="Number of principal components k.")
@@ -67,6 +68,7 @@ def _json_safe(obj: Any) -> Any:
 @click.option("--processes", is_flag=True, help="Run every party as a separate OS process (messages only).")
 @click.option("--verify", is_flag=True, help="Check S' - G' == S-bar exactly against a plaintext reference.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
+@quiet_option
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write components.npz, result.json and (with matplotlib) scree.png, components.png here.")
 def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, epsilon: float, delta: float,
@@ -76,10 +78,10 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
             feature_bounds_file: str | None, no_feature_bounds: bool, ledger_path: str | None,
             budget_epsilon: float | None, budget_delta: float | None,
             workers: int, scheduler: str | None, packing: str, scheme: str, processes: bool, verify: bool,
-            as_json: bool, out_dir: str | None) -> None:
+            as_json: bool, quiet: bool, out_dir: str | None) -> None:
     """Run owners, proxy and data user end to end on one machine."""
     from dpdpca._validation import check_delta, check_int
-    from dpdpca.data import clip_rows, load_dataset, load_file, partition
+    from dpdpca.data import clip_rows, clipping_note, load_dataset, load_file, partition
     from dpdpca.errors import DataError
     from dpdpca.metrics import captured_energy_ratio
     from dpdpca.protocol.config import DeclaredBounds, Deployment, KeyOptions, ProtocolOptions, ReleaseOptions
@@ -111,8 +113,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         raise DataError(f"data must vary after clipping and centring (the captured-energy ratio is undefined "
                         f"otherwise), got {X.shape[0]} row(s) that are all equal; nothing was encrypted")
     parts = partition(X, owners)
-    show_bar = not as_json and sys.stderr.isatty()
-    with Pool(workers, scheduler) as pool, _progress(show_bar, progress_steps(owners)) as tick:
+    with Pool(workers, scheduler) as pool, Progress("run", total=progress_steps(owners), quiet=quiet) as tick:
         options = ProtocolOptions(
             release=release_opts,
             key=KeyOptions(key_bits=key_bits, insecure_test_key=insecure_test_key, frac_bits=frac_bits, kappa=kappa,
@@ -170,42 +171,26 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         click.echo(json.dumps(summary, sort_keys=True))
     else:
         click.echo(_human_summary(summary))
+    clip_note = clipping_note(sum(run.rows_clipped.values()), int(X_ref.shape[0]))
+    if clip_note is not None:
+        click.echo(f"dpdpca run: {clip_note}", err=True)
 
 
-class _progress:
-    """click.progressbar on stderr when interactive; a no-op tick otherwise."""
-
-    def __init__(self, show: bool, steps: int) -> None:
-        self.show, self.steps = show, steps
-        self.bar: Any = None
-
-    def __enter__(self) -> Callable[[str], None]:
-        if not self.show:
-            return lambda label: None
-        self.bar = click.progressbar(length=self.steps, label="dpdpca", file=sys.stderr,
-                                     item_show_func=lambda x: x)
-        self.bar.__enter__()
-
-        def tick(label: str) -> None:
-            self.bar.update(1, label)
-        return tick
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
+def privacy_lines(p: dict[str, Any]) -> list[str]:
+    """The privacy report (``PrivacyReport.to_dict()``) as the human summaries print it."""
+    return [f"privacy: ({p['epsilon']:g}, {p['delta']:.3g})-DP, {p['mechanism']} ({p['calibration']}), "
+            f"sigma={p['sigma']:.4g}, sensitivity={p['sensitivity']:.4g} ({p['sensitivity_mode']}), "
+            f"{p['neighbouring']}, noise added by {p['noise_added_by']}",
+            f"  notes: {p['notes']}"]
 
 
 def _human_summary(s: dict[str, Any]) -> str:
-    p = s["privacy"]
     t = s["timings"]
     lines = [
         f"dpdpca run: {s['data']} ({s['n_rows']} rows x {s['n_features']} features), "
         f"{len(s['owners_present'])}/{s['owners']} owners, k={s['components_shape'][1]}",
         f"captured energy ratio q/q_o vs non-private PCA: {s['captured_energy_ratio']:.4f}",
-        f"privacy: ({p['epsilon']:g}, {p['delta']:.3g})-DP, {p['mechanism']} ({p['calibration']}), "
-        f"sigma={p['sigma']:.4g}, sensitivity={p['sensitivity']:.4g} ({p['sensitivity_mode']}), "
-        f"{p['neighbouring']}, noise added by {p['noise_added_by']}",
-        f"  notes: {p['notes']}",
+        *privacy_lines(s["privacy"]),
         f"timings: total {t['total_s']:.2f} s, critical path {t['critical_path_s']:.2f} s",
     ]
     for party, phases in t["parties"].items():

@@ -28,7 +28,14 @@ import numpy as np
 from dpdpca._validation import check_data_matrix, param_error
 from dpdpca.errors import DataError, ParameterError
 
-__all__ = ["FeatureBounds", "load_bounds_file", "scale_by_bounds"]
+__all__ = ["FeatureBounds", "load_bounds_file", "scale_by_bounds", "bounds_template", "clipping_note",
+           "CLIPPED_SHARE_NOTED"]
+
+#: Above this share of clipped rows, the commands say that public bounds would avoid it.
+CLIPPED_SHARE_NOTED = 0.05
+
+#: The header of the per-feature bounds CSV (one row per feature) that ``dpdpca bounds template`` writes.
+TEMPLATE_HEADER = "feature,lo,hi"
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,8 @@ def scale_by_bounds(X: Any, bounds: FeatureBounds) -> tuple[np.ndarray, int]:
 
 
 def load_bounds_file(path: str | os.PathLike[str]) -> FeatureBounds:
-    """Bounds from a file: JSON ``{"lo": [...], "hi": [...]}`` (or scalars), or a CSV of two rows lo, hi.
+    """Bounds from a file: JSON ``{"lo": [...], "hi": [...]}`` (or scalars), a CSV of two rows lo, hi, or the
+    CSV of :func:`bounds_template` (a ``feature,lo,hi`` header, then one row per feature, every cell filled).
 
     Raises
     ------
@@ -111,6 +119,10 @@ def load_bounds_file(path: str | os.PathLike[str]) -> FeatureBounds:
     if not p.is_file():
         raise DataError(f"feature bounds file {str(path)!r} must exist, got no such file")
     text = p.read_text()
+    if p.suffix.lower() != ".json":
+        rows = [r for r in (line.strip() for line in text.splitlines()) if r and not r.startswith("#")]
+        if rows and rows[0].replace(" ", "").lower() == TEMPLATE_HEADER:
+            return _per_feature_rows(path, rows[1:])
     try:
         if p.suffix.lower() == ".json":
             data = json.loads(text)
@@ -121,5 +133,67 @@ def load_bounds_file(path: str | os.PathLike[str]) -> FeatureBounds:
         lo, hi = (np.asarray([float(v) for v in r.split(",")], dtype=np.float64) for r in rows)
         return FeatureBounds(lo=lo if lo.size > 1 else float(lo[0]), hi=hi if hi.size > 1 else float(hi[0]))
     except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
-        raise DataError(f"feature bounds file {str(path)!r} must be JSON {{\"lo\", \"hi\"}} or a CSV of two rows "
-                        f"(lo, hi), got {type(exc).__name__}: {exc}") from None
+        raise DataError(f"feature bounds file {str(path)!r} must be JSON {{\"lo\", \"hi\"}}, a CSV of two rows "
+                        f"(lo, hi) or one row per feature under '{TEMPLATE_HEADER}', got {type(exc).__name__}: "
+                        f"{exc}") from None
+
+
+def _per_feature_rows(path: str | os.PathLike[str], rows: list[str]) -> FeatureBounds:
+    if not rows:
+        raise DataError(f"feature bounds file {str(path)!r} must have one row per feature under "
+                        f"'{TEMPLATE_HEADER}', got none")
+    lo, hi = [], []
+    for line in rows:
+        parts = line.split(",")
+        name, cells = ",".join(parts[:-2]), [c.strip() for c in parts[-2:]]
+        if len(parts) < 3 or not all(cells):
+            raise DataError(f"feature bounds file {str(path)!r} must give lo and hi for every feature (from public "
+                            f"knowledge, never from the data), got {line!r:.80}")
+        try:
+            lo.append(float(cells[0]))
+            hi.append(float(cells[1]))
+        except ValueError:
+            raise DataError(f"feature bounds file {str(path)!r} must give numbers for lo and hi, got "
+                            f"{line!r:.80} for feature {name!r:.40}") from None
+    return FeatureBounds(lo=np.asarray(lo), hi=np.asarray(hi))
+
+
+def bounds_template(names: list[str], *, data_name: str = "the data") -> str:
+    """The text of a per-feature bounds file to fill in: a comment, a header, one empty row per feature.
+
+    Only the features' names go in: the template is written from the data
+    file's header (:func:`dpdpca.data.column_names`), never from its values;
+    a bound read off the data would leak it.
+
+    Examples
+    --------
+    >>> print(bounds_template(["age", "income"], data_name="people.csv").splitlines()[-3:])
+    ['feature,lo,hi', 'age,,', 'income,,']
+    """
+    lines = [f"# Public bounds of each feature of {data_name}: fill in lo and hi on every row from public",
+             "# knowledge (a sensor's range, a questionnaire's scale, a pixel depth), NEVER from the data itself:",
+             "# bounds read off the data leak it.  lo < hi; a value outside its bounds is clipped to them.",
+             f"# Then: dpdpca run --data {data_name} --feature-bounds-file THIS_FILE",
+             TEMPLATE_HEADER]
+    for name in names:
+        clean = name.replace(",", " ").replace("\n", " ").strip() or "unnamed"
+        lines.append(f"{clean},,")
+    return "\n".join(lines) + "\n"
+
+
+def clipping_note(n_clipped: int, n_rows: int) -> str | None:
+    """One line when more than 5% of the rows were clipped to norm 1, saying that public bounds would avoid it.
+
+    Examples
+    --------
+    >>> clipping_note(3, 100) is None
+    True
+    >>> clipping_note(300, 300).split(";")[0]
+    'note: 300 of 300 rows (100%) were clipped to norm 1, which changes the PCA'
+    """
+    if n_rows <= 0 or n_clipped <= CLIPPED_SHARE_NOTED * n_rows:
+        return None
+    return (f"note: {n_clipped} of {n_rows} rows ({100 * n_clipped / n_rows:.0f}%) were clipped to norm 1, which "
+            f"changes the PCA; if public bounds of the features are known, pass them instead: --feature-bounds LO HI "
+            f"(e.g. --feature-bounds 0 255 for 8-bit pixels) or --feature-bounds-file FILE "
+            f"('dpdpca bounds template --data DATA' writes one to fill in)")

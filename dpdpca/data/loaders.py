@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from dpdpca.errors import DataError
+from dpdpca.errors import DataError, MissingDependencyError
 
-__all__ = ["Dataset", "DATASETS", "load_dataset", "load_file", "dataset_names"]
+__all__ = ["Dataset", "DATASETS", "DATA_SUFFIXES", "load_dataset", "load_file", "column_names", "dataset_names"]
 
 _HERE = Path(__file__).resolve().parent
 #: Where the Debian package ``dataset-fashion-mnist`` puts the idx files.
@@ -225,14 +225,21 @@ def load_dataset(name: str, **kwargs: Any) -> Dataset:
     return DATASETS[name](**kwargs)
 
 
+#: The data file formats :func:`load_file` reads (``.parquet`` needs pyarrow: ``pip install 'dpdpca[parquet]'``).
+DATA_SUFFIXES = (".csv", ".npy", ".parquet")
+
+
 def load_file(path: str | os.PathLike[str], *, max_features: int | None = None) -> np.ndarray:
-    """Read a data matrix from ``.csv`` or ``.npy``.
+    """Read a data matrix from ``.csv``, ``.npy`` or ``.parquet``.
 
     A CSV file is comma separated and numeric; a first row in which no cell is
     a number is taken as a header and skipped (a row with some numbers and a
     bad or empty cell is data, and refused).  ``.npy`` files have their header
     checked first (numeric dtype, 2-D, declared size equal to the bytes
-    present) and are read with ``allow_pickle=False``.
+    present) and are read with ``allow_pickle=False``.  A Parquet file (the
+    optional extra ``[parquet]``, pyarrow) has its schema checked first: every
+    column a number type (a missing value is refused like NaN).  Every format
+    then gets the same checks.
 
     Parameters
     ----------
@@ -261,8 +268,11 @@ def load_file(path: str | os.PathLike[str], *, max_features: int | None = None) 
             arr = np.load(p, allow_pickle=False)
         elif suffix == ".csv":
             arr = _read_csv(p, max_features)
+        elif suffix == ".parquet":
+            arr = _read_parquet(p, max_features)
         else:
-            raise DataError(f"data file {str(p)!r} must end in .csv or .npy, got {suffix or 'no extension'!r}")
+            raise DataError(f"data file {str(p)!r} must end in .csv, .npy or .parquet, got "
+                            f"{suffix or 'no extension'!r}")
     except DataError:
         raise
     except (ValueError, OSError, EOFError) as exc:
@@ -279,6 +289,77 @@ def load_file(path: str | os.PathLike[str], *, max_features: int | None = None) 
         row = int(np.argwhere(~np.isfinite(arr))[0][0])
         raise DataError(f"data file {str(p)!r} must be finite (no NaN or inf), got a non-finite value in row {row}")
     return arr
+
+
+def _parquet_schema(path: Path) -> Any:
+    """The Parquet file's schema, read from its footer alone (no values)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MissingDependencyError(f"data file {str(path)!r} is Parquet, which needs pyarrow: "
+                                     f"pip install 'dpdpca[parquet]'") from None
+    try:
+        return pq.read_schema(path)
+    except Exception as exc:  # pyarrow raises its own ArrowInvalid / OSError for a malformed file
+        first = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise DataError(f"data file {str(path)!r} must be a Parquet file, got: {first}") from None
+
+
+def _read_parquet(path: Path, max_features: int | None = None) -> np.ndarray:
+    schema = _parquet_schema(path)  # pyarrow present, and every column checked before any value is read
+    _check_features(path, len(schema), max_features)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for field in schema:
+        if not (pa.types.is_integer(field.type) or pa.types.is_floating(field.type)
+                or pa.types.is_boolean(field.type)):
+            raise DataError(f"data file {str(path)!r} must hold numbers, got column {field.name!r:.60} of type "
+                            f"{field.type}")
+    if len(schema) == 0:
+        raise DataError(f"data file {str(path)!r} must hold at least one row and one column, got no columns")
+    table = pq.read_table(path)
+    columns = [np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64) if col.null_count == 0 else
+               np.asarray(col.cast(pa.float64()).fill_null(float("nan")).to_numpy(zero_copy_only=False),
+                          dtype=np.float64) for col in table.columns]
+    return np.column_stack(columns) if table.num_rows else np.empty((0, len(columns)))
+
+
+def column_names(path: str | os.PathLike[str]) -> list[str]:
+    """The names of a data file's columns, read from its header alone: never from its values.
+
+    A CSV header row (no cell a number) gives the names; a CSV without one,
+    and an ``.npy`` file, give ``column 1`` ... ``column d`` (the count from
+    the first row's commas, or the ``.npy`` header); a Parquet file gives its
+    schema's names.
+
+    Raises
+    ------
+    DataError
+        Missing file, unknown extension, or a header that cannot be read.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"data file {str(p)!r} does not exist")
+    suffix = p.suffix.lower()
+    if suffix == ".csv":
+        with open(p, "r", encoding="utf-8") as fh:
+            cells = [c.strip().strip('"') for c in fh.readline().rstrip("\r\n").split(",")]
+        if cells == [""]:
+            raise DataError(f"data file {str(p)!r} must hold at least one row and one column, got an empty file")
+        if any(_is_number(c) for c in cells):
+            return [f"column {i}" for i in range(1, len(cells) + 1)]
+        return cells
+    if suffix == ".npy":
+        _check_npy_header(p)
+        with open(p, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            shape = (np.lib.format.read_array_header_1_0(fh) if version == (1, 0)
+                     else np.lib.format.read_array_header_2_0(fh))[0]
+        return [f"column {i}" for i in range(1, int(shape[1]) + 1)]
+    if suffix == ".parquet":
+        return [str(name) for name in _parquet_schema(p).names]
+    raise DataError(f"data file {str(p)!r} must end in .csv, .npy or .parquet, got {suffix or 'no extension'!r}")
 
 
 def _is_number(cell: str) -> bool:

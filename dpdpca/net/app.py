@@ -11,6 +11,10 @@ route                       method  party            answer
                                                      410 late, 400 invalid, 413 too large
 ``/v1/result``              GET     ``user``         the ``MASKED_RESULT`` (released once, the same
                                                      bytes every time); 409 before, 410 if lost
+``/v1/session``             GET     anyone           the session summary (owner ids, quorum,
+                                                     deadline, release, budget): read-only
+``/``                       GET     anyone           the same as a plain HTML page that refreshes
+                                                     itself (:mod:`dpdpca.net.status_page`)
 ==========================  ======  ===============  ==========================================
 
 Every request is authenticated from its headers alone, before a byte of its
@@ -42,7 +46,8 @@ from typing import Any
 
 from dpdpca.net import require
 from dpdpca.net.auth import AuthError, PartyKeys, SignedRequest
-from dpdpca.net.collection import Collection, Outcome
+from dpdpca.net.collection import LOG, Collection, Outcome
+from dpdpca.net.status_page import render_status_page
 
 __all__ = ["OCTET", "create_app"]
 
@@ -114,6 +119,10 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
             raise _Mismatch("body must match its signed SHA-256, got another body")
         return b"".join(chunks)
 
+    def _log_refusal(request: Any, code: int, reason: str) -> None:
+        LOG.warning("request refused: %d %s %s (claimed party %.80r): %.200s", code, request.method,
+                    request.url.path, request.headers.get("x-dpdpca-party", ""), " ".join(reason.split()))
+
     async def authenticated(request: Any, allowed: str | None) -> tuple[str, bytes] | Any:
         """``(party, body)`` or the refusal to send."""
         if request.method == "POST" and "content-length" not in request.headers:
@@ -123,15 +132,19 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
             if allowed is not None and signed.party != allowed:
                 raise AuthError(f"this route is for {allowed}, got {signed.party}", status=403)
         except AuthError as exc:
+            _log_refusal(request, exc.status, str(exc))
             return refuse_and_close(exc.status, "unauthorized" if exc.status == 401 else "forbidden", str(exc))
         if signed.body_length > max_body_bytes:
+            _log_refusal(request, 413, f"a declared body of {signed.body_length} bytes (limit {max_body_bytes})")
             return refuse_and_close(413, "too_large",
                                     f"body must be <= {max_body_bytes} bytes, got {signed.body_length}")
         try:
             body = await read_body(request, signed)
         except _Gone:  # the client disconnected mid-upload: nothing was stored, it may resend
+            LOG.warning("request refused: %s %s was cut short; nothing stored", request.method, request.url.path)
             return refuse(400, "truncated", "upload was cut short")
         except _Mismatch as exc:  # what was signed is not what came: the request is not authenticated
+            _log_refusal(request, 401, str(exc))
             return refuse_and_close(401, "unauthorized", str(exc))
         return signed.party, body
 
@@ -140,6 +153,16 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
         if not isinstance(auth, tuple):
             return auth
         return responses.JSONResponse(await concurrency.run_in_threadpool(collection.status))
+
+    async def session(request: Any) -> Any:
+        return responses.JSONResponse(await concurrency.run_in_threadpool(collection.session),
+                                      headers={"cache-control": "no-store"})
+
+    async def page(request: Any) -> Any:
+        html = render_status_page(await concurrency.run_in_threadpool(collection.session))
+        return responses.HTMLResponse(html, headers={"cache-control": "no-store",
+                                                     "content-security-policy": "default-src 'none'; "
+                                                                                "style-src 'unsafe-inline'"})
 
     async def close_later() -> None:
         await concurrency.run_in_threadpool(collection.close_if_due)
@@ -178,6 +201,8 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
                 await task
 
     routes = [
+        routing.Route("/", page, methods=["GET"]),
+        routing.Route("/v1/session", session, methods=["GET"]),
         routing.Route("/v1/status", status, methods=["GET"]),
         routing.Route("/v1/shares/{owner_id}", post_share, methods=["POST"]),
         routing.Route("/v1/result", get_result, methods=["GET"]),

@@ -26,7 +26,7 @@ from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.roles import PROXY, USER
 from dpdpca.protocol.transport import CountingTransport
 
-__all__ = ["ProxyClient", "ProxyRefused", "ServiceTransport", "check_proxy_url", "tls_context", "upload_shares"]
+__all__ = ["public_session", "ProxyClient", "ProxyRefused", "ServiceTransport", "check_proxy_url", "tls_context", "upload_shares"]
 
 _RETRY_CODES = {502, 503, 504}
 
@@ -87,6 +87,33 @@ def _refusal(response: Any, what: str) -> ProxyRefused:
         status, detail = "error", response.text[:200]
     return ProxyRefused(f"proxy must accept {what}, got {response.status_code} {status}: {detail}",
                         code=response.status_code, status=status)
+
+
+def public_session(base_url: str, *, ca_cert: str | Path | None = None, timeout_s: float = 30.0,
+                   client: Any = None) -> dict[str, Any]:
+    """The service's read-only session summary (``GET /v1/session``, no credential): ``dpdpca proxy status``.
+
+    Raises
+    ------
+    ProxyRefused
+        The proxy answered with an error, or could not be reached.
+    """
+    httpx = require("httpx")
+    own = client is None
+    if own:
+        client = httpx.Client(base_url=check_proxy_url(base_url), verify=tls_context(ca_cert), timeout=timeout_s)
+    try:
+        try:
+            response = client.get("/v1/session")
+        except httpx.HTTPError as exc:
+            raise ProxyRefused(f"proxy must be reachable at {base_url!r:.200}, got {type(exc).__name__}: "
+                               f"{' '.join(str(exc).split())[:200]}", code=0, status="unreachable") from None
+        if response.status_code != 200:
+            raise _refusal(response, "a status request")
+        return dict(response.json())
+    finally:
+        if own:
+            client.close()
 
 
 class ProxyClient:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -64,7 +65,17 @@ from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.proxy import Proxy
 from dpdpca.protocol.roles import ProxySteps
 
-__all__ = ["Collection", "Outcome", "Phase"]
+__all__ = ["Collection", "Outcome", "Phase", "LOG"]
+
+#: The operator's log: one line per event (share accepted or refused, collection closed, release made,
+#: budget spent), never a secret, a share or a ciphertext.  ``dpdpca proxy serve`` sends it to stderr.
+LOG = logging.getLogger("dpdpca.proxy")
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """A refusal's reason for the log: one line, bounded (it names a parameter, never carries a message)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 class Phase(str, enum.Enum):
@@ -280,10 +291,60 @@ class Collection:
                 if phase is Phase.COLLECTING else 0.0,
                 "refused": self._refused}
 
+    def session(self) -> dict[str, Any]:
+        """What the operator watches (``/v1/session``, the page at ``/``, ``dpdpca proxy status``).
+
+        Owner ids (expected, accepted, still missing), quorum, deadline,
+        release state and the privacy budget this session spent: no share,
+        no ciphertext, no row count, no secret.
+        """
+        state = self._state
+        phase = Phase(state["phase"])
+        accepted = list(self._steps.received) if phase is Phase.COLLECTING else list(state.get("owners", []))
+        expected = sorted(self.owner_keys)
+        spent = state.get("budget") if phase is Phase.RELEASED else None
+        when = {"on-close": "when the collection closes", "on-request": "when the data user asks"}[self.release]
+        return {"session": self.params.session_id, "phase": phase.value, "quorum": self.quorum,
+                "min_shares": self.min_shares, "deadline_unix": float(state["deadline_unix"]),
+                "seconds_left": max(0.0, float(state["deadline_unix"]) - self.clock())
+                if phase is Phase.COLLECTING else 0.0,
+                "owners_expected": expected, "owners_accepted": sorted(accepted),
+                "owners_missing": [o for o in expected if o not in set(accepted)],
+                "closed_because": state.get("closed_because"),
+                "release": {"state": {Phase.RELEASED: "released", Phase.LOST: "lost", Phase.FAILED: "none (failed)"}
+                            .get(phase, "not yet"), "mode": self.noise.mode, "when": when},
+                "budget": {"epsilon": float(self.noise.epsilon), "delta": float(self.noise.delta),
+                           "epsilon_spent": float(spent["epsilon"]) if spent else 0.0,
+                           "delta_spent": float(spent["delta"]) if spent else 0.0,
+                           "service": self._service_budget()}}
+
+    def _service_budget(self) -> dict[str, Any] | None:
+        """The service's budget over every session (``budget_epsilon`` in proxy.toml), or None."""
+        if self.budget is None:
+            return None
+        try:
+            spent = self.budget.spent()
+        except DpdpcaError:
+            return None
+        budget = spent.get("budget") or {}
+        return {"epsilon_spent": float(spent["epsilon"]), "delta_spent": float(spent["delta"]),
+                "epsilon": budget.get("epsilon"), "delta": budget.get("delta"), "releases": spent.get("releases")}
+
     # -- round 1 ------------------------------------------------------------------
     def submit_share(self, owner_id: str, data: bytes) -> Outcome:
-        """Accept, re-acknowledge or refuse one owner's share (see the module docstring)."""
+        """Accept, re-acknowledge or refuse one owner's share (see the module docstring); logs one line."""
         owner_id = check_owner_id(owner_id)
+        outcome = self._submit_share(owner_id, data)
+        if outcome.code == 201:
+            LOG.info("share accepted: owner %s (%s)", owner_id, outcome.detail.rpartition("(")[2].rstrip(")"))
+        elif outcome.code == 200:
+            LOG.info("share of owner %s received again: duplicate, nothing changed", owner_id)
+        else:
+            LOG.warning("share refused: owner %s, %d %s: %s", owner_id, outcome.code, outcome.status,
+                        _one_line(outcome.detail))
+        return outcome
+
+    def _submit_share(self, owner_id: str, data: bytes) -> Outcome:
         with self._lock:
             if self._broken is not None:
                 return Outcome(503, "unavailable", self._broken)
@@ -334,11 +395,17 @@ class Collection:
             return False
         if n < self.min_shares:
             self._write_state({**self._state, "phase": Phase.FAILED.value, "owners": self._steps.received})
+            LOG.warning("collection failed: the deadline passed with %d share(s), fewer than min_shares=%d; "
+                        "no release will be made", n, self.min_shares)
             return True
         n_rows = self._steps.close()
         durable_write(self.root / "aggregate.msg", self._steps.proxy.state_bytes())
         self._write_state({**self._state, "phase": Phase.CLOSED.value, "owners": self._steps.proxy.owners_,
-                           "n_rows": n_rows, "closed_unix": self.clock()})
+                           "n_rows": n_rows, "closed_unix": self.clock(),
+                           "closed_because": "quorum" if n >= self.quorum else "deadline"})
+        why = f"quorum reached ({n} of {self.quorum})" if n >= self.quorum else \
+            f"deadline passed with {n} share(s) (quorum {self.quorum}, min_shares {self.min_shares})"
+        LOG.info("collection closed: %s; owners %s", why, ", ".join(self._steps.proxy.owners_))
         return True
 
     def _finish_locked(self) -> bool:
@@ -354,11 +421,28 @@ class Collection:
             return False
         except DpdpcaError as exc:  # e.g. an epsilon too small for the declared noise allowance
             self._broken = f"proxy finish failed: {exc}"
+            LOG.error("release failed: %s", _one_line(str(exc)))
             return False
         durable_write(self.root / "result.msg", result)  # the commit point of the release
         self._result = result
-        self._write_state({**self._state, "phase": Phase.RELEASED.value, "released_unix": self.clock()})
+        privacy = self._steps.proxy.privacy_
+        self._write_state({**self._state, "phase": Phase.RELEASED.value, "released_unix": self.clock(),
+                           "budget": {"epsilon": float(privacy.epsilon), "delta": float(privacy.delta)}})
+        LOG.info("release made: the %s release of session %s, %s noise (%s), sigma %.4g, added by %s",
+                 self.noise.mode, self.params.session_id, privacy.mechanism, privacy.calibration,
+                 float(privacy.sigma) if privacy.sigma is not None else float("nan"), privacy.noise_added_by)
+        LOG.info("budget spent: epsilon %g, delta %g by this session's one release (recorded in %s)%s",
+                 float(privacy.epsilon), float(privacy.delta), self.ledger.path, self._service_budget_note())
         return True
+
+    def _service_budget_note(self) -> str:
+        """With a service budget (``budget_epsilon`` in proxy.toml): what every session spent together."""
+        if self.budget is None:
+            return ""
+        spent = self.budget.spent()
+        budget = spent.get("budget") or {}
+        return (f"; the service's budget ledger {self.budget.path}: {spent.get('releases', '?')} release(s), "
+                f"composed epsilon {float(spent['epsilon']):.4g} of {budget.get('epsilon', '?')}")
 
     # -- the data user --------------------------------------------------------------
     def result(self) -> Outcome:
@@ -367,6 +451,7 @@ class Collection:
             if self._result is None and self.release == "on-request":
                 self._finish_locked()
             if self._result is not None:
+                LOG.info("release sent to the data user (%d bytes, the same every time)", len(self._result))
                 return Outcome(200, "released", body=self._result)
             phase = self.phase
             if self._refused is not None:

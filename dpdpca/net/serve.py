@@ -80,6 +80,20 @@ def _check_bindable(host: str, port: int) -> None:
                              f"{host}:{port} ({exc.strerror or type(exc).__name__})") from None
 
 
+def _log_to_stderr() -> None:
+    """The operator's log (:data:`dpdpca.net.collection.LOG`): one timestamped line per event on stderr."""
+    import logging
+
+    from dpdpca.net.collection import LOG
+
+    if not any(getattr(h, "_dpdpca", False) for h in LOG.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s dpdpca proxy: %(message)s", "%Y-%m-%dT%H:%M:%S%z"))
+        handler._dpdpca = True  # type: ignore[attr-defined]
+        LOG.addHandler(handler)
+    LOG.setLevel(logging.INFO)
+
+
 def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Executor | None = None,
           log_level: str = "warning") -> None:
     """Run the service until SIGINT/SIGTERM (uvicorn's graceful shutdown).
@@ -102,6 +116,7 @@ def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Execu
     uvicorn = require("uvicorn")
     collection, app = build_service(config, executor=executor, params=params)
     scheme = "http" if config.tls_cert is None else "https"
+    _log_to_stderr()
     print(f"dpdpca proxy: serving {scheme}://{config.host}:{config.port} (session {collection.params.session_id}, "
           f"phase {collection.phase.value}, {len(collection.accepted())} shares accepted)", file=sys.stderr,
           flush=True)

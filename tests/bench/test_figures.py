@@ -54,3 +54,20 @@ def test_component_images_match_signs(tmp_path):
     Q = np.linalg.qr(rng.normal(size=(64, 3)))[0]
     path = plotting.component_images(tmp_path / "c.png", Q, -Q, (8, 8), title="t", n_show=3)
     assert path.read_bytes()[:8] == PNG
+
+
+def test_components_are_matched_by_absolute_cosine_with_signs_aligned():
+    from dpdpca.linalg import match_components
+
+    rng = np.random.default_rng(1)
+    R = np.linalg.qr(rng.normal(size=(64, 8)))[0]  # the non-private components (8 candidates)
+    # a release that swapped PCs 1 and 2, flipped PC 3, and brought PC 6 up in place of PC 4, plus noise
+    P = R[:, [1, 0, 2, 5]] * np.array([1.0, 1.0, -1.0, 1.0]) + 0.05 * rng.normal(size=(64, 4))
+    P /= np.linalg.norm(P, axis=0)
+    index, sign, cosine = match_components(P, R)
+    assert index.tolist() == [1, 0, 2, 5] and sign.tolist() == [1.0, 1.0, -1.0, 1.0]
+    assert np.all(cosine > 0.9) and np.all(cosine <= 1.0)
+    aligned = R[:, index] * sign
+    assert np.all(np.einsum("ij,ij->j", P, aligned) > 0.9)  # each pair now points the same way
+    # in order (no matching), two of these pairs would be nearly orthogonal
+    assert np.sum(np.abs(np.einsum("ij,ij->j", P, R[:, :4])) < 0.2) >= 3

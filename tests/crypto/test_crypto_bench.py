@@ -16,7 +16,7 @@ KEYS = {"key_bits", "values", "phe_encrypt_values_per_s", "encrypt_values_per_s"
 def test_bench_crypto_json_small_key():
     res = CliRunner().invoke(command, ["--quick", "--key-bits", "1024", "--insecure-test-key", "--d", "30", "--workers", "2", "--json"])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert KEYS <= set(out)
     assert out["key_bits"] == 1024 and out["slot_bits_any"] == 80 and out["slots_per_ciphertext_any"] == 11  # wide (M only: v' has its own layout)
     # the headline: parameters declaring the add/remove release (no N**2 term, that release's allowance)

@@ -91,6 +91,7 @@ def test_table_refuses_exponents_out_of_range(window):
             table.pow_many([1, bad])
 
 
+@pytest.mark.slow
 def test_pow_random_draws_in_range_and_uniform_low_bits():
     # Base 2 mod a prime above 2**exp_bits: the power is 2**e itself, so e is read back exactly.
     exp_bits = 13

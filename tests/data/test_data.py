@@ -106,7 +106,7 @@ def test_load_file_csv_header_and_npy(tmp_path):
     ("ragged.csv", "1,2\n3\n", "could not be read"),
     ("empty.csv", "", "at least one row"),
     ("header.csv", "a,b\n", "at least one row"),
-    ("data.txt", "1,2\n", "must end in .csv or .npy"),
+    ("data.txt", "1,2\n", "must end in .csv, .npy or .parquet"),
 ])
 def test_load_file_errors_are_one_line(tmp_path, name, content, match):
     path = tmp_path / name

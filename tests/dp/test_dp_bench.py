@@ -12,7 +12,7 @@ from dpdpca.bench.dp import command
 def test_bench_dp_quick_json_has_documented_keys():
     result = CliRunner().invoke(command, ["--quick", "--json"])
     assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     assert set(out["discrete_gaussian_samples_per_s"]) == {"10", "1e+06", "1e+09", "1e+12", "1e+18"}
     assert all(v > 0 for v in out["discrete_gaussian_samples_per_s"].values())
     assert set(out["sigma_analytic_over_classic"]) == {"0.1", "1", "4"}

@@ -14,6 +14,7 @@ from dpdpca.dp import bernoulli_exp_neg, sample_discrete_gaussian, sample_discre
 from dpdpca.errors import ParameterError
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma2", [Fraction(1, 4), 2, Fraction(49, 3), 400])
 def test_discrete_gaussian_matches_exact_pmf(sigma2):
     n = 30_000 if sigma2 < 1 else 60_000  # sigma < 1 has a low acceptance rate; 3 bins carry the mass
@@ -35,6 +36,7 @@ def test_wrong_sigma_is_rejected_by_the_chi_square_test():
     assert chi_square_p(x, discrete_gaussian_pmf(441.0), range(-130, 131)) < P_MIN
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma", [10**6, 10**12, 10**18])
 def test_discrete_gaussian_large_sigma_moments(sigma):
     x = np.array(sample_discrete_gaussian(sigma * sigma, 100_000, rng=np.random.default_rng(sigma % 97)),
@@ -44,6 +46,7 @@ def test_discrete_gaussian_large_sigma_moments(sigma):
     assert stats.kstest(x, "norm").pvalue > P_MIN
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma,n", [(2**61, 60_000), (3 * 2**62, 60_000), (10**30, 60_000), (2**130, 10_000)])
 def test_discrete_gaussian_wide_and_python_int_paths(sigma, n):
     """One int64 word (t < 2**62), (high, low) word pairs (t < 2**125), pure Python above.

@@ -68,6 +68,7 @@ def test_dropout_sizing_and_coalitions():
         calibrate_distributed(epsilon=1.0, delta=1e-5, d=8, frac_bits=10, owners=10, honest=11)
 
 
+@pytest.mark.slow
 def test_sum_of_owner_shares_has_the_convolved_distribution():
     """Five owners' N_Z(0, 2) shares: their sum against the exact convolution (chi-square, p > 1e-4)."""
     n, s2, size = 5, 2, 20000

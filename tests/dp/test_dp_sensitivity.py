@@ -39,6 +39,7 @@ def _centred_gap(X: np.ndarray, x_new: np.ndarray) -> float:
     return float(np.linalg.norm(_centred_scatter(X) - _centred_scatter(Xp)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 3, 10])
 def test_centred_scatter_bound_is_never_exceeded_by_adversarial_search(n):
     """Maximise ||S(X) - S(X')||_F over whole datasets (all rows free, clipped to the ball)."""

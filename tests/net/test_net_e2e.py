@@ -35,6 +35,7 @@ def _done(proc: subprocess.Popen) -> str:
     return out
 
 
+@pytest.mark.slow
 def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path, rows_for):
     keys, ids = tmp_path / "keys", tmp_path / "ids"
     assert main(["keygen", "--out-dir", str(keys), *KEY, "--release", "any", "--max-owners", "3", "--max-rows-per-owner", "50",
@@ -82,7 +83,7 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
                          str(ids / "1.verify.json"), "--owner-keys", str(ids / "2.verify.json"), "--owner-keys",
                          str(ids / "3.verify.json"), "--components", "2", "--out", str(tmp_path / "pcs.npz"),
                          "--proxy", url, "--identity", str(ids / "user.identity.json"), "--ca-cert",
-                         str(tls.ca_cert))
+                         str(tls.ca_cert), "--json")
         summary = json.loads(_done(user_proc))
         assert summary["n_rows"] == sum(rows.values())
         assert summary["components_shape"] == [4, 2]
@@ -98,6 +99,7 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
     assert code in (0, -signal.SIGTERM)
 
 
+@pytest.mark.slow
 def test_two_hundred_owners_at_once_are_each_counted_once(tmp_path, net_keypair, rows_for):
     pk, sk = net_keypair
     n_owners, n_rows = 200, 3

@@ -163,7 +163,7 @@ def test_cli_keygen_and_roles_with_bfv(tmp_path, unit_rows, capsys):
                  "--out", str(tmp_path / "r.msg")]) == 0
     capsys.readouterr()
     assert main(["user", "finish", "--private", str(tmp_path / "keys/private.json"), *verify,
-                 str(tmp_path / "r.msg"), "--components", "2", "--out", str(tmp_path / "pcs.npz")]) == 0
+                 str(tmp_path / "r.msg"), "--components", "2", "--out", str(tmp_path / "pcs.npz"), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["components_shape"] == [4, 2]
     assert main(["keygen", "--out-dir", str(tmp_path / "k2"), "--scheme", "bfv", "--release", "centred"]) == 2

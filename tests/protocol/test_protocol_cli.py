@@ -67,6 +67,7 @@ def _expect_error(capsys, argv: list[str], match: str, *, no_file: Path | None =
         assert not any(p.name.startswith(f".{no_file.name}.") for p in no_file.parent.glob(".*"))
 
 
+@pytest.mark.slow
 def test_per_role_sequence_as_separate_processes(tmp_path):
     """keygen, owner keygen x3 -> owner share x3 -> proxy aggregate -> proxy finish -> user finish."""
     rng = np.random.default_rng(0)
@@ -86,7 +87,7 @@ def test_per_role_sequence_as_separate_processes(tmp_path):
          "s1.msg", "s2.msg", "s3.msg"],
         ["proxy", "finish", "--state", "state", "--epsilon", "100", "--delta", "1e-5", "--out", "result.msg"],
         ["user", "finish", "--private", "keys/private.json", *verify, "result.msg", "--components", "2",
-         "--out", "pcs.npz"],
+         "--out", "pcs.npz", "--json"],
     ]
     for argv in steps:
         proc = _cli(*argv, cwd=tmp_path)
@@ -132,6 +133,7 @@ def test_run_json_out_and_verify(tmp_path, capsys):
     assert json.loads((out / "result.json").read_text())["n_rows"] == 1797
 
 
+@pytest.mark.slow
 def test_run_human_summary_with_processes(tmp_path, capsys):
     data = tmp_path / "x.npy"
     np.save(data, _rows(np.random.default_rng(1), 40, 4))
@@ -295,7 +297,8 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
 def test_processes_bad_input_prints_one_line_and_no_child_traceback(tmp_path, capfd):
     big = tmp_path / "big.npy"
     np.save(big, np.array([[0.1, 0.2], [1.0, 1.0], [0.1, 0.1], [0.2, 0.2]]))
-    code = main(["run", *KEY, "--data", str(big), "--owners", "2", "--components", "1", "--no-clip", "--processes"])
+    code = main(["run", *KEY, "--data", str(big), "--owners", "2", "--components", "1", "--no-clip", "--processes",
+                 "--quiet"])  # progress lines, once the processes are up, would precede the error
     err = capfd.readouterr().err  # capfd also sees what the party processes write to fd 2
     assert code == 2
     assert err == ("dpdpca: error: rows must have L2 norm <= 1 with clipping off (--no-clip), "

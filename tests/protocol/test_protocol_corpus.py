@@ -522,6 +522,7 @@ def _secret_fragments(obj: dict) -> set[str]:
     return out
 
 
+@pytest.mark.slow
 def test_private_key_fuzz_never_echoes_a_secret(corpus, tmp_path, capsys):
     """Mutate every field of private.json many ways; no message may contain any part of p or q."""
     good = json.loads((corpus / "keys" / "private.json").read_text())

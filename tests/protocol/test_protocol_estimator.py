@@ -102,6 +102,7 @@ def test_file_transport_hands_each_message_to_one_reader(tmp_path, keep_read):
     assert (tmp_path / "proxy" / "read").exists() == keep_read
 
 
+@pytest.mark.slow
 def test_processes_dropout_and_verify():
     parts = _data(5, sizes=(8, 9, 10, 11))
     ticks: list[tuple[str, float]] = []
@@ -121,6 +122,7 @@ def test_processes_dropout_and_verify():
     assert set(run.result.bytes_sent) == {"owner:1", "owner:3", "owner:4", "proxy"}  # the user sends nothing
 
 
+@pytest.mark.slow
 def test_processes_quorum_below_the_owners_present():
     parts = _data(8, sizes=(5, 6, 7))
     run = run_protocol(parts, n_components=1, processes=True, quorum=2, verify=True, **SMALL)
@@ -129,6 +131,7 @@ def test_processes_quorum_below_the_owners_present():
     assert run.result.extra["n_rows"] == sum(by_id[o].shape[0] for o in run.owners_present)
 
 
+@pytest.mark.slow
 def test_processes_report_a_party_error_as_one_line():
     parts = _data(6, sizes=(4, 4))
     parts[1] = parts[1] * 10  # rows of norm > 1 with clipping off

@@ -136,8 +136,10 @@ def test_both_packings_are_exact(make_user, unit_rows, d, packing):
 
 
 @pytest.mark.slow
-def test_wide_packing_is_exact_at_d784(make_user, unit_rows):
-    """307 720 triangle entries in ~28 000 ciphertexts per owner: two local processes share the work."""
+def test_wide_packing_is_exact_at_a_large_d_on_a_process_pool(make_user, unit_rows):
+    """32 896 triangle entries in thousands of ciphertexts per owner, two local processes sharing the work: the
+    carries and the pool's chunks are those of any larger d (d = 784 took minutes of a loaded machine and
+    proved nothing more: the slot layout does not depend on d)."""
     with local_process_pool(2) as pool:
-        user, _ = _exact_run(make_user, unit_rows, 784, "wide", rows=2, executor=pool)
+        user, _ = _exact_run(make_user, unit_rows, 256, "wide", rows=2, executor=pool)
     assert user.params.layout.carries

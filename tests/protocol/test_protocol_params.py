@@ -150,16 +150,20 @@ def test_add_remove_r_is_dense_and_centred_r_is_row_aligned(d, slots):
 
 
 
-@pytest.mark.parametrize("epsilon", [0.01, 0.1, 1.0])
-@pytest.mark.parametrize("delta", [1e-12, 1e-5, 0.1])
+@pytest.mark.parametrize("epsilon", [pytest.param(0.01, marks=pytest.mark.slow),
+                                     pytest.param(0.1, marks=pytest.mark.slow), 1.0])
+@pytest.mark.parametrize("delta", [pytest.param(1e-12, marks=pytest.mark.slow), 1e-5, 0.1])
 def test_add_remove_sigma_bound_covers_each_owners_distributed_sigma_up_to_epsilon_1(epsilon, delta):
     # dpdpca run sizes the allowance at min(epsilon, 1) (RunPlan.param_kwargs): this is why that is enough.
     from dpdpca.dp import calibrate_distributed
     from dpdpca.protocol.params import add_remove_sigma_bound
 
+    # Each owner's share of the noise is largest with one honest owner (it then carries all of it) and grows
+    # with d (the budget split), so d = 64 and 784 with t = 1 are the binding cases; t = L = 2 checks the split
+    # path (t = L = 100 gives a tenth of the t = 1 sigma and took most of this test's time).
     bound = add_remove_sigma_bound(frac_bits=16, min_epsilon=epsilon, min_delta=delta)
-    for d in (1, 64, 784):
-        for owners, honest in ((2, 1), (2, 2), (10, 1), (100, 1), (100, 100)):
+    for d in (64, 784):
+        for owners, honest in ((2, 1), (2, 2), (10, 1), (100, 1)):
             cal = calibrate_distributed(epsilon=epsilon, delta=delta, d=d, frac_bits=16, owners=owners,
                                         honest=honest, quorum=None)
             local = max(math.sqrt(float(s2)) for s2 in cal.local_sigma_squared_int.values())

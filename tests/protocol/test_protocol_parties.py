@@ -319,6 +319,7 @@ def test_proxy_proceeds_at_the_quorum_and_excludes_later_shares(make_user, unit_
     assert run.extra["late_shares_rejected"] == 2
 
 
+@pytest.mark.slow
 def test_v_prime_from_two_datasets_is_indistinguishable_end_to_end(make_user, make_owner):
     """The user's v' for two very different datasets (same N): KS on v', chi-square on v' mod N (p > 1e-4)."""
     user = make_user(max_owners=1, max_rows_per_owner=7)

@@ -207,7 +207,7 @@ def test_role_commands_and_run_take_range_proofs(tmp_path, capsys):
                  "--range-proofs", "--out", str(tmp_path / "r.msg")]) == 0
     capsys.readouterr()
     assert main(["user", "finish", "--private", str(tmp_path / "keys/private.json"), *verify, "--components", "2",
-                 "--range-proofs", "--out", str(tmp_path / "pcs.npz"), str(tmp_path / "r.msg")]) == 0
+                 "--range-proofs", "--out", str(tmp_path / "pcs.npz"), "--json", str(tmp_path / "r.msg")]) == 0
     notes = _json.loads(capsys.readouterr().out)["privacy"]["notes"]
     assert "range proofs: on" in notes and "excluded owners: 3" in notes
     # a user that requires proofs refuses a release made without them

@@ -21,7 +21,7 @@ Without one, the privacy noise comes from OS entropy.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -72,8 +72,8 @@ def run_experiment(*, model: str, n_features: int, n_components: int, n_sites: i
                    epsilons: Sequence[float], delta: float, runs: int, seed: int | None = None,
                    noise_variance: float = 0.05, words_per_document: int = 3, budget_split: float = 0.5,
                    sensitivity_mode: str = "rigorous", calibration: str = "analytic",
-                   words: str = "all") -> dict[str, Any]:
-    """Run every method ``runs`` times at each epsilon, at one site size.
+                   words: str = "all", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run every method ``runs`` times at each epsilon, at one site size (``progress``: as :func:`run_grid`).
 
     Parameters
     ----------
@@ -108,7 +108,7 @@ def run_experiment(*, model: str, n_features: int, n_components: int, n_sites: i
                     points=[(samples_per_site, e) for e in epsilons], delta=delta, runs=runs, seed=seed,
                     noise_variance=noise_variance, words_per_document=words_per_document,
                     budget_split=budget_split, sensitivity_mode=sensitivity_mode, calibration=calibration,
-                    words=words)
+                    words=words, progress=progress)
     methods = {name: {key: [pt["methods"][name][key] for pt in grid["points"]]
                       for key in ("q_comp", "q_comp_std", "q_comp_runs")} for name in METHODS}
     settings = dict(grid["settings"], samples_per_site=samples_per_site)
@@ -120,8 +120,10 @@ def run_grid(*, model: str, n_features: int, n_components: int, n_sites: int,
              points: Sequence[tuple[int, float]], delta: float, runs: int, seed: int | None = None,
              noise_variance: float = 0.05, words_per_document: int = 3, budget_split: float = 0.5,
              sensitivity_mode: str = "rigorous", calibration: str = "analytic",
-             words: str = "all") -> dict[str, Any]:
+             words: str = "all", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Every method at each ``(N_s, epsilon)`` point, ``runs`` times.
+
+    ``progress``, if given, is called with a label after each run.
 
     Each run draws ``max N_s`` records per site once; a smaller ``N_s`` uses the
     first ``N_s`` of them (nested samples, as when a study grows), and its
@@ -150,7 +152,7 @@ def run_grid(*, model: str, n_features: int, n_components: int, n_sites: int,
     privacy: dict[str, Any] = {}
     common = dict(model=model, n_features=n_features, noise_variance=noise_variance, words=words)
     scale = 1.0
-    for run_seq in run_seqs:
+    for run_index, run_seq in enumerate(run_seqs, 1):
         data_seq, noise_seq, start_seq = run_seq.spawn(3)
         data_rng = np.random.default_rng(data_seq)
         noise_rng = np.random.default_rng(noise_seq) if seed is not None else None
@@ -179,6 +181,8 @@ def run_grid(*, model: str, n_features: int, n_components: int, n_sites: int,
                     scores.setdefault((n, eps, name), []).append(q_comp(est.means_, truth.means))
                     privacy[name] = est.privacy_.to_dict()
         privacy["nonprivate"] = nonpriv.privacy_.to_dict()
+        if progress is not None:
+            progress(f"run {run_index}/{runs}")
     out_points = [{"samples_per_site": int(n), "epsilon": float(eps),
                    "methods": {name: {"q_comp": _mean(scores[(n, eps, name)]),
                                       "q_comp_std": _std(scores[(n, eps, name)]),
