@@ -430,8 +430,10 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
                       "recipient and moved aside (keep_read=True)"),
         "goals": {"dpdpca_growth_max": 2.0, "dpdpca_faster_from_L": 50},
     }
-    out["floor"] = timing_floor(best["dpdpca"], Ls, d=int(X.shape[1]), key_bits=key_bits,
+    # The floor models Paillier's primitives: under --scheme bfv it is the floor of the Paillier runs of the sweep.
+    out["floor"] = timing_floor(best.get("paillier", best["dpdpca"]), Ls, d=int(X.shape[1]), key_bits=key_bits,
                                 insecure_test_key=insecure_test_key, workers=workers)
+    out["floor_of"] = "paillier_critical_s" if "paillier" in best else "dpdpca_critical_s"
     out["scheme"] = scheme
     if "paillier" in best:
         pai = best["paillier"]

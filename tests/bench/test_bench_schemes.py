@@ -42,3 +42,4 @@ def test_bench_timing_scheme_bfv_runs_paillier_in_the_same_sweep(capsys):
                                result["dpdpca_critical_s"]):
         assert ratio == pytest.approx(pai / bfv)
     assert result["crossover_L_paillier"] in (None, 2, 3)
+    assert result["floor_of"] == "paillier_critical_s"  # the floor models Paillier's primitives

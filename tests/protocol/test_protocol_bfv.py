@@ -195,3 +195,13 @@ def test_bfv_run_with_a_dask_engine_and_a_process_pool(unit_rows):
         run = run_protocol(parts, n_components=2, epsilon=2.0, scheme="bfv", release="add-remove", executor=pool,
                            verify=True)
     assert run.verify == {"max_abs_integer_error": 0}
+
+
+def test_range_proofs_and_offline_factors_are_paillier_only(bfv_user, make_owner):
+    p = bfv_user.params
+    with pytest.raises(ParameterError, match="^range_proofs must be False with scheme 'bfv'"):
+        make_owner(p, "alice", release="add-remove", range_proofs=True)
+    with pytest.raises(ParameterError, match="^range_proofs must be False with scheme 'bfv'"):
+        Proxy(p, bfv_user.owner_keys, release="add-remove", range_proofs=True)
+    # no offline randomness: the binding draws each encryption's randomness when it runs
+    assert make_owner(p, "alice", release="add-remove").precompute(5) is None
