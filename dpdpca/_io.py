@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +120,26 @@ def parse_json_bytes(data: bytes, what: str) -> Any:
 def read_json_file(path: str | os.PathLike[str], what: str, *, max_bytes: int = MAX_JSON_BYTES) -> Any:
     """Read and parse a bounded JSON file (see :func:`read_bytes_file`, :func:`parse_json_bytes`)."""
     return parse_json_bytes(read_bytes_file(path, what, max_bytes=max_bytes), f"{what} file {str(path)!r}")
+
+
+@contextmanager
+def exclusive_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (a sidecar lock file, created 0600) for the ``with`` block.
+
+    Serializes read-check-write sequences of several processes on one file
+    (POSIX; elsewhere the block runs unlocked).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - non-POSIX platforms
+        yield
+        return
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

@@ -22,6 +22,7 @@ outputs are written atomically only after the step succeeded.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from pathlib import Path
@@ -233,25 +234,32 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
     setting = None if epsilon is None or delta is None else ReleaseOptions(
         epsilon=epsilon, delta=delta, release=rel, noise_by=noise_by, honest_owners=honest_owners)
     cost = None
-    if ledger is not None:  # this owner's own budget: refused before anything is encrypted or written
-        if setting is None:
-            raise ParameterError(f"--epsilon and --delta (the release's budget) must be given with --ledger, got "
-                                 f"epsilon={epsilon}, delta={delta}")
-        # priced by the release's own calibration (N at its declared maximum: public)
-        cost = setting.kind.calibrate(setting, d=X.shape[1], frac_bits=params.frac_bits, kappa=params.kappa,
-                                      n=params.n_max, owners=owners or 1, quorum=quorum).cost(
-            label=f"owner {owner_id} share, session {params.session_id}")
-        ledger.check(cost)
-    noise = None
-    if noise_by == "owners":
-        if owners is None or setting is None:
-            raise ParameterError(f"--owners, --epsilon and --delta must be given with --noise-by owners, got "
-                                 f"owners={owners}, epsilon={epsilon}, delta={delta}")
-        setting.check_owners(owners=owners, quorum=quorum)
-        noise = setting.owner_noise(d=X.shape[1], frac_bits=params.frac_bits, owners=owners, quorum=quorum,
-                                    present=owners)
+    spent = None
+    locked = contextlib.ExitStack()  # the owner's ledger stays locked from its check to its record
     try:
-        with Pool(workers, scheduler) as pool, Progress("owner share", total=1, quiet=quiet) as progress:
+        if ledger is not None:  # this owner's own budget: refused before anything is encrypted or written
+            locked.enter_context(ledger.transaction())
+            if setting is None:
+                raise ParameterError(f"--epsilon and --delta (the release's budget) must be given with --ledger, got "
+                                     f"epsilon={epsilon}, delta={delta}")
+            # priced by the release's own calibration (N at its declared maximum: public)
+            cost = setting.kind.calibrate(setting, d=X.shape[1], frac_bits=params.frac_bits, kappa=params.kappa,
+                                          n=params.n_max, owners=owners or 1, quorum=quorum).cost(
+                label=f"owner {owner_id} share, session {params.session_id}")
+            ledger.check(cost)
+        noise = None
+        if noise_by == "owners":
+            if owners is None or setting is None:
+                raise ParameterError(f"--owners, --epsilon and --delta must be given with --noise-by owners, got "
+                                     f"owners={owners}, epsilon={epsilon}, delta={delta}")
+            setting.check_owners(owners=owners, quorum=quorum)
+            noise = setting.owner_noise(d=X.shape[1], frac_bits=params.frac_bits, owners=owners, quorum=quorum,
+                                        present=owners)
+    except BaseException:
+        locked.close()  # refused before anything was sent: release the ledger
+        raise
+    try:
+        with locked, Pool(workers, scheduler) as pool, Progress("owner share", total=1, quiet=quiet) as progress:
             owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,
                               release=rel, noise=noise, range_proofs=range_proofs)
             made = "fresh"
@@ -268,13 +276,13 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
             data = owner_round(owner, X, service if service is not None else PathTransport(outbox=[str(out_path)]),
                                tick=lambda label: progress("share encrypted, signed and "
                                                            + ("written" if service is None else "sent")))
+            spent = ledger.record(cost) if ledger is not None and cost is not None else None
     finally:
         if service is not None:
             service.close()
     where = f"wrote {out_path}" if service is None else \
         f"proxy: {service.answer['status']} ({service.answer.get('detail', '')})"
-    if ledger is not None and cost is not None:
-        spent = ledger.record(cost)
+    if ledger is not None and spent is not None:
         where += (f"; owner ledger {ledger.path}: {spent['releases']} releases, composed "
                   f"({spent['epsilon']:.4g}, {spent['delta']:g})-DP")
     # Both ways a row can be changed, each counted: clamped into the feature bounds, shrunk to norm 1.

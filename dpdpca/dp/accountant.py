@@ -40,12 +40,13 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpdpca._io import atomic_write_json
+from dpdpca._io import atomic_write_json, exclusive_lock
 from dpdpca._validation import check_delta, check_positive, param_error
 from dpdpca.dp.report import ADD_REMOVE_ONE, NEIGHBOURING_RELATIONS, REPLACE_ONE
 from dpdpca.errors import DpdpcaError, MessageError, ParameterError
@@ -263,6 +264,23 @@ class PrivacyLedger:
             if self.budget is not None and self.budget != new:
                 raise param_error("budget", f"the ledger's declared {self.budget}", new)
             self.budget = new
+
+    @contextmanager
+    def transaction(self) -> Iterator[PrivacyLedger]:
+        """Check, release and record under an exclusive lock on the ledger (its ``.lock`` sidecar).
+
+        The entries are read again inside the lock, so several processes
+        that share one budget (sessions of one service, owners' runs)
+        cannot both pass :meth:`check` and then both :meth:`record`: the
+        second sees the first's entry.
+        """
+        with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
+            if self.path.exists():
+                budget = self.budget
+                self._load()
+                if budget is not None and self.budget is None:
+                    self.budget = budget  # declared by this process, not yet written
+            yield self
 
     def _load(self) -> None:
         try:

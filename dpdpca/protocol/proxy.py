@@ -593,13 +593,14 @@ class Proxy:
         # or none (the proxy's): noiseless shares under an owners'-noise report would release exact values.
         check_noise_statements(self.statements_, NO_NOISE if noise.distributed is None
                                else add_remove.owner_noise_label(noise.distributed))
-        cost = None
-        if ledger is not None:
+        if ledger is None:
+            out = self.release.finish(self, noise)
+        else:  # under the ledger's lock: another session sharing the budget cannot pass between check and record
             cost = noise.cost(label=label or f"dpdpca session {self.params.session_id}")
-            ledger.check(cost)
-        out = self.release.finish(self, noise)
-        if ledger is not None and cost is not None:
-            self.ledger_entry_ = ledger.record(cost)
+            with ledger.transaction():
+                ledger.check(cost)
+                out = self.release.finish(self, noise)
+                self.ledger_entry_ = ledger.record(cost)
         self.privacy_ = noise.report
         return out
 

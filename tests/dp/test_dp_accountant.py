@@ -108,3 +108,34 @@ def test_releases_without_a_curve_join_by_basic_composition():
     assert out["rdp"]["epsilon"] == pytest.approx(alone["rdp"]["epsilon"] + 0.5)
     assert out["basic"] == {"epsilon": 2.5, "delta": pytest.approx(3e-6)}
     assert out["epsilon"] == min(out["rdp"]["epsilon"], out["basic"]["epsilon"])
+
+
+def test_a_transaction_sees_what_another_holder_of_the_ledger_recorded(tmp_path):
+    """Two processes sharing one budget (two service sessions): check and record under one lock, never both."""
+    import threading
+    import time as _time
+
+    from dpdpca.dp import BudgetExceededError
+
+    path = tmp_path / "shared.json"
+    cost = ReleaseCost.from_zcdp(0.03, epsilon=1.0, delta=1e-5, neighbouring="add/remove-one")
+    ledgers = [PrivacyLedger(path, budget_epsilon=1.2, budget_delta=1e-5) for _ in range(2)]  # both read it empty
+    outcomes: list[str] = []
+
+    def release(led: PrivacyLedger) -> None:
+        try:
+            with led.transaction():
+                led.check(cost)
+                _time.sleep(0.2)  # the release itself, while the other waits
+                led.record(cost)
+            outcomes.append("released")
+        except BudgetExceededError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=release, args=(led,)) for led in ledgers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["refused", "released"]
+    assert len(json.loads(path.read_text())["entries"]) == 1

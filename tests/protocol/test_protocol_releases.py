@@ -133,6 +133,7 @@ def test_finish_with_a_ledger_prices_checks_runs_and_records_once(make_user, mak
     ledger_path = tmp_path / "ledger.json"
     user, proxy = _closed_proxy(make_user, make_owner, unit_rows, release)
     setting = ReleaseOptions(epsilon=1.0, delta=1e-5, release=release)
+    stale = PrivacyLedger(ledger_path, budget_epsilon=1.5, budget_delta=1e-5)  # another session's, opened first
     out = proxy.finish(setting, ledger=PrivacyLedger(ledger_path, budget_epsilon=1.5, budget_delta=1e-5),
                        label="first")
     entries = json.loads(ledger_path.read_text())["entries"]
@@ -143,7 +144,7 @@ def test_finish_with_a_ledger_prices_checks_runs_and_records_once(make_user, mak
     _, second = _closed_proxy(make_user, make_owner, unit_rows, release, seed=6)
     second.record_noise_for_testing = True
     with pytest.raises(BudgetExceededError, match="release must keep the ledger"):
-        second.finish(setting, ledger=PrivacyLedger(ledger_path))
+        second.finish(setting, ledger=stale)  # it reads the ledger again under its lock
     assert not hasattr(second, "noise_for_testing_") and not hasattr(second, "noise_blocks_for_testing_")
     assert not second.ledger.is_released(second.params.session_id)
     assert len(json.loads(ledger_path.read_text())["entries"]) == 1
