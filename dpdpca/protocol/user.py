@@ -367,7 +367,10 @@ class DataUser:
                                                         "kappa": self.params.kappa,
                                                         "noise_lattice": meta.get("noise_lattice")},
                          extra={"n_rows": n_rows, "owners": list(meta.get("owners", [])),
-                                "explained_variance": [float(x) / max(n_rows - 1, 1) for x in eig]})
+                                "explained_variance": [float(x) / max(n_rows - 1, 1) for x in eig],
+                                # released quantities only: scikit-learn's ratio and singular values
+                                "n_released": n_rows,
+                                "total_variance": float(np.trace(S)) / max(n_rows - 1, 1)})
 
     def _finish_add_remove(self, data: bytes, *, n_components: int) -> PCAResult:
         """:meth:`finish` for the add/remove release: ``S~`` by post-processing, then ``eigh``."""
@@ -379,7 +382,9 @@ class DataUser:
         n_est = self.n_noisy_
         extra: dict[str, Any] = {"n_rows_noisy": n_est, "owners": list(meta.get("owners", [])),
                                  "explained_variance": [float(x) / max(n_est - 1.0, 1.0) for x in eig],
-                                 "release": str(ADD_REMOVE), "noise_by": meta.get("noise_by", "proxy")}
+                                 "release": str(ADD_REMOVE), "noise_by": meta.get("noise_by", "proxy"),
+                                 # the noisy count and trace, both released: scikit-learn's ratio and singular values
+                                 "n_released": n_est, "total_variance": float(np.trace(S)) / max(n_est - 1.0, 1.0)}
         if "coalitions" in meta:
             extra["coalitions"] = meta["coalitions"]
         return PCAResult(method="dpdpca", components=comps, eigenvalues=eig, privacy=report,

@@ -61,6 +61,21 @@ def test_high_epsilon_recovers_the_non_private_subspace():
     assert captured_energy_ratio(V, np.vstack(parts), center=True) > 0.999
 
 
+@pytest.mark.parametrize("release", ["add-remove", "centred"])
+def test_sklearn_ratio_and_singular_values_from_the_released_trace_and_count(release):
+    """explained_variance_ratio_ and singular_values_ come from released quantities (the noisy trace and count);
+    at a huge epsilon they are scikit-learn's (centred PCA, denominator N - 1)."""
+    parts = _data(2, sizes=(300, 200, 250))
+    est = DPDPCA(n_components=3, epsilon=1e6, release=release, **SMALL).fit(parts)
+    X = np.vstack(parts)
+    Xc = X - X.mean(axis=0)
+    s = np.linalg.svd(Xc, compute_uv=False)[:3]
+    ratio = s ** 2 / (Xc ** 2).sum()
+    assert np.all(np.isfinite(est.explained_variance_ratio_)) and np.all(np.isfinite(est.singular_values_))
+    assert np.allclose(est.explained_variance_ratio_, ratio, rtol=1e-3)
+    assert np.allclose(est.singular_values_, s, rtol=1e-3)
+
+
 def test_transform_errors():
     with pytest.raises(NotFittedError, match="DPDPCA must be fitted before use"):
         DPDPCA(n_components=1).transform(np.zeros((2, 2)))
