@@ -166,7 +166,6 @@ async def _forged_body(port: int, ctx: ssl.SSLContext, owner_id: str, size: int,
 
 async def _big_header(port: int, ctx: ssl.SSLContext, size: int, give_up_s: float) -> dict[str, Any]:
     """A request whose header block is ``size`` bytes: the status it gets and when it is closed after sending."""
-    t0 = time.monotonic()
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port, ssl=ctx), timeout=give_up_s)
     except (OSError, ssl.SSLError, asyncio.TimeoutError):

@@ -120,7 +120,7 @@ def plot(result: dict[str, Any], model: str) -> bytes:
 
     sizes = sorted({(p["n_features"], p["n_components"]) for p in result["panels"] if p["model"] == model})
     fig, axes = plt.subplots(2, len(sizes), figsize=(5.2 * len(sizes), 8.0), squeeze=False)
-    for col, (d, k) in enumerate(sizes):
+    for col, (d, _k) in enumerate(sizes):
         for row, sweep in enumerate(("epsilon", "samples_per_site")):
             panel = next(p for p in result["panels"]
                          if (p["model"], p["n_features"], p["sweep"]) == (model, d, sweep))

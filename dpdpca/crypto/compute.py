@@ -560,7 +560,7 @@ def _public(n: int, hs: int) -> PublicKey:
 
 
 def _init_worker(n: int, hs: int) -> None:
-    _public(n, hs).hs_table  # build and cache the fixed-base table now
+    _ = _public(n, hs).hs_table  # build and cache the fixed-base table now
 
 
 def _private(n: int, hs: int, p: int, q: int) -> PrivateKey:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -81,7 +82,7 @@ def test_the_setting_is_one_frozen_value_resolved_to_its_release():
     assert s.release is ADD_REMOVE and s.kind is ADD_REMOVE and s.neighbouring == "add/remove-one"
     assert ReleaseOptions(sensitivity_mode="paper").release is CENTRED
     assert ReleaseOptions(release="centred").neighbouring == "replace-one"
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         s.epsilon = 3.0  # frozen
     with pytest.raises(ParameterError, match="neighbouring must be 'replace-one' for release 'centred'"):
         ReleaseOptions(release="centred", neighbouring="add/remove-one")

@@ -279,7 +279,7 @@ def test_proxy_output_randomness_is_independent_of_phe_made_owner_ciphertexts(ma
     n = int(p.public_key.n)
     rng = np.random.default_rng(12)
     signs: list[int] = []
-    for run in range(8):  # 9 ciphertexts per run with the wide layout at 768 bits
+    for _run in range(8):  # 9 ciphertexts per run with the wide layout at 768 bits
         r0s = [next(r for r in range(2 + 50 * k, 2000) if gmpy2.jacobi(r, n) == -1) for k in range(2)]
         shares = [_phe_share(make_owner(p, oid).share(rng.uniform(-0.3, 0.3, size=(5, 8))), p, user.private_key,
                              identity(oid), r0) for oid, r0 in zip(("1", "2"), r0s)]
