@@ -388,7 +388,10 @@ def _fpca_sweep(cfg: dict[str, Any], methods: list[MethodInfo], args: dict[str, 
         v1 = np.linalg.eigh(Y.T @ Y)[1][:, -1]
         parts = partition(Y, cfg["sites"])
         panel: dict[str, Any] = {"x": [float(e) for e in cfg["epsilons"]], "methods": {}}
-        metrics: dict[str, Callable[[Any], float]] = {"q_A": lambda V, v1=v1: abs(float(V[:, 0] @ v1))}
+        def q_a(V: Any, v1: np.ndarray = v1) -> float:  # this alpha's leading direction, bound now
+            return abs(float(V[:, 0] @ v1))
+
+        metrics: dict[str, Callable[[Any], float]] = {"q_A": q_a}
         for m in methods:
             row = panel["methods"].setdefault(m.name, _new_row(m, args))
             for eps in cfg["epsilons"]:
