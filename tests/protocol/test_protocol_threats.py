@@ -15,33 +15,20 @@ import phe
 import pytest
 from scipy import stats
 
+from centred_parties import Proxy, centred_owners
 from dpdpca.crypto import EncryptedArray
 from dpdpca.errors import (AuthenticationError, DataError, InsecureKeyError, MessageError, ProtocolError)
 from dpdpca.protocol import DataUser, ProtocolParams
-from dpdpca.protocol import Proxy as _Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message, MessageType
 
 
-# These tests attack and check the Wang-Chang (centred) release: its mask, its signed counts, its N.
-# The library's default is the add/remove release, so the parties here name the centred one.
-class Proxy(_Proxy):
-    """The centred release's proxy (``release`` may still be given)."""
-
-    def __init__(self, *args, release="centred", **kwargs):
-        super().__init__(*args, release=release, **kwargs)
-
-
+# These tests attack and check the Wang-Chang (centred) release (centred_parties.py says why).
 @pytest.fixture
 def make_owner(make_owner):
-    """The conftest's owner factory, for the centred release unless told otherwise."""
-    def make(params, owner_id, **kwargs):
-        kwargs.setdefault("release", "centred")
-        return make_owner(params, owner_id, **kwargs)
-    return make
-
+    return centred_owners(make_owner)
 
 
 def _rewrap(share: bytes, *, owner_id: str | None = None, meta: dict | None = None,
