@@ -21,14 +21,6 @@ from dpdpca.crypto.modproof import (
 from dpdpca.errors import InsecureKeyError, MessageError, ParameterError
 
 
-def _prime_3mod4(bits: int, seed: int) -> int:
-    state = gmpy2.random_state(seed)
-    while True:
-        p = gmpy2.next_prime(gmpy2.mpz_urandomb(state, bits) | (gmpy2.mpz(1) << (bits - 1)))
-        if p % 4 == 3:
-            return int(p)
-
-
 def test_an_honest_key_carries_a_proof_of_80_rounds_that_verifies_and_survives_json(keys512):
     pk, _ = keys512
     assert pk.modulus_proof is not None and pk.modulus_proof.rounds == ROUNDS >= 80
@@ -40,9 +32,9 @@ def test_an_honest_key_carries_a_proof_of_80_rounds_that_verifies_and_survives_j
 
 
 @pytest.mark.parametrize("make", ["3P", "9P", "prime"])
-def test_a_modulus_anyone_can_factor_is_refused_by_its_structure(make):
-    big = _prime_3mod4(2046, 1)
-    n = {"3P": 3 * big, "9P": 9 * big, "prime": _prime_3mod4(2048, 2)}[make]
+def test_a_modulus_anyone_can_factor_is_refused_by_its_structure(make, prime_3mod4):
+    big = prime_3mod4(2046, 1)
+    n = {"3P": 3 * big, "9P": 9 * big, "prime": prime_3mod4(2048, 2)}[make]
     match = "product of two primes" if make == "prime" else r"no prime factor below 2\^16"
     with pytest.raises(InsecureKeyError, match=match):
         check_modulus_structure(n)
@@ -50,16 +42,16 @@ def test_a_modulus_anyone_can_factor_is_refused_by_its_structure(make):
         PublicKey(n, derive_hs(n)).check_modulus()
 
 
-def test_a_perfect_power_is_refused():
-    p = _prime_3mod4(256, 3)
+def test_a_perfect_power_is_refused(prime_3mod4):
+    p = prime_3mod4(256, 3)
     with pytest.raises(InsecureKeyError, match="perfect power"):
         check_modulus_structure(p ** 3)
 
 
-def test_three_blum_primes_pass_the_structure_but_not_the_proof():
+def test_three_blum_primes_pass_the_structure_but_not_the_proof(prime_3mod4):
     """n = P Q R (no small factor, not a power): a prover who knows the factors gets the n-th roots right but
     half the challenges have no fourth root among y, -y, wy, -wy; its best proof is refused."""
-    P, Q, R = (_prime_3mod4(256, s) for s in (4, 5, 6))
+    P, Q, R = (prime_3mod4(256, s) for s in (4, 5, 6))
     n = P * Q * R
     check_modulus_structure(n)  # passes: only the proof catches it
     phi = (P - 1) * (Q - 1) * (R - 1)
@@ -90,9 +82,9 @@ def test_three_blum_primes_pass_the_structure_but_not_the_proof():
         verify_modulus_proof(n, forged)
 
 
-def test_a_square_factor_fails_the_nth_root_rounds(keys512):
+def test_a_square_factor_fails_the_nth_root_rounds(keys512, prime_3mod4):
     """n = P^2 Q: gcd(n, phi(n)) = P, so no n-th roots; a proof copied from an honest key does not transfer."""
-    P, Q = _prime_3mod4(200, 7), _prime_3mod4(300, 8)
+    P, Q = prime_3mod4(200, 7), prime_3mod4(300, 8)
     n = P * P * Q
     check_modulus_structure(n)
     with pytest.raises(ParameterError, match="p, q must"):

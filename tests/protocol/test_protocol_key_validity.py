@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import gmpy2
 import numpy as np
 import pytest
 
@@ -12,14 +11,6 @@ from dpdpca.cli import main
 from dpdpca.crypto import PublicKey
 from dpdpca.crypto.keys import derive_hs
 from dpdpca.protocol.params import ProtocolParams
-
-
-def _prime_3mod4(bits: int, seed: int) -> int:
-    state = gmpy2.random_state(seed)
-    while True:
-        p = gmpy2.next_prime(gmpy2.mpz_urandomb(state, bits) | (gmpy2.mpz(1) << (bits - 1)))
-        if p % 4 == 3:
-            return int(p)
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +34,10 @@ def _share(capsys, out, public: dict, *extra: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize("make, match", [("3P", "no prime factor below 2^16"), ("9P", "no prime factor below 2^16"),
                                          ("prime", "product of two primes")])
-def test_owner_refuses_a_2048_bit_modulus_anyone_can_factor(owner_files, capsys, make, match):
+def test_owner_refuses_a_2048_bit_modulus_anyone_can_factor(owner_files, capsys, make, match, prime_3mod4):
     """n = 3 P, 9 P or a prime, each 2048 bits, published with a valid-looking public.json: the owner exits 2
     with one line and writes nothing (an outsider could otherwise factor n and read the share)."""
-    n = {"3P": 3 * _prime_3mod4(2047, 11), "9P": 9 * _prime_3mod4(2045, 11), "prime": _prime_3mod4(2048, 12)}[make]
+    n = {"3P": 3 * prime_3mod4(2047, 11), "9P": 9 * prime_3mod4(2045, 11), "prime": prime_3mod4(2048, 12)}[make]
     assert n.bit_length() >= 2048
     public = ProtocolParams.create(PublicKey(n, derive_hs(n)), max_owners=2, max_rows_per_owner=10).to_json()
     for extra in ((), ("--insecure-test-key",)):  # the owner's flag never lifts the structural checks
@@ -73,9 +64,9 @@ def test_owner_refuses_a_key_without_a_proof_or_with_a_foreign_one(owner_files, 
     assert code == 2 and err.count("\n") == 1 and "Paillier-Blum modulus proof" in err, err
 
 
-def test_a_secure_key_without_a_proof_says_to_run_keygen_again(owner_files, capsys):
+def test_a_secure_key_without_a_proof_says_to_run_keygen_again(owner_files, capsys, prime_3mod4):
     """An old 2048-bit public.json (no modulus_proof) is refused with the advice, not accepted."""
-    p, q = _prime_3mod4(1024, 21), _prime_3mod4(1024, 22)
+    p, q = prime_3mod4(1024, 21), prime_3mod4(1024, 22)
     n = p * q
     public = ProtocolParams.create(PublicKey(n, derive_hs(n)), max_owners=2, max_rows_per_owner=10).to_json()
     assert "modulus_proof" not in public
