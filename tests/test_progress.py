@@ -167,13 +167,13 @@ def _commands(files: dict) -> dict[str, list[str]]:
             ("tensor", ["--quick", "--out", str(root / "bench-tensor")]),
             ("timing", ["--quick", "--key-bits", "1024", "--insecure-test-key"]),
             ("utility", ["--quick"]), ("network", ["--quick"]), ("scale", ["--quick"]),
-            ("streaming", ["--quick"]))},
+            ("streaming", ["--quick"]), ("proofs", []), ("strangers", ["--quick"]))},
     }
 
 
 LONG_COMMANDS = ["run", "compare", "tensor", "owner share", "user finish", "bench crypto", "bench dp",
                  "bench protocol", "bench baselines", "bench tensor", "bench timing", "bench utility",
-                 "bench network", "bench scale", "bench streaming"]
+                 "bench network", "bench scale", "bench streaming", "bench proofs", "bench strangers"]
 
 
 @pytest.fixture(scope="module")

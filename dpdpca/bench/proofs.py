@@ -26,6 +26,8 @@ from typing import Any
 import click
 import numpy as np
 
+from dpdpca.progress import Progress, quiet_option
+
 __all__ = ["command", "measure"]
 
 
@@ -150,8 +152,9 @@ def _phase(phases: dict[str, Any], name: str) -> float:
 @click.option("--full-up-to", type=click.IntRange(min=0), default=64, show_default=True,
               help="Run the full 41 repetitions for d up to this.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@quiet_option
 def command(key_bits: int, insecure_test_key: bool, ds: tuple[int, ...], rows: int, measure_reps: tuple[int, int],
-            full_up_to: int, as_json: bool) -> None:
+            full_up_to: int, as_json: bool, quiet: bool) -> None:
     """Range proofs: proving vs the owner's encryption, verifying vs the proxy's intake, proof vs share bytes."""
     from dpdpca.crypto import generate_keypair
     from dpdpca.errors import ParameterError
@@ -159,10 +162,13 @@ def command(key_bits: int, insecure_test_key: bool, ds: tuple[int, ...], rows: i
     r1, r2 = measure_reps
     if not 1 <= r1 < r2:
         raise ParameterError(f"--measure-reps must be two counts 1 <= r1 < r2, got {r1} {r2}")
-    pk, _ = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
     out: dict[str, Any] = {"key_bits": key_bits, "results": []}
-    for d in ds:
-        out["results"].append(measure(d, key=pk, rows=rows, reps=None if d <= full_up_to else (r1, r2)))
+    with Progress("bench proofs", total=1 + len(ds), quiet=quiet) as progress:
+        pk, _ = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
+        progress("key")
+        for d in ds:
+            out["results"].append(measure(d, key=pk, rows=rows, reps=None if d <= full_up_to else (r1, r2)))
+            progress(f"d={d}")
     if as_json:
         click.echo(json.dumps(out, sort_keys=True))
         return

@@ -52,12 +52,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 import numpy as np
 
 from dpdpca.bench.network import _owner_shares
+from dpdpca.progress import Progress, quiet_option
 from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.parties import DataOwner, DataUser
 
@@ -190,8 +191,11 @@ async def _big_header(port: int, ctx: ssl.SSLContext, size: int, give_up_s: floa
 
 def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forged_mib: int = 60, d: int = 8,
                   key_bits: int = 1024, header_timeout_s: float = 5.0, max_connections: int = 256,
-                  big_headers: int = 0, root: Path | None = None) -> dict[str, Any]:
-    """Run the attack once on loopback and return its figures (see the module docstring)."""
+                  big_headers: int = 0, root: Path | None = None,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the attack once on loopback and return its figures (see the module docstring); ``progress`` is told
+    when the shares are made, the server is up and the attack is over."""
+    tick = progress or (lambda label: None)
     from dpdpca.net.auth import USER
     from dpdpca.net.client import ProxyClient, tls_context, upload_shares
     from dpdpca.net.launch import (
@@ -222,7 +226,9 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
                                   owners={i.owner_id: i for i in identities}, user=me, tls=tls, port=port,
                                   state_dir=base / "state", limits=limits)
         watcher = ProxyClient(url, me, USER, ca_cert=tls.ca_cert, retries=8)
+        tick("key and shares")
         server = ServerProcess(config, url).start(ready_client=watcher)
+        tick("server up")
         sampler = _RssSampler(server.pid)
         try:
             time.sleep(0.5)
@@ -251,6 +257,7 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
             quiet.setLevel(logging.CRITICAL)
             try:
                 slow_closed, forged_out, codes, honest_s, big_out = asyncio.run(attack())
+                tick("attack")
             finally:
                 quiet.setLevel(level)
             status = watcher.status()
@@ -301,8 +308,9 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
               help="Strangers sending a header block of 4 x max_header_bytes.")
 @click.option("--quick", is_flag=True, help="20 owners, 200 slow, 2 forged bodies of 8 MiB.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@quiet_option
 def command(owners: int, slow: int, forged: int, forged_mib: int, header_timeout: float, max_connections: int,
-            big_headers: int, quick: bool, as_json: bool) -> None:
+            big_headers: int, quick: bool, as_json: bool, quiet: bool) -> None:
     """The proxy service under slow-header and forged-body strangers while honest owners upload (loopback)."""
     from dpdpca.net import require
 
@@ -312,8 +320,10 @@ def command(owners: int, slow: int, forged: int, forged_mib: int, header_timeout
         raise click.UsageError("bench strangers reads the server's memory from /proc: Linux only")
     if quick:
         owners, slow, forged, forged_mib = min(owners, 20), min(slow, 200), min(forged, 2), min(forged_mib, 8)
-    out = run_strangers(owners=owners, slow=slow, forged=forged, forged_mib=forged_mib,
-                        header_timeout_s=header_timeout, max_connections=max_connections, big_headers=big_headers)
+    with Progress("bench strangers", total=3, quiet=quiet) as progress:
+        out = run_strangers(owners=owners, slow=slow, forged=forged, forged_mib=forged_mib,
+                            header_timeout_s=header_timeout, max_connections=max_connections, big_headers=big_headers,
+                            progress=progress)
     out["load_average"] = os.getloadavg()[0]
     if as_json:
         click.echo(json.dumps(out, sort_keys=True))
