@@ -85,7 +85,8 @@ def _check_values_within(name: str, values: Sequence[int], bound: int) -> None:
         return
     try:  # one numpy pass when the values fit int64 (the usual case); else the exact loop
         arr = np.asarray(values, dtype=np.int64)
-        if bound >= (1 << 62) or not (np.abs(arr) > bound).any():
+        # compared both ways, not through np.abs (which wraps -2**63 to itself); a bound past int64 holds them all
+        if bound >= (1 << 63) or not ((arr > bound) | (arr < -bound)).any():
             return
     except (OverflowError, TypeError, ValueError):
         pass

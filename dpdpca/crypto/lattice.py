@@ -460,8 +460,8 @@ def _as_ints(name: str, values: Any) -> tuple[Any, int]:
             raise TypeError
         if arr.ndim != 1:
             raise param_error(name, "a 1-D sequence of integers", f"shape {arr.shape}")
-        top = int(np.abs(arr).max()) if arr.size else 0
-        if top < 1 << 62:  # np.abs(-2**63) overflows: those go the exact way
+        top = max(int(arr.max()), -int(arr.min())) if arr.size else 0  # not np.abs: it wraps -2**63
+        if top < 1 << 62:  # larger magnitudes go the exact way
             return arr, top
     except (OverflowError, TypeError, ValueError):
         pass

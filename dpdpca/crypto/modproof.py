@@ -235,6 +235,9 @@ def verify_modulus_proof(n: int, proof: ModulusProof, *, min_rounds: int = ROUND
     what = "public key modulus n must carry a valid Paillier-Blum modulus proof"
     if proof.rounds < min_rounds:
         raise InsecureKeyError(f"{what} of >= {min_rounds} rounds, got {proof.rounds}")
+    if not len(proof.z) == len(proof.a) == len(proof.b) == proof.rounds:  # zip below would stop at the shortest
+        raise InsecureKeyError(f"{what}, got {proof.rounds} rounds of x but {len(proof.z)}, {len(proof.a)}, "
+                               f"{len(proof.b)} of z, a, b")
     if not 1 <= proof.w < n or bk.jacobi(proof.w, n) != -1:
         raise InsecureKeyError(f"{what}, got a w that is not a non-residue of Jacobi symbol -1 modulo n")
     for i, (y, x, z, a, b) in enumerate(zip(_challenges(n, proof.w, proof.rounds), proof.x, proof.z, proof.a,

@@ -311,7 +311,8 @@ def pack_many(values: Sequence[int], chunks: Sequence[int], slot_bits: int) -> l
         except (OverflowError, TypeError, ValueError):
             arr = None
         half = 1 << (slot_bits - 1)
-        if arr is not None and arr.ndim == 1 and arr.size == sum(chunks) and int(np.abs(arr).max()) < half:
+        if (arr is not None and arr.ndim == 1 and arr.size == sum(chunks)
+                and -half < int(arr.min()) and int(arr.max()) < half):
             offsets = _offsets(chunks, slot_bits)
             out: list[int] = []
             pos = 0

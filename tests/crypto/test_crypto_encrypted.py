@@ -61,6 +61,9 @@ def test_encrypt_bound_checks(keys512):
     pk, _ = keys512
     with pytest.raises(OverflowRiskError, match=r"values\[1\] must satisfy \|value\| <= bound 7, got -8"):
         encrypt(pk, [7, -8], layout=LAYOUT, bound=7)
+    # int64's -2**63 (which np.abs leaves negative) and a value past a bound above 2**62 are refused too
+    with pytest.raises(OverflowRiskError, match=r"values\[0\] must satisfy \|value\| <= bound 10"):
+        encrypt(pk, np.array([-(2 ** 63), 5], dtype=np.int64), layout=LAYOUT, bound=10)
     with pytest.raises(OverflowRiskError, match=f"encrypt: slot bound must be <= {M} .*got {M + 1}"):
         encrypt(pk, [1], layout=LAYOUT, bound=M + 1)
 

@@ -58,6 +58,8 @@ def test_out_of_range_raises_before_computing(crt_keys):
     top = pk.params.max_abs
     with pytest.raises(OverflowRiskError, match="within the declared bound 10, got"):
         encrypt_bfv(pk, [11], bound=10)
+    with pytest.raises(OverflowRiskError, match="within the declared bound 10, got"):
+        encrypt_bfv(pk, [-(2 ** 63), 5], bound=10)  # np.abs would leave -2**63 negative and let it through
     with pytest.raises(ParameterError, match="values must be integers"):
         encrypt_bfv(pk, [1.5], bound=10)
     with pytest.raises(OverflowRiskError, match="CRT range"):

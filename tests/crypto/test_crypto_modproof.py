@@ -102,6 +102,10 @@ def test_tampered_short_foreign_or_missing_proofs_are_refused(keys512, other_key
     flipped = dataclasses.replace(proof, a=(1 - proof.a[0],) + proof.a[1:])
     with pytest.raises(InsecureKeyError, match="round 0"):
         verify_modulus_proof(pk.n, flipped)
+    # 80 x but one z, a, b: every round must be checked, not the shortest list's worth
+    ragged = dataclasses.replace(proof, z=proof.z[:1], a=proof.a[:1], b=proof.b[:1])
+    with pytest.raises(InsecureKeyError, match="got 80 rounds of x but 1, 1, 1 of z, a, b"):
+        verify_modulus_proof(pk.n, ragged)
     short = prove_modulus(*_primes(keys512), rounds=40)
     with pytest.raises(InsecureKeyError, match=">= 80 rounds, got 40"):
         verify_modulus_proof(pk.n, short)

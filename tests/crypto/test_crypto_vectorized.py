@@ -47,6 +47,9 @@ def test_pack_many_falls_back_for_carrying_values():
     # A slot beyond 2**(w-1) (a carrying layout's intermediate) takes the loop, with the same result.
     values, chunks = [2 ** 20, -3, 7, -(2 ** 21)], [2, 2]
     assert pack_many(values, chunks, 8) == _loop_pack(values, chunks, 8)
+    # int64's -2**63, which np.abs leaves negative, takes the loop as well
+    values = [-(2 ** 63), 1]
+    assert pack_many(values, [2], 20) == _loop_pack(values, [2], 20)
 
 
 @pytest.mark.parametrize("bits", [8, 40, 62, 64])
