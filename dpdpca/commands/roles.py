@@ -526,7 +526,7 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
     if as_json:
         click.echo(json.dumps(summary, sort_keys=True))
         return
-    from dpdpca.commands.run import privacy_lines
+    from dpdpca.commands.run import party_timing_lines, privacy_lines
 
     t = summary["timings"]
     lines = [f"dpdpca user finish: {summary['n_features']} features, N = {n_rows}, "
@@ -534,9 +534,7 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
              "eigenvalues: " + ", ".join(f"{x:.4g}" for x in summary["eigenvalues"]),
              *privacy_lines(summary["privacy"]),
              f"timings: total {t['total_s']:.2f} s"]
-    for party, phases in t["parties"].items():
-        detail = ", ".join(f"{ph} {sec:.2f}" for ph, sec in phases.items())
-        lines.append(f"  {party:<10} {sum(phases.values()):8.2f} s  ({detail})")
+    lines += party_timing_lines(t["parties"])
     click.echo("\n".join(lines))
 
 

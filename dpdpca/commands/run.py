@@ -184,6 +184,12 @@ def privacy_lines(p: dict[str, Any]) -> list[str]:
             f"  notes: {p['notes']}"]
 
 
+def party_timing_lines(parties: dict[str, dict[str, float]]) -> list[str]:
+    """One line per party: its total seconds and each phase's (``Timings.to_dict()["parties"]``)."""
+    return [f"  {party:<10} {sum(phases.values()):8.2f} s  ("
+            + ", ".join(f"{ph} {sec:.2f}" for ph, sec in phases.items()) + ")" for party, phases in parties.items()]
+
+
 def _human_summary(s: dict[str, Any]) -> str:
     t = s["timings"]
     lines = [
@@ -193,9 +199,7 @@ def _human_summary(s: dict[str, Any]) -> str:
         *privacy_lines(s["privacy"]),
         f"timings: total {t['total_s']:.2f} s, critical path {t['critical_path_s']:.2f} s",
     ]
-    for party, phases in t["parties"].items():
-        detail = ", ".join(f"{ph} {sec:.2f}" for ph, sec in phases.items())
-        lines.append(f"  {party:<10} {sum(phases.values()):8.2f} s  ({detail})")
+    lines += party_timing_lines(t["parties"])
     lines.append("bytes sent: " + ", ".join(f"{k} {v:,}" for k, v in s["bytes_sent"].items()))
     lines.append("rows clipped to norm 1: " + (", ".join(f"owner {k}: {v}" for k, v in s["rows_clipped"].items())
                                                or "none"))

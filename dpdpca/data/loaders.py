@@ -351,11 +351,7 @@ def column_names(path: str | os.PathLike[str]) -> list[str]:
             return [f"column {i}" for i in range(1, len(cells) + 1)]
         return cells
     if suffix == ".npy":
-        _check_npy_header(p)
-        with open(p, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            shape = (np.lib.format.read_array_header_1_0(fh) if version == (1, 0)
-                     else np.lib.format.read_array_header_2_0(fh))[0]
+        shape = _check_npy_header(p)
         return [f"column {i}" for i in range(1, int(shape[1]) + 1)]
     if suffix == ".parquet":
         return [str(name) for name in _parquet_schema(p).names]
@@ -376,7 +372,7 @@ def _check_features(path: Path, d: int, max_features: int | None) -> None:
                         f"--max-features), got {d}")
 
 
-def _check_npy_header(path: Path, max_features: int | None = None) -> None:
+def _check_npy_header(path: Path, max_features: int | None = None) -> tuple[int, ...]:
     """Read a ``.npy`` header and refuse it before any array is allocated.
 
     The declared shape times the item size must equal the bytes present, the
@@ -410,6 +406,7 @@ def _check_npy_header(path: Path, max_features: int | None = None) -> None:
     if declared != size - offset:
         raise DataError(f"data file {str(path)!r} must hold the {declared} bytes its header declares for shape "
                         f"{shape}, got {size - offset}")
+    return shape
 
 
 def _read_csv(path: Path, max_features: int | None = None) -> np.ndarray:

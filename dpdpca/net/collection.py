@@ -178,7 +178,6 @@ class Collection:
         (self.root / "shares").mkdir(parents=True, exist_ok=True)
         self._remove_partial_writes()
         self.ledger = ReleaseLedger(self.root / "ledger.json")
-        self._steps = self._new_steps()
         self._result: bytes | None = None
         state = self._read_state()
         if state is None:
@@ -192,6 +191,7 @@ class Collection:
             raise ProtocolError(f"state_dir {str(self.root)!r} must belong to session {params.session_id}, "
                                 f"got session {state.get('session')!r}")
         self._state = state
+        self._steps = self._new_steps()
         self._recover()
 
     # -- persistence -----------------------------------------------------------
@@ -210,8 +210,7 @@ class Collection:
         if proxy is None:
             proxy = Proxy(self.params, self.owner_keys, quorum=self.min_shares, executor=self.executor,
                           ledger=self.ledger, release=self.noise.mode, range_proofs=self.range_proofs)
-        state = getattr(self, "_state", None) or {}
-        proxy.excluded_.update({str(k): str(v) for k, v in dict(state.get("excluded", {})).items()})
+        proxy.excluded_.update({str(k): str(v) for k, v in dict(self._state.get("excluded", {})).items()})
         return ProxySteps(proxy, self.noise, ledger=self.budget,
                           label=f"proxy service session {self.params.session_id}")
 
@@ -251,7 +250,6 @@ class Collection:
                 self._write_state({**self._state, "phase": Phase.LOST.value})
             return
         if phase is Phase.COLLECTING:
-            self._steps.proxy.excluded_.update({str(k): str(v) for k, v in dict(self._state.get("excluded", {})).items()})
             for path in sorted((self.root / "shares").glob("*.msg"), key=lambda p: p.stat().st_mtime_ns):
                 try:
                     self._steps.accept(path.read_bytes())
@@ -437,12 +435,11 @@ class Collection:
 
     def _service_budget_note(self) -> str:
         """With a service budget (``budget_epsilon`` in proxy.toml): what every session spent together."""
-        if self.budget is None:
+        service = self._service_budget()
+        if service is None or self.budget is None:
             return ""
-        spent = self.budget.spent()
-        budget = spent.get("budget") or {}
-        return (f"; the service's budget ledger {self.budget.path}: {spent.get('releases', '?')} release(s), "
-                f"composed epsilon {float(spent['epsilon']):.4g} of {budget.get('epsilon', '?')}")
+        return (f"; the service's budget ledger {self.budget.path}: {service['releases']} release(s), "
+                f"composed epsilon {service['epsilon_spent']:.4g} of {service['epsilon']}")
 
     # -- the data user --------------------------------------------------------------
     def result(self) -> Outcome:

@@ -32,13 +32,14 @@ party; docs/threat-model.md says what a malicious proxy can still do.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from dpdpca._io import atomic_write_json, read_json_file
+from dpdpca._io import atomic_write_json, exclusive_lock, read_json_file
 from dpdpca.errors import MessageError, ProtocolError
 from dpdpca.protocol.messages import check_session_id
 
@@ -46,31 +47,6 @@ __all__ = ["ReleaseLedger", "LEDGER_KEY"]
 
 LEDGER_KEY = "dpdpca_release_ledger"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-
-try:  # POSIX; elsewhere the atomic rename still applies, without the cross-process lock
-    import fcntl
-except ImportError:  # pragma: no cover - non-POSIX platforms
-    fcntl = None  # type: ignore[assignment]
-
-
-class _Lock:
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.fd: int | None = None
-
-    def __enter__(self) -> "_Lock":
-        if self.path is not None and fcntl is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
 
 class ReleaseLedger:
     """Sessions already released, persisted atomically; refuses a second release.
@@ -116,14 +92,25 @@ class ReleaseLedger:
 
     def releases(self) -> dict[str, dict[str, str]]:
         """Session id -> ``{"role", "digest", "time"}`` of every recorded release."""
-        with _Lock(self._lock_path()):
+        with self._locked():
             return self._read()
 
     def is_released(self, session_id: str) -> bool:
         return session_id in self.releases()
 
+    def _locked(self) -> Any:
+        """The exclusive lock on the ledger's ``.lock`` sidecar (none for an in-memory ledger)."""
+        path = self._lock_path()
+        return contextlib.nullcontext() if path is None else exclusive_lock(path)
+
     def _lock_path(self) -> Path | None:
         return None if self.path is None else self.path.with_name(self.path.name + ".lock")
+
+    def _write(self, releases: dict[str, dict[str, str]]) -> None:
+        if self.path is None:
+            self._memory = releases
+        else:
+            atomic_write_json(self.path, {LEDGER_KEY: {"version": 1, "releases": releases}}, mode=0o600)
 
     def claim(self, session_id: str, *, role: str, digest: str) -> bool:
         """Record the release of ``session_id`` with ``digest`` (SHA-256 hex of the released bytes).
@@ -146,7 +133,7 @@ class ReleaseLedger:
         check_session_id(session_id)
         if not isinstance(digest, str) or _HEX64.fullmatch(digest) is None:
             raise MessageError(f"release digest must be 64 lowercase hex characters, got {str(digest)[:80]!r}")
-        with _Lock(self._lock_path()):
+        with self._locked():
             releases = self._read()
             held = releases.get(session_id)
             if held is not None:
@@ -157,10 +144,7 @@ class ReleaseLedger:
             releases[session_id] = {"role": str(role), "digest": digest,
                                     "time": datetime.datetime.now(datetime.timezone.utc).isoformat(
                                         timespec="seconds")}
-            if self.path is None:
-                self._memory = releases
-            else:
-                atomic_write_json(self.path, {LEDGER_KEY: {"version": 1, "releases": releases}}, mode=0o600)
+            self._write(releases)
         return True
 
     def record_outcome(self, session_id: str, *, digest: str, outcome: str) -> None:
@@ -174,14 +158,11 @@ class ReleaseLedger:
         ProtocolError
             The session is not claimed with this digest.
         """
-        with _Lock(self._lock_path()):
+        with self._locked():
             releases = self._read()
             held = releases.get(session_id)
             if held is None or held.get("digest") != digest:
                 raise ProtocolError(f"session {session_id} must be claimed with this release before its outcome "
                                     f"is recorded, got {'another release' if held else 'no claim'}")
             held["outcome"] = str(outcome)[:200]
-            if self.path is None:
-                self._memory = releases
-            else:
-                atomic_write_json(self.path, {LEDGER_KEY: {"version": 1, "releases": releases}}, mode=0o600)
+            self._write(releases)
