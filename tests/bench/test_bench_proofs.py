@@ -24,3 +24,23 @@ def test_bench_proofs_json(capsys):
         assert set(r["proven_over_declared_bits"]) == {"R", "v"}
     assert main(["bench", "proofs", "--key-bits", "512", "--insecure-test-key", "--measure-reps", "3", "1"]) == 2
     assert "--measure-reps must be two counts" in capsys.readouterr().err
+
+
+def test_bench_proofs_encryption_time_is_the_owners_wall_time_alone(monkeypatch):
+    """encrypt_s is the owner's encrypt + precompute wall seconds; to_dict's cpu_s beside them is not added in."""
+    from dpdpca.bench.proofs import measure
+    from dpdpca.crypto import generate_keypair
+    from dpdpca.timing import Timings
+
+    original = Timings.to_dict
+
+    def fixed(self):
+        out = original(self)
+        for party in [p for p in out["parties"] if p.startswith("owner:")]:
+            out["parties"][party] = {"encrypt": 1.0, "precompute": 2.0}
+            out["cpu_s"][party] = {"encrypt": 1.0, "precompute": 2.0}
+        return out
+
+    monkeypatch.setattr(Timings, "to_dict", fixed)
+    pk, _ = generate_keypair(512, insecure_test_key=True)
+    assert measure(3, key=pk, rows=5, reps=(1, 2))["encrypt_s"] == 3.0
