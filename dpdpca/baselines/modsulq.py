@@ -132,7 +132,7 @@ class ModSulqPCA(NoisySiteEstimator):
         with timings.measure("curator", "pool"):
             X = np.vstack(parts) if len(parts) > 1 else parts[0]
         if self.private and not self._own_mask:
-            A, _, privacy, n_rel = self._noisy_moment(X, source, "curator", timings)
+            A, sigma, privacy, n_rel = self._noisy_moment(X, source, "curator", timings)
             with timings.measure("curator", "decompose"):
                 w, V = top_eigenpairs(A, k)
             privacy = dataclasses.replace(privacy, mechanism="mod-sulq-symmetric",
@@ -141,7 +141,7 @@ class ModSulqPCA(NoisySiteEstimator):
             return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
                              bytes_sent=bytes_sent, params=params,
                              extra={"n_samples": n, "n_released": n_rel, "trace": float(np.trace(A)),
-                                    "omega": float(privacy.sigma or 0.0) / n_rel})
+                                    "omega": float(sigma)})  # the mask's std per entry of A, either relation
         mask = "streaming" if self.variant == "non-symmetric" else "symmetric"
         calibration = self.calibration if self._own_mask else "modsulq"
         mech = ModSulqMechanism(epsilon=self.epsilon, delta=self.delta, d=d, n=n, mask=mask, calibration=calibration)

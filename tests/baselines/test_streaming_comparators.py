@@ -36,6 +36,14 @@ def test_mod_sulq_reports_its_omega_and_recovers_with_little_noise(variant, omeg
     assert abs(float(big.components_[0] @ top)) > 0.99
 
 
+def test_mod_sulq_rigorous_curator_reports_the_mask_per_entry_of_its_moment():
+    """Under replace-one the report's sigma is already per entry of A (= YᵀY/n): omega is that sigma, not /n."""
+    X = data()
+    est = ModSulqPCA(2, 1.0, 0.05, neighbouring="replace-one", centering="none",
+                     rng=np.random.default_rng(3)).fit(np.array_split(X, 3))
+    assert est.result_.extra["omega"] == pytest.approx(est.privacy_.sigma)
+
+
 def test_mod_sulq_variant_error():
     with pytest.raises(ParameterError, match=r"^variant must be 'symmetric' or 'non-symmetric', got 'x'$"):
         ModSulqPCA(2, 1.0, 0.05, variant="x").fit([data(100)])
