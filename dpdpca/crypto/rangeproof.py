@@ -95,7 +95,7 @@ from dataclasses import dataclass
 
 from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import _gmp as bk
-from dpdpca.crypto.encrypted import EncryptedArray
+from dpdpca.crypto.encrypted import EncryptedArray, encrypt
 from dpdpca.crypto.keys import PublicKey, derive_hs
 from dpdpca.crypto.packing import SlotLayout, pack_slots
 from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError, ProofError
@@ -305,23 +305,12 @@ def encrypt_for_proof(base: ProverBase, values: Sequence[int], *, layout: SlotLa
         A value beyond ``bound`` or ``bound`` beyond the layout.
     """
     key = base.public_key
-    layout.check_key(key)
-    layout.check_bound(check_int("bound", bound, minimum=0), "encrypt")
-    vals = [int(v) for v in values]
-    for i, v in enumerate(vals):
-        if abs(v) > bound:
-            raise OverflowRiskError(f"values[{i}] must satisfy |value| <= bound {bound}, got {v}")
     chunk_t = tuple(int(c) for c in chunks)
-    if sum(chunk_t) != len(vals):
-        raise param_error("chunks", f"summing to len(values) = {len(vals)}", sum(chunk_t))
-    n = key.n
-    plaintexts, start = [], 0
-    for c in chunk_t:
-        plaintexts.append(bk.mpz(pack_slots(vals[start:start + c], layout.slot_bits) % n))
-        start += c
-    exps = [secrets.randbits(key.alpha_bits) for _ in plaintexts]
-    cts = key.raw_encrypt_with(plaintexts, key.djn_table(len(exps)).pow_many(exps))
-    return EncryptedArray(key, layout, chunk_t, bound, cts), exps
+    exps = [secrets.randbits(key.alpha_bits) for _ in chunk_t]
+    # encrypt's own checks (integers only, the bound, the chunks), with this proof's factors
+    arr = encrypt(key, values, layout=layout, bound=bound, chunks=chunk_t,
+                  factors=key.djn_table(len(exps)).pow_many(exps))
+    return arr, exps
 
 
 def _h1(context: bytes, key: PublicKey, geom: ProofGeometry, sections: Sequence[ProofSection],

@@ -11,7 +11,7 @@ from dpdpca.crypto import SlotLayout, decrypt, generate_keypair
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto import rangeproof as rp
 from dpdpca.crypto.packing import pack_slots
-from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError, ProofError
+from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ProofError
 
 LAYOUT = SlotLayout(slot_bits=60, slots=8)
 BOUND = 2**20
@@ -113,6 +113,8 @@ def test_encrypt_for_proof_decrypts_and_round_trips(key):
     base = rp.ProverBase.draw(pk)
     with pytest.raises(OverflowRiskError, match="bound"):
         rp.encrypt_for_proof(base, [BOUND + 1], layout=LAYOUT, bound=BOUND, chunks=[1])
+    with pytest.raises(ParameterError, match="values"):  # a float is refused, never truncated to an integer
+        rp.encrypt_for_proof(base, [1.9, 2], layout=LAYOUT, bound=BOUND, chunks=[2])
 
 
 def test_honest_proof_verifies_and_survives_the_wire(key):
