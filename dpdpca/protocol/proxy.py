@@ -520,13 +520,7 @@ class Proxy:
         if self._aggregate is None:
             raise ProtocolError("finish must follow close_collection, got it first")
         n_owners = len(self.owner_keys) if owners is None else check_int("owners", owners, minimum=1)
-        if setting.noise_by == "owners":
-            t = n_owners if setting.honest_owners is None else setting.honest_owners
-            if t > n_owners:
-                raise param_error("honest_owners", f"<= L = {n_owners}", t)
-            if self.quorum - (n_owners - t) < 1:
-                raise param_error("quorum", f"> L - t = {n_owners - t} so that an honest owner's noise is always "
-                                  f"present", self.quorum)
+        setting.check_owners(owners=n_owners, quorum=self.quorum)  # owners' noise: t <= L and Q > L - t
         if self.n_ is not None:  # N is known (the centred release): delta must also be < 1/N
             check_delta("delta", setting.delta, n_rows=int(self.n_))
         p = self.params
