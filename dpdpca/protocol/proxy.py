@@ -131,7 +131,7 @@ class Proxy:
         self._prepared = False
         # Add/remove: the proxy's noise drawn ahead for one privacy setting (used once, then dropped).
         self._release_setting: ReleaseOptions | None = None
-        self._ready_noise: tuple[tuple[Any, ...], Any, dict[str, list[int]]] | None = None
+        self._ready_noise: tuple[tuple[Any, ...], dict[str, list[int]]] | None = None
         self._noise_thread: threading.Thread | None = None
 
     # -- round 1 ------------------------------------------------------------
@@ -346,8 +346,7 @@ class Proxy:
             def draw() -> None:
                 start = time.thread_time()
                 noise = self.release.calibrate(setting, d=d, frac_bits=self.params.frac_bits, kappa=self.params.kappa)
-                self._ready_noise = (_noise_key(setting, d), noise.calibration,
-                                     add_remove.proxy_noise(noise.calibration, self.params))
+                self._ready_noise = (_noise_key(setting, d), add_remove.proxy_noise(noise.calibration, self.params))
                 self.timings_.add(self.party, "precompute_noise", time.thread_time() - start)
             if wait is False:
                 self._noise_thread = threading.Thread(target=draw, name="dpdpca-noise", daemon=True)
@@ -359,13 +358,13 @@ class Proxy:
             self._randomizers.fill(count, wait=now, executor=self.executor if now else None)
         self._prepared = True
 
-    def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> tuple[Any, dict[str, list[int]]] | None:
+    def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> dict[str, list[int]] | None:
         """The add/remove noise :meth:`prepare` drew for this setting, handed out once (None otherwise)."""
         if self._noise_thread is not None:
             self._noise_thread.join()
             self._noise_thread = None
         ready, self._ready_noise = self._ready_noise, None
-        return (ready[1], ready[2]) if ready is not None and ready[0] == key else None
+        return ready[1] if ready is not None and ready[0] == key else None
 
     def _rerandomize(self, *arrays: EncryptedArray) -> list[EncryptedArray]:
         """Multiply every outgoing ciphertext by a fresh encryption of 0.
@@ -679,9 +678,10 @@ class Proxy:
         extra: dict[str, Any] = {}
         with self.timings_.measure(self.party, "noise"):
             if noise.distributed is None:
-                ready = self._noise_drawn_ahead(_noise_key(noise.setting, d))
                 # drawn ahead from the same calibration (the key fixes it), or now
-                draws = ready[1] if ready is not None else add_remove.proxy_noise(noise.calibration, p)
+                draws = self._noise_drawn_ahead(_noise_key(noise.setting, d))
+                if draws is None:
+                    draws = add_remove.proxy_noise(noise.calibration, p)
                 if self.record_noise_for_testing:
                     self.noise_blocks_for_testing_ = draws
                 r2 = agg["R"].add_plain(draws["R"], plain_bound=p.noise_allowance)

@@ -147,7 +147,7 @@ def test_proxy_noise_drawn_ahead_is_used_once_and_only_for_its_setting(make_user
         proxy.close_collection()
         proxy.finish_add_remove(epsilon=eps_finish, delta=1e-5)
         assert proxy._ready_noise is None  # used or dropped, never kept
-        proxy.drawn_for_test = drawn[2]
+        proxy.drawn_for_test = drawn[1]
         return proxy
 
     same = run(1.0, 1.0)
