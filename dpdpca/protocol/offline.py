@@ -24,6 +24,7 @@ from pathlib import Path
 from dpdpca._io import atomic_write_bytes
 from dpdpca._validation import check_int
 from dpdpca.crypto import PublicKey, encryptions_of_zero
+from dpdpca.crypto.ciphertexts import from_fixed_bytes, to_fixed_bytes
 from dpdpca.crypto.compute import EngineLike
 from dpdpca.errors import FileAccessError, MessageError
 from dpdpca.protocol.releases import as_release
@@ -91,7 +92,7 @@ class OwnerRandomness:
                              "sections": [[k, len(v)] for k, v in self.sections.items()]},  # in blob order
                             sort_keys=True, separators=(",", ":")).encode()
         # in the header's section order (a list, not an object whose keys JSON sorts), which consume() reads back
-        blob = b"".join(int(f).to_bytes(width, "big") for v in self.sections.values() for f in v)
+        blob = to_fixed_bytes([f for v in self.sections.values() for f in v], width)
         return atomic_write_bytes(path, _MAGIC + header + b"\n" + blob, mode=0o600, exclusive=True)
 
     @classmethod
@@ -136,7 +137,7 @@ class OwnerRandomness:
         if len(blob) != width * sum(sizes.values()):
             raise MessageError(f"randomness file must hold {sum(sizes.values())} factors of {width} bytes, "
                                f"got {len(blob)} bytes")
-        values = [int.from_bytes(blob[i:i + width], "big") for i in range(0, len(blob), width)]
+        values = [int(v) for v in from_fixed_bytes(blob, width)]
         sections: dict[str, list[int]] = {}
         pos = 0
         for name, count in sizes.items():
