@@ -35,8 +35,11 @@ class Timings:
     (5.0, 4.0, 1.0)
     """
 
+    #: Phases that depend on public parameters only (made before the data or the shares arrive).
+    OFFLINE_PHASES = ("precompute", "precompute_noise")
+
     def __init__(self, *, parallel_roles: tuple[str, ...] = ("owner",),
-                 overlapping_phases: tuple[str, ...] = ("precompute", "precompute_noise")) -> None:
+                 overlapping_phases: tuple[str, ...] = OFFLINE_PHASES) -> None:
         self.parallel_roles = tuple(parallel_roles)
         self.overlapping_phases = tuple(overlapping_phases)
         self._phases: dict[str, dict[str, float]] = {}
@@ -99,8 +102,6 @@ class Timings:
             overlap = max(overlap, beside)
         return total + max(sum(slowest.values()), overlap)
 
-    #: Phases that depend on public parameters only (made before the data or the shares arrive).
-    OFFLINE_PHASES = ("precompute", "precompute_noise")
 
     def offline_s(self, party: str) -> float:
         """``party``'s seconds in offline phases."""

@@ -111,7 +111,7 @@ from dpdpca.timing import Timings
 __all__ = ["TimedFileTransport", "file_relay", "critical_hops", "crossover", "run_timing", "command"]
 
 #: Proxy phases done while collection is open (they need no share), so they run beside the owners.
-PROXY_OVERLAP_PHASES = ("precompute", "precompute_noise")
+PROXY_OVERLAP_PHASES = Timings.OFFLINE_PHASES
 OWNERS_FULL = (10, 50, 100, 500, 1000)
 OWNERS_QUICK = (10, 50, 100)
 N_COMPONENTS = 10
@@ -285,7 +285,7 @@ def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure
     timings, keygen = _without_keygen(run.result.timings)
     proxy_phases = timings.to_dict()["parties"].get("proxy", {})
     # made in a background thread during the owners' turns, so not inside the proxy's own segment
-    overlap = sum(sec for phase, sec in proxy_phases.items() if phase in PROXY_OVERLAP_PHASES)
+    overlap = timings.offline_s("proxy")
     owner_max = max(owners)
     critical = max(owner_max, overlap) + seg["proxy_s"] + seg["user_s"]
     timings.merge(net.io)
