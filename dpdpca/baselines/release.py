@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from dpdpca.dp import ADD_REMOVE_ONE, AddRemoveCalibration, PrivacyReport, calibrate_add_remove, gaussian_delta
+from dpdpca.dp.calibration import check_calibration
 from dpdpca.dp.settings import CALIBRATIONS
-from dpdpca._validation import param_error
 from dpdpca.linalg import pack_upper, unpack_upper, upper_triangle_size
 
 __all__ = ["ADD_REMOVE_FRAC_BITS", "AddRemoveNoise", "scatter_pieces", "moment_from_pieces"]
@@ -72,8 +72,7 @@ class AddRemoveNoise:
         ParameterError
             Bad epsilon, delta, d or a calibration outside ``analytic``, ``classic``.
         """
-        if calibration not in CALIBRATIONS:
-            raise param_error("calibration", "one of " + ", ".join(repr(c) for c in CALIBRATIONS), calibration)
+        check_calibration(calibration, CALIBRATIONS)
         return cls(calibrate_add_remove(epsilon=epsilon, delta=delta, d=d, frac_bits=ADD_REMOVE_FRAC_BITS,
                                         calibration=calibration))
 

@@ -73,6 +73,7 @@ from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, check_budget, p
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp import (ADD_REMOVE_ONE, GaussianMechanism, LaplaceMechanism, PrivacyReport,
                        compose_basic, resolve_source)
+from dpdpca.dp.calibration import check_calibration
 from dpdpca.dp.mechanisms import check_sensitivity_mode
 from dpdpca.dp.settings import CALIBRATIONS, RIGOROUS, relation_of
 from dpdpca.errors import UnsupportedSettingError
@@ -386,8 +387,7 @@ class SketchPCA(SiteEstimator):
         if self.mask not in SUBSAMPLING_MASKS:
             raise param_error("mask", "'uniform' or 'block'", self.mask)
         relation_of(self.neighbouring)
-        if self.calibration not in CALIBRATIONS:
-            raise param_error("calibration", "one of " + ", ".join(repr(c) for c in CALIBRATIONS), self.calibration)
+        check_calibration(self.calibration, CALIBRATIONS)
         check_sensitivity_mode(self.sensitivity_mode)
         if self.private and self.sensitivity_mode != RIGOROUS:
             raise UnsupportedSettingError(f"sensitivity_mode {self.sensitivity_mode!r} of sketch: the paper's "

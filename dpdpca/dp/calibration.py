@@ -78,6 +78,7 @@ __all__ = [
     "discrete_gaussian_blocks_delta",
     "rounding_coupling_delta",
     "GAUSSIAN_CALIBRATIONS",
+    "check_calibration",
     "DISCRETE_GAUSSIAN_CALIBRATIONS",
     "calibrate_gaussian",
     "classic_gaussian_sigma",
@@ -117,7 +118,8 @@ def check_integer_sensitivity(value: Any, name: str = "sensitivity") -> int:
     return check_int(name, value, minimum=0)
 
 
-def _check_calibration(calibration: str, allowed: tuple[str, ...]) -> str:
+def check_calibration(calibration: str, allowed: tuple[str, ...]) -> str:
+    """``calibration`` if it is one of ``allowed``, else a one-line ParameterError naming them."""
     if calibration not in allowed:
         raise param_error("calibration", "one of " + ", ".join(repr(a) for a in allowed), calibration)
     return calibration
@@ -210,7 +212,7 @@ def calibrate_gaussian(*, epsilon: float, delta: float, sensitivity: float,
     epsilon = check_positive("epsilon", epsilon)
     delta = check_delta("delta", delta)
     sensitivity = check_sensitivity(sensitivity)
-    _check_calibration(calibration, GAUSSIAN_CALIBRATIONS)
+    check_calibration(calibration, GAUSSIAN_CALIBRATIONS)
     if calibration == "classic":
         c = classic_gaussian_sigma(epsilon, delta)
     else:
@@ -299,7 +301,7 @@ def calibrate_discrete_gaussian(*, epsilon: float, delta: float, sensitivity: in
     epsilon = check_positive("epsilon", epsilon)
     delta = check_delta("delta", delta)
     sensitivity = check_integer_sensitivity(sensitivity)
-    _check_calibration(calibration, DISCRETE_GAUSSIAN_CALIBRATIONS)
+    check_calibration(calibration, DISCRETE_GAUSSIAN_CALIBRATIONS)
     if calibration == "analytic" and dimension is None:
         calibration = "zcdp"
     if calibration == "classic":

@@ -19,7 +19,7 @@ from dpdpca._validation import check_delta, check_int, check_positive, param_err
 from dpdpca.dp.calibration import (
     DISCRETE_GAUSSIAN_CALIBRATIONS,
     GAUSSIAN_CALIBRATIONS,
-    _check_calibration,
+    check_calibration,
     calibrate_discrete_gaussian,
     calibrate_gaussian,
     check_integer_sensitivity,
@@ -158,7 +158,7 @@ class GaussianMechanism(_Mechanism):
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = check_delta("delta", delta)
         self.sensitivity = check_sensitivity(sensitivity)
-        self.calibration = _check_calibration(calibration, GAUSSIAN_CALIBRATIONS)
+        self.calibration = check_calibration(calibration, GAUSSIAN_CALIBRATIONS)
         self._set_relation(neighbouring, sensitivity_mode)
         self.sigma = calibrate_gaussian(epsilon=self.epsilon, delta=self.delta, sensitivity=self.sensitivity,
                                         calibration=calibration)
@@ -247,7 +247,7 @@ class DiscreteGaussianMechanism(_Mechanism):
         self.dimension = None if dimension is None else check_int("dimension", dimension, minimum=1)
         if calibration == "analytic" and self.dimension is None:
             calibration = "zcdp"
-        self.calibration = _check_calibration(calibration, DISCRETE_GAUSSIAN_CALIBRATIONS)
+        self.calibration = check_calibration(calibration, DISCRETE_GAUSSIAN_CALIBRATIONS)
         self._set_relation(neighbouring, sensitivity_mode)
         if self.sensitivity == 0:
             raise param_error("sensitivity", "> 0 for the discrete Gaussian (add no noise instead)", sensitivity)
