@@ -30,6 +30,7 @@ __all__ = [
     "FileAccessError",
     "MissingDependencyError",
     "ProofError",
+    "BudgetExceededError",
 ]
 
 
@@ -115,3 +116,7 @@ class ProofError(ProtocolError):
     """
 
     party: str | None = None
+
+
+class BudgetExceededError(DpdpcaError, ValueError):
+    """A release would pass the ledger's declared total budget."""

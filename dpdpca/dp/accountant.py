@@ -49,7 +49,7 @@ from typing import Any
 from dpdpca._io import atomic_write_json, exclusive_lock
 from dpdpca._validation import check_delta, check_positive, param_error
 from dpdpca.dp.report import ADD_REMOVE_ONE, NEIGHBOURING_RELATIONS, REPLACE_ONE
-from dpdpca.errors import DpdpcaError, MessageError, ParameterError
+from dpdpca.errors import BudgetExceededError, DpdpcaError, MessageError, ParameterError
 
 __all__ = [
     "LEDGER_VERSION",
@@ -64,10 +64,6 @@ __all__ = [
 #: The Renyi orders of every curve: dp-accounting's default grid (1.1 ... 10.9 by 0.1, 11 ... 63, 128 ... 1024).
 ORDERS: tuple[float, ...] = tuple([1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024])
 LEDGER_VERSION = 1
-
-
-class BudgetExceededError(DpdpcaError, ValueError):
-    """A release would pass the ledger's declared total budget."""
 
 
 def rdp_to_epsilon(orders: Sequence[float], rdp: Sequence[float], delta: float) -> tuple[float, float]:

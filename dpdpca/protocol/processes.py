@@ -34,7 +34,7 @@ import numpy as np
 
 import dpdpca.errors as errors
 from dpdpca.dp import PrivacyReport
-from dpdpca.dp.accountant import BudgetExceededError, PrivacyLedger
+from dpdpca.dp.accountant import PrivacyLedger
 from dpdpca.errors import DpdpcaError, ProtocolError
 from dpdpca.linalg import pack_upper
 from dpdpca.protocol.config import ReleaseOptions
@@ -199,7 +199,7 @@ def _user_main(ctrl: Connection, to_proxy: Connection) -> None:
 def _raise_if_error(reply: Any) -> Any:
     if isinstance(reply, dict) and "error" in reply:
         name = str(reply["error"])
-        cls = BudgetExceededError if name == "BudgetExceededError" else getattr(errors, name, ProtocolError)
+        cls = getattr(errors, name, ProtocolError)  # every error a party may send back lives in dpdpca.errors
         if not (isinstance(cls, type) and issubclass(cls, DpdpcaError)):
             cls = ProtocolError
         raise cls(str(reply["message"]))

@@ -173,3 +173,15 @@ def test_library_parties_default_to_the_clis_release(make_user, make_owner, keyp
     assert setting.release is ADD_REMOVE and setting == ReleaseOptions()
     assert (setting.calibration, setting.sensitivity_mode, setting.noise_lattice) == ("analytic", "rigorous",
                                                                                       "n-scaled")
+
+
+def test_a_release_past_the_budget_is_refused_by_type_across_processes(tmp_path, unit_rows):
+    """Under the processes launcher the proxy's refusal crosses a pipe by name and comes back as itself."""
+    from dpdpca.protocol import run_protocol
+
+    rng = np.random.default_rng(8)
+    parts = [unit_rows(rng, 4, 3) for _ in range(2)]
+    ledger = PrivacyLedger(tmp_path / "budget.json", budget_epsilon=0.5, budget_delta=1e-5)
+    with pytest.raises(BudgetExceededError, match="release must keep the ledger"):
+        run_protocol(parts, n_components=1, epsilon=1.0, delta=1e-5, key_bits=768, insecure_test_key=True,
+                     processes=True, ledger=ledger)
