@@ -185,15 +185,15 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
         if name in refused:
             out[name] = {"kind": spec.kind, "skipped": str(refused[name])}
             continue
-        try:
-            result = run(name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng, **opts.get(name, {}))
-        except UnsupportedSettingError as exc:  # no sound form under this setting: shown, never run otherwise
-            out[name] = {"kind": spec.kind, "skipped": str(exc)}
-            continue
         for i in range(n_runs):
-            if i:
+            try:
                 result = run(name, parts, n_components=k, epsilon=epsilon, delta=delta, rng=rng,
                              **opts.get(name, {}))
+            except UnsupportedSettingError as exc:  # no sound form under this setting: shown, never run otherwise
+                if i:
+                    raise
+                out[name] = {"kind": spec.kind, "skipped": str(exc)}
+                break
             if progress is not None:
                 progress(f"{name} run {i + 1}/{n_runs}")
             values.append(score(result, X=X, center=center, q_optimal=q_o, truth=truth)[1])
@@ -201,6 +201,8 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
                 f1s.append(svm_f1(result, *f1_data))
             crit.append(result.timings.critical_path_s())
             total.append(result.timings.total_s())
+        if name in out:  # skipped on its first run
+            continue
         assert result is not None
         out[name] = {
             "kind": spec.kind,

@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 
 from dpdpca._validation import check_data_matrix, check_int, check_positive, check_real, param_error
-from dpdpca.baselines._common import FLOAT_BYTES, SiteEstimator, check_budget, parallel_report
+from dpdpca.baselines._common import CENTERINGS, FLOAT_BYTES, SiteEstimator, check_budget, parallel_report
 from dpdpca.baselines.subspace import Subspace, adjust_rank, block_update, check_forgetting, empty_subspace, merge_r
 from dpdpca.data.preprocessing import check_partitions
 from dpdpca.dp import PrivacyReport, resolve_source
@@ -427,8 +427,8 @@ class FederatedPCA(SiteEstimator):
                         mask_columns=self.mask_columns, source=source, center=centred)
 
     def _check_setting(self) -> None:
-        if self.centering not in ("site", "none"):
-            raise param_error("centering", "one of site, none", self.centering)
+        if self.centering not in CENTERINGS:
+            raise param_error("centering", f"one of {', '.join(CENTERINGS)}", self.centering)
         check_sensitivity_mode(self.sensitivity_mode)
         if not (isinstance(self.block_size, str) and self.block_size == "auto") and (
                 isinstance(self.block_size, (str, bool)) or not isinstance(self.block_size, (int, np.integer))):
