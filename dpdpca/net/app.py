@@ -17,6 +17,9 @@ route                       method  party            answer
                                                      itself (:mod:`dpdpca.net.status_page`)
 ==========================  ======  ===============  ==========================================
 
+The last two are absent (404) with ``public_status=False`` (``proxy.toml``
+``[server] public_status = false``).
+
 Every request is authenticated from its headers alone, before a byte of its
 body is read (party, time, token and the Ed25519 signature over method,
 path, body length and body digest, :mod:`dpdpca.net.auth`; 401 for an
@@ -62,7 +65,8 @@ class _Gone(Exception):
     pass
 
 
-def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, tick_s: float = 0.2) -> Any:
+def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, tick_s: float = 0.2,
+               public_status: bool = True) -> Any:
     """The ASGI application.
 
     Parameters
@@ -201,8 +205,8 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
                 await task
 
     routes = [
-        routing.Route("/", page, methods=["GET"]),
-        routing.Route("/v1/session", session, methods=["GET"]),
+        *([routing.Route("/", page, methods=["GET"]), routing.Route("/v1/session", session, methods=["GET"])]
+          if public_status else []),
         routing.Route("/v1/status", status, methods=["GET"]),
         routing.Route("/v1/shares/{owner_id}", post_share, methods=["POST"]),
         routing.Route("/v1/result", get_result, methods=["GET"]),

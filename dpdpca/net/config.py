@@ -15,6 +15,7 @@ Example (relative paths are resolved against the file's directory):
     body_timeout_s = 300           # a signed request's whole body, from its headers
     max_connections = 256          # at once, handshakes included (the oldest still waiting is evicted)
     max_header_bytes = 16384       # a request's header block
+    public_status = true           # false: no unauthenticated / and /v1/session (404); /v1/status stays
 
     [protocol]
     public = "public.json"         # the data user's public parameters
@@ -121,6 +122,10 @@ class ServiceConfig:
         Header and body timeouts, the connection cap and the header size
         (:mod:`dpdpca.net.guard`).
     host, port : str, int
+    public_status : bool
+        Serve the unauthenticated status page ``/`` and ``/v1/session``
+        (default); ``false`` removes both routes (404), so a stranger learns
+        nothing of the session, and operators use ``GET /v1/status`` (signed).
     tls_cert, tls_key : Path or None
         Both or neither; without them the service speaks plain HTTP (tests of
         the application only; ``dpdpca proxy serve`` requires TLS unless told
@@ -148,6 +153,7 @@ class ServiceConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     range_proofs: bool = False
+    public_status: bool = True
 
     def __post_init__(self) -> None:
         check_int("quorum", self.quorum, minimum=1, maximum=len(self.owner_keys))
@@ -267,7 +273,8 @@ def load_config(path: str | Path) -> ServiceConfig:
             limits=ConnectionLimits(**{k: server[k] for k in _LIMIT_KEYS if k in server}),
             host=str(server.get("host", "127.0.0.1")), port=int(server.get("port", 8443)),
             tls_cert=path_of(server.get("tls_cert")), tls_key=path_of(server.get("tls_key")),
-            range_proofs=_flag(proto.get("range_proofs", False), "protocol.range_proofs"))
+            range_proofs=_flag(proto.get("range_proofs", False), "protocol.range_proofs"),
+            public_status=_flag(server.get("public_status", True), "server.public_status"))
     except (TypeError, ValueError) as exc:
         if isinstance(exc, ParameterError):
             raise

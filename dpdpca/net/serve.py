@@ -47,7 +47,8 @@ def build_service(config: ServiceConfig, *, executor: Executor | None = None,
                             collection_seconds=config.collection_seconds, noise=config.noise,
                             release=config.release, executor=executor, budget=config.budget(),
                             range_proofs=config.range_proofs)
-    return collection, create_app(collection, config.party_keys(), max_body_bytes=config.max_body_bytes)
+    return collection, create_app(collection, config.party_keys(), max_body_bytes=config.max_body_bytes,
+                                  public_status=config.public_status)
 
 
 def _server_tls(cert: Any, key: Any) -> ssl.SSLContext:

@@ -73,3 +73,13 @@ def test_http_commands_refuse_bad_input_in_one_line(tmp_path, parties, capsys):
     (tmp_path / "public.json").write_text(json.dumps(params.to_json()))
     _one_line_error(capsys, [*share, "--proxy", "http://127.0.0.1:1"], "https://HOST:PORT")
     assert not (tmp_path / "s.msg").exists()
+
+
+def test_public_status_switch_is_read_and_checked(tmp_path, parties):
+    path = _write(tmp_path, parties)
+    assert load_config(path).public_status is True
+    path.write_text(path.read_text().replace("[server]\n", "[server]\npublic_status = false\n", 1))
+    assert load_config(path).public_status is False
+    path.write_text(path.read_text().replace("public_status = false", 'public_status = "no"', 1))
+    with pytest.raises(ParameterError, match="server.public_status must be true or false"):
+        load_config(path)

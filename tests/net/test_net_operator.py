@@ -270,3 +270,29 @@ def test_limit_anyone_reaching_the_proxy_sees_owner_ids_and_progress_and_nothing
     spent = re.search(r"1 release\(s\), composed epsilon ([0-9.]+) of 3\.0$",
                       [line for line in lines if line.startswith("budget spent")][0])
     assert spent is not None and 0 < float(spent.group(1)) <= 1.0  # composed at the budget's delta
+
+
+def test_without_public_status_a_stranger_gets_404_and_the_signed_status_still_answers(
+        tmp_path, net_params, identities):
+    import warnings
+
+    from dpdpca.net.app import create_app
+    from dpdpca.net.auth import PartyKeys
+    from dpdpca.net.client import ProxyClient
+    from dpdpca.net.collection import Collection
+    from dpdpca.protocol.identity import OwnerKeyring
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*httpx.*starlette.testclient.*")
+        from starlette.testclient import TestClient
+
+    owners = OwnerKeyring.from_identities([identities[o] for o in ("1", "2", "3")])
+    coll = Collection(net_params, tmp_path / "state", owner_keys=owners, quorum=3, collection_seconds=60.0)
+    keys = PartyKeys(owners, OwnerKeyring.from_identities([identities["user"]]))
+    with TestClient(create_app(coll, keys, max_body_bytes=1 << 20, public_status=False)) as tc:
+        assert tc.get("/").status_code == 404 and tc.get("/v1/session").status_code == 404
+        assert "owner" not in tc.get("/").text
+        status = ProxyClient("http://testserver", identities["1"], "owner:1", client=tc, retries=0).status()
+        assert status["quorum"] == 3
+    with TestClient(create_app(coll, keys, max_body_bytes=1 << 20)) as tc:  # the default keeps both
+        assert tc.get("/").status_code == 200 and tc.get("/v1/session").status_code == 200
