@@ -8,12 +8,29 @@ distribution is *exactly* the discrete Laplace / discrete Gaussian (given
 uniform random bits), with none of the floating-point artefacts that break the
 privacy of textbook float samplers (Mironov 2012).
 
-Speed: the discrete-Laplace proposal of CKS Algorithm 3 (uniform draws,
-Bernoulli(exp(-U/t)) and the geometric part) is vectorized with numpy: on one
-``int64`` word while the scale ``t`` is below ``2**62``, and on (high, low)
-word pairs compared lexicographically up to ``t < 2**125``.  The final Gaussian
-acceptance, whose numbers are hundreds of bits long, runs on Python integers.
-Above ``2**125`` everything runs on Python integers (slower, same distribution).
+Speed: everything is vectorized with numpy over the batch, and CKS
+Algorithm 1's loop runs over the batch at once (every element still active
+has the same ``k``, so each step is one array of draws).  The discrete-Laplace
+proposal of CKS Algorithm 3 runs on one ``int64`` word while the scale ``t``
+is below ``2**62``, and on (high, low) word pairs compared lexicographically
+up to ``t < 2**125``; above that the proposal runs on Python integers (slower,
+same distribution).
+
+The final Gaussian acceptance, Bernoulli(exp(-gamma)) with
+``gamma = num/den`` of hundreds of bits, is *lazy* and still exact.  Write
+``floor(gamma 2**B) = whole 2**B + g`` (``B = _WORD_BITS``, computed once per
+proposal on Python integers held in numpy ``object`` arrays, so the loop runs in
+C).  Then Bernoulli(exp(-gamma)) is ``whole`` draws of Bernoulli(exp(-1)) and
+CKS Algorithm 1 on the fractional part ``f = gamma - whole``, whose step
+"Bernoulli(f/k)" is Bernoulli(1/k) and "V < f" for a fresh uniform real V in
+[0, 1).  V is drawn lazily: its top B bits ``w`` decide ``V < f`` exactly when
+``w != g`` (``w < g`` implies ``V < (w+1)/2**B <= g/2**B <= f``; ``w > g``
+implies ``V >= (g+1)/2**B > f``).  On a tie (probability ``2**-B`` per
+comparison) the rest of V is uniform on [0, 1) and ``V < f`` iff that rest is
+below ``r/den`` with ``r = num 2**B - floor(gamma 2**B) den``: one exact
+``randbelow(den) < r`` on Python integers.  Equivalently, the decision is
+``w den + X < (num - whole den) 2**B`` for uniform ``w < 2**B`` and
+``X < den``, a uniform integer below ``den 2**B`` compared with an integer.
 
 References
 ----------
@@ -42,6 +59,14 @@ __all__ = [
 ]
 
 _VECTOR_LIMIT = 1 << 125
+_INT64_LIMIT = 1 << 63
+
+_WORD_BITS = 32
+"""Bits of V compared at once in the lazy Gaussian acceptance (1..63).
+
+Ties, which fall back to exact Python integers, have probability
+``2**-_WORD_BITS`` per comparison.  Tests lower it to exercise the fallback.
+"""
 
 
 def as_positive_fraction(name: str, value: Any) -> Fraction:
@@ -90,6 +115,39 @@ def _bernoulli_exp_neg(num: int, den: int, src: NoiseSource) -> bool:
     return _bernoulli_exp_neg_unit(rem, den, src)
 
 
+# --- uniform words --------------------------------------------------------
+
+def _uniform_below(bound: int, n: int, src: NoiseSource) -> np.ndarray:
+    """``n`` exact uniform integers in ``[0, bound)`` as int64, ``1 <= bound < 2**63``.
+
+    One word each (32 bits when ``bound <= 2**31``, else 64): accept ``w`` below
+    the largest multiple of ``bound`` that fits the word, return ``w % bound``
+    (so a redraw has probability below ``bound / 2**bits``, at most 1/2).
+    """
+    if bound == 1:
+        return np.zeros(n, dtype=np.int64)
+    bits = 32 if bound <= 1 << 31 else 64
+    limit = ((1 << bits) // bound) * bound
+    out = np.empty(n, dtype=np.int64)
+    filled = 0
+    while filled < n:
+        w = _words(n - filled, bits, src)
+        if limit < 1 << bits:
+            w = w[w < limit]  # Python ints below 2**bits: compared in the word's own dtype
+        out[filled:filled + w.size] = w % bound
+        filled += w.size
+    return out
+
+
+def _words(n: int, bits: int, src: NoiseSource) -> np.ndarray:
+    """``n`` uniform ``bits``-bit words (1..64): uint32 for ``bits <= 32``, else uint64."""
+    if bits <= 32:
+        w32 = src.words((n + 1) // 2).view(np.uint32)[:n]
+        return w32 >> np.uint32(32 - bits) if bits < 32 else w32
+    w64 = src.words(n)
+    return w64 >> np.uint64(64 - bits) if bits < 64 else w64
+
+
 # --- vectorized pieces of the discrete-Laplace proposal ---------------------
 
 def _wide_split(t: int) -> int:
@@ -100,19 +158,19 @@ def _wide_split(t: int) -> int:
 def _uniform_below_wide(t: int, size: int, src: NoiseSource) -> tuple[np.ndarray, np.ndarray | None]:
     """``size`` exact uniform integers in ``[0, t)`` as (high, low) words, ``value = high << s | low``.
 
-    ``s = _wide_split(t)``.  For ``s = 0`` this is :meth:`NoiseSource.uniform_below_array`
-    and ``low`` is None.  Otherwise ``high`` is uniform in ``[0, t >> s]`` and ``low`` is
+    ``s = _wide_split(t)``.  For ``s = 0`` this is :func:`_uniform_below` and
+    ``low`` is None.  Otherwise ``high`` is uniform in ``[0, t >> s]`` and ``low`` is
     ``s`` uniform bits (``s <= 63``); pairs with ``value >= t`` are rejected (rate <= 1/2).
     """
     sh = _wide_split(t)
     if sh == 0:
-        return src.uniform_below_array(t, size), None
+        return _uniform_below(t, size, src), None
     t_hi, t_lo = t >> sh, t & ((1 << sh) - 1)
     his, los, got = [], [], 0
     while got < size:
         m = 2 * (size - got) + 8
-        hi = src.uniform_below_array(t_hi + 1, m)
-        lo = (src.words(m) >> np.uint64(64 - sh)).astype(np.int64)
+        hi = _uniform_below(t_hi + 1, m, src)
+        lo = _words(m, sh, src).astype(np.int64)
         ok = (hi < t_hi) | (lo < t_lo)
         his.append(hi[ok])
         los.append(lo[ok])
@@ -135,30 +193,44 @@ def _bernoulli_exp_neg_ratio_vec(u: tuple[np.ndarray, np.ndarray | None], t: int
                                  src: NoiseSource) -> np.ndarray:
     """Bernoulli(exp(-u_i/t)) per entry, ``0 <= u_i < t < 2**125`` (CKS Alg. 1, vectorized).
 
-    Bernoulli(u/(t k)): a uniform W in [0, t k) written W = j t + w with j in
-    [0, k) and w in [0, t); since u < t, W < u iff j == 0 and w < u.
+    Every element still active in the loop has the same ``k``.  Bernoulli(u/(t k)):
+    one uniform ``W < t k`` below ``u`` while ``t k < 2**63``; otherwise
+    ``W = j t + w`` with ``j < k`` and ``w < t``, and since ``u < t``, ``W < u``
+    iff ``j == 0`` and ``w < u``.
     """
     n = u[0].size
-    k = np.ones(n, dtype=np.int64)
+    accept = np.zeros(n, dtype=bool)
     active = np.arange(n)
+    k = 1
     while active.size:
-        j = src.uniform_below_each(k[active])
-        w = _uniform_below_wide(t, active.size, src)
-        hit = (j == 0) & _less_wide(w, _take_wide(u, active))
-        k[active[hit]] += 1
+        if u[1] is None and t * k < _INT64_LIMIT:
+            hit = _uniform_below(t * k, active.size, src) < u[0][active]
+        else:
+            j = _uniform_below(k, active.size, src) if k > 1 else np.zeros(active.size, dtype=np.int64)
+            w = _uniform_below_wide(t, active.size, src)
+            hit = (j == 0) & _less_wide(w, _take_wide(u, active))
+        if k % 2 == 1:
+            accept[active[~hit]] = True  # the loop stopped at an odd k
         active = active[hit]
-    return (k % 2) == 1
+        k += 1
+    return accept
 
 
 def _bernoulli_exp_neg_one_vec(n: int, src: NoiseSource) -> np.ndarray:
-    """``n`` draws of Bernoulli(exp(-1)) (CKS Alg. 1 with gamma = 1: Bernoulli(1/k) steps)."""
-    k = np.ones(n, dtype=np.int64)
+    """``n`` draws of Bernoulli(exp(-1)) (CKS Alg. 1 with gamma = 1: Bernoulli(1/k) steps).
+
+    The step at ``k = 1`` is Bernoulli(1) and always succeeds: no draw.
+    """
+    accept = np.zeros(n, dtype=bool)
     active = np.arange(n)
+    k = 2
     while active.size:
-        hit = src.uniform_below_each(k[active]) == 0
-        k[active[hit]] += 1
+        hit = _uniform_below(k, active.size, src) == 0
+        if k % 2 == 1:
+            accept[active[~hit]] = True
         active = active[hit]
-    return (k % 2) == 1
+        k += 1
+    return accept
 
 
 def _geometric_vec(n: int, src: NoiseSource) -> np.ndarray:
@@ -172,18 +244,21 @@ def _geometric_vec(n: int, src: NoiseSource) -> np.ndarray:
     return v
 
 
-def _laplace_proposals_vec(t: int, n: int, src: NoiseSource) -> list[int]:
-    """About ``n`` accepted ``X = U + t V`` of CKS Algorithm 2 (before the sign step), t < 2**125."""
+def _laplace_proposals_vec(t: int, n: int, src: NoiseSource) -> np.ndarray:
+    """About ``n`` accepted ``X = U + t V`` of CKS Algorithm 2 (before the sign step), t < 2**125.
+
+    int64 when every value fits, else an ``object`` array of Python ints.
+    """
     m = int(n / 0.6) + 16
     u = _uniform_below_wide(t, m, src)
     u = _take_wide(u, np.flatnonzero(_bernoulli_exp_neg_ratio_vec(u, t, src)))
     v = _geometric_vec(u[0].size, src)
     if u[1] is None:
-        if t * (int(v.max(initial=0)) + 1) < (1 << 63):
-            return (u[0] + v * t).tolist()
-        return [int(a) + t * int(b) for a, b in zip(u[0].tolist(), v.tolist())]
+        if t * (int(v.max(initial=0)) + 1) < _INT64_LIMIT:
+            return u[0] + v * t
+        return u[0].astype(object) + v.astype(object) * t
     sh = _wide_split(t)
-    return [((h << sh) | lo) + t * b for h, lo, b in zip(u[0].tolist(), u[1].tolist(), v.tolist())]
+    return ((u[0].astype(object) << sh) | u[1].astype(object)) + v.astype(object) * t
 
 
 def _laplace_proposal_scalar(t: int, src: NoiseSource) -> int:
@@ -198,22 +273,100 @@ def _laplace_proposal_scalar(t: int, src: NoiseSource) -> int:
         return u + t * v
 
 
+def _discrete_laplace_array(t: int, s: int, size: int, src: NoiseSource) -> np.ndarray:
+    """About ``size`` draws of DLap(t/s): P[y] proportional to exp(-|y| s / t) (CKS Algorithm 2).
+
+    int64 or ``object`` array (Python ints); possibly a few more or fewer than
+    ``size`` (callers take what they need and ask again).
+    """
+    if t < _VECTOR_LIMIT:
+        x = _laplace_proposals_vec(t, size, src)
+    else:
+        x = np.empty(size, dtype=object)
+        x[:] = [_laplace_proposal_scalar(t, src) for _ in range(size)]
+    if x.dtype != object and s >= _INT64_LIMIT:
+        x = x.astype(object)
+    neg = ((src.words((x.size + 63) // 64)[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).ravel()
+    neg = neg[:x.size].astype(bool)
+    y = x // s if s != 1 else x
+    keep = ~(neg & (y == 0))  # reject -0 so that 0 is not counted twice
+    return np.where(neg, -y, y)[keep]
+
+
 def _discrete_laplace_ints(t: int, s: int, size: int, src: NoiseSource) -> list[int]:
-    """``size`` draws of DLap(t/s): P[y] proportional to exp(-|y| s / t) (CKS Algorithm 2)."""
+    """``size`` draws of DLap(t/s) as Python ints."""
     out: list[int] = []
     while len(out) < size:
-        need = size - len(out)
-        if t < _VECTOR_LIMIT:
-            xs = _laplace_proposals_vec(t, need, src)
-        else:
-            xs = [_laplace_proposal_scalar(t, src) for _ in range(need)]
-        signs = (src.words((len(xs) + 63) // 64)[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
-        for x, neg in zip(xs, signs.ravel().tolist()):
-            y = x // s
-            if neg and y == 0:
-                continue  # reject so that 0 is not counted twice
-            out.append(-y if neg else y)
-    return out[:size]
+        out.extend(_discrete_laplace_array(t, s, size - len(out), src)[:size - len(out)].tolist())
+    return out
+
+
+# --- the discrete Gaussian's acceptance, lazy and exact ---------------------
+
+def _bernoulli_exp_neg_int_vec(whole: np.ndarray, src: NoiseSource) -> np.ndarray:
+    """Bernoulli(exp(-whole_i)) per entry for int64 ``whole_i >= 0``: ``whole_i`` Bernoulli(exp(-1)) successes."""
+    ok = np.ones(whole.size, dtype=bool)
+    left = whole.copy()
+    active = np.flatnonzero(left > 0)
+    while active.size:
+        hit = _bernoulli_exp_neg_one_vec(active.size, src)
+        ok[active[~hit]] = False
+        left[active] -= 1
+        active = active[hit & (left[active] > 0)]
+    return ok
+
+
+def _bernoulli_exp_neg_lazy_vec(num: np.ndarray, den: int, src: NoiseSource, *, scaled: bool = False) -> np.ndarray:
+    """Bernoulli(exp(-num_i/den)) per entry, exact; ``num`` an ``object`` array of ints >= 0.
+
+    CKS Algorithm 1 with the lazy comparison of the module docstring: the top
+    ``_WORD_BITS`` bits of ``gamma`` per entry, Python integers only on ties.
+    ``scaled``: ``num`` already holds ``num_i 2**_WORD_BITS`` (saves a shift).
+    """
+    bits = _WORD_BITS
+    if not scaled:
+        num = num << bits
+    top = num // den  # floor(gamma 2**B), exact
+    try:
+        top64 = top.astype(np.uint64)  # whole < 2**(64 - B): the usual case, split in numpy
+        whole = (top64 >> np.uint64(bits)).astype(np.int64)
+        g = top64 & np.uint64((1 << bits) - 1)
+    except OverflowError:
+        whole = (top >> bits).astype(np.int64)
+        g = (top & ((1 << bits) - 1)).astype(np.uint64)
+    accept = np.zeros(num.size, dtype=bool)
+    active = np.flatnonzero(_bernoulli_exp_neg_int_vec(whole, src))
+    k = 1
+    while active.size:  # CKS Algorithm 1 on f = gamma - whole: k += 1 while Bernoulli(f / k)
+        if k > 1:
+            step = _uniform_below(k, active.size, src) == 0  # Bernoulli(1/k)
+            if k % 2 == 1:
+                accept[active[~step]] = True
+            active = active[step]
+            if not active.size:
+                break
+        w = _words(active.size, bits, src).astype(np.uint64)
+        gi = g[active]
+        hit = w < gi
+        for i in np.flatnonzero(w == gi).tolist():  # a tie, probability 2**-B: the rest of V, exactly
+            hit[i] = src.randbelow(den) < int(num[active[i]]) % den
+        if k % 2 == 1:
+            accept[active[~hit]] = True  # the loop stopped at an odd k
+        active = active[hit]
+        k += 1
+    return accept
+
+
+def _discrete_gaussian_accept(y: np.ndarray, p: int, q: int, t: int, src: NoiseSource) -> np.ndarray:
+    """CKS Algorithm 3's acceptance of proposals ``y``: Bernoulli(exp(-(|y| q t - p)^2 / (2 p q t^2))).
+
+    The numerator is formed as ``((|y| q t - p) 2**(B/2))^2`` (``B = _WORD_BITS``, made even),
+    i.e. already scaled for the lazy comparison.
+    """
+    half = (_WORD_BITS + 1) // 2
+    d = np.abs(y).astype(object) * ((q * t) << half) - (p << half)
+    den = (2 * p * q * t * t) << (2 * half - _WORD_BITS)
+    return _bernoulli_exp_neg_lazy_vec(d * d, den, src, scaled=True)
 
 
 def sample_discrete_laplace(scale: Fraction | int, size: int, rng: Any = None) -> list[int]:
@@ -288,17 +441,16 @@ def sample_discrete_gaussian(sigma_squared: Fraction | int, size: int, rng: Any 
     src = resolve_source(rng)
     p, q = s2.numerator, s2.denominator
     t = isqrt(p // q) + 1  # floor(sigma) + 1
-    qt = q * t
-    den = 2 * p * q * t * t
-    out: list[int] = []
-    while len(out) < size:
-        need = size - len(out)
-        # Algorithm 3 accepts a constant fraction of proposals (CKS Thm 4); over-draw by half
-        ys = _discrete_laplace_ints(t, 1, need + need // 2 + 8, src)
-        for y in ys:
-            d = (y if y >= 0 else -y) * qt - p
-            if _bernoulli_exp_neg(d * d, den, src):
-                out.append(y)
-                if len(out) == size:
-                    break
-    return out
+    chunks: list[np.ndarray] = []
+    got, rate = 0, 0.75  # CKS Thm 4: a constant acceptance rate (about 0.76 for large sigma, 0.5 at 1/2)
+    while got < size:
+        need = size - got
+        y = _discrete_laplace_array(t, 1, int(need / rate) + 16, src)
+        ok = _discrete_gaussian_accept(y, p, q, t, src)
+        rate = max(0.1, min(1.0, int(ok.sum()) / max(y.size, 1)) * 0.95)
+        y = y[ok][:need]
+        chunks.append(y)
+        got += y.size
+    if not chunks:
+        return []
+    return list(np.concatenate(chunks).tolist()) if len(chunks) > 1 else list(chunks[0].tolist())

@@ -10,7 +10,8 @@ import pytest
 from scipy import stats
 
 from dp_stats import P_MIN, chi_square_p, discrete_gaussian_pmf
-from dpdpca.dp import bernoulli_exp_neg, sample_discrete_gaussian, sample_discrete_laplace
+from dpdpca.dp import bernoulli_exp_neg, discrete, sample_discrete_gaussian, sample_discrete_laplace
+from dpdpca.dp.randomness import GeneratorNoiseSource
 from dpdpca.errors import ParameterError
 
 
@@ -111,3 +112,130 @@ def test_size_and_scale_validation():
 def test_float_sigma_squared_is_converted_exactly():
     x = sample_discrete_gaussian(2.25, 30_000, rng=np.random.default_rng(12))
     assert chi_square_p(x, discrete_gaussian_pmf(2.25), range(-12, 13)) > P_MIN
+
+
+# --- the lazy, vectorized Gaussian acceptance and its exact fallback --------------------------
+
+#: sigma^2 with a 133-bit numerator and a 132-bit denominator (as from float calibration, but wider), ~3.0
+BIG_RATIONAL = Fraction(10**40 + 3, 10**40 // 3 + 1)
+
+
+class CountingSource(GeneratorNoiseSource):
+    """A seeded experiment source that counts the exact fallbacks (``randbelow`` calls)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(np.random.default_rng(seed))
+        self.fallbacks = 0
+
+    def randbelow(self, n: int) -> int:
+        self.fallbacks += 1
+        return super().randbelow(n)
+
+
+def _reference_accept(y: int, p: int, q: int, t: int, src) -> bool:
+    """CKS Algorithm 3's acceptance of one proposal, scalar, with Fractions for every comparison.
+
+    It draws from ``src`` exactly as the vectorized code does for a batch of one, so the two
+    must agree draw for draw.  The comparison of V (a uniform real in [0, 1)) with the
+    fractional part f is stated on the real numbers: V's top B bits place it in
+    [w/2**B, (w+1)/2**B); when f falls inside that interval, the rest of V is
+    X / (den 2**B) for a uniform X below den.
+    """
+    bits = discrete._WORD_BITS
+    den = 2 * p * q * t * t
+    gamma = Fraction((abs(y) * q * t - p) ** 2, den)
+    whole = math.floor(gamma)
+    for _ in range(whole):  # Bernoulli(exp(-1)): k = 1 always passes; k += 1 while Bernoulli(1/k)
+        k = 2
+        while discrete._uniform_below(k, 1, src)[0] == 0:
+            k += 1
+        if k % 2 == 0:
+            return False
+    f = gamma - whole
+    k = 1
+    while True:
+        if k > 1 and discrete._uniform_below(k, 1, src)[0] != 0:  # Bernoulli(1/k) failed
+            return k % 2 == 1
+        w = int(discrete._words(1, bits, src)[0])
+        low, high = Fraction(w, 2**bits), Fraction(w + 1, 2**bits)
+        if high <= f:
+            hit = True
+        elif low > f:
+            hit = False
+        else:
+            hit = low + Fraction(src.randbelow(den), den * 2**bits) < f
+        if not hit:
+            return k % 2 == 1
+        k += 1
+
+
+@pytest.mark.parametrize("bits", [32, 2])
+@pytest.mark.parametrize("sigma2", [BIG_RATIONAL, Fraction(49, 3)])
+def test_vectorized_acceptance_equals_the_fraction_reference_draw_for_draw(monkeypatch, bits, sigma2):
+    """Same seed, same draws, same decision, and the same number of bytes consumed.
+
+    ``bits = 2`` makes a quarter of the comparisons ties, so the exact fallback runs often.
+    """
+    monkeypatch.setattr(discrete, "_WORD_BITS", bits)
+    p, q = sigma2.numerator, sigma2.denominator
+    t = math.isqrt(p // q) + 1
+    ys = discrete._discrete_laplace_array(t, 1, 400, GeneratorNoiseSource(np.random.default_rng(5)))
+    decisions, ties = set(), 0
+    for i, y in enumerate(ys.tolist()):
+        a, b = CountingSource(1000 + i), CountingSource(1000 + i)
+        got = bool(discrete._discrete_gaussian_accept(np.array([y]), p, q, t, a)[0])
+        assert got == _reference_accept(y, p, q, t, b), y
+        assert a.words(1)[0] == b.words(1)[0]  # both consumed the stream to the same point
+        decisions.add(got)
+        ties += a.fallbacks
+    assert decisions == {True, False}
+    assert (ties > 50) if bits == 2 else (ties == 0)
+
+
+@pytest.mark.parametrize("bits", [32, 2, 63])
+def test_acceptance_frequency_is_exp_minus_gamma(monkeypatch, bits):
+    """One proposal repeated 100 000 times: accepted with probability exactly exp(-gamma).
+
+    gamma = 3.375 here, so the whole part (three Bernoulli(exp(-1))) and the fraction both run;
+    at 63 bits floor(gamma 2**63) does not fit 64 bits (the Python-integer split).
+    """
+    monkeypatch.setattr(discrete, "_WORD_BITS", bits)
+    p, q = BIG_RATIONAL.numerator, BIG_RATIONAL.denominator
+    t = math.isqrt(p // q) + 1
+    y = 6
+    gamma = Fraction((y * q * t - p) ** 2, 2 * p * q * t * t)
+    assert 3.37 < gamma < 3.38
+    src = CountingSource(3)
+    n = 100_000
+    hits = int(discrete._discrete_gaussian_accept(np.full(n, y), p, q, t, src).sum())
+    assert stats.binomtest(hits, n, math.exp(-float(gamma))).pvalue > P_MIN
+    assert src.fallbacks > 1000 if bits == 2 else src.fallbacks < 5
+
+
+@pytest.mark.parametrize("bits", [32, 2, 63])
+def test_discrete_gaussian_big_rational_sigma2_matches_exact_pmf(monkeypatch, bits):
+    """Through the public sampler, with the fallback forced (2 bits) and the 64-bit overflow split (63)."""
+    monkeypatch.setattr(discrete, "_WORD_BITS", bits)
+    src = CountingSource(bits)
+    x = sample_discrete_gaussian(BIG_RATIONAL, 40_000, rng=src)
+    assert len(x) == 40_000 and all(isinstance(v, int) for v in x[:100])
+    assert chi_square_p(x, discrete_gaussian_pmf(float(BIG_RATIONAL)), range(-15, 16)) > P_MIN
+    assert chi_square_p(x, discrete_gaussian_pmf(1.1 * float(BIG_RATIONAL)), range(-15, 16)) < P_MIN  # power
+    if bits == 2:
+        assert src.fallbacks > 1000
+
+
+def test_huge_gamma_is_rejected_without_looping_gamma_times():
+    """gamma = 2**40 + 1/2: floor(gamma 2**B) overflows 64 bits; 2**40 Bernoulli(exp(-1)) never all pass."""
+    num = np.array([2**41 + 1, 0], dtype=object)
+    got = discrete._bernoulli_exp_neg_lazy_vec(num, 2, GeneratorNoiseSource(np.random.default_rng(0)))
+    assert got.tolist() == [False, True]
+
+
+def test_discrete_laplace_wide_scale_with_a_huge_denominator():
+    """t of 73 bits ((high, low) words) and s = 2**70 (the division runs on Python ints)."""
+    scale = Fraction(7 * 2**70 + 1, 2**70)
+    x = sample_discrete_laplace(scale, 30_000, rng=np.random.default_rng(4))
+    assert all(isinstance(v, int) for v in x[:100])
+    r = math.exp(-1 / float(scale))
+    assert chi_square_p(x, lambda k: (1 - r) / (1 + r) * r ** abs(k), range(-90, 91)) > P_MIN
