@@ -42,9 +42,9 @@ Algorithm 2 (discrete Laplace), Algorithm 3 (discrete Gaussian).
 from __future__ import annotations
 
 from fractions import Fraction
-from math import isqrt
+from math import floor, isqrt
 from numbers import Integral, Rational
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -61,11 +61,13 @@ __all__ = [
 _VECTOR_LIMIT = 1 << 125
 _INT64_LIMIT = 1 << 63
 
-_WORD_BITS = 32
+_WORD_BITS = 12
 """Bits of V compared at once in the lazy Gaussian acceptance (1..63).
 
 Ties, which fall back to exact Python integers, have probability
-``2**-_WORD_BITS`` per comparison.  Tests lower it to exercise the fallback.
+``2**-_WORD_BITS`` per comparison; few bits also let int64 bounds pin
+``floor(gamma 2**B)`` for almost every proposal.  Tests change it to exercise
+the fallback (2 bits) and the Python-integer paths (32, 63).
 """
 
 
@@ -140,7 +142,10 @@ def _uniform_below(bound: int, n: int, src: NoiseSource) -> np.ndarray:
 
 
 def _words(n: int, bits: int, src: NoiseSource) -> np.ndarray:
-    """``n`` uniform ``bits``-bit words (1..64): uint32 for ``bits <= 32``, else uint64."""
+    """``n`` uniform ``bits``-bit words (1..64): uint16, uint32 or uint64, the smallest that holds them."""
+    if bits <= 16:
+        w16 = src.words((n + 3) // 4).view(np.uint16)[:n]
+        return w16 >> np.uint16(16 - bits) if bits < 16 else w16
     if bits <= 32:
         w32 = src.words((n + 1) // 2).view(np.uint32)[:n]
         return w32 >> np.uint32(32 - bits) if bits < 32 else w32
@@ -304,37 +309,58 @@ def _discrete_laplace_ints(t: int, s: int, size: int, src: NoiseSource) -> list[
 # --- the discrete Gaussian's acceptance, lazy and exact ---------------------
 
 def _bernoulli_exp_neg_int_vec(whole: np.ndarray, src: NoiseSource) -> np.ndarray:
-    """Bernoulli(exp(-whole_i)) per entry for int64 ``whole_i >= 0``: ``whole_i`` Bernoulli(exp(-1)) successes."""
+    """Bernoulli(exp(-whole_i)) per entry: ``whole_i`` successes of Bernoulli(exp(-1)) in a row.
+
+    ``whole`` is int64, or ``object`` when some entry is larger: then it runs in
+    rounds of at most ``2**62`` successes (a second round is never reached in
+    practice, but nothing is cut short).
+    """
     ok = np.ones(whole.size, dtype=bool)
-    left = whole.copy()
-    active = np.flatnonzero(left > 0)
-    while active.size:
-        hit = _bernoulli_exp_neg_one_vec(active.size, src)
-        ok[active[~hit]] = False
-        left[active] -= 1
-        active = active[hit & (left[active] > 0)]
+    rest: np.ndarray | None = whole
+    while rest is not None:
+        if rest.dtype == object:
+            left = np.minimum(rest, 1 << 62).astype(np.int64)
+            rest = rest - left
+        else:
+            left, rest = rest.copy(), None
+        active = np.flatnonzero(ok & (left > 0))
+        while active.size:
+            hit = _bernoulli_exp_neg_one_vec(active.size, src)
+            ok[active[~hit]] = False
+            left[active] -= 1
+            active = active[hit & (left[active] > 0)]
+        if rest is not None and not (ok & (rest > 0)).any():
+            rest = None
     return ok
 
 
-def _bernoulli_exp_neg_lazy_vec(num: np.ndarray, den: int, src: NoiseSource, *, scaled: bool = False) -> np.ndarray:
-    """Bernoulli(exp(-num_i/den)) per entry, exact; ``num`` an ``object`` array of ints >= 0.
+def _split_top(top: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(top >> bits, top & (2**bits - 1))`` from uint64 or ``object`` ``top``: int64 (or ``object``) and uint64."""
+    if top.dtype == object:
+        try:
+            top = top.astype(np.uint64)
+        except OverflowError:  # some gamma_i >= 2**(64 - bits): split on Python ints
+            whole = top >> bits
+            try:
+                whole = whole.astype(np.int64)
+            except OverflowError:
+                pass
+            return whole, (top & ((1 << bits) - 1)).astype(np.uint64)
+    return (top >> np.uint64(bits)).astype(np.int64), top & np.uint64((1 << bits) - 1)
 
-    CKS Algorithm 1 with the lazy comparison of the module docstring: the top
-    ``_WORD_BITS`` bits of ``gamma`` per entry, Python integers only on ties.
-    ``scaled``: ``num`` already holds ``num_i 2**_WORD_BITS`` (saves a shift).
+
+def _bernoulli_exp_neg_lazy_vec(top: np.ndarray, remainder: Callable[[int], int], den: int,
+                                src: NoiseSource) -> np.ndarray:
+    """Bernoulli(exp(-gamma_i)) per entry, exact, from ``top_i = floor(gamma_i 2**B)`` (``B = _WORD_BITS``).
+
+    CKS Algorithm 1 with the lazy comparison of the module docstring.  ``top``
+    is a uint64 or ``object`` array; on a tie (probability ``2**-B`` per
+    comparison) ``remainder(i) = (gamma_i 2**B - top_i) den``, an integer in
+    ``[0, den)``, decides with one exact ``randbelow(den)``.
     """
     bits = _WORD_BITS
-    if not scaled:
-        num = num << bits
-    top = num // den  # floor(gamma 2**B), exact
-    try:
-        top64 = top.astype(np.uint64)  # whole < 2**(64 - B): the usual case, split in numpy
-        whole = (top64 >> np.uint64(bits)).astype(np.int64)
-        g = top64 & np.uint64((1 << bits) - 1)
-    except OverflowError:
-        whole = (top >> bits).astype(np.int64)
-        g = (top & ((1 << bits) - 1)).astype(np.uint64)
-    accept = np.zeros(num.size, dtype=bool)
+    whole, g = _split_top(top, bits)
+    accept = np.zeros(whole.size, dtype=bool)
     active = np.flatnonzero(_bernoulli_exp_neg_int_vec(whole, src))
     k = 1
     while active.size:  # CKS Algorithm 1 on f = gamma - whole: k += 1 while Bernoulli(f / k)
@@ -348,8 +374,8 @@ def _bernoulli_exp_neg_lazy_vec(num: np.ndarray, den: int, src: NoiseSource, *, 
         w = _words(active.size, bits, src).astype(np.uint64)
         gi = g[active]
         hit = w < gi
-        for i in np.flatnonzero(w == gi).tolist():  # a tie, probability 2**-B: the rest of V, exactly
-            hit[i] = src.randbelow(den) < int(num[active[i]]) % den
+        for i in np.flatnonzero(w == gi).tolist():  # a tie: the rest of V, exactly
+            hit[i] = src.randbelow(den) < remainder(int(active[i]))
         if k % 2 == 1:
             accept[active[~hit]] = True  # the loop stopped at an odd k
         active = active[hit]
@@ -357,16 +383,82 @@ def _bernoulli_exp_neg_lazy_vec(num: np.ndarray, den: int, src: NoiseSource, *, 
     return accept
 
 
+def _mul_shift(v: np.ndarray, k: int, r: int) -> np.ndarray:
+    """``floor(v_i k / 2**r)`` exactly, for uint64 ``v_i < 2**63``, ``0 < k <= 2**32``, ``32 <= r < 96``.
+
+    ``v = v1 2**32 + v0``: ``v1 k < 2**63`` and ``v0 k < 2**64``, and
+    ``floor(v k / 2**r) = floor((v1 k + floor(v0 k / 2**32)) / 2**(r - 32))``.
+    """
+    ku, lo32 = np.uint64(k), np.uint64(0xFFFFFFFF)
+    return ((v >> np.uint64(32)) * ku + (((v & lo32) * ku) >> np.uint64(32))) >> np.uint64(r - 32)
+
+
+def _exponent_top_bounds(a: np.ndarray, p: int, q: int, t: int,
+                         bits: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Integer bounds ``lo_i <= floor(gamma_i 2**bits) <= hi_i`` from int64 arithmetic (None: out of range).
+
+    ``gamma_i = (a_i - c)^2 / (2 sigma^2)`` with ``c = p / (q t)``, ``sigma^2 = p/q``, int64 ``a_i >= 0``.
+    With ``C = round(c 2**F)`` and ``x = a 2**F - C``, ``|(a - c) 2**F|`` lies within 1/2 of
+    ``|x|``; with ``m = |x| >> s < 2**31`` it lies in ``[m 2**s - 1/2, (m + 1) 2**s]``, so
+    ``gamma 2**bits`` lies in ``[(m^2 - m) L, (m + 1)^2 L]`` for ``L = 2**(bits + 2s - 2F) / (2 sigma^2)``
+    (``s >= 0``).  ``L`` is rounded down and up to 32-bit multipliers, and the products
+    are taken exactly on 32-bit halves (:func:`_mul_shift`).  Where ``lo == hi`` the floor is exact.
+    """
+    qt = q * t
+    a_max = int(a.max(initial=0))
+    f = 61 - max(a_max, -(-p // qt)).bit_length()
+    if f < 0:
+        return None
+    x = (a << f) - ((2 * (p << f) + qt) // (2 * qt))  # |x| < 2**61 + 1: a 2**f and c 2**f are below 2**61
+    m = np.abs(x).astype(np.uint64)
+    sh = max(0, int(m.max(initial=0)).bit_length() - 31)
+    m >>= np.uint64(sh)
+    lam = Fraction(q << bits, 2 * p) * Fraction(2) ** (2 * sh - 2 * f)
+    r = 31 - (lam.numerator.bit_length() - lam.denominator.bit_length())
+    while floor(lam * Fraction(2) ** r) >= 1 << 32:
+        r -= 1
+    while floor(lam * Fraction(2) ** r) < 1 << 31:
+        r += 1
+    if not 32 <= r < 96:
+        return None
+    k = floor(lam * Fraction(2) ** r)
+    return _mul_shift(m * m - m, k, r), _mul_shift((m + np.uint64(1)) ** 2, k + 1, r)
+
+
+def _exponent_top_exact(a: np.ndarray, p: int, q: int, t: int, bits: int) -> np.ndarray:
+    """``floor(gamma_i 2**bits)`` on Python integers (``object`` array), ``gamma_i = (a_i q t - p)^2 / (2 p q t^2)``."""
+    d = a.astype(object) * (q * t) - p
+    return ((d * d) << bits) // (2 * p * q * t * t)
+
+
 def _discrete_gaussian_accept(y: np.ndarray, p: int, q: int, t: int, src: NoiseSource) -> np.ndarray:
     """CKS Algorithm 3's acceptance of proposals ``y``: Bernoulli(exp(-(|y| q t - p)^2 / (2 p q t^2))).
 
-    The numerator is formed as ``((|y| q t - p) 2**(B/2))^2`` (``B = _WORD_BITS``, made even),
-    i.e. already scaled for the lazy comparison.
+    ``floor(gamma 2**B)`` comes from :func:`_exponent_top_bounds` where those
+    bounds meet (int64 proposals, all but about ``2**(B - 19) gamma_max`` of them),
+    and from Python integers for the rest.
     """
-    half = (_WORD_BITS + 1) // 2
-    d = np.abs(y).astype(object) * ((q * t) << half) - (p << half)
-    den = (2 * p * q * t * t) << (2 * half - _WORD_BITS)
-    return _bernoulli_exp_neg_lazy_vec(d * d, den, src, scaled=True)
+    bits = _WORD_BITS
+    a = np.abs(y)
+    bounds = _exponent_top_bounds(a, p, q, t, bits) if a.dtype == np.int64 else None
+    if bounds is None:
+        top = _exponent_top_exact(a, p, q, t, bits)
+    else:
+        top, hi = bounds
+        open_ = np.flatnonzero(top != hi)
+        if open_.size:
+            exact = _exponent_top_exact(a[open_], p, q, t, bits)
+            try:
+                top[open_] = exact.astype(np.uint64)
+            except OverflowError:
+                top = top.astype(object)
+                top[open_] = exact
+    qt, den = q * t, 2 * p * q * t * t
+
+    def remainder(i: int) -> int:
+        return ((int(a[i]) * qt - p) ** 2 << bits) % den
+
+    return _bernoulli_exp_neg_lazy_vec(top, remainder, den, src)
 
 
 def sample_discrete_laplace(scale: Fraction | int, size: int, rng: Any = None) -> list[int]:

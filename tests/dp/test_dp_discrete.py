@@ -169,12 +169,13 @@ def _reference_accept(y: int, p: int, q: int, t: int, src) -> bool:
         k += 1
 
 
-@pytest.mark.parametrize("bits", [32, 2])
-@pytest.mark.parametrize("sigma2", [BIG_RATIONAL, Fraction(49, 3)])
+@pytest.mark.parametrize("bits", [12, 2, 32])
+@pytest.mark.parametrize("sigma2", [BIG_RATIONAL, Fraction(49, 3), Fraction(10**22 + 1, 7)])
 def test_vectorized_acceptance_equals_the_fraction_reference_draw_for_draw(monkeypatch, bits, sigma2):
     """Same seed, same draws, same decision, and the same number of bytes consumed.
 
-    ``bits = 2`` makes a quarter of the comparisons ties, so the exact fallback runs often.
+    12 bits is the default (int64 bounds on gamma); 2 bits makes a quarter of the comparisons
+    ties, so the exact fallback runs often; at 32 bits gamma comes from Python integers.
     """
     monkeypatch.setattr(discrete, "_WORD_BITS", bits)
     p, q = sigma2.numerator, sigma2.denominator
@@ -189,10 +190,10 @@ def test_vectorized_acceptance_equals_the_fraction_reference_draw_for_draw(monke
         decisions.add(got)
         ties += a.fallbacks
     assert decisions == {True, False}
-    assert (ties > 50) if bits == 2 else (ties == 0)
+    assert (ties > 50) if bits == 2 else (ties < 3)
 
 
-@pytest.mark.parametrize("bits", [32, 2, 63])
+@pytest.mark.parametrize("bits", [12, 2, 32, 63])
 def test_acceptance_frequency_is_exp_minus_gamma(monkeypatch, bits):
     """One proposal repeated 100 000 times: accepted with probability exactly exp(-gamma).
 
@@ -212,7 +213,7 @@ def test_acceptance_frequency_is_exp_minus_gamma(monkeypatch, bits):
     assert src.fallbacks > 1000 if bits == 2 else src.fallbacks < 5
 
 
-@pytest.mark.parametrize("bits", [32, 2, 63])
+@pytest.mark.parametrize("bits", [12, 2, 63])
 def test_discrete_gaussian_big_rational_sigma2_matches_exact_pmf(monkeypatch, bits):
     """Through the public sampler, with the fallback forced (2 bits) and the 64-bit overflow split (63)."""
     monkeypatch.setattr(discrete, "_WORD_BITS", bits)
@@ -226,10 +227,52 @@ def test_discrete_gaussian_big_rational_sigma2_matches_exact_pmf(monkeypatch, bi
 
 
 def test_huge_gamma_is_rejected_without_looping_gamma_times():
-    """gamma = 2**40 + 1/2: floor(gamma 2**B) overflows 64 bits; 2**40 Bernoulli(exp(-1)) never all pass."""
-    num = np.array([2**41 + 1, 0], dtype=object)
-    got = discrete._bernoulli_exp_neg_lazy_vec(num, 2, GeneratorNoiseSource(np.random.default_rng(0)))
-    assert got.tolist() == [False, True]
+    """sigma^2 = 1, y = 2**40: gamma ~ 2**79, floor(gamma 2**B) overflows 64 bits; its 2**79
+    Bernoulli(exp(-1)) factors never all pass, and the loop ends with the first failure."""
+    y = np.array([2**40, 0, -(2**40), 1] * 50)
+    got = discrete._discrete_gaussian_accept(y, 1, 1, 2, GeneratorNoiseSource(np.random.default_rng(0)))
+    assert not got[::2].any() and got[1::2].any()
+
+
+@pytest.mark.parametrize("sigma2,min_pinned", [
+    (Fraction(2**120 + 1, 2**40 + 3), 0.98),  # a calibration-like sigma^2: nothing special about gamma
+    (Fraction(10**22 + 1, 7), 0.98),
+    (10**6, 0.98),
+    (Fraction(49, 3), 0.98),
+    (BIG_RATIONAL, 0.5),  # ~3: gamma 2**B lies within 1e-40 of an integer for a third of the proposals
+    (Fraction(1, 4), 0.0),  # gamma 2**B is an integer for every proposal: bounds never pin it
+])
+@pytest.mark.parametrize("bits", [12, 2, 20])
+def test_int64_bounds_contain_the_exact_floor(bits, sigma2, min_pinned):
+    """lo <= floor(gamma 2**B) <= hi for every proposal, and lo == hi (the int64 answer) for almost all.
+
+    Proposals from the sampler's own proposal distribution, plus the edge cases: 0, the
+    integers around c = sigma^2 / t (gamma near 0) and one above the batch's largest.
+    """
+    sigma2 = Fraction(sigma2)
+    p, q = sigma2.numerator, sigma2.denominator
+    t = math.isqrt(p // q) + 1
+    c = p // (q * t)
+    a = np.abs(discrete._discrete_laplace_array(t, 1, 20_000, GeneratorNoiseSource(np.random.default_rng(bits))))
+    a = np.concatenate([a, [0, 1, max(c - 1, 0), c, c + 1, c + 2, int(a.max()) + 1]]).astype(np.int64)
+    bounds = discrete._exponent_top_bounds(a, p, q, t, bits)
+    assert bounds is not None
+    lo, hi = (b.astype(object) for b in bounds)
+    exact = discrete._exponent_top_exact(a, p, q, t, bits)
+    assert ((lo <= exact) & (exact <= hi)).all()
+    pinned = lo == hi
+    assert pinned.mean() >= min_pinned if bits > 2 else pinned.mean() > 0.99
+    assert (lo[pinned] == exact[pinned]).all()
+
+
+def test_int64_bounds_step_aside_out_of_range():
+    """A proposal of 62 bits, or gamma too large for 64 bits: None, and Python integers decide."""
+    sigma2 = Fraction(2**118 + 1, 3)
+    p, q = sigma2.numerator, sigma2.denominator
+    t = math.isqrt(p // q) + 1
+    assert discrete._exponent_top_bounds(np.array([0, 3 * t], dtype=np.int64), p, q, t, 12) is not None
+    assert discrete._exponent_top_bounds(np.array([0, 2**62 - 1], dtype=np.int64), p, q, t, 12) is None
+    assert discrete._exponent_top_bounds(np.array([0, 2**40], dtype=np.int64), 1, 1, 2, 12) is None
 
 
 def test_discrete_laplace_wide_scale_with_a_huge_denominator():
