@@ -122,13 +122,14 @@ def _bernoulli_exp_neg(num: int, den: int, src: NoiseSource) -> bool:
 def _uniform_below(bound: int, n: int, src: NoiseSource) -> np.ndarray:
     """``n`` exact uniform integers in ``[0, bound)`` as int64, ``1 <= bound < 2**63``.
 
-    One word each (32 bits when ``bound <= 2**31``, else 64): accept ``w`` below
-    the largest multiple of ``bound`` that fits the word, return ``w % bound``
-    (so a redraw has probability below ``bound / 2**bits``, at most 1/2).
+    Reading the OS entropy source is a large part of the sampler's cost, so each
+    draw takes only the bytes it needs: a word of ``8 b`` bits with ``2**(8 b) >= 16 bound``
+    (or 64 bits), accepted below the largest multiple of ``bound`` that fits it
+    (probability >= 15/16, or 1/2 for 64-bit words) and reduced ``mod bound``.
     """
     if bound == 1:
         return np.zeros(n, dtype=np.int64)
-    bits = 32 if bound <= 1 << 31 else 64
+    bits = min(64, 8 * ((bound.bit_length() + 4 + 7) // 8))
     limit = ((1 << bits) // bound) * bound
     out = np.empty(n, dtype=np.int64)
     filled = 0
@@ -141,16 +142,25 @@ def _uniform_below(bound: int, n: int, src: NoiseSource) -> np.ndarray:
     return out
 
 
+_WORD_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def _words(n: int, bits: int, src: NoiseSource) -> np.ndarray:
-    """``n`` uniform ``bits``-bit words (1..64): uint16, uint32 or uint64, the smallest that holds them."""
-    if bits <= 16:
-        w16 = src.words((n + 3) // 4).view(np.uint16)[:n]
-        return w16 >> np.uint16(16 - bits) if bits < 16 else w16
-    if bits <= 32:
-        w32 = src.words((n + 1) // 2).view(np.uint32)[:n]
-        return w32 >> np.uint32(32 - bits) if bits < 32 else w32
-    w64 = src.words(n)
-    return w64 >> np.uint64(64 - bits) if bits < 64 else w64
+    """``n`` uniform ``bits``-bit words (1..64), ``ceil(bits / 8)`` bytes of the source each.
+
+    uint8/16/32 when a word is 1, 2 or 4 bytes, else uint64 (3, 5, 6 or 7 bytes are
+    zero-extended: any fixed map of uniform bytes to integers is uniform).
+    """
+    nbytes = (bits + 7) // 8
+    raw = src.words((n * nbytes + 7) // 8).view(np.uint8)[:n * nbytes]
+    if nbytes in _WORD_DTYPES:
+        w = raw.view(_WORD_DTYPES[nbytes])
+    else:
+        wide = np.zeros((n, 8), dtype=np.uint8)
+        wide[:, :nbytes] = raw.reshape(n, nbytes)
+        w = wide.view(np.uint64).ravel()
+    extra = 8 * nbytes - bits
+    return w >> w.dtype.type(extra) if extra else w
 
 
 # --- vectorized pieces of the discrete-Laplace proposal ---------------------
@@ -198,11 +208,22 @@ def _bernoulli_exp_neg_ratio_vec(u: tuple[np.ndarray, np.ndarray | None], t: int
                                  src: NoiseSource) -> np.ndarray:
     """Bernoulli(exp(-u_i/t)) per entry, ``0 <= u_i < t < 2**125`` (CKS Alg. 1, vectorized).
 
-    Every element still active in the loop has the same ``k``.  Bernoulli(u/(t k)):
-    one uniform ``W < t k`` below ``u`` while ``t k < 2**63``; otherwise
+    Every element still active in the loop has the same ``k``.  Bernoulli(u/(t k)) is
+    Bernoulli(1/k) and ``V < u/t`` for a lazy uniform V (:func:`_bernoulli_exp_neg_frac_lazy`)
+    while ``t < 2**(63 - _WORD_BITS)``; else one uniform ``W < t k`` below ``u`` while
+    ``t k < 2**63``; otherwise
     ``W = j t + w`` with ``j < k`` and ``w < t``, and since ``u < t``, ``W < u``
     iff ``j == 0`` and ``w < u``.
     """
+    bits = _WORD_BITS
+    if u[1] is None and t < 1 << (63 - bits):  # lazily, as the Gaussian acceptance: V < u/t, 2**bits at a time
+        uu = u[0]
+        g = (uu << bits) // t  # floor(u 2**bits / t), exact in int64
+
+        def tie(idx: np.ndarray) -> np.ndarray:  # the rest of V is uniform: below (u 2**bits - g t) / t?
+            return _uniform_below(t, idx.size, src) < (uu[idx] << bits) - g[idx] * t
+
+        return _bernoulli_exp_neg_frac_lazy(g, tie, src)
     n = u[0].size
     accept = np.zeros(n, dtype=bool)
     active = np.arange(n)
@@ -349,21 +370,21 @@ def _split_top(top: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
     return (top >> np.uint64(bits)).astype(np.int64), top & np.uint64((1 << bits) - 1)
 
 
-def _bernoulli_exp_neg_lazy_vec(top: np.ndarray, remainder: Callable[[int], int], den: int,
-                                src: NoiseSource) -> np.ndarray:
-    """Bernoulli(exp(-gamma_i)) per entry, exact, from ``top_i = floor(gamma_i 2**B)`` (``B = _WORD_BITS``).
+def _bernoulli_exp_neg_frac_lazy(g: np.ndarray, tie: Callable[[np.ndarray], np.ndarray],
+                                 src: NoiseSource) -> np.ndarray:
+    """Bernoulli(exp(-f_i)) per entry for ``f_i`` in [0, 1) given ``g_i = floor(f_i 2**B)`` (int64), exact.
 
-    CKS Algorithm 1 with the lazy comparison of the module docstring.  ``top``
-    is a uint64 or ``object`` array; on a tie (probability ``2**-B`` per
-    comparison) ``remainder(i) = (gamma_i 2**B - top_i) den``, an integer in
-    ``[0, den)``, decides with one exact ``randbelow(den)``.
+    CKS Algorithm 1 (``k += 1`` while Bernoulli(f/k); accept iff the final ``k`` is
+    odd), every active entry at the same ``k``.  Bernoulli(f/k) is Bernoulli(1/k) and
+    ``V < f`` for a fresh uniform real V, whose top ``B = _WORD_BITS`` bits ``w``
+    decide unless ``w == g_i``; then ``tie(idx)`` decides ``V < f`` exactly for those
+    entries (module docstring).
     """
     bits = _WORD_BITS
-    whole, g = _split_top(top, bits)
-    accept = np.zeros(whole.size, dtype=bool)
-    active = np.flatnonzero(_bernoulli_exp_neg_int_vec(whole, src))
+    accept = np.zeros(g.size, dtype=bool)
+    active = np.arange(g.size)
     k = 1
-    while active.size:  # CKS Algorithm 1 on f = gamma - whole: k += 1 while Bernoulli(f / k)
+    while active.size:
         if k > 1:
             step = _uniform_below(k, active.size, src) == 0  # Bernoulli(1/k)
             if k % 2 == 1:
@@ -371,15 +392,36 @@ def _bernoulli_exp_neg_lazy_vec(top: np.ndarray, remainder: Callable[[int], int]
             active = active[step]
             if not active.size:
                 break
-        w = _words(active.size, bits, src).astype(np.uint64)
+        w = _words(active.size, bits, src).astype(np.int64)
         gi = g[active]
         hit = w < gi
-        for i in np.flatnonzero(w == gi).tolist():  # a tie: the rest of V, exactly
-            hit[i] = src.randbelow(den) < remainder(int(active[i]))
+        ties = np.flatnonzero(w == gi)
+        if ties.size:
+            hit[ties] = tie(active[ties])
         if k % 2 == 1:
             accept[active[~hit]] = True  # the loop stopped at an odd k
         active = active[hit]
         k += 1
+    return accept
+
+
+def _bernoulli_exp_neg_lazy_vec(top: np.ndarray, remainder: Callable[[int], int], den: int,
+                                src: NoiseSource) -> np.ndarray:
+    """Bernoulli(exp(-gamma_i)) per entry, exact, from ``top_i = floor(gamma_i 2**B)`` (``B = _WORD_BITS``).
+
+    ``whole`` Bernoulli(exp(-1)) factors, then :func:`_bernoulli_exp_neg_frac_lazy`
+    on the fraction.  ``top`` is a uint64 or ``object`` array; on a tie (probability
+    ``2**-B`` per comparison) ``remainder(i) = (gamma_i 2**B - top_i) den``, an
+    integer in ``[0, den)``, decides with one exact ``randbelow(den)``.
+    """
+    whole, g = _split_top(top, _WORD_BITS)
+    accept = np.zeros(whole.size, dtype=bool)
+    alive = np.flatnonzero(_bernoulli_exp_neg_int_vec(whole, src))
+
+    def tie(idx: np.ndarray) -> np.ndarray:
+        return np.array([src.randbelow(den) < remainder(int(alive[i])) for i in idx.tolist()], dtype=bool)
+
+    accept[alive] = _bernoulli_exp_neg_frac_lazy(g[alive].astype(np.int64), tie, src)
     return accept
 
 
