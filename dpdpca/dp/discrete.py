@@ -14,23 +14,29 @@ has the same ``k``, so each step is one array of draws).  The discrete-Laplace
 proposal of CKS Algorithm 3 runs on one ``int64`` word while the scale ``t``
 is below ``2**62``, and on (high, low) word pairs compared lexicographically
 up to ``t < 2**125``; above that the proposal runs on Python integers (slower,
-same distribution).
+same distribution).  Each uniform draw reads only the bytes it needs
+(:func:`_uniform_below`, :func:`_words`), since reading the OS entropy
+source is a large part of the cost.
 
-The final Gaussian acceptance, Bernoulli(exp(-gamma)) with
-``gamma = num/den`` of hundreds of bits, is *lazy* and still exact.  Write
-``floor(gamma 2**B) = whole 2**B + g`` (``B = _WORD_BITS``, computed once per
-proposal on Python integers held in numpy ``object`` arrays, so the loop runs in
-C).  Then Bernoulli(exp(-gamma)) is ``whole`` draws of Bernoulli(exp(-1)) and
-CKS Algorithm 1 on the fractional part ``f = gamma - whole``, whose step
-"Bernoulli(f/k)" is Bernoulli(1/k) and "V < f" for a fresh uniform real V in
-[0, 1).  V is drawn lazily: its top B bits ``w`` decide ``V < f`` exactly when
-``w != g`` (``w < g`` implies ``V < (w+1)/2**B <= g/2**B <= f``; ``w > g``
-implies ``V >= (g+1)/2**B > f``).  On a tie (probability ``2**-B`` per
-comparison) the rest of V is uniform on [0, 1) and ``V < f`` iff that rest is
-below ``r/den`` with ``r = num 2**B - floor(gamma 2**B) den``: one exact
-``randbelow(den) < r`` on Python integers.  Equivalently, the decision is
-``w den + X < (num - whole den) 2**B`` for uniform ``w < 2**B`` and
-``X < den``, a uniform integer below ``den 2**B`` compared with an integer.
+Lazy comparisons, still exact.  CKS Algorithm 1's step "Bernoulli(f/k)" for
+``f`` in [0, 1) is Bernoulli(1/k) and "V < f" for a fresh uniform real V in
+[0, 1).  V is drawn lazily: with ``g = floor(f 2**B)`` (``B = _WORD_BITS``),
+V's top B bits ``w`` decide ``V < f`` exactly when ``w != g`` (``w < g``
+implies ``V < (w+1)/2**B <= g/2**B <= f``; ``w > g`` implies
+``V >= (g+1)/2**B > f``).  On a tie (probability ``2**-B``) the rest of V is
+uniform on [0, 1), and ``V < f`` iff it is below ``r/D`` where ``f = (g + r/D)/2**B``:
+one exact uniform integer below ``D`` compared with ``r``.  Equivalently, the
+decision is ``w D + X < f D 2**B`` for uniform ``w < 2**B`` and ``X < D``: a
+uniform integer compared with an integer.  This runs for
+
+* the discrete Laplace's Bernoulli(exp(-U/t)), ``f = U/t`` (``g = floor(U 2**B / t)``
+  in int64 while ``t < 2**(63 - B)``; ``D = t``);
+* the Gaussian acceptance Bernoulli(exp(-gamma)), ``gamma = num/den`` of hundreds
+  of bits: ``floor(gamma 2**B) = whole 2**B + g`` gives ``whole`` Bernoulli(exp(-1))
+  factors and the fraction ``f`` (``D = den``).  ``floor(gamma 2**B)`` comes from
+  exact int64 bounds (:func:`_exponent_top_bounds`) wherever they pin it (all but
+  a few proposals), and from Python integers held in numpy ``object`` arrays
+  elsewhere.
 
 References
 ----------
