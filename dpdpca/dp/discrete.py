@@ -214,12 +214,13 @@ def _bernoulli_exp_neg_ratio_vec(u: tuple[np.ndarray, np.ndarray | None], t: int
                                  src: NoiseSource) -> np.ndarray:
     """Bernoulli(exp(-u_i/t)) per entry, ``0 <= u_i < t < 2**125`` (CKS Alg. 1, vectorized).
 
-    Every element still active in the loop has the same ``k``.  Bernoulli(u/(t k)) is
-    Bernoulli(1/k) and ``V < u/t`` for a lazy uniform V (:func:`_bernoulli_exp_neg_frac_lazy`)
-    while ``t < 2**(63 - _WORD_BITS)``; else one uniform ``W < t k`` below ``u`` while
-    ``t k < 2**63``; otherwise
-    ``W = j t + w`` with ``j < k`` and ``w < t``, and since ``u < t``, ``W < u``
-    iff ``j == 0`` and ``w < u``.
+    Every element still active in the loop has the same ``k``.  Bernoulli(u/(t k)) is:
+
+    * Bernoulli(1/k) and ``V < u/t`` for a lazy uniform V while ``t < 2**(63 - _WORD_BITS)``
+      (:func:`_bernoulli_exp_neg_frac_lazy`);
+    * else a uniform ``W < t k`` below ``u`` while ``t k < 2**63``;
+    * else ``W = j t + w`` with ``j < k`` and ``w < t``: since ``u < t``, ``W < u`` iff
+      ``j == 0`` and ``w < u``.
     """
     bits = _WORD_BITS
     if u[1] is None and t < 1 << (63 - bits):  # lazily, as the Gaussian acceptance: V < u/t, 2**bits at a time
