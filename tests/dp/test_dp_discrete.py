@@ -71,8 +71,11 @@ def test_discrete_gaussian_is_reproducible_with_a_generator_only():
     assert a == b and a != c
 
 
-@pytest.mark.parametrize("scale", [Fraction(1, 2), 3, Fraction(7, 2)])
-def test_discrete_laplace_matches_exact_pmf(scale):
+@pytest.mark.parametrize("bits", [12, 2])
+@pytest.mark.parametrize("scale", [Fraction(1, 2), 3, Fraction(7, 2), Fraction(10**9 + 7, 10**8 + 3)])
+def test_discrete_laplace_matches_exact_pmf(monkeypatch, scale, bits):
+    """Also with 2-bit lazy words, so that a quarter of the comparisons V < U/t are ties."""
+    monkeypatch.setattr(discrete, "_WORD_BITS", bits)
     b = float(scale)
     x = sample_discrete_laplace(scale, 50_000, rng=np.random.default_rng(int(b * 10)))
     r = math.exp(-1 / b)
@@ -224,6 +227,16 @@ def test_discrete_gaussian_big_rational_sigma2_matches_exact_pmf(monkeypatch, bi
     assert chi_square_p(x, discrete_gaussian_pmf(1.1 * float(BIG_RATIONAL)), range(-15, 16)) < P_MIN  # power
     if bits == 2:
         assert src.fallbacks > 1000
+
+
+@pytest.mark.parametrize("bits", [12, 2, 63])
+def test_bernoulli_exp_neg_ratio_frequency(monkeypatch, bits):
+    """Bernoulli(exp(-u/t)) of the discrete Laplace: lazy (12 and 2 bits, ties) or one word per step (63)."""
+    monkeypatch.setattr(discrete, "_WORD_BITS", bits)
+    t, u, n = 10**9 + 7, 7 * 10**8, 100_000
+    got = discrete._bernoulli_exp_neg_ratio_vec((np.full(n, u, dtype=np.int64), None), t,
+                                                GeneratorNoiseSource(np.random.default_rng(bits)))
+    assert stats.binomtest(int(got.sum()), n, math.exp(-u / t)).pvalue > P_MIN
 
 
 def test_huge_gamma_is_rejected_without_looping_gamma_times():
