@@ -349,3 +349,9 @@ def test_the_count_statement_follows_the_signed_noise_label(make_user):
     noisy = count_statement(p, 5, noise="owners:epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=3")
     a = p.noise_allowance
     assert (noisy.lower, noisy.scale, noisy.span) == (-a, 1, (p.max_rows_per_owner << (2 * p.frac_bits)) + 2 * a)
+    # docs/threat-model.md: loose, the allowance is more than 100 times the largest honest count
+    assert a > 100 * (p.max_rows_per_owner << (2 * p.frac_bits))
+    from dpdpca.protocol.params import ProtocolParams
+
+    wide = ProtocolParams.create(p.public_key, max_owners=10, max_rows_per_owner=1000, release="add-remove")
+    assert 600 < wide.noise_allowance / (1000 << (2 * wide.frac_bits)) < 800  # "about 690 times"
