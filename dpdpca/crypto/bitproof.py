@@ -241,6 +241,21 @@ def _subchallenges(c: bytes, k: int) -> tuple[list[int], int, int]:
     return es[:k], es[k], es[k + 1]
 
 
+def _powers(key: PublicKey, base: int, exps: list[int], exp_bits: int) -> list[int]:
+    """``base**e mod n**2`` for every ``e`` (``0 <= e < 2**exp_bits``).
+
+    A fixed-base table above 1024-bit keys (measured for 31 exponents of
+    ``alpha + 173`` bits: 3.5x faster than one exponentiation each at 2048
+    bits), plain exponentiations below (9x faster at 256 bits, where the
+    table's Python loop dominates).
+    """
+    n2 = key.nsquare
+    if key.bits < 1024:
+        return [int(bk.powmod(base, e, n2)) for e in exps]
+    table = bk.FixedBaseTable(base, n2, exp_bits, window=bk.FixedBaseTable.best_window(exp_bits, len(exps)))
+    return [int(v) for v in table.pow_many(exps)]
+
+
 def _check_units(values: list[int], n: int, n2: int, what: str) -> None:
     if any(not 0 < v < n2 for v in values) or bk.first_non_unit([bk.mpz(v) for v in values], n) is not None:
         raise ProofError(f"interval proof {what} must be units in [1, n**2)")
@@ -283,8 +298,7 @@ def prove_interval(base: ProverBase, statement: IntervalStatement, *, value: int
     sim_z = [secrets.randbits(g) for _ in bits]
     gamma_d = secrets.randbits(gd)
     exps = a + gam + sim_z + [gamma_d]
-    table = bk.FixedBaseTable(h, n2, gd, window=bk.FixedBaseTable.best_window(gd, len(exps)))
-    powers = table.pow_many(exps)
+    powers = _powers(key, h, exps, gd)
     h_a, h_gam, h_sim = powers[:k], powers[k:2 * k], powers[2 * k:3 * k]
     cts = key.raw_encrypt_with(bits, h_a)
     one_minus_n = (1 - n) % n2  # (1+n)**-1 mod n**2
@@ -346,8 +360,7 @@ def verify_interval(public_key: PublicKey, proof: IntervalProof | bytes, stateme
         raise ProofError(f"interval proof relation response must be below 2**{gd + 1} in absolute value")
     e0s = [int.from_bytes(pf.branch_challenges[i:i + _EB], "big") for i in range(0, k * _EB, _EB)]
     es, e_rel, e_root = _subchallenges(pf.challenge, k)
-    table = bk.FixedBaseTable(h, n2, g + 1, window=bk.FixedBaseTable.best_window(g + 1, len(zs)))
-    h_z = table.pow_many(zs)
+    h_z = _powers(key, h, zs, g + 1)
     commits: list[int] = []
     for i, ct in enumerate(cts):
         inv0 = bk.invert(ct, n2)  # (B_i)**-1; (B_i (1+n)**-1)**-1 = B_i**-1 (1+n)

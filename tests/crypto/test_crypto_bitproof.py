@@ -115,6 +115,39 @@ def test_a_noisy_interval_is_accepted_at_both_ends(keys512, base, value):
                        context=b"c")
 
 
+def test_completeness_quick(keys512, base):
+    """Random statements (lower, scale, span) and random members of them, both ends included: all accepted."""
+    pk, _ = keys512
+    for i in range(60):
+        span = 1 + secrets.randbelow(2 ** (1 + i % 40))
+        scale = 1 + secrets.randbelow(2**20) if i % 3 else 1
+        lower = secrets.randbelow(2**30) - 2**29
+        x = (0, span, secrets.randbelow(span + 1))[i % 3]
+        value = lower + scale * x
+        arr, exps = rp.encrypt_for_proof(base, [value], layout=LAYOUT, bound=max(1, abs(value)), chunks=(1,))
+        st = bp.IntervalStatement(arr.ciphertexts[0], lower, scale, span)
+        ctx = i.to_bytes(2, "big")
+        bp.verify_interval(pk, bp.prove_interval(base, st, value=value, exponent=exps[0], context=ctx), st,
+                           context=ctx)
+
+
+@pytest.mark.slow
+def test_completeness_two_thousand_small_counts():
+    """2 000 random honest counts, both ends among them (10^4 took over a minute on the loaded 2-core machine)."""
+    from dpdpca.crypto import generate_keypair
+
+    pk, _ = generate_keypair(256, insecure_test_key=True)
+    small = rp.ProverBase.draw(pk)
+    layout = SlotLayout(slot_bits=60, slots=3)
+    for i in range(2_000):
+        rows = secrets.randbelow(MAX_ROWS + 1) if i % 10 else (0, MAX_ROWS)[i % 20 // 10]
+        arr, exps = rp.encrypt_for_proof(small, [rows * SCALE], layout=layout, bound=MAX_ROWS * SCALE, chunks=(1,))
+        st = bp.IntervalStatement(arr.ciphertexts[0], 0, SCALE, MAX_ROWS)
+        ctx = i.to_bytes(4, "big")
+        bp.verify_interval(pk, bp.prove_interval(small, st, value=rows * SCALE, exponent=exps[0], context=ctx), st,
+                           context=ctx)
+
+
 def test_honest_at_2048_bits(keys2048):
     pk, _ = keys2048
     base = rp.ProverBase.draw(pk)
