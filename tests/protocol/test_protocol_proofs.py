@@ -355,3 +355,34 @@ def test_the_count_statement_follows_the_signed_noise_label(make_user):
 
     wide = ProtocolParams.create(p.public_key, max_owners=10, max_rows_per_owner=1000, release="add-remove")
     assert 600 < wide.noise_allowance / (1000 << (2 * wide.frac_bits)) < 800  # "about 690 times"
+
+
+def test_the_pool_intake_checks_the_count_proof_too(make_user, make_owner, identity, pool):
+    user = make_user()
+    p = user.params
+    batch = [make_owner(p, "1", range_proofs=True, release="add-remove").share(np.full((3, 3), 0.3)),
+             _count_share(p, identity, "3", 3, n_value=-1000 << (2 * p.frac_bits), claimed_rows=0)]
+    serial = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="add-remove")
+    want = [Proxy._try(serial.receive_share, data) for data in batch]
+    parallel = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, executor=pool, release="add-remove")
+    got = parallel.receive_shares(iter(batch), expected=2)
+    assert [type(o).__name__ for o in got] == [type(o).__name__ for o in want] == ["str", "ProofError"]
+    assert str(got[1]) == str(want[1]) and "owner '3'" in str(got[1]) and "interval proof" in str(got[1])
+    assert parallel.excluded_.keys() == {"3"}
+
+
+def test_a_count_proof_on_a_share_without_an_encrypted_count_is_refused(make_user, make_owner):
+    from dpdpca.protocol.proofs import join_proofs, split_proofs
+
+    user = make_user()
+    p = user.params
+    msg = Message.from_bytes(make_owner(p, "1", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)))
+    range_only, count = split_proofs(msg.sections[PROOF_SECTION])
+    assert count == b""
+    extra = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta,
+                    dict(msg.sections, **{PROOF_SECTION: join_proofs(range_only, b"x")})).to_bytes()
+    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
+    with pytest.raises(ProofError, match="owner '1'.*a count proof for a share without an encrypted count"):
+        proxy.receive_share(extra)
+    with pytest.raises(DpdpcaError, match="must end after its count proof"):
+        split_proofs(join_proofs(range_only, b"") + b"!")
