@@ -133,7 +133,7 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
         n_arr, n_exps = encrypt_for_proof(base, [n_value], layout=cparams.layout, chunks=(1,),
                                           bound=cparams.share_bounds("add-remove")[COUNT_SECTION])
         n_ct, n_exp = n_arr.ciphertexts[0], n_exps[0]
-    cst = count_statement(cparams, n_ct)
+    cst = count_statement(cparams, n_ct, d=d)
     t0 = time.perf_counter()
     cproof = prove_interval(base, cst, value=n_value, exponent=n_exp, context=ctx).to_bytes(pk, cst)
     count_prove_s = time.perf_counter() - t0

@@ -11,8 +11,9 @@ add/remove release's one-slot ``N`` section) the section also carries an
 *exact* proof for it (:mod:`dpdpca.crypto.bitproof`, :func:`count_statement`):
 ``N = 2**(2f) n`` with ``n`` in ``[0, max_rows_per_owner]`` for a share
 without noise, ``N`` in ``[-a, max_rows_per_owner 2**(2f) + a]`` for one
-holding the owners' noise (allowance ``a``; the signed statement says which,
-and the proxy's finish refuses a label that is not the session's).
+holding the owners' noise (``a`` the tail bound of its noise share, which
+the signed label's calibration fixes; the proxy's finish refuses a label
+that is not the session's).
 
 Both proofs are bound to the session, the key, the owner's id, d, the
 release and the SHA-256 of the share's ciphertexts (the digest the owner
@@ -36,6 +37,7 @@ from dpdpca.crypto.bitproof import IntervalStatement, prove_interval, verify_int
 from dpdpca.crypto.rangeproof import ProofSection, ProverBase, SectionWitness, prove_ranges, verify_ranges
 from dpdpca.dp import block_scales
 from dpdpca.errors import DpdpcaError, MessageError, ProofError
+from dpdpca.protocol.add_remove import owner_count_noise_bound
 from dpdpca.protocol.counts import NO_NOISE
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
@@ -90,20 +92,28 @@ def split_proofs(data: bytes) -> tuple[bytes, bytes]:
     return out[0], out[1]
 
 
-def count_statement(params: ProtocolParams, ciphertext: int, *, noise: str = NO_NOISE) -> IntervalStatement:
+def count_statement(params: ProtocolParams, ciphertext: int, *, d: int, noise: str = NO_NOISE) -> IntervalStatement:
     """What the count proof shows of the encrypted N slot (the add/remove release's ``N`` section).
 
     ``noise`` is the share's signed noise label: :data:`NO_NOISE` gives the
     exact count ``N = 2**(2f) n``, ``0 <= n <= max_rows_per_owner``; an
     owners' noise label gives ``-a <= N <= max_rows_per_owner 2**(2f) + a``
-    with ``a`` the noise allowance (the owner's noise share travels in the
-    same slot and only its allowance is public).
+    with ``a`` the tail bound of the owner's noise share in N, which the
+    label's calibration fixes (:func:`dpdpca.protocol.add_remove.owner_count_noise_bound`,
+    at most the public noise allowance): the noise share travels in the same
+    slot.
+
+    Raises
+    ------
+    MessageError
+        A noise label that is neither ``"none"`` nor a canonical owners' label.
     """
     scale = int(block_scales(params.frac_bits)["N"])
     rows = int(params.max_rows_per_owner)
     if noise == NO_NOISE:
         return IntervalStatement(int(ciphertext), 0, scale, rows)
-    a = int(params.noise_allowance)
+    a = owner_count_noise_bound(noise, d=int(d), frac_bits=int(params.frac_bits),
+                                allowance=int(params.noise_allowance))
     return IntervalStatement(int(ciphertext), -a, 1, rows * scale + 2 * a)
 
 
@@ -134,7 +144,7 @@ def prove_share(base: ProverBase, params: ProtocolParams, release: str, arrays: 
     proof = prove_ranges(base, sections, [witnesses[s.name] for s in sections], context=context)
     count = b""
     if COUNT_SECTION in arrays:
-        st = count_statement(params, arrays[COUNT_SECTION].ciphertexts[0], noise=noise)
+        st = count_statement(params, arrays[COUNT_SECTION].ciphertexts[0], d=d, noise=noise)
         wit = witnesses[COUNT_SECTION]
         count = prove_interval(base, st, value=int(wit.values[0]), exponent=int(wit.exponents[0]),
                                context=context).to_bytes(params.public_key, st)
@@ -163,7 +173,7 @@ def check_share_proof(msg: Message, params: ProtocolParams, release: str, arrays
                                context=context)
         if COUNT_SECTION in arrays:
             verify_interval(params.public_key, count_proof,
-                            count_statement(params, arrays[COUNT_SECTION].ciphertexts[0], noise=noise),
+                            count_statement(params, arrays[COUNT_SECTION].ciphertexts[0], d=d, noise=noise),
                             context=context)
         elif count_proof:
             raise ProofError("a count proof for a share without an encrypted count")

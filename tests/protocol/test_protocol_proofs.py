@@ -255,7 +255,7 @@ def test_a_negative_row_count_in_the_clear_is_refused(make_user, identity):
         proxy.receive_share(_poisoned_share(p, identity, "3", 3, scale=1, n_rows=-1000))
 
 
-def _count_share(p, identity, owner_id, d, *, n_value, claimed_rows):
+def _count_share(p, identity, owner_id, d, *, n_value, claimed_rows=None, claimed_value=None, noise="none"):
     """An add/remove share of zeros whose encrypted count is ``n_value`` (at scale 2**2f), with an honest range proof
     (``n_value`` is within the declared N bound, so the slack proof passes) and a count proof made by the honest
     prover told the count is ``claimed_rows`` (it cannot check the ciphertext: the relation to C_N is the lie)."""
@@ -276,14 +276,14 @@ def _count_share(p, identity, owner_id, d, *, n_value, claimed_rows):
     sections = {name: arr.to_bytes() for name, arr in arrays.items()}
     digest = ciphertext_digest(sections, as_release(release).sections)
     st = ShareStatement.sign(identity(owner_id), session=p.session_id, key_fingerprint=p.key_fingerprint, d=d,
-                             n_rows=None, ciphertext_sha256=digest)
+                             n_rows=None, ciphertext_sha256=digest, noise=noise)
     ctx = proof_context(p, owner_id=owner_id, d=d, release=release, digest=digest)
     secs = proof_sections(p, release, arrays)
     rng = prove_ranges(base, secs, [wits[s.name] for s in secs], context=ctx)
     verify_ranges(p.public_key, rng, secs, context=ctx)  # the slack proof alone accepts this count
-    cst = count_statement(p, arrays["N"].ciphertexts[0])
-    count = prove_interval(base, cst, value=claimed_rows << (2 * p.frac_bits), exponent=wits["N"].exponents[0],
-                           context=ctx)
+    cst = count_statement(p, arrays["N"].ciphertexts[0], d=d, noise=noise)
+    claimed = claimed_value if claimed_value is not None else claimed_rows << (2 * p.frac_bits)
+    count = prove_interval(base, cst, value=claimed, exponent=wits["N"].exponents[0], context=ctx)
     sections[PROOF_SECTION] = join_proofs(rng.to_bytes(p.public_key), count.to_bytes(p.public_key, cst))
     meta = {"owner_id": owner_id, "d": d, "statement": st.to_json(), "release": release,
             "declared_bounds": {k: str(b) for k, b in bounds.items()}}
@@ -339,22 +339,53 @@ def test_honest_shares_with_the_owners_noise_pass_the_noisy_count_statement(unit
     assert "range proofs: on" in run.result.privacy.notes
 
 
+LABEL = "owners:epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=3"
+
+
 def test_the_count_statement_follows_the_signed_noise_label(make_user):
+    """docs/threat-model.md: exact without noise; with the owners' noise, the tail bound of the owner's own N noise
+    (13 sigma: about 79 rows at epsilon 1, 3 owners, d = 3), far below the public allowance."""
+    import math
+
+    from dpdpca.dp import calibrate_distributed
+    from dpdpca.errors import MessageError
     from dpdpca.protocol.counts import NO_NOISE
     from dpdpca.protocol.proofs import count_statement
 
     p = make_user().params
-    exact = count_statement(p, 5, noise=NO_NOISE)
-    assert (exact.lower, exact.scale, exact.span) == (0, 1 << (2 * p.frac_bits), p.max_rows_per_owner)
-    noisy = count_statement(p, 5, noise="owners:epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=3")
-    a = p.noise_allowance
-    assert (noisy.lower, noisy.scale, noisy.span) == (-a, 1, (p.max_rows_per_owner << (2 * p.frac_bits)) + 2 * a)
-    # docs/threat-model.md: loose, the allowance is more than 100 times the largest honest count
-    assert a > 100 * (p.max_rows_per_owner << (2 * p.frac_bits))
-    from dpdpca.protocol.params import ProtocolParams
+    scale = 1 << (2 * p.frac_bits)
+    exact = count_statement(p, 5, d=3, noise=NO_NOISE)
+    assert (exact.lower, exact.scale, exact.span) == (0, scale, p.max_rows_per_owner)
+    noisy = count_statement(p, 5, d=3, noise=LABEL)
+    a = -noisy.lower
+    assert (noisy.scale, noisy.span) == (1, p.max_rows_per_owner * scale + 2 * a)
+    cal = calibrate_distributed(epsilon=1.0, delta=1e-5, d=3, frac_bits=p.frac_bits, owners=3, honest=3, quorum=3)
+    sigma = math.sqrt(float(cal.local_sigma_squared_int["N"]))
+    assert abs(a - 13 * sigma) <= 1 and 75 * scale < a < 85 * scale
+    # the public allowance (what the statement would be without the label's calibration) is over 1000 times that
+    assert p.noise_allowance > 1000 * a
+    for bad in ("owners:epsilon=1.00,delta=1e-05,owners=3,honest=3,quorum=3", "owners:whatever"):
+        with pytest.raises(MessageError, match="share statement noise"):
+            count_statement(p, 5, d=3, noise=bad)
 
-    wide = ProtocolParams.create(p.public_key, max_owners=10, max_rows_per_owner=1000, release="add-remove")
-    assert 600 < wide.noise_allowance / (1000 << (2 * wide.frac_bits)) < 800  # "about 690 times"
+
+@pytest.mark.parametrize("offset, accepted", [(0, True), (-1, False)])
+def test_with_the_owners_noise_the_count_may_move_by_its_noise_bound_and_no_more(make_user, identity, offset,
+                                                                               accepted):
+    from dpdpca.protocol.proofs import count_statement
+
+    user = make_user()
+    p = user.params
+    a = -count_statement(p, 5, d=3, noise=LABEL).lower
+    for value, claim in ((-a + offset, -a), ((p.max_rows_per_owner << (2 * p.frac_bits)) + a - offset,
+                                              (p.max_rows_per_owner << (2 * p.frac_bits)) + a)):
+        share = _count_share(p, identity, "3", 3, n_value=value, claimed_value=claim, noise=LABEL)
+        proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="add-remove")
+        if accepted:
+            assert proxy.receive_share(share) == "3"
+        else:
+            with pytest.raises(ProofError, match="owner '3'.*interval proof"):
+                proxy.receive_share(share)
 
 
 def test_the_pool_intake_checks_the_count_proof_too(make_user, make_owner, identity, pool):
