@@ -113,6 +113,14 @@ class IntervalStatement:
         Any integer (the value for ``x = 0``).
     scale : int >= 1
     span : int >= 1
+
+    Examples
+    --------
+    >>> st = IntervalStatement(ciphertext=1, lower=0, scale=1, span=1000)
+    >>> st.bits, st.weights()[-1], sum(st.weights())
+    (10, 489, 1000)
+    >>> st.decompose(1000), st.decompose(511)
+    ([1, 1, 1, 1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1, 1, 1, 0])
     """
 
     ciphertext: int
@@ -283,6 +291,7 @@ def prove_interval(base: ProverBase, statement: IntervalStatement, *, value: int
         ``value`` is not ``lower + scale x`` with ``x`` in ``[0, span]`` (an
         honest prover proves nothing false).
     """
+    value = check_int("value", value)  # a float is refused, never truncated
     x = statement.offset_of(value)
     if x is None:
         raise OverflowRiskError(f"value must be lower + scale * x with x in [0, {statement.span}] "

@@ -12,7 +12,8 @@ from dpdpca.crypto import SlotLayout, decrypt
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto import bitproof as bp
 from dpdpca.crypto import rangeproof as rp
-from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ProofError
+from dpdpca.errors import (KeyMismatchError, MessageError, OverflowRiskError, ParameterError, ParameterTypeError,
+                           ProofError)
 
 LAYOUT = SlotLayout(slot_bits=100, slots=4)
 MAX_ROWS = 1000
@@ -233,3 +234,9 @@ def test_tampered_proofs_are_refused(keys512, keys1024, base):
         bp.IntervalProof.from_bytes(b"XXXX" + bytes(data[4:]), pk, st)
     with pytest.raises(KeyMismatchError):
         bp.IntervalProof.from_bytes(bytes(data), keys1024[0], st)
+
+
+def test_a_float_value_is_refused_not_truncated(base):
+    st, exp, _arr = _count(base, 2 * SCALE)
+    with pytest.raises(ParameterTypeError, match="value must be an integer"):
+        bp.prove_interval(base, st, value=2.0 * SCALE + 0.5, exponent=exp, context=b"c")
