@@ -39,9 +39,8 @@ from dpdpca.errors import MessageError, OverflowRiskError
 from dpdpca.protocol.bounds import noise_tail_factor
 from dpdpca.protocol.counts import NO_NOISE
 
-__all__ = ["owner_count_noise_bound", "owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy", "add_block_noise",
-           "owner_noise_calibration", "coalition_report",
-           "owner_noise_label"]
+__all__ = ["owner_count_noise_bound", "owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy",
+           "add_block_noise", "owner_noise_calibration", "coalition_report", "owner_noise_label"]
 
 
 def _draw(sigma_squared: dict[str, Any], counts: dict[str, int], source: Any = None) -> dict[str, list[int]]:
