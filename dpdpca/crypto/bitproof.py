@@ -36,14 +36,19 @@ session, the key, the owner's id and the share's digest), with
 * The relation: ``D = C (1+n)**-lower prod_i B_i**(-scale w_i)`` is ``h`` to
   the known power ``t = a_C - scale sum_i w_i a_i`` (signed), by the same
   Schnorr-type proof.
-* The proof sends the hash ``c`` (over the context, the statement, ``h``,
-  every ``B_i`` and every commitment), the GQ response, one challenge per
-  bit and every response; the verifier recomputes the commitments
-  (``G = h**Z c'**-e``, ``R = s**n h**-e0``) and the hash.
+* The challenges come from the hash (over the context, the statement,
+  ``h``, every ``B_i`` and every commitment).  The proof sends the
+  commitments, the GQ response, one challenge per bit (the other is the
+  XOR) and every response.  The verifier recomputes the hash, checks GQ
+  (``s**n = R h**e0``) and checks the ``2k + 1`` equations ``h**Z = G
+  c'**e`` at once: ``h**(sum rho_j Z_j) = prod G_j**rho_j c'_j**(rho_j
+  e_j)`` with its own fresh 48-bit ``rho_j`` (one exponentiation and one
+  multi-exponentiation instead of ``2k + 1`` of each).
 
 Soundness (error ``<= 2**-128`` per hash query in the random-oracle model,
-for keys with ``min(p, q) > 2**128``: any key of 512 bits or more; so well
-below the issue's ``2**-40``).  Write a unit of ``Z*_{n^2}`` uniquely as
+for keys with ``min(p, q) > 2**128``: any key of 512 bits or more, plus
+``2**-48`` per verification for the batching; so below the issue's
+``2**-40``).  Write a unit of ``Z*_{n^2}`` uniquely as
 ``(1+n)**m u**n``; ``m`` in ``Z_n`` is its class, and "encrypts 0" means
 "has class 0".  Every check ``h**Z = G c'**e`` says ``m(G) + e m(c') = 0
 (mod n)`` once ``h`` has class 0; with ``G`` and ``c'`` fixed before the
@@ -53,7 +58,12 @@ hits one value; each ``B_i`` has class 0 or 1 unless its challenge ``e_i =
 e_i0 XOR e_i1`` hits the XOR of the two branches' single passing values;
 and then ``m(D) = 0`` unless ``e_D`` hits one value, i.e.
 ``Dec(C) = lower + scale sum_i w_i b_i (mod n)`` with every ``b_i in
-{0, 1}``: ``x = sum_i w_i b_i`` is in ``[0, span]``.  The verifier bounds no
+{0, 1}``: ``x = sum_i w_i b_i`` is in ``[0, span]``.  Batching: the one
+check says ``sum_j rho_j delta_j = 0 (mod n)`` for the class terms
+``delta_j = m(G_j) + e_j m(c'_j)`` of the equations (``h`` has class 0);
+if some ``delta_j`` is non-zero modulo ``p`` (or ``q``), fixed before the
+verifier draws ``rho_j``, at most one of the ``2**48`` values of ``rho_j``
+passes: error ``2**-48`` per verification, which the prover cannot grind.  The verifier bounds no
 response for soundness (only for the format's widths).
 
 Zero knowledge (honest verifier, then Fiat-Shamir in the random-oracle
@@ -87,13 +97,15 @@ from dataclasses import dataclass
 from dpdpca._validation import check_int
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.keys import PublicKey
-from dpdpca.crypto.rangeproof import STAT_BITS, ProverBase, root_commitment_of
+from dpdpca.crypto.rangeproof import STAT_BITS, ProverBase, multi_pow, root_commitment_of
 from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError, ProofError
 
-__all__ = ["BIT_CHALLENGE_BITS", "IntervalProof", "IntervalStatement", "prove_interval", "verify_interval"]
+__all__ = ["BATCH_BITS", "BIT_CHALLENGE_BITS", "IntervalProof", "IntervalStatement", "prove_interval", "verify_interval"]
 
 #: Bits of every challenge (GQ, each bit's OR, the relation): soundness error 2**-128 per hash query.
 BIT_CHALLENGE_BITS = 128
+#: Bits of the verifier's own coefficients that batch the equations: error 2**-48 per verification.
+BATCH_BITS = 48
 
 _MAGIC = b"DPIP"
 _VERSION = 1
@@ -167,25 +179,29 @@ def _sizes(key: PublicKey, st: IntervalStatement) -> tuple[int, int, int, int]:
 
 @dataclass(frozen=True)
 class IntervalProof:
-    """A proof as sent: the base, the hash, the GQ response, the bit ciphertexts, challenges and responses."""
+    """A proof as sent: the base, the GQ response, the bit ciphertexts, the commitments, challenges and responses.
+
+    ``commitments`` holds ``2k + 2`` ciphertexts: each bit's two branch
+    commitments, the relation's, then the GQ commitment ``R``.
+    """
 
     base: int
-    challenge: bytes
     root_response: int
     bit_ciphertexts: bytes
+    commitments: bytes
     branch_challenges: bytes
     responses: bytes
     relation_response: int
 
     def to_bytes(self, public_key: PublicKey, statement: IntervalStatement) -> bytes:
-        """Header, ``h`` (ciphertext width), hash (32), ``s`` (n width), ``B`` blob, ``e_i0`` blob, ``Z`` blob, ``Z_D``."""
+        """Header, ``h`` (ciphertext width), ``s`` (n width), ``B`` blob, commitments, ``e_i0`` blob, ``Z`` blob, ``Z_D``."""
         cw = public_key.ciphertext_bytes
         nw = (public_key.bits + 7) // 8
         _g, zw, _gd, rw = _sizes(public_key, statement)
         return b"".join([
             _HEAD.pack(_MAGIC, _VERSION, statement.bits, cw, zw, rw),
-            bk.ints_to_bytes([self.base], cw), self.challenge, int(self.root_response).to_bytes(nw, "big"),
-            self.bit_ciphertexts, self.branch_challenges, self.responses,
+            bk.ints_to_bytes([self.base], cw), int(self.root_response).to_bytes(nw, "big"),
+            self.bit_ciphertexts, self.commitments, self.branch_challenges, self.responses,
             int(self.relation_response).to_bytes(rw, "big", signed=True),
         ])
 
@@ -215,15 +231,16 @@ class IntervalProof:
             raise MessageError(f"interval proof bits/response widths must be {statement.bits}/{zw0}/{rw0} "
                                f"(the statement's), got {k}/{zw}/{rw}")
         nw = (public_key.bits + 7) // 8
-        want = _HEAD.size + cw + 32 + nw + k * cw + k * _EB + 2 * k * zw + rw
-        if len(data) != want:
-            raise MessageError(f"interval proof must be {want} bytes for {k} bits, got {len(data)}")
+        sizes = (cw, nw, k * cw, (2 * k + 2) * cw, k * _EB, 2 * k * zw, rw)
+        if len(data) != _HEAD.size + sum(sizes):
+            raise MessageError(f"interval proof must be {_HEAD.size + sum(sizes)} bytes for {k} bits, "
+                               f"got {len(data)}")
         pos = _HEAD.size
         parts = []
-        for size in (cw, 32, nw, k * cw, k * _EB, 2 * k * zw, rw):
+        for size in sizes:
             parts.append(data[pos:pos + size])
             pos += size
-        return cls(int.from_bytes(parts[0], "big"), parts[1], int.from_bytes(parts[2], "big"), parts[3], parts[4],
+        return cls(int.from_bytes(parts[0], "big"), int.from_bytes(parts[1], "big"), parts[2], parts[3], parts[4],
                    parts[5], int.from_bytes(parts[6], "big", signed=True))
 
 
@@ -331,7 +348,7 @@ def prove_interval(base: ProverBase, statement: IntervalStatement, *, value: int
         e0s.append(e_true if b == 0 else sim_e[i])
         zs.extend((z_true, sim_z[i]) if b == 0 else (sim_z[i], z_true))
     t = int(exponent) - int(statement.scale) * sum(w * ai for w, ai in zip(statement.weights(), a))
-    return IntervalProof(h, c, base.root_response(r, e_root), bit_blob,
+    return IntervalProof(h, base.root_response(r, e_root), bit_blob, bk.ints_to_bytes(commits, key.ciphertext_bytes),
                          b"".join(e.to_bytes(_EB, "big") for e in e0s),
                          b"".join(z.to_bytes(zw, "big") for z in zs), gamma_d + e_rel * t)
 
@@ -340,11 +357,15 @@ def verify_interval(public_key: PublicKey, proof: IntervalProof | bytes, stateme
                     context: bytes) -> None:
     """Check a proof of :func:`prove_interval` for ``statement`` under ``context``.
 
+    The hash gives the challenges; the GQ equation is checked alone and the
+    ``2k + 1`` equations ``h**Z = G c'**e`` in one, with fresh
+    ``BATCH_BITS``-bit coefficients from :mod:`secrets` (module docstring).
+
     Raises
     ------
     ProofError
         The proof does not verify (a ciphertext not a unit, a response out of
-        its width, or the recomputed hash differs: named).
+        its width, the base not an n-th residue, or the equations: named).
     MessageError, KeyMismatchError
         A malformed proof.
     """
@@ -354,12 +375,14 @@ def verify_interval(public_key: PublicKey, proof: IntervalProof | bytes, stateme
     k = statement.bits
     g, zw, gd, _rw = _sizes(key, statement)
     cw = key.ciphertext_bytes
-    if len(pf.bit_ciphertexts) != k * cw or len(pf.branch_challenges) != k * _EB or len(pf.responses) != 2 * k * zw \
-            or len(pf.challenge) != 32:
-        raise ProofError(f"interval proof must hold {k} bit ciphertexts, challenges and {2 * k} responses")
+    if len(pf.bit_ciphertexts) != k * cw or len(pf.commitments) != (2 * k + 2) * cw \
+            or len(pf.branch_challenges) != k * _EB or len(pf.responses) != 2 * k * zw:
+        raise ProofError(f"interval proof must hold {k} bit ciphertexts, {2 * k + 2} commitments, {k} challenges "
+                         f"and {2 * k} responses")
     h = int(pf.base)
     cts = [int(v) for v in bk.bytes_to_ints(pf.bit_ciphertexts, cw)]
-    _check_units([h, int(statement.ciphertext), *cts], n, n2, "base, ciphertext and bit ciphertexts")
+    commits = [int(v) for v in bk.bytes_to_ints(pf.commitments, cw)]
+    _check_units([h, int(statement.ciphertext), *cts, *commits], n, n2, "base, ciphertexts and commitments")
     if not 0 < pf.root_response < n:
         raise ProofError("interval proof root response must be in [1, n)")
     zs = [int.from_bytes(pf.responses[i:i + zw], "big") for i in range(0, 2 * k * zw, zw)]
@@ -368,23 +391,29 @@ def verify_interval(public_key: PublicKey, proof: IntervalProof | bytes, stateme
     if abs(pf.relation_response) >> (gd + 1):
         raise ProofError(f"interval proof relation response must be below 2**{gd + 1} in absolute value")
     e0s = [int.from_bytes(pf.branch_challenges[i:i + _EB], "big") for i in range(0, k * _EB, _EB)]
-    es, e_rel, e_root = _subchallenges(pf.challenge, k)
-    h_z = _powers(key, h, zs, g + 1)
-    commits: list[int] = []
-    for i, ct in enumerate(cts):
-        inv0 = bk.invert(ct, n2)  # (B_i)**-1; (B_i (1+n)**-1)**-1 = B_i**-1 (1+n)
-        inv1 = inv0 * (1 + n) % n2
-        e1 = es[i] ^ e0s[i]
-        commits.append(int(h_z[2 * i] * bk.powmod(inv0, e0s[i], n2) % n2))
-        commits.append(int(h_z[2 * i + 1] * bk.powmod(inv1, e1, n2) % n2))
-    # D**-1 = C**-1 (1+n)**lower prod B_i**(scale w_i)
-    ws = [int(statement.scale) * w for w in statement.weights()]
+    es, e_rel, e_root = _subchallenges(_hash(context, key, statement, h, pf.bit_ciphertexts, commits), k)
+    if root_commitment_of(key, h, pf.root_response, e_root) != commits[-1]:
+        raise ProofError("interval proof: the prover's DJN base is not shown to be an n-th residue")
+    # the statements c' and their challenges: per bit B_i (branch 0) and B_i (1+n)**-1 (branch 1), then D
+    one_minus_n = (1 - n) % n2  # (1+n)**-1 mod n**2
+    xs: list[int] = []
+    chal: list[int] = []
+    for ct, e0, e in zip(cts, e0s, es):
+        xs.extend((ct, ct * one_minus_n % n2))
+        chal.extend((e0, e ^ e0))
+    # D = C (1+n)**-lower prod B_i**(-scale w_i)
     prod_b = bk.mpz(1)
-    for ct, w in zip(cts, ws):
-        prod_b = prod_b * bk.powmod(ct, w, n2) % n2
-    d_inv = bk.invert(int(statement.ciphertext), n2) * ((1 + int(statement.lower) % n * n) % n2) % n2 * prod_b % n2
-    commits.append(int(bk.powmod(h, pf.relation_response, n2) * bk.powmod(d_inv, e_rel, n2) % n2))
-    commits.append(root_commitment_of(key, h, pf.root_response, e_root))
-    if _hash(context, key, statement, h, pf.bit_ciphertexts, commits) != pf.challenge:
-        raise ProofError("interval proof: the bits, the relation or the base do not open to the challenge "
+    for ct, w in zip(cts, statement.weights()):
+        prod_b = prod_b * bk.powmod(ct, int(statement.scale) * w, n2) % n2
+    d = int(statement.ciphertext) * ((1 - int(statement.lower) % n * n) % n2) % n2 * bk.invert(prod_b, n2) % n2
+    xs.append(int(d))
+    chal.append(e_rel)
+    # one check for all: h**(sum rho Z) = prod G**rho * prod c'**(rho e), rho fresh (a failing equation survives
+    # with probability <= 2**-BATCH_BITS: its class term is non-zero modulo p or q)
+    rhos = [secrets.randbits(BATCH_BITS) for _ in xs]
+    lhs = bk.powmod(h, sum(r * z for r, z in zip(rhos, [*zs, int(pf.relation_response)])), n2)
+    rhs = multi_pow(commits[:-1] + xs, rhos + [r * e for r, e in zip(rhos, chal)], n2,
+                    BATCH_BITS + BIT_CHALLENGE_BITS)
+    if lhs != rhs:
+        raise ProofError("interval proof: the bits, the relation or the base do not open to the challenges "
                          "(a value outside the interval, another ciphertext or context, or a tampered proof)")

@@ -66,7 +66,7 @@ def cheat_interval(base, st, *, value, exponent, context, bits):
         e0s.append(e_true if b % 2 == 0 else sim_e[i])
         zs.extend((z_true, sim_z[i]) if b % 2 == 0 else (sim_z[i], z_true))
     t = int(exponent) - st.scale * sum(w * ai for w, ai in zip(st.weights(), a))
-    return bp.IntervalProof(h, c, base.root_response(r, e_root), blob,
+    return bp.IntervalProof(h, base.root_response(r, e_root), blob, bk.ints_to_bytes(commits, key.ciphertext_bytes),
                             b"".join(e.to_bytes(16, "big") for e in e0s),
                             b"".join(z.to_bytes(zw, "big") for z in zs), gamma_d + e_rel * t)
 
