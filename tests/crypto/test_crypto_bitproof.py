@@ -240,3 +240,29 @@ def test_a_float_value_is_refused_not_truncated(base):
     st, exp, _arr = _count(base, 2 * SCALE)
     with pytest.raises(ParameterTypeError, match="value must be an integer"):
         bp.prove_interval(base, st, value=2.0 * SCALE + 0.5, exponent=exp, context=b"c")
+
+
+def test_one_equation_off_is_caught_by_the_batched_check(keys512, base):
+    """The hash does not cover responses or branch challenges: each equation must hold, and the batched check sees
+    any single one off (every response, the relation's, one branch challenge), 20 times each."""
+    import dataclasses
+
+    pk, _ = keys512
+    st, exp, _arr = _count(base, 3 * SCALE)
+    proof = bp.prove_interval(base, st, value=3 * SCALE, exponent=exp, context=b"c")
+    bp.verify_interval(pk, proof, st, context=b"c")
+    zw = bp._sizes(pk, st)[1]
+    for j in range(2 * st.bits):
+        raw = bytearray(proof.responses)
+        z = int.from_bytes(raw[j * zw:(j + 1) * zw], "big") + 1
+        raw[j * zw:(j + 1) * zw] = z.to_bytes(zw, "big")
+        with pytest.raises(ProofError, match="do not open"):
+            bp.verify_interval(pk, dataclasses.replace(proof, responses=bytes(raw)), st, context=b"c")
+    for _ in range(20):
+        with pytest.raises(ProofError, match="do not open"):
+            bp.verify_interval(pk, dataclasses.replace(proof, relation_response=proof.relation_response - 1), st,
+                               context=b"c")
+        e = bytearray(proof.branch_challenges)
+        e[0] ^= 0x80
+        with pytest.raises(ProofError, match="do not open"):
+            bp.verify_interval(pk, dataclasses.replace(proof, branch_challenges=bytes(e)), st, context=b"c")
