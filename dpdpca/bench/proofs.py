@@ -15,6 +15,14 @@ a full ``T = 41`` run does not fit (``--measure-reps``), the benchmark times
 of a rejection restart are subtracted) and reports the larger of
 ``t(r1) + (41 - r1) * (t(r2) - t(r1)) / (r2 - r1)`` and ``41 t(r2) / r2``, saying so in ``extrapolated``.  Proof bytes
 are exact (the format's sizes are fixed by the statement).
+
+The exact count proof (:mod:`dpdpca.crypto.bitproof`) is timed in full on
+the add/remove statement for N (no owners' noise) under the same key:
+``count_prove_s``, ``count_verify_s``, ``count_proof_bytes``, ``count_bits``.
+A share carries it where it encrypts N (``count_proof_in_share``: the
+add/remove release, ``--release add-remove``); there the totals
+(``prove_s``, ``verify_s``, ``proof_bytes``) include it (``proof_bytes``
+always includes the proof section's 21-byte header).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from typing import Any
 import click
 import numpy as np
 
+from dpdpca.dp.release import RELEASES
 from dpdpca.progress import Progress, quiet_option
 
 __all__ = ["command", "measure"]
@@ -46,7 +55,8 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
     from dpdpca.protocol.releases import as_release
     from dpdpca.protocol.messages import Message
     from dpdpca.protocol.params import ProtocolParams
-    from dpdpca.protocol.proofs import proof_context, proof_sections
+    from dpdpca.crypto.bitproof import prove_interval, verify_interval
+    from dpdpca.protocol.proofs import COUNT_SECTION, count_statement, join_proofs, proof_context, proof_sections
     from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
     from dpdpca.crypto import upper_triangle_flatten
 
@@ -113,6 +123,29 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
         prove_s = max(one[r1] + (T - r1) * (one[r2] - one[r1]) / (r2 - r1), one[r2] * T / r2)
         verify_s = max(verify_t[r1] + (T - r1) * (verify_t[r2] - verify_t[r1]) / (r2 - r1), verify_t[r2] * T / r2)
         proof_bytes = sizes[r1] + (T - r1) * (sizes[r2] - sizes[r1]) // (r2 - r1)
+    # the exact count proof for N (add/remove statement, no owners' noise), timed in full
+    cparams = params if COUNT_SECTION in enc else ProtocolParams.create(
+        pk, max_owners=10, max_rows_per_owner=max(rows, 1000), release="add-remove")
+    n_value = n << (2 * cparams.frac_bits)
+    if COUNT_SECTION in enc:
+        n_ct, n_exp = enc[COUNT_SECTION].ciphertexts[0], wits[COUNT_SECTION].exponents[0]
+    else:
+        n_arr, n_exps = encrypt_for_proof(base, [n_value], layout=cparams.layout, chunks=(1,),
+                                          bound=cparams.share_bounds("add-remove")[COUNT_SECTION])
+        n_ct, n_exp = n_arr.ciphertexts[0], n_exps[0]
+    cst = count_statement(cparams, n_ct, d=d)
+    t0 = time.perf_counter()
+    cproof = prove_interval(base, cst, value=n_value, exponent=n_exp, context=ctx).to_bytes(pk, cst)
+    count_prove_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    verify_interval(pk, cproof, cst, context=ctx)
+    count_verify_s = time.perf_counter() - t0
+    in_share = COUNT_SECTION in enc
+    if in_share:
+        prove_s += count_prove_s
+        verify_s += count_verify_s
+    # the proof section: its header and two lengths, and the count proof where the share encrypts N
+    proof_bytes += len(join_proofs(b"", cproof if in_share else b""))
     return {
         "d": d, "rows": rows, "ciphertexts": ciphertexts, "slots": geom.slots,
         "headroom_bits": geom.headroom_bits,
@@ -126,6 +159,8 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
         # the data-independent commitments vs the rest, per measured run (1 + restarts in "attempts")
         "measured_prove_split": {str(k): v for k, v in split.items()},
         "measured_verify_s": {str(k): v for k, v in verify_t.items()},
+        "count_proof_in_share": in_share, "count_bits": cst.bits, "count_prove_s": count_prove_s,
+        "count_verify_s": count_verify_s, "count_proof_bytes": len(cproof),
         "goals_met": {"prove": prove_s <= 2 * encrypt_s, "verify": verify_s <= 2 * intake_s,
                       "bytes": proof_bytes <= share_bytes},
     }
@@ -141,10 +176,12 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
               help="Above --full-up-to, time these two repetition counts and extrapolate to 41 (linear).")
 @click.option("--full-up-to", type=click.IntRange(min=0), default=64, show_default=True,
               help="Run the full 41 repetitions for d up to this.")
+@click.option("--release", type=click.Choice(RELEASES), default="centred", show_default=True,
+              help="The release whose share is proved (add-remove: N is encrypted and carries the count proof).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @quiet_option
 def command(key_bits: int, insecure_test_key: bool, ds: tuple[int, ...], rows: int, measure_reps: tuple[int, int],
-            full_up_to: int, as_json: bool, quiet: bool) -> None:
+            full_up_to: int, release: str, as_json: bool, quiet: bool) -> None:
     """Range proofs: proving vs the owner's encryption, verifying vs the proxy's intake, proof vs share bytes."""
     from dpdpca.crypto import generate_keypair
     from dpdpca.errors import ParameterError
@@ -152,12 +189,13 @@ def command(key_bits: int, insecure_test_key: bool, ds: tuple[int, ...], rows: i
     r1, r2 = measure_reps
     if not 1 <= r1 < r2:
         raise ParameterError(f"--measure-reps must be two counts 1 <= r1 < r2, got {r1} {r2}")
-    out: dict[str, Any] = {"key_bits": key_bits, "results": []}
+    out: dict[str, Any] = {"key_bits": key_bits, "release": release, "results": []}
     with Progress("bench proofs", total=1 + len(ds), quiet=quiet) as progress:
         pk, _ = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
         progress("key")
         for d in ds:
-            out["results"].append(measure(d, key=pk, rows=rows, reps=None if d <= full_up_to else (r1, r2)))
+            out["results"].append(measure(d, key=pk, rows=rows, reps=None if d <= full_up_to else (r1, r2),
+                                          release=release))
             progress(f"d={d}")
     if as_json:
         click.echo(json.dumps(out, sort_keys=True))
@@ -169,3 +207,6 @@ def command(key_bits: int, insecure_test_key: bool, ds: tuple[int, ...], rows: i
         click.echo(f"d={r['d']}: prove {r['prove_s']:.2f} s = {r['prove_over_encrypt']:.1f}x encryption; "
                    f"verify {r['verify_s']:.2f} s = {r['verify_over_intake']:.1f}x intake; "
                    f"proof {r['proof_bytes']:,} B = {r['proof_over_share_bytes']:.1f}x share{ex}")
+        where = "included above" if r["count_proof_in_share"] else "not in a centred share: N is signed in the clear"
+        click.echo(f"  exact count proof ({r['count_bits']} bits): prove {r['count_prove_s'] * 1e3:.0f} ms, "
+                   f"verify {r['count_verify_s'] * 1e3:.0f} ms, {r['count_proof_bytes']:,} B ({where})")

@@ -110,7 +110,9 @@ __all__ = [
     "RangeProof",
     "SectionWitness",
     "encrypt_for_proof",
+    "multi_pow",
     "prove_ranges",
+    "root_commitment_of",
     "verify_ranges",
 ]
 
@@ -145,8 +147,31 @@ class ProverBase:
         key = PublicKey(n, derive_hs(n, x), insecure_test_key=True)  # the caller accepted the key's size
         return cls(key, int((n - x * x % n) % n))
 
+    def root_commitment(self) -> tuple[int, int]:
+        """A Guillou-Quisquater commitment ``(r, R = r**n mod n**2)`` for a proof that ``h`` is an n-th residue."""
+        n = self.public_key.n
+        r = bk.random_unit(n)
+        return int(r), int(bk.powmod(r, n, self.public_key.nsquare))
+
+    def root_response(self, r: int, challenge: int) -> int:
+        """``s = r y**e mod n``: with it, ``s**n = R h**e mod n**2`` (:func:`root_commitment_of`)."""
+        n = self.public_key.n
+        return int(r * bk.powmod(self.root, challenge, n) % n)
+
     def __repr__(self) -> str:
         return f"ProverBase({self.public_key!r})"
+
+
+def root_commitment_of(public_key: PublicKey, base: int, response: int, challenge: int) -> int:
+    """The GQ commitment ``R = s**n h**-e mod n**2`` an n-th-root proof ``(e, s)`` of ``h`` answers.
+
+    ``s**n = R h**e`` is the check; soundness: ``h**e`` has class ``e``
+    times ``h``'s (``(1+n)**m u**n`` has class ``m``), and ``s**n`` and ``R``
+    (fixed before ``e``) have class 0 and ``m(R)``, so a base of class
+    ``!= 0`` passes for at most one ``e`` below ``min(p, q)``.
+    """
+    n, n2 = public_key.n, public_key.nsquare
+    return int(bk.powmod(response, n, n2) * bk.powmod(base, -int(challenge), n2) % n2)
 
 
 @dataclass(frozen=True)
@@ -420,8 +445,7 @@ def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: 
     while True:
         attempts += 1
         t0 = time.perf_counter()
-        r = bk.random_unit(n)
-        root_commit = bk.powmod(r, n, n2)
+        r, root_commit = base.root_commitment()
         gamma = secrets.randbits(_gamma_bits(key, geom))
         gamma_commit = bk.powmod(hs, gamma, n2)
         alphas: list[list[list[int]]] = []
@@ -474,14 +498,14 @@ def prove_ranges(base: ProverBase, sections: Sequence[ProofSection], witnesses: 
         for k in range(geom.ciphertexts):
             combined += coeffs[i] * (betas[t][k] + (exps[k] if es[t] else 0))
             i += 1
-    root_response = int(r * bk.powmod(base.root, e0, n) % n)
+    root_response = base.root_response(r, e0)
     if timings is not None:
         timings.update(commit_s=commit_s, respond_s=respond_s + time.perf_counter() - t1, attempts=attempts)
     return RangeProof(reps, geom.headroom_bits, int(hs), int(root_commit), root_response, int(gamma_commit),
                       combined, masks, responses)
 
 
-def _multi_pow(bases: Sequence[int], exps: Sequence[int], mod: int, exp_bits: int) -> int:
+def multi_pow(bases: Sequence[int], exps: Sequence[int], mod: int, exp_bits: int) -> int:
     """``prod bases[i]**exps[i] mod mod`` by Pippenger's bucket method (exponents below ``2**exp_bits``)."""
     count = len(bases)
     if count < 24:  # a few bases: one C exponentiation each beats the buckets' fixed cost
@@ -570,7 +594,7 @@ def verify_ranges(public_key: PublicKey, proof: RangeProof | bytes, sections: Se
     d1 = _h1(context, key, geom, sections, commits, pf.masks)
     es, e0 = _challenges(d1, reps)
     # n-th root of h (Guillou-Quisquater): s**n = R h**e0.
-    if bk.powmod(pf.root_response, n, n2) != commits[1] * bk.powmod(h, e0, n2) % n2:
+    if root_commitment_of(key, h, pf.root_response, e0) != commits[1]:
         raise ProofError("range proof: the prover's DJN base is not shown to be an n-th residue")
     coeffs = _coefficients(d1, pf.responses, reps * kc)
     spans = _section_slices(sections)
@@ -598,7 +622,7 @@ def verify_ranges(public_key: PublicKey, proof: RangeProof | bytes, sections: Se
         pending.extend(ds)
         pending_c.extend(coeffs[t * kc:(t + 1) * kc])
         if len(pending) >= 4096 or t == reps - 1:
-            lhs = lhs * _multi_pow(pending, pending_c, n2, CHALLENGE_BITS) % n2
+            lhs = lhs * multi_pow(pending, pending_c, n2, CHALLENGE_BITS) % n2
             pending, pending_c = [], []
     if lhs != bk.powmod(h, pf.combined, n2):
         raise ProofError("range proof: the masked ciphertexts do not open to the responses")

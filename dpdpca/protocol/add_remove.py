@@ -25,7 +25,9 @@ homomorphic scalar products.  The add/remove release therefore has no mask.
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -33,12 +35,12 @@ import numpy as np
 from dpdpca.dp import (BLOCKS, AddRemoveCalibration, DistributedCalibration, block_scales, calibrate_distributed,
                        sample_discrete_gaussian)
 from dpdpca.dp.distributed import honest_present
-from dpdpca.errors import OverflowRiskError
+from dpdpca.errors import MessageError, OverflowRiskError
+from dpdpca.protocol.bounds import noise_tail_factor
 from dpdpca.protocol.counts import NO_NOISE
 
-__all__ = ["owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy", "add_block_noise",
-           "owner_noise_calibration", "coalition_report",
-           "owner_noise_label"]
+__all__ = ["owner_count_noise_bound", "owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy",
+           "add_block_noise", "owner_noise_calibration", "coalition_report", "owner_noise_label"]
 
 
 def _draw(sigma_squared: dict[str, Any], counts: dict[str, int], source: Any = None) -> dict[str, list[int]]:
@@ -120,6 +122,39 @@ def owner_noise_label(cal: DistributedCalibration | None) -> str:
         return NO_NOISE
     return (f"owners:epsilon={float(cal.epsilon)!r},delta={float(cal.delta)!r},owners={int(cal.owners)},"
             f"honest={int(cal.honest)},quorum={int(cal.quorum)}")
+
+
+_LABEL = re.compile(r"owners:epsilon=([0-9.e+-]+),delta=([0-9.e+-]+),owners=([0-9]+),honest=([0-9]+),quorum=([0-9]+)")
+
+
+@functools.lru_cache(maxsize=64)
+def owner_count_noise_bound(label: str, *, d: int, frac_bits: int, allowance: int) -> int:
+    """The largest ``|z_N|`` an honest owner's noise share in N reaches: ``ceil(t sigma_N)``, at most ``allowance``.
+
+    ``label`` is the owner's signed :func:`owner_noise_label`, which fixes its
+    calibration (:func:`dpdpca.dp.calibrate_distributed` for ``d`` and
+    ``frac_bits``) and so the sigma of its N noise; ``t`` is
+    :func:`~dpdpca.protocol.bounds.noise_tail_factor` (a draw beyond it is a
+    ``2**-120`` event).  Cached: every share of a session has the same label.
+
+    Raises
+    ------
+    MessageError
+        A label that is not the canonical form of an owners' noise label.
+    ParameterError
+        Parameters the calibration refuses.
+    """
+    m = _LABEL.fullmatch(label)
+    if m is None:
+        raise MessageError(f"share statement noise must be an owners' noise label, got {label[:120]!r}")
+    cal = calibrate_distributed(epsilon=float(m[1]), delta=float(m[2]), d=int(d), frac_bits=int(frac_bits),
+                                owners=int(m[3]), honest=int(m[4]), quorum=int(m[5]))
+    if owner_noise_label(cal) != label:  # one spelling per calibration (the proxy's finish compares strings)
+        raise MessageError(f"share statement noise label must be canonical, got {label[:120]!r}")
+    # smallest integer a with a**2 >= t**2 sigma**2 (exact: sigma**2 is a Fraction)
+    bound2 = noise_tail_factor() ** 2 * cal.local_sigma_squared_int["N"]
+    ceil2 = -(-bound2.numerator // bound2.denominator)
+    return min(int(allowance), math.isqrt(ceil2 - 1) + 1 if ceil2 > 0 else 0)
 
 
 def owner_noise_calibration(options: dict[str, Any], *, d: int, frac_bits: int, owners: int, quorum: int | None,

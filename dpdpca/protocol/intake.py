@@ -154,7 +154,8 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
                                  max_rows_per_owner=p.max_rows_per_owner)
     arrays = load_share_arrays(msg, p, d, owners=1, release=ctx.release, check_units=check_units)
     if ctx.range_proofs:
-        check_share_proof(msg, p, ctx.release, arrays, owner_id=owner, d=d, digest=statement.ciphertext_sha256)
+        check_share_proof(msg, p, ctx.release, arrays, owner_id=owner, d=d, digest=statement.ciphertext_sha256,
+                          noise=statement.noise)
     return CheckedShare(owner, d, statement, arrays, ciphertext_keys(msg, arrays, p.public_key))
 
 

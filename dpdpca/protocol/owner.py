@@ -235,7 +235,8 @@ class DataOwner:
         if base is not None:
             with self.timings_.measure(self.party, "prove"):
                 sections[PROOF_SECTION] = prove_share(base, p, self.release, encrypted, witnesses,
-                                                      owner_id=self.owner_id, d=d, digest=digest)
+                                                      owner_id=self.owner_id, d=d, digest=digest,
+                                                      noise=statement.noise)
         with self.timings_.measure(self.party, "serialize"):
             meta: dict[str, Any] = {"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
                                     "declared_bounds": {k: str(b) for k, b in bounds.items()}}

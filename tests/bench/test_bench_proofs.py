@@ -44,3 +44,23 @@ def test_bench_proofs_encryption_time_is_the_owners_wall_time_alone(monkeypatch)
     monkeypatch.setattr(Timings, "to_dict", fixed)
     pk, _ = generate_keypair(512, insecure_test_key=True)
     assert measure(3, key=pk, rows=5, reps=(1, 2))["encrypt_s"] == 3.0
+
+
+def test_bench_proofs_reports_the_count_proof(capsys):
+    """The exact count proof: its bits, times and bytes; in the add/remove share's totals, not in the centred one's."""
+    from dpdpca.protocol.proofs import join_proofs
+
+    for release in ("centred", "add-remove"):
+        assert main(["bench", "proofs", "--key-bits", "512", "--insecure-test-key", "--d", "3", "--rows", "5",
+                     "--release", release, "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        r = out["results"][0]
+        assert out["release"] == release and r["count_proof_in_share"] is (release == "add-remove")
+        assert r["count_bits"] == 10  # max_rows_per_owner = 1000
+        assert r["count_prove_s"] > 0 and r["count_verify_s"] > 0
+        assert r["count_proof_bytes"] > 10 * 128  # one 1024-bit ciphertext per bit at least
+        assert set(r["proven_over_declared_bits"]) == ({"R", "v", "N"} if release == "add-remove" else {"R", "v"})
+        if release == "add-remove":
+            assert r["prove_s"] > r["count_prove_s"] and r["verify_s"] > r["count_verify_s"]
+            # the totals hold the count proof and the section's header (5 bytes, two 8-byte lengths)
+            assert len(join_proofs(b"", b"")) == 21

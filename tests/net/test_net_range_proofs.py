@@ -57,3 +57,38 @@ def test_proxy_toml_range_proofs(tmp_path):
     path.write_text(text.replace("[protocol]\n", "[protocol]\nrange_proofs = \"yes\"\n", 1))
     with pytest.raises(ParameterError, match="protocol.range_proofs must be true or false, got"):
         load_config(path)
+
+
+def test_service_refuses_a_count_outside_zero_to_max_by_owner(tmp_path, net_params, identities, monkeypatch):
+    """An add/remove share whose encrypted N is -1000 rows (within the slack range proof's bound): the owner's own
+    software is patched to encrypt it and to feed the count prover an honest count; the service refuses it (400)
+    with the one line naming the owner, and takes the honest owner's share."""
+    from dpdpca.protocol import proofs
+    from dpdpca.protocol.releases import AddRemoveRelease
+
+    owners = OwnerKeyring.from_identities([identities[o] for o in ("1", "2", "3")])
+    coll = Collection(net_params, tmp_path / "state", owner_keys=owners, quorum=2, collection_seconds=600.0,
+                      noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="add-remove"), release="on-request",
+                      range_proofs=True)
+    rows = np.full((4, 3), 0.3)
+    honest = DataOwner(net_params, identities["1"], insecure_test_key=True, range_proofs=True,
+                       release="add-remove").share(rows)
+    assert coll.submit_share("1", honest).status == "accepted"
+    original_values, original_prove = AddRemoveRelease.share_values, proofs.prove_interval
+    scale = 1 << (2 * net_params.frac_bits)
+
+    def bad_values(self, *args, **kwargs):
+        values, count = original_values(self, *args, **kwargs)
+        return dict(values, N=[-1000 * scale]), count
+
+    def lying_prover(base, statement, *, value, exponent, context):
+        return original_prove(base, statement, value=0, exponent=exponent, context=context)
+
+    monkeypatch.setattr(AddRemoveRelease, "share_values", bad_values)
+    monkeypatch.setattr(proofs, "prove_interval", lying_prover)
+    bad = DataOwner(net_params, identities["2"], insecure_test_key=True, range_proofs=True,
+                    release="add-remove").share(rows)
+    out = coll.submit_share("2", bad)
+    assert out.code == 400 and out.detail.startswith("share of owner '2' must carry a valid range proof, got: "
+                                                     "interval proof")
+    assert coll.status()["excluded"] == ["2"] and coll.accepted() == ["1"]

@@ -253,3 +253,167 @@ def test_a_negative_row_count_in_the_clear_is_refused(make_user, identity):
     proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
     with pytest.raises(DpdpcaError, match="-1000"):
         proxy.receive_share(_poisoned_share(p, identity, "3", 3, scale=1, n_rows=-1000))
+
+
+def _count_share(p, identity, owner_id, d, *, n_value, claimed_rows=None, claimed_value=None, noise="none"):
+    """An add/remove share of zeros whose encrypted count is ``n_value`` (at scale 2**2f), with an honest range proof
+    (``n_value`` is within the declared N bound, so the slack proof passes) and a count proof made by the honest
+    prover told the count is ``claimed_rows`` (it cannot check the ciphertext: the relation to C_N is the lie)."""
+    from dpdpca.crypto.bitproof import prove_interval
+    from dpdpca.crypto.rangeproof import prove_ranges, verify_ranges
+    from dpdpca.protocol.proofs import count_statement, join_proofs, proof_context, proof_sections
+
+    release = "add-remove"
+    bounds = p.share_bounds(release)
+    shapes = as_release(release).share_chunks(d, p.layout.slots)
+    values = {name: ([n_value] if name == "N" else [0] * sum(c)) for name, c in shapes.items()}
+    base = ProverBase.draw(p.public_key)
+    arrays, wits = {}, {}
+    for name, chunks in shapes.items():
+        arrays[name], exps = encrypt_for_proof(base, values[name], layout=p.layout, chunks=chunks,
+                                               bound=bounds[name])
+        wits[name] = SectionWitness(values[name], exps)
+    sections = {name: arr.to_bytes() for name, arr in arrays.items()}
+    digest = ciphertext_digest(sections, as_release(release).sections)
+    st = ShareStatement.sign(identity(owner_id), session=p.session_id, key_fingerprint=p.key_fingerprint, d=d,
+                             n_rows=None, ciphertext_sha256=digest, noise=noise)
+    ctx = proof_context(p, owner_id=owner_id, d=d, release=release, digest=digest)
+    secs = proof_sections(p, release, arrays)
+    rng = prove_ranges(base, secs, [wits[s.name] for s in secs], context=ctx)
+    verify_ranges(p.public_key, rng, secs, context=ctx)  # the slack proof alone accepts this count
+    cst = count_statement(p, arrays["N"].ciphertexts[0], d=d, noise=noise)
+    claimed = claimed_value if claimed_value is not None else claimed_rows << (2 * p.frac_bits)
+    count = prove_interval(base, cst, value=claimed, exponent=wits["N"].exponents[0], context=ctx)
+    sections[PROOF_SECTION] = join_proofs(rng.to_bytes(p.public_key), count.to_bytes(p.public_key, cst))
+    meta = {"owner_id": owner_id, "d": d, "statement": st.to_json(), "release": release,
+            "declared_bounds": {k: str(b) for k, b in bounds.items()}}
+    return Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, f"owner:{owner_id}", meta=meta,
+                   sections=sections).to_bytes()
+
+
+@pytest.mark.parametrize("rows", [-1, -1000, 65])
+def test_a_row_count_outside_zero_to_max_passes_the_slack_proof_but_not_the_count_proof(make_user, identity, rows):
+    """docs/threat-model.md: the add/remove release's encrypted N (max_rows_per_owner = 64 here) is proved exactly;
+    -1, -1000 and max + 1 rows pass the slack range proof and are refused, named, by the count proof."""
+    user = make_user()
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="add-remove")
+    value = rows << (2 * p.frac_bits)
+    assert abs(value) <= p.share_bounds("add-remove")["N"]
+    for _ in range(3):
+        bad = _count_share(p, identity, "3", 3, n_value=value, claimed_rows=min(max(rows, 0), 64))
+        with pytest.raises(ProofError, match=r"^share of owner '3' must carry a valid range proof, got: interval "):
+            Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="add-remove").receive_share(bad)
+    with pytest.raises(ProofError, match="owner '3'"):
+        proxy.receive_share(bad)
+    assert list(proxy.excluded_) == ["3"]
+    # the same construction with a true count in [0, max] is accepted at both ends
+    for ok in (0, 1, 64):
+        good = _count_share(p, identity, "4", 3, n_value=ok << (2 * p.frac_bits), claimed_rows=ok)
+        assert Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="add-remove").receive_share(good) == "4"
+
+
+def test_an_old_format_proof_is_refused_with_its_version(make_user, make_owner):
+    from dpdpca.protocol.proofs import split_proofs
+
+    user = make_user()
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="add-remove")
+    msg = Message.from_bytes(make_owner(p, "1", range_proofs=True, release="add-remove").share(np.full((3, 3), 0.3)))
+    range_only, count = split_proofs(msg.sections[PROOF_SECTION])
+    assert range_only[:4] == b"DPRP" and len(count) > 0
+    old = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta,
+                  dict(msg.sections, **{PROOF_SECTION: range_only})).to_bytes()
+    with pytest.raises(ProofError, match=r"owner '1' must carry a valid range proof, got: range proof section must "
+                                         r"be format version 2 .* got version 1"):
+        proxy.receive_share(old)
+
+
+def test_honest_shares_with_the_owners_noise_pass_the_noisy_count_statement(unit_rows):
+    """With the owners' noise the N slot holds a noise share too: the statement is [-a, max 2^2f + a] (a public)."""
+    rng = np.random.default_rng(7)
+    parts = [unit_rows(rng, 4, 3) for _ in range(3)]
+    run = run_protocol(parts, n_components=2, epsilon=1.0, delta=1e-5, key_bits=768, insecure_test_key=True,
+                       range_proofs=True, release="add-remove", noise_by="owners")
+    assert sorted(run.owners_present) == ["1", "2", "3"]
+    assert "range proofs: on" in run.result.privacy.notes
+
+
+LABEL = "owners:epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=3"
+
+
+def test_the_count_statement_follows_the_signed_noise_label(make_user):
+    """docs/threat-model.md: exact without noise; with the owners' noise, the tail bound of the owner's own N noise
+    (13 sigma: about 79 rows at epsilon 1, 3 owners, d = 3), far below the public allowance."""
+    import math
+
+    from dpdpca.dp import calibrate_distributed
+    from dpdpca.errors import MessageError
+    from dpdpca.protocol.counts import NO_NOISE
+    from dpdpca.protocol.proofs import count_statement
+
+    p = make_user().params
+    scale = 1 << (2 * p.frac_bits)
+    exact = count_statement(p, 5, d=3, noise=NO_NOISE)
+    assert (exact.lower, exact.scale, exact.span) == (0, scale, p.max_rows_per_owner)
+    noisy = count_statement(p, 5, d=3, noise=LABEL)
+    a = -noisy.lower
+    assert (noisy.scale, noisy.span) == (1, p.max_rows_per_owner * scale + 2 * a)
+    cal = calibrate_distributed(epsilon=1.0, delta=1e-5, d=3, frac_bits=p.frac_bits, owners=3, honest=3, quorum=3)
+    sigma = math.sqrt(float(cal.local_sigma_squared_int["N"]))
+    assert abs(a - 13 * sigma) <= 1 and 75 * scale < a < 85 * scale
+    # the public allowance (what the statement would be without the label's calibration) is over 1000 times that
+    assert p.noise_allowance > 1000 * a
+    for bad in ("owners:epsilon=1.00,delta=1e-05,owners=3,honest=3,quorum=3", "owners:whatever"):
+        with pytest.raises(MessageError, match="share statement noise"):
+            count_statement(p, 5, d=3, noise=bad)
+
+
+@pytest.mark.parametrize("offset, accepted", [(0, True), (-1, False)])
+def test_with_the_owners_noise_the_count_may_move_by_its_noise_bound_and_no_more(make_user, identity, offset,
+                                                                               accepted):
+    from dpdpca.protocol.proofs import count_statement
+
+    user = make_user()
+    p = user.params
+    a = -count_statement(p, 5, d=3, noise=LABEL).lower
+    for value, claim in ((-a + offset, -a), ((p.max_rows_per_owner << (2 * p.frac_bits)) + a - offset,
+                                              (p.max_rows_per_owner << (2 * p.frac_bits)) + a)):
+        share = _count_share(p, identity, "3", 3, n_value=value, claimed_value=claim, noise=LABEL)
+        proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="add-remove")
+        if accepted:
+            assert proxy.receive_share(share) == "3"
+        else:
+            with pytest.raises(ProofError, match="owner '3'.*interval proof"):
+                proxy.receive_share(share)
+
+
+def test_the_pool_intake_checks_the_count_proof_too(make_user, make_owner, identity, pool):
+    user = make_user()
+    p = user.params
+    batch = [make_owner(p, "1", range_proofs=True, release="add-remove").share(np.full((3, 3), 0.3)),
+             _count_share(p, identity, "3", 3, n_value=-1000 << (2 * p.frac_bits), claimed_rows=0)]
+    serial = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="add-remove")
+    want = [Proxy._try(serial.receive_share, data) for data in batch]
+    parallel = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, executor=pool, release="add-remove")
+    got = parallel.receive_shares(iter(batch), expected=2)
+    assert [type(o).__name__ for o in got] == [type(o).__name__ for o in want] == ["str", "ProofError"]
+    assert str(got[1]) == str(want[1]) and "owner '3'" in str(got[1]) and "interval proof" in str(got[1])
+    assert parallel.excluded_.keys() == {"3"}
+
+
+def test_a_count_proof_on_a_share_without_an_encrypted_count_is_refused(make_user, make_owner):
+    from dpdpca.protocol.proofs import join_proofs, split_proofs
+
+    user = make_user()
+    p = user.params
+    msg = Message.from_bytes(make_owner(p, "1", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)))
+    range_only, count = split_proofs(msg.sections[PROOF_SECTION])
+    assert count == b""
+    extra = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta,
+                    dict(msg.sections, **{PROOF_SECTION: join_proofs(range_only, b"x")})).to_bytes()
+    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
+    with pytest.raises(ProofError, match="owner '1'.*a count proof for a share without an encrypted count"):
+        proxy.receive_share(extra)
+    with pytest.raises(DpdpcaError, match="must end after its count proof"):
+        split_proofs(join_proofs(range_only, b"") + b"!")
