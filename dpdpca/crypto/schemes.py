@@ -220,8 +220,10 @@ class BFVScheme(CipherScheme):
     def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int,
                  additions: int) -> tuple[Any, Any]:
         from dpdpca.crypto.lattice import generate_bfv_keypair, smallest_parameters
+        from dpdpca.crypto.lattice_flood import RESERVE_BITS
 
-        return generate_bfv_keypair(smallest_parameters(max_abs, additions=additions))
+        # room in q/(2t) for the proxy's noise flooding (rerandomize)
+        return generate_bfv_keypair(smallest_parameters(max_abs, additions=additions, reserve_bits=RESERVE_BITS))
 
     def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
         public_key.check_bound(max_abs, "layout")
@@ -267,7 +269,10 @@ class BFVScheme(CipherScheme):
         return sum_bfv(arrays)
 
     def rerandomize(self, array: Any, public_key: Any, *, executor: Any = None) -> Any:
-        return array.rerandomize()
+        """A fresh encryption of 0 added, then the noise flooded (:func:`~dpdpca.crypto.lattice_flood.flood_bfv`)."""
+        from dpdpca.crypto.lattice_flood import flood_bfv
+
+        return flood_bfv(array.rerandomize())
 
     def decrypt(self, private_key: Any, array: Any, *, executor: Any = None) -> list[int]:
         from dpdpca.crypto.lattice import decrypt_bfv
