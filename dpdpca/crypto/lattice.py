@@ -231,8 +231,9 @@ class BFVParameters:
                                f"{type(exc).__name__}") from None
 
 
-#: Candidate (ring degree, coefficient-modulus primes) at 128-bit security, smallest first.
-CANDIDATES = ((4096, (36, 36, 37)), (8192, (60, 60, 60)), (16384, (60,) * 7))
+#: Candidate (ring degree, coefficient-modulus primes) at 128-bit security, smallest first.  (8192, 218 bits)
+#: has three data primes: room for noise flooding (lattice_flood.RESERVE_BITS) with one 59-bit plaintext prime.
+CANDIDATES = ((4096, (36, 36, 37)), (8192, (60, 60, 60)), (8192, (60, 60, 60, 38)), (16384, (60,) * 7))
 
 
 def smallest_parameters(max_abs: int, *, additions: int, reserve_bits: int = 0) -> BFVParameters:

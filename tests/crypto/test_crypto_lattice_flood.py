@@ -26,7 +26,9 @@ def flood_keys():
     """The keys the protocol makes (BFVScheme.generate: room for flooding) for 10 owners and 2**54 values."""
     pk, sk = scheme_named("bfv").generate(key_bits=0, insecure_test_key=False, max_abs=2**54, additions=OWNERS + 2)
     assert pk.params == smallest_parameters(2**54, additions=OWNERS + 2, reserve_bits=RESERVE_BITS)
-    assert pk.params.ring_degree == 8192 and len(pk.params.plain_moduli) == 2
+    # three 60-bit data primes hold the flood with one 59-bit plaintext prime (two 60-bit ones would need two)
+    assert pk.params.ring_degree == 8192 and pk.params.coeff_bits == (60, 60, 60, 38)
+    assert [t.bit_length() for t in pk.params.plain_moduli] == [59]
     return pk, sk
 
 
@@ -59,10 +61,10 @@ def test_flooding_keeps_decryption_exact_at_the_protocol_parameters(flood_keys):
     values = [top, -top, 0, 1, -1, top - 7, -(top // 3)] * 1500  # 10 500 values: two chunks
     agg = _aggregate(pk, values)
     flooded = flood_bfv(agg)
-    assert flooded.ciphertext_count == 4 and flooded.bound == agg.bound
+    assert flooded.ciphertext_count == 2 and flooded.bound == agg.bound
     assert decrypt_bfv(sk, flooded) == [OWNERS * v + 1 for v in values]  # 0 integer error
-    f = flood_exponent(agg.noise, 4 * 8192)
-    assert f == STATISTICAL_BITS + math.ceil(math.log2(4 * 8192 * -(-agg.noise // 2)))
+    f = flood_exponent(agg.noise, 2 * 8192)
+    assert f == STATISTICAL_BITS + math.ceil(math.log2(2 * 8192 * -(-agg.noise // 2)))
     assert flooded.noise == agg.noise + (2 << f) < pk.params.noise_capacity  # B + F below q/(2t), tracked
 
 
@@ -107,7 +109,7 @@ def test_flood_sampler_is_uniform_on_the_interval_and_consistent_across_primes(f
     moduli, _ = _level(pk.contexts[0])
     q = math.prod(moduli)
     res = sample_flood(8192, exponent, tuple(moduli))
-    assert res.shape == (2, 8192) and res.dtype == np.uint64
+    assert res.shape == (3, 8192) and res.dtype == np.uint64
     basis = [(q // m) * pow(q // m, -1, m) for m in moduli]
     vals = [sum(int(r) * b for r, b in zip(col, basis)) % q for col in res.T]
     vals = [v - q if v > q // 2 else v for v in vals]
@@ -126,7 +128,7 @@ def test_trivial_ciphertext_round_trips_through_the_codec(flood_keys):
     blob = trivial_ciphertext(c0, parms_id, 300)
     size, ct = parse_bfv_vector(blob)
     assert size == 300 and list(ct.parms_id) == parms_id and not ct.is_ntt_form and ct.size == 2
-    assert (ct.ring_degree, ct.coeff_modulus_size, ct.scale, ct.correction_factor) == (8192, 2, 1.0, 1)
+    assert (ct.ring_degree, ct.coeff_modulus_size, ct.scale, ct.correction_factor) == (8192, 3, 1.0, 1)
     assert np.array_equal(ct.data[0], c0) and not ct.data[1].any()
     # zlib (SEAL's compr_mode 1) is read too: the same ciphertext recompressed
     seal = blob[blob.index(b"\x5e\xa1"):]
@@ -166,7 +168,7 @@ def test_malformed_or_foreign_ciphertexts_are_refused_in_one_line(flood_keys):
     # SEAL itself validates what the proxy writes: a residue above its prime is refused by the binding
     import tenseal as ts
 
-    bad = np.zeros((2, 8192), dtype=np.uint64)
+    bad = np.zeros((3, 8192), dtype=np.uint64)
     bad[0, 0] = moduli[0]
     with pytest.raises(Exception):  # noqa: B017 -- the binding's own error type
         ts.bfv_vector_from(pk.contexts[0], trivial_ciphertext(bad, parms_id, 5))
