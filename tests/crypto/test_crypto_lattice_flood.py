@@ -68,7 +68,7 @@ def test_flooding_keeps_decryption_exact_at_the_protocol_parameters(flood_keys):
     assert flooded.noise == agg.noise + (2 << f) < pk.params.noise_capacity  # B + F below q/(2t), tracked
 
 
-def test_flooded_noise_is_of_size_F_not_the_shares_noise(flood_keys):
+def test_flooded_noise_has_the_flood_size_not_the_shares_noise(flood_keys):
     """Measured with the secret key (SEAL's invariant noise budget): the noise grows from ~2**19 to ~2**f."""
     pk, sk = flood_keys
     agg = _aggregate(pk, list(range(-3000, 3000)))
@@ -100,6 +100,9 @@ def test_attack_noise_reveals_how_the_sum_was_made_unless_flooded(flood_keys):
     assert all(a - b >= 1 for a, b in zip(plain_one, plain_many))  # ~4x the noise: 2 bits of budget
     flood_one, flood_many = _budgets(sk, flood_bfv(one)), _budgets(sk, flood_bfv(many))
     assert flood_one == flood_many  # the shares' noise is drowned: the same measured noise
+    # what stays visible is the public bound: 16 shares declare 16x the noise of one, so F is 2**4 larger
+    m = pk.params.ring_degree * many.ciphertext_count
+    assert flood_exponent(many.noise, m) == flood_exponent(encrypt_bfv(pk, [0], bound=0).noise, m) + 4
 
 
 @pytest.mark.parametrize("exponent", [20, 70, 100])
