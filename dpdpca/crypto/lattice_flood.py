@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from dpdpca._validation import check_int
 from dpdpca.crypto.lattice import BFVArray, _ts
 from dpdpca.errors import MessageError, OverflowRiskError
 
@@ -86,10 +87,17 @@ def flood_exponent(noise: int, coefficients: int, *, statistical_bits: int = STA
         ``M``, the number of noise coefficients flooded together (ring degree times ciphertexts).
     statistical_bits : int
         ``lambda``; the release's noise is then within ``2**-lambda`` of share-independent.
+
+    Examples
+    --------
+    Ten fresh encryptions summed at N = 8192 (noise below ``2**22``), two ciphertexts (M = 2**14):
+
+    >>> flood_exponent(10 * (2 * 21 * (2 * 8192 + 1) + 1), 2 * 8192)
+    76
     """
-    if noise < 1 or coefficients < 1 or statistical_bits < 1:
-        raise OverflowRiskError(f"flooding needs noise, coefficients and statistical_bits >= 1, got {noise}, "
-                                f"{coefficients}, {statistical_bits}")
+    noise = check_int("noise", noise, minimum=1)
+    coefficients = check_int("coefficients", coefficients, minimum=1)
+    statistical_bits = check_int("statistical_bits", statistical_bits, minimum=1)
     return statistical_bits + math.ceil(math.log2(coefficients * -(-noise // 2)))
 
 

@@ -16,7 +16,7 @@ from dpdpca.crypto.lattice import (BFVArray, decrypt_bfv, encrypt_bfv, generate_
 from dpdpca.crypto.lattice_flood import (RESERVE_BITS, STATISTICAL_BITS, flood_bfv, flood_exponent,  # noqa: E402
                                          parse_bfv_vector, parse_seal_ciphertext, sample_flood,
                                          trivial_ciphertext)
-from dpdpca.errors import MessageError, OverflowRiskError  # noqa: E402
+from dpdpca.errors import MessageError, OverflowRiskError, ParameterError  # noqa: E402
 
 OWNERS = 10
 
@@ -182,3 +182,5 @@ def test_a_key_without_room_for_flooding_is_refused_not_skipped():
     enc = encrypt_bfv(pk, [5, -5], bound=5)
     with pytest.raises(OverflowRiskError, match=r"BFV flooding needs B \+ F below q/\(2t\).*reserve_bits=66"):
         flood_bfv(enc)
+    with pytest.raises(ParameterError, match="noise must be"):
+        flood_exponent(0, 8192)
