@@ -116,15 +116,23 @@ def sample_flood(ring_degree: int, exponent: int, moduli: tuple[int, ...]) -> np
     width = exponent + 1  # u uniform on [0, 2**(f+1)), e = u - 2**f
     nbytes = -(-width // 8)
     raw = np.frombuffer(secrets.token_bytes(ring_degree * nbytes), dtype=np.uint8).reshape(ring_degree, nbytes)
-    raw = raw.astype(np.uint64)
-    raw[:, 0] &= np.uint64((1 << (width - 8 * (nbytes - 1))) - 1)  # big-endian: keep `width` bits
+    top = width - 8 * (nbytes - 1)  # big-endian: the first byte keeps `top` bits
+    digits = np.empty((2 * nbytes, ring_degree), dtype=np.uint64)
+    digits[0::2] = (raw >> 4).T
+    digits[1::2] = (raw & 15).T
+    digits[0] &= np.uint64(((1 << top) - 1) >> 4)
+    digits[1] &= np.uint64(min(15, (1 << top) - 1))
     out = np.empty((len(moduli), ring_degree), dtype=np.uint64)
     for i, q in enumerate(moduli):
-        qq = np.uint64(q)
-        acc = np.zeros(ring_degree, dtype=np.uint64)
-        for col in range(nbytes):
-            acc = (acc * np.uint64(16) + (raw[:, col] >> np.uint64(4))) % qq
-            acc = (acc * np.uint64(16) + (raw[:, col] & np.uint64(15))) % qq
+        qq, acc, bits = np.uint64(q), np.zeros(ring_degree, dtype=np.uint64), 0
+        for row in digits:
+            if bits > 60:  # acc * 16 + 15 must stay below 2**64: reduce only when it might not
+                np.remainder(acc, qq, out=acc)
+                bits = q.bit_length()
+            np.left_shift(acc, np.uint64(4), out=acc)
+            np.bitwise_or(acc, row, out=acc)
+            bits += 4
+        np.remainder(acc, qq, out=acc)
         out[i] = (acc + qq - np.uint64(pow(2, exponent, q))) % qq
     return out
 
