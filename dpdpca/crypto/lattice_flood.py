@@ -74,6 +74,7 @@ _SEAL_MAGIC = 0xA15E
 _HEADER = struct.Struct("<HBBBBHQ")  # magic, header size, version major, minor, compr_mode, reserved, size
 _META = struct.Struct("<4QBQQQdQ")  # parms_id, is_ntt_form, size, N, coeff_modulus_size, scale, correction
 _COMPR_NAMES = {0: "none", 1: "zlib", 2: "zstd"}
+_MAX_INFLATED = 1 << 28  # a zlib payload may not inflate past 256 MiB (a 2-poly ciphertext of N = 32768 is 8 MiB)
 
 
 def flood_exponent(noise: int, coefficients: int, *, statistical_bits: int = STATISTICAL_BITS) -> int:
@@ -211,10 +212,14 @@ def _unwrap(data: bytes, what: str) -> bytes:
     if compr == 0:
         return body
     if compr == 1:
+        inflate = zlib.decompressobj()
         try:
-            return zlib.decompress(body)
+            out = inflate.decompress(body, _MAX_INFLATED)
         except zlib.error:
             raise MessageError(f"{what} must be valid zlib data, got a corrupt stream") from None
+        if inflate.unconsumed_tail or not inflate.eof:
+            raise MessageError(f"{what} must inflate to at most {_MAX_INFLATED} bytes and end, got more or a cut stream")
+        return out
     raise MessageError(f"{what} compression must be none or zlib (zstd needs a decoder this package does not "
                        f"depend on), got {_COMPR_NAMES.get(compr, compr)}")
 

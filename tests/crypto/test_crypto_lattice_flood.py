@@ -138,6 +138,9 @@ def test_trivial_ciphertext_round_trips_through_the_codec(flood_keys):
     body = zlib.compress(seal[16:])
     head = seal[:5] + bytes([1]) + seal[6:8] + (16 + len(body)).to_bytes(8, "little")
     assert np.array_equal(parse_seal_ciphertext(head + body).data, ct.data)
+    cut = body[:-20]
+    with pytest.raises(MessageError, match="got more or a cut stream|corrupt stream"):
+        parse_seal_ciphertext(head[:8] + (16 + len(cut)).to_bytes(8, "little") + cut)
 
 
 def test_malformed_or_foreign_ciphertexts_are_refused_in_one_line(flood_keys):
