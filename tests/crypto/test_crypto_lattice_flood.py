@@ -26,9 +26,9 @@ def flood_keys():
     """The keys the protocol makes (BFVScheme.generate: room for flooding) for 10 owners and 2**54 values."""
     pk, sk = scheme_named("bfv").generate(key_bits=0, insecure_test_key=False, max_abs=2**54, additions=OWNERS + 2)
     assert pk.params == smallest_parameters(2**54, additions=OWNERS + 2, reserve_bits=RESERVE_BITS)
-    # three 60-bit data primes hold the flood with one 59-bit plaintext prime (two 60-bit ones would need two)
-    assert pk.params.ring_degree == 8192 and pk.params.coeff_bits == (60, 60, 60, 38)
-    assert [t.bit_length() for t in pk.params.plain_moduli] == [59]
+    # a third (30-bit) data prime holds the flood with one plaintext prime (two 60-bit ones would need two)
+    assert pk.params.ring_degree == 8192 and pk.params.coeff_bits == (60, 60, 30, 60)
+    assert [t.bit_length() for t in pk.params.plain_moduli] == [58]
     return pk, sk
 
 
@@ -88,12 +88,13 @@ def test_flooded_noise_has_the_flood_size_not_the_shares_noise(flood_keys):
 def test_attack_noise_reveals_how_the_sum_was_made_unless_flooded(flood_keys):
     """The key holder tells one encryption of m from a sum of 16 encryptions of m/16 by the noise, not after flooding.
 
-    Both arrays declare the same noise bound (public), so they are flooded alike.
+    Both arrays declare the same noise bound (public), so they are flooded alike.  The values are constant, so
+    the plaintext polynomial is a constant and SEAL's budget (which also sees ``(q mod t) m``) measures ``v``.
     """
     pk, sk = flood_keys
-    values = [16 * i for i in range(-2000, 2000)]
-    one = encrypt_bfv(pk, values, bound=16 * 2000)
-    many = sum_bfv([encrypt_bfv(pk, [v // 16 for v in values], bound=2000) for _ in range(16)])
+    values = [16 * 1234] * 8192
+    one = encrypt_bfv(pk, values, bound=16 * 1234)
+    many = sum_bfv([encrypt_bfv(pk, [1234] * 8192, bound=1234) for _ in range(16)])
     one = BFVArray(pk, one.chunks, many.bound, many.noise, one.per_prime_vectors())  # same public metadata
     assert decrypt_bfv(sk, one) == decrypt_bfv(sk, many) == values
     plain_one, plain_many = _budgets(sk, one), _budgets(sk, many)
