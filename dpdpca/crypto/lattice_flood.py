@@ -57,10 +57,10 @@ from typing import Any
 import numpy as np
 
 from dpdpca._validation import check_int
-from dpdpca.crypto.lattice import BFVArray, _ts
+from dpdpca.crypto.lattice import BFVArray, BFVParameters, _ts
 from dpdpca.errors import MessageError, OverflowRiskError
 
-__all__ = ["STATISTICAL_BITS", "MAX_COEFFICIENT_BITS", "RESERVE_BITS", "flood_exponent", "flood_bfv",
+__all__ = ["STATISTICAL_BITS", "MAX_COEFFICIENT_BITS", "RESERVE_BITS", "flood_exponent", "flood_bfv", "check_flood_room",
            "sample_flood", "trivial_ciphertext", "SealCiphertext", "parse_seal_ciphertext", "parse_bfv_vector"]
 
 #: lambda: the key holder's view of a release's noise is within 2**-lambda of share-independent.
@@ -100,6 +100,24 @@ def flood_exponent(noise: int, coefficients: int, *, statistical_bits: int = STA
     coefficients = check_int("coefficients", coefficients, minimum=1)
     statistical_bits = check_int("statistical_bits", statistical_bits, minimum=1)
     return statistical_bits + math.ceil(math.log2(coefficients * -(-noise // 2)))
+
+
+def check_flood_room(params: BFVParameters, *, additions: int = 2) -> None:
+    """Refuse a key whose ``q/(2t)`` cannot hold the flood of even ``additions`` fresh encryptions.
+
+    An owner's early check (before it encrypts): a key made without
+    :data:`RESERVE_BITS` of room would make the proxy refuse the release.
+
+    Raises
+    ------
+    OverflowRiskError
+        ``q/(2t) < 2**RESERVE_BITS`` times the noise of ``additions`` fresh encryptions.
+    """
+    need = (params.fresh_noise * check_int("additions", additions, minimum=1)) << RESERVE_BITS
+    if need >= params.noise_capacity:
+        raise OverflowRiskError(f"BFV key must leave room in q/(2t) for the proxy's noise flooding "
+                                f"(2**{need.bit_length() - 1} half-units), got 2**{params.noise_capacity.bit_length() - 1}"
+                                f" (a key made before flooding: make a new one)")
 
 
 def sample_flood(ring_degree: int, exponent: int, moduli: tuple[int, ...]) -> np.ndarray:

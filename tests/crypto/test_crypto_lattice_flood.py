@@ -181,8 +181,12 @@ def test_malformed_or_foreign_ciphertexts_are_refused_in_one_line(flood_keys):
         ts.bfv_vector_from(pk.contexts[0], trivial_ciphertext(bad, parms_id, 5))
 
 
-def test_a_key_without_room_for_flooding_is_refused_not_skipped():
+def test_a_key_without_room_for_flooding_is_refused_not_skipped(flood_keys):
     pk, _ = generate_bfv_keypair(smallest_parameters(2**40, additions=3))  # N = 4096: no reserve
+    scheme = scheme_named("bfv")
+    with pytest.raises(OverflowRiskError, match="must leave room in q/\\(2t\\) for the proxy's noise flooding"):
+        scheme.check_encryptor_policy(pk, False)  # an owner refuses before encrypting
+    scheme.check_encryptor_policy(flood_keys[0], False)
     enc = encrypt_bfv(pk, [5, -5], bound=5)
     with pytest.raises(OverflowRiskError, match=r"BFV flooding needs B \+ F below q/\(2t\).*reserve_bits=66"):
         flood_bfv(enc)
