@@ -596,6 +596,21 @@ class BFVArray:
         """The TenSEAL vectors, a list per plaintext prime (chunk order); the lists are copies."""
         return [list(row) for row in self._vectors]
 
+    def add_zeros(self, zeros: list[list[Any]], noise: int) -> "BFVArray":
+        """Add encryptions of 0 (TenSEAL vectors laid out as :meth:`per_prime_vectors`) of noise ``<= noise``.
+
+        The values and bounds are unchanged; the noise bound grows by
+        ``noise`` half-units (checked first).  Noise flooding's step
+        (:func:`dpdpca.crypto.lattice_flood.flood_bfv`).
+        """
+        total = self.noise + int(noise)
+        self.public_key.check_noise(total, "add_zeros")
+        if [len(r) for r in zeros] != [len(r) for r in self._vectors]:
+            raise param_error("zeros", f"{len(self._vectors)} lists of {len(self.chunks)} ciphertexts",
+                              [len(r) for r in zeros])
+        vectors = [[a + z for a, z in zip(mine, zs)] for mine, zs in zip(self._vectors, zeros)]
+        return BFVArray(self.public_key, self.chunks, self.bound, total, vectors, self.layout)
+
     def with_bound(self, bound: int) -> "BFVArray":
         """The same ciphertexts under a larger declared bound (never smaller)."""
         if bound < self.bound:

@@ -317,7 +317,7 @@ def flood_bfv(array: BFVArray, *, statistical_bits: int = STATISTICAL_BITS) -> B
     ts = _ts()
     import tenseal.sealapi  # noqa: F401  (registers SEAL's Modulus type: the primes are read below)
 
-    vectors = []
+    zeros = []
     for ctx, row in zip(pk.contexts, array.per_prime_vectors()):
         seal = ctx.seal_context().data
         level = seal.first_context_data()
@@ -330,6 +330,6 @@ def flood_bfv(array: BFVArray, *, statistical_bits: int = STATISTICAL_BITS) -> B
                 raise MessageError("BFV flooding needs size-2 coefficient-form ciphertexts at the key's data level, "
                                    "got a foreign ciphertext")
             blob = trivial_ciphertext(sample_flood(n, exponent, moduli), parms_id, vec.size())
-            out.append(vec + ts.bfv_vector_from(ctx, blob))
-        vectors.append(out)
-    return BFVArray(pk, array.chunks, array.bound, noise, vectors, array.layout)
+            out.append(ts.bfv_vector_from(ctx, blob))
+        zeros.append(out)
+    return array.add_zeros(zeros, noise - array.noise)
