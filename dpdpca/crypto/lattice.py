@@ -586,11 +586,10 @@ class BFVArray:
         anyone without the secret key); what the key holder learns from the
         noise term is discussed in docs/threat-model.md.
         """
-        noise = self.noise + self.public_key.params.fresh_noise
-        self.public_key.check_noise(noise, "rerandomize")
-        zero = _encrypt_residues(self.public_key, np.zeros(self.length, dtype=np.int64), self.chunks)
-        vectors = [[a + z for a, z in zip(mine, zs)] for mine, zs in zip(self._vectors, zero)]
-        return BFVArray(self.public_key, self.chunks, self.bound, noise, vectors, self.layout)
+        fresh = self.public_key.params.fresh_noise
+        self.public_key.check_noise(self.noise + fresh, "rerandomize")
+        return self.add_zeros(_encrypt_residues(self.public_key, np.zeros(self.length, dtype=np.int64), self.chunks),
+                              fresh)
 
     def per_prime_vectors(self) -> list[list[Any]]:
         """The TenSEAL vectors, a list per plaintext prime (chunk order); the lists are copies."""
@@ -600,8 +599,8 @@ class BFVArray:
         """Add encryptions of 0 (TenSEAL vectors laid out as :meth:`per_prime_vectors`) of noise ``<= noise``.
 
         The values and bounds are unchanged; the noise bound grows by
-        ``noise`` half-units (checked first).  Noise flooding's step
-        (:func:`dpdpca.crypto.lattice_flood.flood_bfv`).
+        ``noise`` half-units (checked first).  The step of :meth:`rerandomize`
+        and of noise flooding (:func:`dpdpca.crypto.lattice_flood.flood_bfv`).
         """
         total = self.noise + int(noise)
         self.public_key.check_noise(total, "add_zeros")
