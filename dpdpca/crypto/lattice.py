@@ -2,7 +2,8 @@
 
 A post-quantum second scheme beside packed Paillier, for what the protocol's
 add/remove release does: sums of encrypted integer vectors, plaintext
-additions and a rerandomization.  The only module that imports ``tenseal``
+additions and a rerandomization.  With :mod:`dpdpca.crypto.lattice_flood`
+(the proxy's noise flooding) the only modules that import ``tenseal``
 (optional extra ``dpdpca[lattice]``); nothing outside :mod:`dpdpca.crypto`
 talks to the binding.
 
@@ -145,18 +146,22 @@ class BFVParameters:
 
     @classmethod
     def for_bound(cls, max_abs: int, *, additions: int, ring_degree: int = DEFAULT_RING_DEGREE,
-                  coeff_bits: Sequence[int] = DEFAULT_COEFF_BITS) -> "BFVParameters":
+                  coeff_bits: Sequence[int] = DEFAULT_COEFF_BITS, reserve_bits: int = 0) -> "BFVParameters":
         """The fewest 59-bit plaintext primes whose product holds ``|x| <= max_abs``, checked for noise.
 
         ``additions``: how many fresh encryptions and plaintext additions one
         decrypted ciphertext may accumulate (e.g. owners + 2).
+        ``reserve_bits``: ``q/(2t)`` must also hold ``2**reserve_bits`` times
+        that noise (room for noise flooding, :mod:`dpdpca.crypto.lattice_flood`).
         """
         check_int("max_abs", max_abs, minimum=1)
         check_int("additions", additions, minimum=1)
+        reserve_bits = check_int("reserve_bits", reserve_bits, minimum=0)
         coeff = tuple(int(b) for b in coeff_bits)
         fresh = cls(int(ring_degree), coeff, (2 * ring_degree + 1,)).fresh_noise
-        # t_max < q_min / (fresh * additions): the widest plaintext primes the worst-case noise allows
-        plain_bits = min(MAX_PLAIN_BITS, sum(b - 1 for b in coeff[:-1]) - (fresh * additions).bit_length())
+        # t_max < q_min / (fresh * additions * 2**reserve): the widest plaintext primes the worst-case noise allows
+        plain_bits = min(MAX_PLAIN_BITS,
+                         sum(b - 1 for b in coeff[:-1]) - (fresh * additions).bit_length() - reserve_bits)
         if plain_bits < 17:
             raise OverflowRiskError(f"BFV plaintext primes must have >= 17 bits under the noise of {additions} "
                                     f"additions, got {plain_bits} (use a larger coefficient modulus)")
@@ -167,10 +172,10 @@ class BFVParameters:
                 break
         params = cls(int(ring_degree), coeff, primes)
         params.check_security()
-        if params.fresh_noise * additions >= params.noise_capacity:
-            raise OverflowRiskError(f"BFV noise of {additions} additions must stay below q/(2t) "
-                                    f"(2**{params.noise_capacity.bit_length() - 1} half-units), got "
-                                    f"2**{(params.fresh_noise * additions).bit_length() - 1}")
+        if (params.fresh_noise * additions) << reserve_bits >= params.noise_capacity:
+            raise OverflowRiskError(f"BFV noise of {additions} additions (times 2**{reserve_bits}) must stay below "
+                                    f"q/(2t) (2**{params.noise_capacity.bit_length() - 1} half-units), got "
+                                    f"2**{((params.fresh_noise * additions) << reserve_bits).bit_length() - 1}")
         return params
 
     def check_security(self, *, insecure_test_key: bool = False) -> None:
@@ -226,12 +231,17 @@ class BFVParameters:
                                f"{type(exc).__name__}") from None
 
 
-#: Candidate (ring degree, coefficient-modulus primes) at 128-bit security, smallest first.
-CANDIDATES = ((4096, (36, 36, 37)), (8192, (60, 60, 60)), (16384, (60,) * 7))
+#: Candidate (ring degree, coefficient-modulus primes) at 128-bit security, smallest first.  (8192, 210 bits)
+#: has a third, 30-bit data prime: room for noise flooding (lattice_flood.RESERVE_BITS) with one 58-bit
+#: plaintext prime, in 41 bytes per value on the wire (SEAL's zstd packs the short residues) against 64 for
+#: two plaintext primes under (60, 60, 60) and 48 for a third 60-bit data prime.
+CANDIDATES = ((4096, (36, 36, 37)), (8192, (60, 60, 60)), (8192, (60, 60, 30, 60)), (16384, (60,) * 7))
 
 
-def smallest_parameters(max_abs: int, *, additions: int) -> BFVParameters:
+def smallest_parameters(max_abs: int, *, additions: int, reserve_bits: int = 0) -> BFVParameters:
     """The candidate with the fewest bytes per value (then the smallest ring) holding ``|x| <= max_abs``.
+
+    ``reserve_bits``: room for noise flooding (:meth:`BFVParameters.for_bound`).
 
     A ciphertext holds ``2 N`` coefficients per data-level prime (64-bit
     words on the wire), so bytes per value are ``16 (primes - 1)`` per
@@ -241,15 +251,16 @@ def smallest_parameters(max_abs: int, *, additions: int) -> BFVParameters:
     best: tuple[int, int, BFVParameters] | None = None
     for ring, coeff in CANDIDATES:
         try:
-            params = BFVParameters.for_bound(max_abs, additions=additions, ring_degree=ring, coeff_bits=coeff)
+            params = BFVParameters.for_bound(max_abs, additions=additions, ring_degree=ring, coeff_bits=coeff,
+                                             reserve_bits=reserve_bits)
         except OverflowRiskError:
             continue
         cost = len(params.plain_moduli) * (len(coeff) - 1)
         if best is None or cost < best[0]:
             best = (cost, ring, params)
     if best is None:
-        raise OverflowRiskError(f"BFV parameters must hold |value| <= {max_abs} after {additions} additions, got "
-                                f"no candidate ring that does")
+        raise OverflowRiskError(f"BFV parameters must hold |value| <= {max_abs} after {additions} additions "
+                                f"(noise reserve 2**{reserve_bits}), got no candidate ring that does")
     return best[2]
 
 
@@ -575,11 +586,29 @@ class BFVArray:
         anyone without the secret key); what the key holder learns from the
         noise term is discussed in docs/threat-model.md.
         """
-        noise = self.noise + self.public_key.params.fresh_noise
-        self.public_key.check_noise(noise, "rerandomize")
-        zero = _encrypt_residues(self.public_key, np.zeros(self.length, dtype=np.int64), self.chunks)
-        vectors = [[a + z for a, z in zip(mine, zs)] for mine, zs in zip(self._vectors, zero)]
-        return BFVArray(self.public_key, self.chunks, self.bound, noise, vectors, self.layout)
+        fresh = self.public_key.params.fresh_noise
+        self.public_key.check_noise(self.noise + fresh, "rerandomize")
+        return self.add_zeros(_encrypt_residues(self.public_key, np.zeros(self.length, dtype=np.int64), self.chunks),
+                              fresh)
+
+    def per_prime_vectors(self) -> list[list[Any]]:
+        """The TenSEAL vectors, a list per plaintext prime (chunk order); the lists are copies."""
+        return [list(row) for row in self._vectors]
+
+    def add_zeros(self, zeros: list[list[Any]], noise: int) -> "BFVArray":
+        """Add encryptions of 0 (TenSEAL vectors laid out as :meth:`per_prime_vectors`) of noise ``<= noise``.
+
+        The values and bounds are unchanged; the noise bound grows by
+        ``noise`` half-units (checked first).  The step of :meth:`rerandomize`
+        and of noise flooding (:func:`dpdpca.crypto.lattice_flood.flood_bfv`).
+        """
+        total = self.noise + int(noise)
+        self.public_key.check_noise(total, "add_zeros")
+        if [len(r) for r in zeros] != [len(r) for r in self._vectors]:
+            raise param_error("zeros", f"{len(self._vectors)} lists of {len(self.chunks)} ciphertexts",
+                              [len(r) for r in zeros])
+        vectors = [[a + z for a, z in zip(mine, zs)] for mine, zs in zip(self._vectors, zeros)]
+        return BFVArray(self.public_key, self.chunks, self.bound, total, vectors, self.layout)
 
     def with_bound(self, bound: int) -> "BFVArray":
         """The same ciphertexts under a larger declared bound (never smaller)."""

@@ -220,8 +220,10 @@ class BFVScheme(CipherScheme):
     def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int,
                  additions: int) -> tuple[Any, Any]:
         from dpdpca.crypto.lattice import generate_bfv_keypair, smallest_parameters
+        from dpdpca.crypto.lattice_flood import RESERVE_BITS
 
-        return generate_bfv_keypair(smallest_parameters(max_abs, additions=additions))
+        # room in q/(2t) for the proxy's noise flooding (rerandomize)
+        return generate_bfv_keypair(smallest_parameters(max_abs, additions=additions, reserve_bits=RESERVE_BITS))
 
     def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
         public_key.check_bound(max_abs, "layout")
@@ -234,7 +236,10 @@ class BFVScheme(CipherScheme):
                 "plain_moduli_bits": [t.bit_length() for t in p.plain_moduli]}
 
     def check_encryptor_policy(self, public_key: Any, insecure_test_key: bool) -> None:
+        from dpdpca.crypto.lattice_flood import check_flood_room
+
         public_key.params.check_security()  # the key was checked when loaded; SEAL refuses weaker ones too
+        check_flood_room(public_key.params)  # else the proxy would refuse to release, after every share was sent
 
     def encrypt(self, public_key: Any, values: Sequence[int], *, layout: SlotLayout, bound: int,
                 chunks: Sequence[int], executor: Any = None) -> Any:
@@ -267,7 +272,10 @@ class BFVScheme(CipherScheme):
         return sum_bfv(arrays)
 
     def rerandomize(self, array: Any, public_key: Any, *, executor: Any = None) -> Any:
-        return array.rerandomize()
+        """A fresh encryption of 0 added, then the noise flooded (:func:`~dpdpca.crypto.lattice_flood.flood_bfv`)."""
+        from dpdpca.crypto.lattice_flood import flood_bfv
+
+        return flood_bfv(array.rerandomize())
 
     def decrypt(self, private_key: Any, array: Any, *, executor: Any = None) -> list[int]:
         from dpdpca.crypto.lattice import decrypt_bfv

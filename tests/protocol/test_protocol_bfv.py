@@ -113,7 +113,7 @@ def test_bfv_replay_duplicate_and_single_release(bfv_user, make_owner, identity,
 
 
 def test_bfv_proxy_output_is_rerandomized(bfv_user, make_owner, unit_rows):
-    """The released ciphertexts are not the owners' sum: a fresh encryption of 0 was added to each."""
+    """The released ciphertexts are not the owners' sum: a fresh encryption of 0 was added to each, then flooded."""
     p = bfv_user.params
     X = _parts(unit_rows, seed=4)[0]
     share = make_owner(p, "alice", release="add-remove").share(X)
@@ -127,7 +127,11 @@ def test_bfv_proxy_output_is_rerandomized(bfv_user, make_owner, unit_rows):
 
     out = BFVArray.from_bytes(released, p.public_key)
     assert owner_blobs.isdisjoint(out.ciphertext_blobs())
-    assert out.noise == agg.noise + 1 + p.public_key.params.fresh_noise  # noise added, then a fresh zero
+    from dpdpca.crypto.lattice_flood import flood_exponent
+
+    before = agg.noise + 1 + p.public_key.params.fresh_noise  # noise added, then a fresh zero
+    f = flood_exponent(before, p.public_key.params.ring_degree * out.ciphertext_count)
+    assert f >= 40 + 20 and out.noise == before + (2 << f)  # then flooded: |e| <= 2**f, f = 40 + log2(M B)
 
 
 def test_bfv_estimator_and_processes(unit_rows):
