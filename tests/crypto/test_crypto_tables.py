@@ -60,3 +60,36 @@ def test_public_key_keeps_its_table_unless_rebuilding_pays(keys512):
         pk.djn_table(expected)
         vals = [secrets.randbelow(2 ** 30) - 2 ** 29 for _ in range(9)]
         assert decrypt(sk, encrypt(pk, vals, layout=layout, bound=2 ** 29)) == vals
+
+
+class _Counted:
+    """An integer that counts the multiplications made with it (the table's entries in the test below)."""
+
+    products = 0
+
+    def __init__(self, value: int) -> None:
+        self.value = int(value)
+
+    def __mul__(self, other: object) -> _Counted:
+        _Counted.products += 1
+        return _Counted(self.value * (other.value if isinstance(other, _Counted) else int(other)))
+
+    def __mod__(self, mod: object) -> _Counted:
+        return _Counted(self.value % int(mod))
+
+
+@pytest.mark.parametrize("window", [3, 8])
+def test_lookup_multiplies_once_per_nonzero_digit_after_the_first_row(window):
+    """The floor counts ``lookup_mulmods`` multiplications per power: what the row-major lookup performs."""
+    mod = (1 << 127) - 1
+    table = bk.FixedBaseTable(5, mod, 130, window=window)
+    table.rows = [[_Counted(v) for v in row] for row in table.rows]
+    digits = table.random_digits(400)
+    digits[0] = 0  # the power 1: no multiplication at all
+    _Counted.products = 0
+    powers = table._lookup(digits)
+    assert _Counted.products == int((digits[:, 1:] != 0).sum())
+    exps = [sum(int(u) << (window * k) for k, u in enumerate(row)) for row in digits.tolist()]
+    assert [p.value for p in powers] == [int(gmpy2.powmod(5, e, mod)) for e in exps]
+    expected = 400 * bk.FixedBaseTable.lookup_mulmods(table.n_rows, window)
+    assert abs(_Counted.products - expected) < 0.05 * expected
