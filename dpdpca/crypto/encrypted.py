@@ -81,7 +81,7 @@ def as_int_list(name: str, values: Any) -> list[int]:
 
 
 def _check_values_within(name: str, values: Sequence[int], bound: int) -> None:
-    if not values:
+    if len(values) == 0:
         return
     try:  # one numpy pass when the values fit int64 (the usual case); else the exact loop
         arr = np.asarray(values, dtype=np.int64)
@@ -91,8 +91,8 @@ def _check_values_within(name: str, values: Sequence[int], bound: int) -> None:
     except (OverflowError, TypeError, ValueError):
         pass
     for i, v in enumerate(values):
-        if abs(v) > bound:
-            raise OverflowRiskError(f"{name}[{i}] must satisfy |value| <= bound {bound}, got {v}")
+        if abs(int(v)) > bound:  # int(): numpy's abs(-2**63) wraps
+            raise OverflowRiskError(f"{name}[{i}] must satisfy |value| <= bound {bound}, got {int(v)}")
 
 
 def _default_chunks(length: int, slots: int) -> tuple[int, ...]:
@@ -549,7 +549,11 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     bound = check_int("bound", bound, minimum=0)
     layout.check_bound(bound, "encrypt")
     vals = as_int_list("values", values)
-    _check_values_within("values", vals, bound)
+    try:  # one int64 copy for the bound check and the packing (the usual case), not one each
+        checked: Sequence[int] = np.asarray(vals, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        checked = vals
+    _check_values_within("values", checked, bound)
     if chunks is None:
         chunk_t = _default_chunks(len(vals), layout.slots)
     else:
@@ -559,7 +563,7 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
             raise param_error("chunks", f"summing to len(values) = {len(vals)}", sum(chunk_t))
     n = public_key.n
     sb = layout.slot_bits
-    plaintexts = [bk.mpz(P % n) for P in pack_many(vals, chunk_t, sb)]
+    plaintexts = [bk.mpz(P % n) for P in pack_many(checked, chunk_t, sb)]
     if factors is not None:
         if len(factors) != len(plaintexts) or _test_randomness is not None:
             raise param_error("factors", f"exactly one per ciphertext ({len(plaintexts)}) and no _test_randomness",
