@@ -550,7 +550,7 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     layout.check_bound(bound, "encrypt")
     vals = as_int_list("values", values)
     try:  # one int64 copy for the bound check and the packing (the usual case), not one each
-        checked: Sequence[int] = np.asarray(vals, dtype=np.int64)
+        checked: Any = np.asarray(vals, dtype=np.int64)
     except (OverflowError, TypeError, ValueError):
         checked = vals
     _check_values_within("values", checked, bound)
