@@ -95,6 +95,14 @@ def _check_values_within(name: str, values: Sequence[int], bound: int) -> None:
             raise OverflowRiskError(f"{name}[{i}] must satisfy |value| <= bound {bound}, got {int(v)}")
 
 
+def _check_chunks(chunks: Sequence[int], slots: int) -> tuple[int, ...]:
+    """``chunks`` as a tuple of ints in ``[1, slots]`` (ParameterError naming the first that is not)."""
+    chunk_t = tuple(chunks)
+    if all(type(c) is int for c in chunk_t) and (not chunk_t or (min(chunk_t) >= 1 and max(chunk_t) <= slots)):
+        return chunk_t  # one pass for the usual case, not a check_int per ciphertext
+    return tuple(check_int(f"chunks[{k}]", c, minimum=1, maximum=slots) for k, c in enumerate(chunk_t))
+
+
 def _default_chunks(length: int, slots: int) -> tuple[int, ...]:
     full, rest = divmod(length, slots)
     return (slots,) * full + ((rest,) if rest else ())
@@ -395,8 +403,7 @@ class EncryptedArray:
         if chunks is None:
             chunk_t = _default_chunks(self.length, layout.slots)
         else:
-            chunk_t = tuple(check_int(f"chunks[{k}]", c, minimum=1, maximum=layout.slots)
-                            for k, c in enumerate(chunks))
+            chunk_t = _check_chunks(chunks, layout.slots)
             if sum(chunk_t) != self.length:
                 raise param_error("chunks", f"summing to the array's length {self.length}", sum(chunk_t))
         engine = compute.as_engine(executor)
@@ -557,8 +564,7 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     if chunks is None:
         chunk_t = _default_chunks(len(vals), layout.slots)
     else:
-        chunk_t = tuple(check_int(f"chunks[{k}]", c, minimum=1, maximum=layout.slots)
-                        for k, c in enumerate(chunks))
+        chunk_t = _check_chunks(chunks, layout.slots)
         if sum(chunk_t) != len(vals):
             raise param_error("chunks", f"summing to len(values) = {len(vals)}", sum(chunk_t))
     n = public_key.n
