@@ -157,6 +157,32 @@ def test_proxy_noise_drawn_ahead_is_used_once_and_only_for_its_setting(make_user
     assert other.privacy_.to_dict()["epsilon"] == pytest.approx(1.0)
 
 
+def test_proxy_with_an_executor_draws_its_noise_beside_the_rerandomizers_and_uses_it_once(make_user, make_owner,
+                                                                                         unit_rows):
+    # The DJN factors go to the executor, so the sampler runs in a thread meanwhile (no idle core first).
+    from concurrent.futures import ThreadPoolExecutor
+
+    user = make_user(release="add-remove")
+    rng = np.random.default_rng(6)
+    shares = [make_owner(user.params, o, release="add-remove").share(unit_rows(rng, 5, 4)) for o in ("1", "2")]
+    with ThreadPoolExecutor(2) as ex:
+        proxy = Proxy(user.params, user.owner_keys, quorum=2, release="add-remove", record_noise_for_testing=True,
+                      executor=ex)
+        proxy.prepare(4, epsilon=1.0, delta=1e-5)
+        thread = proxy._noise_thread
+        assert thread is not None  # drawn in the background, not before the factors
+        thread.join()
+        drawn = proxy._ready_noise
+        assert drawn is not None
+        for s in shares:
+            proxy.receive_share(s)
+        proxy.close_collection()
+        proxy.finish_add_remove(epsilon=1.0, delta=1e-5)
+    assert proxy._ready_noise is None and proxy._noise_thread is None
+    assert proxy.noise_blocks_for_testing_ is drawn[1]
+    assert proxy.timings_.to_dict()["parties"]["proxy"]["precompute_noise"] > 0
+
+
 def test_a_proxy_rebuilt_from_its_state_rerandomizes_add_remove_with_djn_under_its_own_base(make_user, make_owner,
                                                                                           unit_rows):
     # proxy finish in another process than proxy aggregate: nothing was made ahead, and the factors
