@@ -17,6 +17,7 @@ from dpdpca.protocol import ProtocolParams
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.offline import OwnerRandomness
 from dpdpca.protocol.proxy import Proxy
+from dpdpca.protocol.runner import run_protocol
 
 
 def _plaintexts(share: bytes, params, sk) -> dict[str, list[int]]:
@@ -181,6 +182,20 @@ def test_proxy_with_an_executor_draws_its_noise_beside_the_rerandomizers_and_use
     assert proxy._ready_noise is None and proxy._noise_thread is None
     assert proxy.noise_blocks_for_testing_ is drawn[1]
     assert proxy.timings_.to_dict()["parties"]["proxy"]["precompute_noise"] > 0
+
+
+def test_run_with_an_executor_makes_the_owners_factors_ahead_and_stays_exact(unit_rows):
+    # The runner's owners' offline work runs in a thread ahead of their turns when there is an executor.
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(9)
+    parts = [unit_rows(rng, 5, 4) for _ in range(3)]
+    with ThreadPoolExecutor(2) as ex:
+        run = run_protocol(parts, n_components=2, epsilon=1.0, delta=1e-5, key_bits=768, insecure_test_key=True,
+                           verify=True, executor=ex)
+    assert run.verify["max_abs_integer_error"] == 0
+    offline = run.result.timings.to_dict()["offline_s"]
+    assert all(offline[f"owner:{k}"] > 0 for k in (1, 2, 3))
 
 
 def test_a_proxy_rebuilt_from_its_state_rerandomizes_add_remove_with_djn_under_its_own_base(make_user, make_owner,
