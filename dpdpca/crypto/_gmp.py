@@ -175,15 +175,21 @@ class FixedBaseTable:
         w, rows = self.window, self.n_rows
         if w == 8:
             digits = raw
-        else:
-            bits = np.unpackbits(raw, axis=1, bitorder="little")
-            width = rows * w
-            if bits.shape[1] < width:
-                bits = np.pad(bits, ((0, 0), (0, width - bits.shape[1])))
-            elif bits[:, width:].any():
-                raise ValueError(f"exponents must be below 2**{self.exp_bits}, got a larger one")
-            bits = bits[:, :width].reshape(raw.shape[0], rows, w)
-            digits = bits.astype(np.int64) @ (np.int64(1) << np.arange(w, dtype=np.int64))
+        else:  # each exponent as little-endian 64-bit words; digit k is bits k w .. k w + w - 1 (two words at most)
+            count, nbytes = raw.shape
+            nwords = -(-max(nbytes, rows * w) // 64) + 1
+            buf = np.zeros((count, 8 * nwords), dtype=np.uint8)
+            buf[:, :nbytes] = raw
+            words = buf.view("<u8")
+            mask = np.uint64((1 << w) - 1)
+            digits = np.empty((count, rows), dtype=np.int64)
+            for k in range(rows):
+                q, r = divmod(k * w, 64)
+                col = words[:, q] >> np.uint64(r)
+                if r + w > 64:
+                    col |= words[:, q + 1] << np.uint64(64 - r)
+                digits[:, k] = col & mask
+        # bits from exp_bits on (those past the rows' width included) must be zero
         top = self.exp_bits - 8 * (self.n_bytes - 1)
         if top < 8 and raw.shape[0] and (raw[:, -1] >> top).any():
             raise ValueError(f"exponents must be below 2**{self.exp_bits}, got a larger one")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 
 import gmpy2
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -93,3 +94,20 @@ def test_lookup_multiplies_once_per_nonzero_digit_after_the_first_row(window):
     assert [p.value for p in powers] == [int(gmpy2.powmod(5, e, mod)) for e in exps]
     expected = 400 * bk.FixedBaseTable.lookup_mulmods(table.n_rows, window)
     assert abs(_Counted.products - expected) < 0.05 * expected
+
+
+@pytest.mark.parametrize("window", [3, 7, 8, 10, 16])
+def test_digits_match_the_exponents_and_a_too_large_exponent_is_refused(window):
+    table = bk.FixedBaseTable(5, (1 << 127) - 1, 130, window=window)
+    exps = [0, 1, (1 << 130) - 1, secrets.randbits(130), secrets.randbits(130)]
+    raw = np.frombuffer(b"".join(e.to_bytes(table.n_bytes, "little") for e in exps), dtype=np.uint8)
+    digits = table._digit_matrix(raw.reshape(len(exps), table.n_bytes))
+    assert digits.shape == (len(exps), table.n_rows)
+    assert [sum(int(u) << (window * k) for k, u in enumerate(row)) for row in digits.tolist()] == exps
+    with pytest.raises(ValueError, match="exponents must be"):
+        table.pow_many([1 << 130])
+    with pytest.raises(ValueError, match="exponents must be"):
+        table.pow_many([1 << 200])
+    big = np.frombuffer((1 << 130).to_bytes(table.n_bytes, "little"), dtype=np.uint8).reshape(1, -1)
+    with pytest.raises(ValueError, match="exponents must be below 2\\*\\*130"):
+        table._digit_matrix(big)
