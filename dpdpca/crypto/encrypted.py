@@ -80,6 +80,14 @@ def as_int_list(name: str, values: Any) -> list[int]:
     raise AssertionError("unreachable: a type failed the check but no value did")  # pragma: no cover
 
 
+def _as_int64(values: list[int]) -> Any:
+    """One int64 copy for the bound check and the packing when every value fits (the usual case), else the list."""
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        return values
+
+
 def _check_values_within(name: str, values: Sequence[int], bound: int) -> None:
     if len(values) == 0:
         return
@@ -287,7 +295,8 @@ class EncryptedArray:
         if plain_bound is None:
             plain_bound = max((abs(v) for v in vals), default=0)
         plain_bound = check_int("plain_bound", plain_bound, minimum=0)
-        _check_values_within("values", vals, plain_bound)
+        checked = _as_int64(vals)
+        _check_values_within("values", checked, plain_bound)
         new_bound = self.bound + plain_bound
         self.layout.check_bound(new_bound, operation)
         if result_bound is not None:
@@ -295,7 +304,7 @@ class EncryptedArray:
             new_bound = result_bound
         n, n2 = self.public_key.n, self.public_key.nsquare
         sb = self.layout.slot_bits
-        packed = [P % n for P in pack_many(vals, self.chunks, sb)]
+        packed = [P % n for P in pack_many(checked, self.chunks, sb)]
         # c * (1 + P n) = c + n (P c mod n)  (mod n**2)
         cts = [(c + n * (p * c % n)) % n2 for c, p in zip(self.ciphertexts, packed)]
         return self._derive(new_bound, cts)
@@ -556,10 +565,7 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     bound = check_int("bound", bound, minimum=0)
     layout.check_bound(bound, "encrypt")
     vals = as_int_list("values", values)
-    try:  # one int64 copy for the bound check and the packing (the usual case), not one each
-        checked: Any = np.asarray(vals, dtype=np.int64)
-    except (OverflowError, TypeError, ValueError):
-        checked = vals
+    checked = _as_int64(vals)
     _check_values_within("values", checked, bound)
     if chunks is None:
         chunk_t = _default_chunks(len(vals), layout.slots)
