@@ -55,7 +55,10 @@ def operation_counts(key_bits: int, *, release: str, d: int, slots: int, v_slots
         "user": {"decrypt": {"ops": {"half_decrypt_s": 2 * out_count}, "cores": uw}},
     }
     if rel is ADD_REMOVE:
-        model["proxy"]["precompute"] = {"ops": {"mulmod_s": djn_mulmods(alpha_bits, out_count, 1)}, "cores": 1}
+        # Its DJN rerandomizers are made on the proxy's engine (one table split by rows over the workers,
+        # RandomizerPool.fill -> encryptions_of_zero), like an owner's factors: not serially.
+        model["proxy"]["precompute"] = {"ops": {"mulmod_s": djn_mulmods(alpha_bits, out_count, workers)},
+                                        "cores": workers}
         model["proxy"]["noise"] = {"ops": {"plain_mul_s": out_count}, "cores": 1}
     else:  # r^n in a background thread; the mask's exponentiations have no model here
         model["proxy"]["precompute"] = {"ops": {"powmod_n_s": out_count}, "cores": 1}

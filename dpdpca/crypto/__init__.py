@@ -14,7 +14,7 @@ interface) and :mod:`~dpdpca.crypto.lattice` (BFV over TenSEAL, optional).  Know
 """
 
 from dpdpca.crypto.codec import FixedPointCodec, MinMaxDiscretizer
-from dpdpca.crypto.compute import local_process_pool
+from dpdpca.crypto.compute import local_process_pool, start_workers
 from dpdpca.crypto.encrypted import (
     EncryptedArray,
     decrypt,
@@ -72,6 +72,7 @@ __all__ = [
     "upper_triangle_unflatten",
     "triangle_size",
     "local_process_pool",
+    "start_workers",
     "EncryptedSymmetricMatrix",
     "to_phe",
     "from_phe",

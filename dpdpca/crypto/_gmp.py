@@ -175,15 +175,21 @@ class FixedBaseTable:
         w, rows = self.window, self.n_rows
         if w == 8:
             digits = raw
-        else:
-            bits = np.unpackbits(raw, axis=1, bitorder="little")
-            width = rows * w
-            if bits.shape[1] < width:
-                bits = np.pad(bits, ((0, 0), (0, width - bits.shape[1])))
-            elif bits[:, width:].any():
-                raise ValueError(f"exponents must be below 2**{self.exp_bits}, got a larger one")
-            bits = bits[:, :width].reshape(raw.shape[0], rows, w)
-            digits = bits.astype(np.int64) @ (np.int64(1) << np.arange(w, dtype=np.int64))
+        else:  # each exponent as little-endian 64-bit words; digit k is bits k w .. k w + w - 1 (two words at most)
+            count, nbytes = raw.shape
+            nwords = -(-max(nbytes, rows * w) // 64) + 1
+            buf = np.zeros((count, 8 * nwords), dtype=np.uint8)
+            buf[:, :nbytes] = raw
+            words = buf.view("<u8")
+            mask = np.uint64((1 << w) - 1)
+            digits = np.empty((count, rows), dtype=np.int64)
+            for k in range(rows):
+                q, r = divmod(k * w, 64)
+                col = words[:, q] >> np.uint64(r)
+                if r + w > 64:
+                    col |= words[:, q + 1] << np.uint64(64 - r)
+                digits[:, k] = col & mask
+        # bits from exp_bits on (those past the rows' width included) must be zero
         top = self.exp_bits - 8 * (self.n_bytes - 1)
         if top < 8 and raw.shape[0] and (raw[:, -1] >> top).any():
             raise ValueError(f"exponents must be below 2**{self.exp_bits}, got a larger one")
@@ -207,18 +213,34 @@ class FixedBaseTable:
             raise ValueError(f"a table of rows {self.row_range} gives partial products, not powers")
 
     def _lookup(self, digits: np.ndarray) -> list[mpz]:
-        """``prod_k rows[k][digits[i, k]] mod mod`` for each row ``i`` of a digit matrix."""
-        rows = self.rows
+        """``prod_k rows[k][digits[i, k]] mod mod`` for each row ``i`` of a digit matrix.
+
+        Row-major: every exponent's product takes its factor from table row
+        ``k`` before any takes one from row ``k + 1``, so the entries in use
+        are one row's ``2**w`` (a few hundred KiB at most), which stay in the
+        core's cache, and the accumulators are read in order; walking each
+        exponent through all rows instead hits the whole table (up to 64 MiB)
+        at random, one cache miss per multiplication.  The first row's entry
+        is taken as it is (no multiplication), and a zero digit multiplies by
+        nothing: :meth:`lookup_mulmods` counts what this performs.
+        """
+        count = digits.shape[0]
+        if not self.rows or not count:
+            return [mpz(1)] * count
         m = self.mod
-        one = mpz(1)
-        out = []
-        for ds in digits.tolist():
-            acc = one
-            for row, u in zip(rows, ds):
-                if u:
-                    acc = acc * row[u] % m
-            out.append(acc)
-        return out
+        cols = digits.T.tolist()
+        acc = list(map(self.rows[0].__getitem__, cols[0]))
+        for row, col in zip(self.rows[1:], cols[1:]):
+            acc = [a * row[u] % m if u else a for a, u in zip(acc, col)]
+        return acc
+
+    @staticmethod
+    def lookup_mulmods(rows: int, window: int) -> float:
+        """Mean multiplications per exponent of :meth:`_lookup` over ``rows`` table rows (uniform digits).
+
+        One per non-zero digit after the first row's (``(rows - 1) (1 - 2**-w)``).
+        """
+        return max(0, int(rows) - 1) * (1 - 2.0 ** -int(window))
 
     def pow(self, e: int) -> mpz:
         """``base**e mod mod`` for ``0 <= e < 2**exp_bits``."""

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, TypeVar, Union
@@ -60,6 +62,7 @@ __all__ = [
     "as_engine",
     "check_local_for_secret",
     "local_process_pool",
+    "start_workers",
     "dask_engine",
     "split",
     "task_size",
@@ -455,6 +458,34 @@ def local_process_pool(max_workers: int | None = None, *,
         init = (_init_worker, (int(public_key.n), int(public_key.hs)))
     return ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=init[0], initargs=init[1])
+
+
+def _worker_pid(pause_s: float) -> int:
+    time.sleep(pause_s)  # holds this worker, so the next task of the round goes to (and starts) another
+    return os.getpid()
+
+
+def start_workers(pool: ProcessPoolExecutor, *, timeout_s: float = 120.0) -> float:
+    """Start every worker process of a local pool now, each with this module loaded; the seconds it took.
+
+    A ``spawn`` pool starts its processes on demand, so without this the
+    first batches pay for starting Python and importing the kernels (about
+    half a second per worker): a long-lived service starts its pool once,
+    before any request, and a benchmark reports that apart.
+
+    Raises
+    ------
+    TimeoutError
+        Not every worker answered within ``timeout_s``.
+    """
+    workers = int(getattr(pool, "_max_workers", 1))
+    start = time.perf_counter()
+    seen: set[int] = set()
+    while len(seen) < workers:
+        if time.perf_counter() - start > timeout_s:
+            raise TimeoutError(f"pool workers must start within {timeout_s} s, got {len(seen)} of {workers}")
+        seen.update(pool.map(_worker_pid, [0.02] * workers))
+    return time.perf_counter() - start
 
 
 def dask_engine(address: str) -> DaskEngine:

@@ -80,8 +80,16 @@ def as_int_list(name: str, values: Any) -> list[int]:
     raise AssertionError("unreachable: a type failed the check but no value did")  # pragma: no cover
 
 
+def _as_int64(values: list[int]) -> Any:
+    """One int64 copy for the bound check and the packing when every value fits (the usual case), else the list."""
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except (OverflowError, TypeError, ValueError):
+        return values
+
+
 def _check_values_within(name: str, values: Sequence[int], bound: int) -> None:
-    if not values:
+    if len(values) == 0:
         return
     try:  # one numpy pass when the values fit int64 (the usual case); else the exact loop
         arr = np.asarray(values, dtype=np.int64)
@@ -91,8 +99,16 @@ def _check_values_within(name: str, values: Sequence[int], bound: int) -> None:
     except (OverflowError, TypeError, ValueError):
         pass
     for i, v in enumerate(values):
-        if abs(v) > bound:
-            raise OverflowRiskError(f"{name}[{i}] must satisfy |value| <= bound {bound}, got {v}")
+        if abs(int(v)) > bound:  # int(): numpy's abs(-2**63) wraps
+            raise OverflowRiskError(f"{name}[{i}] must satisfy |value| <= bound {bound}, got {int(v)}")
+
+
+def _check_chunks(chunks: Sequence[int], slots: int) -> tuple[int, ...]:
+    """``chunks`` as a tuple of ints in ``[1, slots]`` (ParameterError naming the first that is not)."""
+    chunk_t = tuple(chunks)
+    if all(type(c) is int for c in chunk_t) and (not chunk_t or (min(chunk_t) >= 1 and max(chunk_t) <= slots)):
+        return chunk_t  # one pass for the usual case, not a check_int per ciphertext
+    return tuple(check_int(f"chunks[{k}]", c, minimum=1, maximum=slots) for k, c in enumerate(chunk_t))
 
 
 def _default_chunks(length: int, slots: int) -> tuple[int, ...]:
@@ -279,7 +295,8 @@ class EncryptedArray:
         if plain_bound is None:
             plain_bound = max((abs(v) for v in vals), default=0)
         plain_bound = check_int("plain_bound", plain_bound, minimum=0)
-        _check_values_within("values", vals, plain_bound)
+        checked = _as_int64(vals)
+        _check_values_within("values", checked, plain_bound)
         new_bound = self.bound + plain_bound
         self.layout.check_bound(new_bound, operation)
         if result_bound is not None:
@@ -287,7 +304,7 @@ class EncryptedArray:
             new_bound = result_bound
         n, n2 = self.public_key.n, self.public_key.nsquare
         sb = self.layout.slot_bits
-        packed = [P % n for P in pack_many(vals, self.chunks, sb)]
+        packed = [P % n for P in pack_many(checked, self.chunks, sb)]
         # c * (1 + P n) = c + n (P c mod n)  (mod n**2)
         cts = [(c + n * (p * c % n)) % n2 for c, p in zip(self.ciphertexts, packed)]
         return self._derive(new_bound, cts)
@@ -395,8 +412,7 @@ class EncryptedArray:
         if chunks is None:
             chunk_t = _default_chunks(self.length, layout.slots)
         else:
-            chunk_t = tuple(check_int(f"chunks[{k}]", c, minimum=1, maximum=layout.slots)
-                            for k, c in enumerate(chunks))
+            chunk_t = _check_chunks(chunks, layout.slots)
             if sum(chunk_t) != self.length:
                 raise param_error("chunks", f"summing to the array's length {self.length}", sum(chunk_t))
         engine = compute.as_engine(executor)
@@ -549,17 +565,17 @@ def encrypt(public_key: PublicKey, values: Any, *, layout: SlotLayout, bound: in
     bound = check_int("bound", bound, minimum=0)
     layout.check_bound(bound, "encrypt")
     vals = as_int_list("values", values)
-    _check_values_within("values", vals, bound)
+    checked = _as_int64(vals)
+    _check_values_within("values", checked, bound)
     if chunks is None:
         chunk_t = _default_chunks(len(vals), layout.slots)
     else:
-        chunk_t = tuple(check_int(f"chunks[{k}]", c, minimum=1, maximum=layout.slots)
-                        for k, c in enumerate(chunks))
+        chunk_t = _check_chunks(chunks, layout.slots)
         if sum(chunk_t) != len(vals):
             raise param_error("chunks", f"summing to len(values) = {len(vals)}", sum(chunk_t))
     n = public_key.n
     sb = layout.slot_bits
-    plaintexts = [bk.mpz(P % n) for P in pack_many(vals, chunk_t, sb)]
+    plaintexts = [bk.mpz(P % n) for P in pack_many(checked, chunk_t, sb)]
     if factors is not None:
         if len(factors) != len(plaintexts) or _test_randomness is not None:
             raise param_error("factors", f"exactly one per ciphertext ({len(plaintexts)}) and no _test_randomness",

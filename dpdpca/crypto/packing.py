@@ -279,11 +279,21 @@ def _offsets(chunks: Sequence[int], slot_bits: int) -> dict[int, int]:
 
 
 def _digits_to_bytes(digits: np.ndarray, slot_bits: int) -> np.ndarray:
-    """Rows of non-negative ``slot_bits``-bit digits (uint64, least significant first) as little-endian bytes."""
+    """Rows of non-negative ``slot_bits``-bit digits (uint64, least significant first) as little-endian bytes.
+
+    Digit ``j`` is or-ed into the 64-bit words that hold bits ``j w .. j w + w - 1``
+    (two at most, as ``w <= 62``): one shift per digit column, no bit matrix.
+    """
     k, w = digits.shape
-    bits = np.unpackbits(np.ascontiguousarray(digits, dtype="<u8").view(np.uint8).reshape(k, w, 8),
-                         axis=2, bitorder="little")[:, :, :slot_bits]
-    return np.packbits(bits.reshape(k, w * slot_bits), axis=1, bitorder="little")
+    nbytes = (w * slot_bits + 7) // 8
+    words = np.zeros((k, nbytes // 8 + 2), dtype=np.uint64)
+    cols = np.ascontiguousarray(digits, dtype=np.uint64)
+    for j in range(w):
+        q, r = divmod(j * slot_bits, 64)
+        words[:, q] |= cols[:, j] << np.uint64(r)
+        if r + slot_bits > 64:
+            words[:, q + 1] |= cols[:, j] >> np.uint64(64 - r)
+    return np.ascontiguousarray(words.astype("<u8").view(np.uint8)[:, :nbytes])
 
 
 def _bytes_to_digits(raw: np.ndarray, width: int, slot_bits: int) -> np.ndarray:
@@ -323,8 +333,13 @@ def pack_many(values: Sequence[int], chunks: Sequence[int], slot_bits: int) -> l
                 digits[row, col] = (arr[pos:pos + row.size] + half).astype(np.uint64)
                 pos += row.size
                 raw = _digits_to_bytes(digits, slot_bits)
-                out.extend(int.from_bytes(b, "little") - offsets[c] for b, c in zip(raw.tolist(), part))
+                # slices of one bytes object: int.from_bytes of a list of byte values is ten times slower
+                blob, step = raw.tobytes(), raw.shape[1]
+                out.extend(int.from_bytes(blob[i * step:(i + 1) * step], "little") - offsets[c]
+                           for i, c in enumerate(part))
             return out
+    if isinstance(values, np.ndarray):  # Python ints for the exact loop (int64 arithmetic would wrap)
+        values = values.tolist()
     out, pos = [], 0
     for c in chunks:
         out.append(pack_slots(values[pos:pos + c], slot_bits))

@@ -105,8 +105,10 @@ def djn_mulmods(alpha_bits: int, count: int, workers: int = 1) -> float:
     table sized for ``count`` (:meth:`FixedBaseTable.best_window`; build:
     ``rows (2**w - 1)``), split by rows over the workers when there are
     several; each factor costs one multiplication per non-zero ``w``-bit digit
-    of its exponent (``rows (1 - 2**-w)`` on average), plus ``workers - 1``
-    to multiply the workers' partial products together.
+    of its exponent but the first row's of each worker's part, whose entry is
+    taken as it is (:meth:`FixedBaseTable.lookup_mulmods`: ``(rows - parts)
+    (1 - 2**-w)`` on average), plus ``parts - 1`` to multiply the parts'
+    partial products together.
     """
     bits = check_int("alpha_bits", alpha_bits, minimum=1)
     count = check_int("count", count, minimum=0)
@@ -115,4 +117,7 @@ def djn_mulmods(alpha_bits: int, count: int, workers: int = 1) -> float:
         return 0.0
     w = bk.FixedBaseTable.best_window(bits, count)
     rows = -(-bits // w)
-    return float(rows * ((1 << w) - 1) + count * rows * (1 - 2.0 ** -w) + count * (workers - 1))
+    parts = max(1, min(workers, rows))  # compute.shared_table_powers: the rows split over at most `workers` parts
+    per_part = [rows * k // parts for k in range(parts + 1)]
+    lookups = sum(bk.FixedBaseTable.lookup_mulmods(b - a, w) for a, b in zip(per_part, per_part[1:]))
+    return float(rows * ((1 << w) - 1) + count * lookups + count * (parts - 1))

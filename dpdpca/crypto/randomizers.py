@@ -62,6 +62,10 @@ class RandomizerPool:
     #: Factors per call by method; the thread checks for a stop request between blocks,
     #: so a stop waits for at most one block (about 18 ms at 2048 bits).
     BLOCKS: ClassVar[dict[str, int]] = {"standard": 2, "djn": 32}
+    #: Factors per call when filling at once (``wait``: no stop request to answer between blocks). DJN
+    #: factors made together take their table lookups row by row, so a large block keeps one table row
+    #: in cache for many factors (:meth:`FixedBaseTable._lookup`); 32 at a time miss it.
+    WAIT_BLOCKS: ClassVar[dict[str, int]] = {"standard": 2, "djn": bk.FixedBaseTable.BLOCK}
 
     def __init__(self, public_key: PublicKey, *, method: str = "standard") -> None:
         if not isinstance(public_key, PublicKey):
@@ -101,20 +105,21 @@ class RandomizerPool:
         if wait:
             self.stop_thread()
             self._stop.clear()
-            self._run()
+            self._run(self.WAIT_BLOCKS[self.method])
             return
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="dpdpca-randomizers", daemon=True)
             self._thread.start()
 
-    def _run(self) -> None:
+    def _run(self, per_call: int | None = None) -> None:
         start = time.thread_time()
+        per_call = self.BLOCKS[self.method] if per_call is None else per_call
         try:
             while not self._stop.is_set():
                 with self._lock:
                     left = self._wanted - len(self._ready)
-                    k = min(self.BLOCKS[self.method], left)
+                    k = min(per_call, left)
                 if k <= 0:
                     return
                 block = self.public_key.random_factors(k, method=self.method, expected=left)

@@ -330,7 +330,8 @@ class Proxy:
         threads (False), or by default ``r^n`` in the background (gmpy2
         releases the GIL, so it uses a second core while owners encrypt)
         and the rest now (the DJN table lookups and the noise sampler hold
-        the GIL).  Everything made here is timed as ``precompute`` (the
+        the GIL), but the noise in the background when an ``executor`` makes
+        the DJN factors in its processes meanwhile.  Everything made here is timed as ``precompute`` (the
         noise: ``precompute_noise``, thread CPU time) and used
         once by :meth:`finish`, which draws fresh values for anything not
         made or made for another setting.  Called on the first accepted
@@ -348,7 +349,9 @@ class Proxy:
                 noise = self.release.calibrate(setting, d=d, frac_bits=self.params.frac_bits, kappa=self.params.kappa)
                 self._ready_noise = (_noise_key(setting, d), add_remove.proxy_noise(noise.calibration, self.params))
                 self.timings_.add(self.party, "precompute_noise", time.thread_time() - start)
-            if wait is False:
+            # By default too when the rerandomizers below go to other processes (an executor): this
+            # thread waits on them meanwhile, so the sampler would otherwise leave a core idle first.
+            if wait is False or (wait is None and self.executor is not None):
                 self._noise_thread = threading.Thread(target=draw, name="dpdpca-noise", daemon=True)
                 self._noise_thread.start()
             else:

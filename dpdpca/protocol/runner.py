@@ -18,6 +18,7 @@ protocol's production randomness to a seeded source.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -132,17 +133,32 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     # cached per process, so in this one-process run it is made here, not in the first owner's turn.
     params.scheme.check_encryptor_policy(params.public_key, opts.key.insecure_test_key)
     tick("keygen")  # set-up ends here: keys, and the proxy's offline work that runs before any owner's turn
-    for oid in plan.present:
+    def ready_owner(oid: str) -> DataOwner:
         owner = DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,
                           insecure_test_key=opts.key.insecure_test_key, release=rel.mode, noise=owner_cal,
                           record_noise_for_testing=dep.verify, range_proofs=opts.bounds.range_proofs)
         if not opts.bounds.range_proofs:  # a proving owner encrypts under a base whose n-th root it knows
             owner.precompute(d)  # offline: its DJN factors depend on the key, d and the release only
-        owner_round(owner, plan.partitions[oid], net, tick=tick)
-        if dep.verify and owner_cal is not None:
-            owner_noises[oid] = owner.noise_blocks_for_testing_
-        rows_clipped[oid] = owner.rows_clipped_
-        timings.merge(owner.timings_)
+        return owner
+
+    # With an executor, the owners' offline work is made in its processes by a thread that runs ahead of their
+    # turns: the next owner's factors are made while this one quantizes, encrypts and sends (one core).
+    # Without one, in turn (the table lookups hold the GIL, a thread would only contend for it).
+    ahead = ThreadPoolExecutor(1, thread_name_prefix="dpdpca-owner-precompute") if dep.executor is not None else None
+    made = {oid: ahead.submit(ready_owner, oid) for oid in plan.present} if ahead is not None else {}
+    try:
+        for oid in plan.present:
+            owner = made[oid].result() if oid in made else ready_owner(oid)
+            owner_round(owner, plan.partitions[oid], net, tick=tick)
+            if dep.verify and owner_cal is not None:
+                owner_noises[oid] = owner.noise_blocks_for_testing_
+            rows_clipped[oid] = owner.rows_clipped_
+            timings.merge(owner.timings_)
+    finally:
+        if ahead is not None:
+            for fut in made.values():
+                fut.cancel()
+            ahead.shutdown(wait=True)
     late = proxy_round(ProxySteps(proxy, rel, owners=len(plan.ids), ledger=ledger, label=ledger_label), net, deadline_s=dep.deadline_s, tick=tick)
     result = user_round(user, net, n_components=plan.n_components, tick=tick)
     timings.merge(proxy.timings_)

@@ -15,6 +15,7 @@ from dpdpca.crypto import (
     local_process_pool,
     scalar_times_packed,
     scalars_times_packed,
+    start_workers,
     sum_arrays,
 )
 from dpdpca.errors import ParameterError
@@ -26,6 +27,12 @@ LAYOUT = SlotLayout(slot_bits=40, slots=12)
 def pool(keys512):
     with local_process_pool(2, public_key=keys512[0]) as ex:
         yield ex
+
+
+def test_start_workers_starts_every_process_before_any_batch():
+    with local_process_pool(2) as ex:
+        assert start_workers(ex) > 0
+        assert len(ex._processes) == 2  # both spawned and answering, not on demand at the first batch
 
 
 @pytest.mark.parametrize("kind", ["process", "thread"])

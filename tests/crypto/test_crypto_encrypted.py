@@ -55,6 +55,10 @@ def test_encrypt_accepts_arrays_and_custom_chunks(keys512):
         encrypt(pk, vals, layout=LAYOUT, bound=10, chunks=[2, 2])
     with pytest.raises(ParameterError, match=r"chunks\[0\] must be <= 12, got 13"):
         encrypt(pk, list(range(13)), layout=LAYOUT, bound=20, chunks=[13])
+    with pytest.raises(ParameterError, match=r"chunks\[1\] must be >= 1, got 0"):
+        encrypt(pk, vals, layout=LAYOUT, bound=10, chunks=[5, 0])
+    with pytest.raises(TypeError, match=r"chunks\[1\] must be an integer"):
+        encrypt(pk, vals, layout=LAYOUT, bound=10, chunks=[3, 2.0])
 
 
 def test_encrypt_bound_checks(keys512):

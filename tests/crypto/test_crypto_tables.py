@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 
 import gmpy2
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -60,3 +61,53 @@ def test_public_key_keeps_its_table_unless_rebuilding_pays(keys512):
         pk.djn_table(expected)
         vals = [secrets.randbelow(2 ** 30) - 2 ** 29 for _ in range(9)]
         assert decrypt(sk, encrypt(pk, vals, layout=layout, bound=2 ** 29)) == vals
+
+
+class _Counted:
+    """An integer that counts the multiplications made with it (the table's entries in the test below)."""
+
+    products = 0
+
+    def __init__(self, value: int) -> None:
+        self.value = int(value)
+
+    def __mul__(self, other: object) -> _Counted:
+        _Counted.products += 1
+        return _Counted(self.value * (other.value if isinstance(other, _Counted) else int(other)))
+
+    def __mod__(self, mod: object) -> _Counted:
+        return _Counted(self.value % int(mod))
+
+
+@pytest.mark.parametrize("window", [3, 8])
+def test_lookup_multiplies_once_per_nonzero_digit_after_the_first_row(window):
+    """The floor counts ``lookup_mulmods`` multiplications per power: what the row-major lookup performs."""
+    mod = (1 << 127) - 1
+    table = bk.FixedBaseTable(5, mod, 130, window=window)
+    table.rows = [[_Counted(v) for v in row] for row in table.rows]
+    digits = table.random_digits(400)
+    digits[0] = 0  # the power 1: no multiplication at all
+    _Counted.products = 0
+    powers = table._lookup(digits)
+    assert _Counted.products == int((digits[:, 1:] != 0).sum())
+    exps = [sum(int(u) << (window * k) for k, u in enumerate(row)) for row in digits.tolist()]
+    assert [p.value for p in powers] == [int(gmpy2.powmod(5, e, mod)) for e in exps]
+    expected = 400 * bk.FixedBaseTable.lookup_mulmods(table.n_rows, window)
+    assert abs(_Counted.products - expected) < 0.05 * expected
+
+
+@pytest.mark.parametrize("window", [3, 7, 8, 10, 16])
+def test_digits_match_the_exponents_and_a_too_large_exponent_is_refused(window):
+    table = bk.FixedBaseTable(5, (1 << 127) - 1, 130, window=window)
+    exps = [0, 1, (1 << 130) - 1, secrets.randbits(130), secrets.randbits(130)]
+    raw = np.frombuffer(b"".join(e.to_bytes(table.n_bytes, "little") for e in exps), dtype=np.uint8)
+    digits = table._digit_matrix(raw.reshape(len(exps), table.n_bytes))
+    assert digits.shape == (len(exps), table.n_rows)
+    assert [sum(int(u) << (window * k) for k, u in enumerate(row)) for row in digits.tolist()] == exps
+    with pytest.raises(ValueError, match="exponents must be"):
+        table.pow_many([1 << 130])
+    with pytest.raises(ValueError, match="exponents must be"):
+        table.pow_many([1 << 200])
+    big = np.frombuffer((1 << 130).to_bytes(table.n_bytes, "little"), dtype=np.uint8).reshape(1, -1)
+    with pytest.raises(ValueError, match="exponents must be below 2\\*\\*130"):
+        table._digit_matrix(big)

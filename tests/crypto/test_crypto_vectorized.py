@@ -138,3 +138,17 @@ def test_a_table_split_by_rows_multiplies_back_to_the_powers(window):
         part.partial_products(digits)
     with pytest.raises(ValueError, match="rows must be within"):
         bk.FixedBaseTable(7, mod, bits, window=window, rows=(0, whole.n_rows + 1))
+
+
+@pytest.mark.parametrize("slot_bits", [1, 7, 8, 13, 32, 49, 50, 63 - 1])
+def test_digit_rows_to_bytes_are_the_packed_integers(slot_bits):
+    from dpdpca.crypto.packing import _bytes_to_digits, _digits_to_bytes
+
+    rng = np.random.default_rng(slot_bits)
+    digits = rng.integers(0, 1 << slot_bits, size=(9, 11), dtype=np.uint64)
+    digits[0] = (1 << slot_bits) - 1  # every bit set
+    raw = _digits_to_bytes(digits, slot_bits)
+    assert raw.shape == (9, (11 * slot_bits + 7) // 8)
+    for row, blob in zip(digits.tolist(), raw):
+        assert int.from_bytes(blob.tobytes(), "little") == sum(int(u) << (slot_bits * j) for j, u in enumerate(row))
+    assert (_bytes_to_digits(raw, 11, slot_bits) == digits.astype(np.int64)).all()

@@ -17,6 +17,7 @@ from dpdpca.protocol import ProtocolParams
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.offline import OwnerRandomness
 from dpdpca.protocol.proxy import Proxy
+from dpdpca.protocol.runner import run_protocol
 
 
 def _plaintexts(share: bytes, params, sk) -> dict[str, list[int]]:
@@ -155,6 +156,46 @@ def test_proxy_noise_drawn_ahead_is_used_once_and_only_for_its_setting(make_user
     other = run(0.5, 1.0)  # drawn for another epsilon: a fresh draw for the one released
     assert other.noise_blocks_for_testing_ is not other.drawn_for_test
     assert other.privacy_.to_dict()["epsilon"] == pytest.approx(1.0)
+
+
+def test_proxy_with_an_executor_draws_its_noise_beside_the_rerandomizers_and_uses_it_once(make_user, make_owner,
+                                                                                         unit_rows):
+    # The DJN factors go to the executor, so the sampler runs in a thread meanwhile (no idle core first).
+    from concurrent.futures import ThreadPoolExecutor
+
+    user = make_user(release="add-remove")
+    rng = np.random.default_rng(6)
+    shares = [make_owner(user.params, o, release="add-remove").share(unit_rows(rng, 5, 4)) for o in ("1", "2")]
+    with ThreadPoolExecutor(2) as ex:
+        proxy = Proxy(user.params, user.owner_keys, quorum=2, release="add-remove", record_noise_for_testing=True,
+                      executor=ex)
+        proxy.prepare(4, epsilon=1.0, delta=1e-5)
+        thread = proxy._noise_thread
+        assert thread is not None  # drawn in the background, not before the factors
+        thread.join()
+        drawn = proxy._ready_noise
+        assert drawn is not None
+        for s in shares:
+            proxy.receive_share(s)
+        proxy.close_collection()
+        proxy.finish_add_remove(epsilon=1.0, delta=1e-5)
+    assert proxy._ready_noise is None and proxy._noise_thread is None
+    assert proxy.noise_blocks_for_testing_ is drawn[1]
+    assert proxy.timings_.to_dict()["parties"]["proxy"]["precompute_noise"] > 0
+
+
+def test_run_with_an_executor_makes_the_owners_factors_ahead_and_stays_exact(unit_rows):
+    # The runner's owners' offline work runs in a thread ahead of their turns when there is an executor.
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(9)
+    parts = [unit_rows(rng, 5, 4) for _ in range(3)]
+    with ThreadPoolExecutor(2) as ex:
+        run = run_protocol(parts, n_components=2, epsilon=1.0, delta=1e-5, key_bits=768, insecure_test_key=True,
+                           verify=True, executor=ex)
+    assert run.verify["max_abs_integer_error"] == 0
+    offline = run.result.timings.to_dict()["offline_s"]
+    assert all(offline[f"owner:{k}"] > 0 for k in (1, 2, 3))
 
 
 def test_a_proxy_rebuilt_from_its_state_rerandomizes_add_remove_with_djn_under_its_own_base(make_user, make_owner,
