@@ -43,7 +43,8 @@ from dpdpca.protocol.proofs import PROOF_SECTION, check_share_proof
 from dpdpca.protocol.releases import CENTRED, ProtocolRelease, as_release
 from dpdpca.protocol.sections import check_share_units, load_share_arrays
 
-__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "intake_kernel", "error_from"]
+__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "intake_kernel", "error_from", "join_keys",
+           "split_keys"]
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,36 @@ def error_from(kind: str, message: str, party: str | None = None) -> DpdpcaError
     return exc
 
 
+def join_keys(keys: Sequence[bytes]) -> tuple[bytes, int]:
+    """A share's replay keys as one ``bytes`` and their common width (:func:`split_keys` is the inverse).
+
+    Raises
+    ------
+    ValueError
+        Keys of different lengths (the concatenation would be ambiguous).
+
+    Examples
+    --------
+    >>> join_keys([b"ab", b"cd"])
+    (b'abcd', 2)
+    """
+    width = len(keys[0]) if keys else 1
+    if any(len(k) != width for k in keys):
+        raise ValueError(f"replay keys must all have one width, got lengths {sorted({len(k) for k in keys})}")
+    return b"".join(keys), width
+
+
+def split_keys(blob: bytes, width: int) -> list[bytes]:
+    """The replay keys :func:`join_keys` concatenated.
+
+    Examples
+    --------
+    >>> split_keys(b"abcd", 2)
+    [b'ab', b'cd']
+    """
+    return [blob[i:i + width] for i in range(0, len(blob), width)]
+
+
 _CONTEXTS: dict[bytes, IntakeContext] = {}
 
 
@@ -196,9 +227,12 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
     """Check a chunk of shares in a worker; their verdicts and, per d, the product of those that passed.
 
     Returns ``(verdicts, products)``: ``verdicts[i]`` is
-    ``("ok", owner, d, statement_json, keys)`` (``keys``: every
-    ciphertext's fixed-width bytes, section by section) or ``("error", class name,
-    message, party)`` (``party``: the owner of a failing range proof, else None); ``products[d][section]`` the fixed-width bytes of the
+    ``("ok", owner, d, statement_json, keys, width)`` (``keys``: every
+    ciphertext's replay key, section by section, concatenated into one
+    ``bytes`` of ``width``-byte keys: one object to pickle, not one per
+    ciphertext; :func:`split_keys` undoes it) or ``("error", class name,
+    message, party)`` (``party``: the owner of a failing range proof, else
+    None); ``products[d][section]`` the fixed-width bytes of the
     position-wise product modulo n**2 of the passing shares of that d, in
     order.  Only ``bytes``, ``int`` and ``str`` cross the process boundary.
     """
@@ -216,7 +250,7 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
             verdicts.append(("error", type(exc).__name__, str(exc), getattr(exc, "party", None)))
             continue
         checked.append(share)
-        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), share.keys))
+        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), *join_keys(share.keys)))
     products: dict[int, dict[str, bytes]] = {}
     for d in sorted({s.d for s in checked if s is not None}):
         group = {i: s for i, s in enumerate(checked) if s is not None and s.d == d}

@@ -36,7 +36,7 @@ from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
 from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
-from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel
+from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel, split_keys
 from dpdpca.protocol.sections import load_share_arrays, share_arrays_from
 from dpdpca.timing import Timings
 
@@ -275,7 +275,7 @@ class Proxy:
         width = pk.ciphertext_bytes
         out: list[str | DpdpcaError] = []
         admitted: dict[int, int] = {}
-        refused: dict[int, list[list[bytes]]] = {}  # passed the worker, refused here: divided out below
+        refused: dict[int, list[bytes]] = {}  # passed the worker, refused here: divided out below
         for verdict in verdicts:
             if verdict[0] != "ok":
                 exc = error_from(*verdict[1:])
@@ -283,12 +283,12 @@ class Proxy:
                     self._exclude(exc)
                 out.append(exc)
                 continue
-            _, owner, d, statement, keys = verdict
+            _, owner, d, statement, blob, key_width = verdict
             try:
-                self._admit(owner, d, ShareStatement.from_json(statement), keys)
+                self._admit(owner, d, ShareStatement.from_json(statement), split_keys(blob, key_width))
             except DpdpcaError as exc:
                 out.append(exc)
-                refused.setdefault(d, []).append(keys)
+                refused.setdefault(d, []).append(blob)
                 continue
             out.append(owner)
             admitted[d] = admitted.get(d, 0) + 1
@@ -296,8 +296,8 @@ class Proxy:
             if not admitted.get(d):
                 continue
             cts = {name: from_fixed_bytes(blob, width) for name, blob in blobs.items()}
-            for keys in refused.get(d, []):  # the keys run section by section, in the products' order
-                divisors = iter(from_fixed_bytes(b"".join(keys), width))
+            for blob in refused.get(d, []):  # the keys run section by section, in the products' order
+                divisors = iter(from_fixed_bytes(blob, width))
                 for run in cts.values():
                     run[:] = divide_out(run, divisors, pk.nsquare)
             self._partials.append(share_arrays_from(self.params, d, self.release, cts, owners=admitted[d]))
