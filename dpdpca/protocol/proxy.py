@@ -42,7 +42,10 @@ from dpdpca.timing import Timings
 
 _log = logging.getLogger("dpdpca.proxy")
 
-__all__ = ["Proxy"]
+__all__ = ["Proxy", "POOL_MIN_MULMODS"]
+
+#: Fewest multiplications the aggregation sends to the proxy's engine (fewer: in process, about 4 ms at most).
+POOL_MIN_MULMODS = 1024
 
 
 class Proxy:
@@ -132,6 +135,7 @@ class Proxy:
         # Add/remove: the proxy's noise drawn ahead for one privacy setting (used once, then dropped).
         self._release_setting: ReleaseOptions | None = None
         self._ready_noise: tuple[tuple[Any, ...], dict[str, list[int]]] | None = None
+        self._ready_calibration: tuple[tuple[Any, ...], ReleaseNoise] | None = None
         self._noise_thread: threading.Thread | None = None
 
     # -- round 1 ------------------------------------------------------------
@@ -347,6 +351,7 @@ class Proxy:
             def draw() -> None:
                 start = time.thread_time()
                 noise = self.release.calibrate(setting, d=d, frac_bits=self.params.frac_bits, kappa=self.params.kappa)
+                self._ready_calibration = (_noise_key(setting, d), noise)  # price() reuses it: no calibration online
                 self._ready_noise = (_noise_key(setting, d), add_remove.proxy_noise(noise.calibration, self.params))
                 self.timings_.add(self.party, "precompute_noise", time.thread_time() - start)
             # By default too when the rerandomizers below go to other processes (an executor): this
@@ -361,11 +366,15 @@ class Proxy:
             self._randomizers.fill(count, wait=now, executor=self.executor if now else None)
         self._prepared = True
 
-    def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> dict[str, list[int]] | None:
-        """The add/remove noise :meth:`prepare` drew for this setting, handed out once (None otherwise)."""
+    def _join_noise(self) -> None:
+        """Wait for the noise :meth:`prepare` draws in the background, if any."""
         if self._noise_thread is not None:
             self._noise_thread.join()
             self._noise_thread = None
+
+    def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> dict[str, list[int]] | None:
+        """The add/remove noise :meth:`prepare` drew for this setting, handed out once (None otherwise)."""
+        self._join_noise()
         ready, self._ready_noise = self._ready_noise, None
         return ready[1] if ready is not None and ready[0] == key else None
 
@@ -446,7 +455,10 @@ class Proxy:
                 raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {n}")
         with self.timings_.measure(self.party, "aggregate"):
             shares = [*self._shares.values(), *self._partials]
-            self._aggregate = {key: self.params.scheme.sum([s[key] for s in shares], executor=self.executor)
+            # a few products (the pool's partial products, or a few shares) cost less here than a pool round trip
+            mulmods = (len(shares) - 1) * sum(len(a.chunks) for a in shares[0].values()) if shares else 0
+            executor = self.executor if mulmods >= POOL_MIN_MULMODS else None
+            self._aggregate = {key: self.params.scheme.sum([s[key] for s in shares], executor=executor)
                                for key in self.release.sections}
             self.owners_ = list(self._statements)
             self.statements_ = [self._statements[o] for o in self.owners_]
@@ -526,7 +538,14 @@ class Proxy:
         if self.n_ is not None:  # N is known (the centred release): delta must also be < 1/N
             check_delta("delta", setting.delta, n_rows=int(self.n_))
         p = self.params
-        return self.release.calibrate(setting, d=int(self.d or 0), frac_bits=p.frac_bits, kappa=p.kappa, n=self.n_,
+        d = int(self.d or 0)
+        if self.release.noise_before_close and setting.noise_by == "proxy":
+            # the proxy's add/remove calibration depends on the setting and d only: made ahead by prepare()
+            self._join_noise()
+            ready = self._ready_calibration
+            if ready is not None and ready[0] == _noise_key(setting, d):
+                return ready[1]
+        return self.release.calibrate(setting, d=d, frac_bits=p.frac_bits, kappa=p.kappa, n=self.n_,
                                       owners=n_owners, quorum=self.quorum, present=len(self.owners_))
 
     def finish(self, setting: ReleaseOptions | None = None, *, owners: int | None = None,
