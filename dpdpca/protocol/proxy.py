@@ -36,7 +36,7 @@ from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
 from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
-from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel, split_keys
+from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel, keys_from_ref
 from dpdpca.protocol.sections import load_share_arrays, share_arrays_from
 from dpdpca.timing import Timings
 
@@ -200,18 +200,19 @@ class Proxy:
             return [self._try(self.receive_share, data) for data in datas]
         size = 16 if expected is None else max(1, min(32, -(-int(expected) // (2 * engine.workers))))
         context = self._intake_context().to_bytes()
-        futures: list[Future[Any]] = []
+        futures: list[tuple[Future[Any], list[bytes]]] = []  # each chunk's bytes are kept: the keys are read there
         chunk: list[bytes] = []
         for data in datas:
             chunk.append(bytes(data))
             if len(chunk) >= size:
-                futures.append(engine.executor.submit(intake_kernel, context, self.d, chunk))
+                futures.append((engine.executor.submit(intake_kernel, context, self.d, chunk), chunk))
                 chunk = []
         if chunk:
-            futures.append(engine.executor.submit(intake_kernel, context, self.d, chunk))
+            futures.append((engine.executor.submit(intake_kernel, context, self.d, chunk), chunk))
         out: list[str | DpdpcaError] = []
-        for future in futures:
-            out.extend(self._admit_chunk(*future.result()))
+        for future, sent in futures:
+            verdicts, products = future.result()
+            out.extend(self._admit_chunk(verdicts, products, sent))
         return out
 
     @staticmethod
@@ -272,27 +273,28 @@ class Proxy:
         self._statements[owner] = statement
         self.prepare(d, wait=False)
 
-    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], products: dict[int, dict[str, bytes]]
-                     ) -> list[str | DpdpcaError]:
+    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], products: dict[int, dict[str, bytes]],
+                     datas: list[bytes]) -> list[str | DpdpcaError]:
         """Bookkeeping for one chunk checked by :func:`intake_kernel`; keeps its product of accepted shares."""
         pk = self.params.public_key
         width = pk.ciphertext_bytes
         out: list[str | DpdpcaError] = []
         admitted: dict[int, int] = {}
-        refused: dict[int, list[bytes]] = {}  # passed the worker, refused here: divided out below
-        for verdict in verdicts:
+        refused: dict[int, list[list[bytes]]] = {}  # passed the worker, refused here: divided out below
+        for verdict, data in zip(verdicts, datas):
             if verdict[0] != "ok":
                 exc = error_from(*verdict[1:])
                 if isinstance(exc, ProofError):
                     self._exclude(exc)
                 out.append(exc)
                 continue
-            _, owner, d, statement, blob, key_width = verdict
+            _, owner, d, statement, ref, key_width = verdict
+            keys = keys_from_ref(data, ref, key_width)
             try:
-                self._admit(owner, d, ShareStatement.from_json(statement), split_keys(blob, key_width))
+                self._admit(owner, d, ShareStatement.from_json(statement), keys)
             except DpdpcaError as exc:
                 out.append(exc)
-                refused.setdefault(d, []).append(blob)
+                refused.setdefault(d, []).append(keys)
                 continue
             out.append(owner)
             admitted[d] = admitted.get(d, 0) + 1
@@ -300,8 +302,8 @@ class Proxy:
             if not admitted.get(d):
                 continue
             cts = {name: from_fixed_bytes(blob, width) for name, blob in blobs.items()}
-            for blob in refused.get(d, []):  # the keys run section by section, in the products' order
-                divisors = iter(from_fixed_bytes(blob, width))
+            for keys in refused.get(d, []):  # the keys run section by section, in the products' order
+                divisors = iter(from_fixed_bytes(b"".join(keys), width))
                 for run in cts.values():
                     run[:] = divide_out(run, divisors, pk.nsquare)
             self._partials.append(share_arrays_from(self.params, d, self.release, cts, owners=admitted[d]))
