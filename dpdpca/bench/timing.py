@@ -302,6 +302,7 @@ def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure
             "owner_online_max_s": max(owners_online), "owner_precompute_max_s": max(made_ahead),
             "proxy_phases": proxy_phases, "io_s": net.io.total_s(), "io_per_message_s": io_per_message,
             "proxy_receive_s": io_parties.get("proxy", {}).get("receive", 0.0),
+            "proxy_intake_cpu_s": float(run.extra.get("proxy_intake_cpu_s", 0.0)),
             "timings": phases, "slots": int(run.result.params["slots"]),
             "share_bytes": int(net.bytes_sent.get(f"owner:{owner_ids[0]}", 0))}
 
@@ -416,6 +417,7 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
         "dpdpca_owner_median_s": [r["owner_median_s"] for r in best["dpdpca"]],
         "dpdpca_owner_wall_max_s": [r["owner_wall_max_s"] for r in best["dpdpca"]],
         "dpdpca_proxy_s": [r["proxy_s"] for r in best["dpdpca"]],
+        "dpdpca_proxy_intake_cpu_s": [r["proxy_intake_cpu_s"] for r in best["dpdpca"]],
         "dpdpca_user_s": [r["user_s"] for r in best["dpdpca"]],
         "dpdpca_keygen_s": [r["keygen_s"] for r in best["dpdpca"]],
         "latency_model": {"latency_ms": latency_ms,
@@ -495,20 +497,26 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
         per_share.append(intake["floor_s"])
     slope = per_share_slope(Ls, [r["proxy_s"] for r in runs])
     reading = per_share_slope(Ls, [r.get("proxy_receive_s", 0.0) for r in runs])
+    cpu = per_share_slope(Ls, [r.get("proxy_intake_cpu_s", 0.0) for r in runs])
     work = per_share[-1] * cores  # one share's floor on one core
     return {
         "floor_s": floors, "fraction_of_floor": fractions, "of": "dpdpca_online_critical_s",
         "proxy_per_share": {"floor_s": per_share[-1], "measured_s": slope,
                             "fraction_of_floor": per_share[-1] / slope if slope else None,
                             "reading_s": reading, "proxy_cores": cores,
+                            # CPU per share (every process of the proxy) over its cores: less stretched by load
+                            "measured_cpu_s": cpu / cores if cpu and cpu > 0 else None,
+                            "fraction_of_floor_cpu": work / cpu if cpu and cpu > 0 else None,
                             # a proxy of C cores, the intake split over them as over these (linear in 1/C)
                             "on_cores": {str(c): {"floor_s": work / c,
                                                   "measured_s": slope * cores / c if slope else None}
                                          for c in (1, 2, 4, 8, 16, 32)},
                             "note": ("measured: least-squares slope of the proxy's wall-clock segment over the "
                                      "sweep's L (its fixed work cancels); reading_s: the same slope of its "
-                                     "transport reads (inside measured_s); on_cores: per share on a proxy of C "
-                                     "cores, measured scaled by cores / C")},
+                                     "transport reads (inside measured_s); measured_cpu_s: the slope of the CPU "
+                                     "time of taking shares in (the proxy's process and its pool workers) over "
+                                     "its cores; on_cores: per share on a proxy of C cores, measured scaled by "
+                                     "cores / C")},
         "primitives": {**prims, "verify_s": verify_s},
     }
 
@@ -585,7 +593,9 @@ def format_table(result: dict[str, Any]) -> str:
     if pps.get("measured_s"):
         lines.append(f"proxy per extra share: {pps['measured_s'] * 1e3:.3f} ms (reading the files "
                      f"{(pps.get('reading_s') or 0.0) * 1e3:.3f} ms) against a floor of {pps['floor_s'] * 1e3:.3f} ms "
-                     f"on {pps['proxy_cores']} core(s): {pps['fraction_of_floor']:.2f} of the floor")
+                     f"on {pps['proxy_cores']} core(s): {pps['fraction_of_floor']:.2f} of the floor"
+                     + (f" (CPU: {pps['measured_cpu_s'] * 1e3:.3f} ms, {pps['fraction_of_floor_cpu']:.2f})"
+                        if pps.get("measured_cpu_s") else ""))
     if "paillier_critical_s" in result:
         lines.append(f"scheme {result['scheme']}: Paillier critical s "
                      + ", ".join(f"{x:.3f}" for x in result["paillier_critical_s"]) + "; ratio Paillier/"

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
@@ -250,10 +251,10 @@ def _product(shares: Sequence[CheckedShare], names: Sequence[str], n2: Any) -> d
 
 
 def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
-                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, bytes]]]:
+                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, bytes]], float]:
     """Check a chunk of shares in a worker; their verdicts and, per d, the product of those that passed.
 
-    Returns ``(verdicts, products)``: ``verdicts[i]`` is
+    Returns ``(verdicts, products, cpu_s)``: ``verdicts[i]`` is
     ``("ok", owner, d, statement_json, keys, width)`` (``keys``: where
     every ciphertext's ``width``-byte replay key lies in the share's own
     bytes, section by section, which the caller holds: :func:`key_ref`, so
@@ -261,8 +262,10 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
     message, party)`` (``party``: the owner of a failing range proof, else
     None); ``products[d][section]`` the fixed-width bytes of the
     position-wise product modulo n**2 of the passing shares of that d, in
-    order.  Only ``bytes``, ``int`` and ``str`` cross the process boundary.
+    order; ``cpu_s`` this call's CPU seconds in the worker.  Only ``bytes``,
+    numbers and ``str`` cross the process boundary.
     """
+    start = time.process_time()
     ctx = _context(context)
     pk = ctx.params.public_key
     names = ctx.release.sections
@@ -293,4 +296,4 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
                 continue
             prod = _product(list(group.values()), names, pk.nsquare)
         products[d] = {name: to_fixed_bytes(prod[name], width) for name in names}
-    return verdicts, products
+    return verdicts, products, time.process_time() - start

@@ -89,6 +89,12 @@ class Proxy:
         ``N``, the sum of their signed counts.
     statements_ : list of ShareStatement
         Their signed statements, forwarded to the data user.
+    intake_cpu_s_ : float
+        CPU seconds spent taking shares in (:meth:`receive_share`,
+        :meth:`receive_shares`): this process's (every thread's, the pool's
+        own threads included) plus the pool workers' time in
+        :func:`~dpdpca.protocol.intake.intake_kernel`.  A benchmark figure,
+        less stretched by other load on the machine than wall time.
     """
 
     def __init__(self, params: ProtocolParams, owner_keys: OwnerKeyring, *, quorum: int | None = None,
@@ -125,6 +131,8 @@ class Proxy:
             raise param_error("range_proofs", f"False with scheme {params.scheme.name!r} (the range proofs are for "
                               f"packed Paillier shares)", range_proofs)
         self.excluded_: dict[str, str] = {}  # owner id -> why (a failed range proof)
+        # CPU seconds spent taking shares in: this process's, and its pool workers' (intake_kernel's own count)
+        self.intake_cpu_s_ = 0.0
         # The release's rerandomizers: r^n (centred), or DJN factors under a base the proxy draws (add/remove);
         # none for BFV (no offline factors: the binding draws each encryption's randomness itself).
         self._randomizers: RandomizerPool | None = None
@@ -165,6 +173,13 @@ class Proxy:
         DataError
             An owner with a different number of features d, or d above ``max_features``.
         """
+        start = time.process_time()
+        try:
+            return self._receive_one(data)
+        finally:
+            self.intake_cpu_s_ += time.process_time() - start
+
+    def _receive_one(self, data: bytes) -> str:
         try:
             share = check_share(data, self._intake_context(), d_expected=self.d)
         except ProofError as exc:
@@ -196,8 +211,12 @@ class Proxy:
             How many shares to expect (sizes the chunks).
         """
         engine = as_engine(self.executor)
+        start = time.process_time()
         if self._aggregate is not None or not isinstance(engine, ExecutorEngine) or not self.params.scheme.pooled_intake:
-            return [self._try(self.receive_share, data) for data in datas]
+            try:
+                return [self._try(self._receive_one, data) for data in datas]
+            finally:
+                self.intake_cpu_s_ += time.process_time() - start
         size = 16 if expected is None else max(1, min(32, -(-int(expected) // (2 * engine.workers))))
         context = self._intake_context().to_bytes()
         futures: list[tuple[Future[Any], list[bytes]]] = []  # each chunk's bytes are kept: the keys are read there
@@ -210,9 +229,12 @@ class Proxy:
         if chunk:
             futures.append((engine.executor.submit(intake_kernel, context, self.d, chunk), chunk))
         out: list[str | DpdpcaError] = []
+        workers_cpu = 0.0
         for future, sent in futures:
-            verdicts, products = future.result()
+            verdicts, products, cpu_s = future.result()
+            workers_cpu += cpu_s
             out.extend(self._admit_chunk(verdicts, products, sent))
+        self.intake_cpu_s_ += time.process_time() - start + workers_cpu
         return out
 
     @staticmethod

@@ -46,6 +46,10 @@ def test_bench_timing_quick_smoke(tmp_path, capsys):
     # the slope through both points; the part spent reading the share files is inside it
     assert pps["measured_s"] == pytest.approx(result["dpdpca_proxy_s"][1] - result["dpdpca_proxy_s"][0])
     assert pps["reading_s"] is not None
+    # taking shares in costs CPU; its slope over L (over the proxy's cores) is the CPU per share
+    assert all(c > 0 for c in result["dpdpca_proxy_intake_cpu_s"])
+    if pps["measured_cpu_s"] is not None:  # None when the slope is not positive (2 and 3 shares of a small key)
+        assert pps["fraction_of_floor_cpu"] == pytest.approx(pps["floor_s"] / pps["measured_cpu_s"])
     for c, on in pps["on_cores"].items():  # a proxy of C cores: the one-core work over C
         assert on["floor_s"] == pytest.approx(pps["floor_s"] * pps["proxy_cores"] / int(c))
         assert on["measured_s"] == pytest.approx(pps["measured_s"] * pps["proxy_cores"] / int(c))

@@ -47,6 +47,8 @@ def test_a_small_aggregation_runs_in_process_and_equals_the_pools(make_user, mak
         mulmods = (len(pooled._partials) - 1) * sum(len(a.chunks) for a in pooled._partials[0].values())
         assert mulmods < POOL_MIN_MULMODS
         pooled.close_collection()
+    # the CPU of taking the shares in is counted on both paths (the pool's: its workers' kernels too)
+    assert serial.intake_cpu_s_ > 0 and pooled.intake_cpu_s_ > 0
     for name in share_sections("add-remove"):
         assert pooled._aggregate[name].ciphertexts == serial._aggregate[name].ciphertexts
         assert pooled._aggregate[name].bound == serial._aggregate[name].bound
