@@ -46,6 +46,8 @@ __all__ = ["Proxy", "POOL_MIN_MULMODS"]
 
 #: Fewest multiplications the aggregation sends to the proxy's engine (fewer: in process, about 4 ms at most).
 POOL_MIN_MULMODS = 1024
+#: Shares in each pool worker's first chunk of the intake (the later chunks are larger).
+FIRST_CHUNK = 4
 
 
 class Proxy:
@@ -223,7 +225,8 @@ class Proxy:
         chunk: list[bytes] = []
         for data in datas:
             chunk.append(bytes(data))
-            if len(chunk) >= size:
+            # each worker's first chunk is small, so every worker starts after a few reads, not `size`
+            if len(chunk) >= (min(size, FIRST_CHUNK) if len(futures) < engine.workers else size):
                 futures.append((engine.executor.submit(intake_kernel, context, self.d, chunk), chunk))
                 chunk = []
         if chunk:
