@@ -108,7 +108,7 @@ from dpdpca.runinfo import run_record
 from dpdpca.progress import Progress, quiet_option
 from dpdpca.timing import Timings
 
-__all__ = ["TimedFileTransport", "file_relay", "critical_hops", "crossover", "run_timing", "command"]
+__all__ = ["TimedFileTransport", "file_relay", "critical_hops", "crossover", "per_share_slope", "run_timing", "command"]
 
 #: Proxy phases done while collection is open (they need no share), so they run beside the owners.
 PROXY_OVERLAP_PHASES = Timings.OFFLINE_PHASES
@@ -301,6 +301,8 @@ def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure
             "online_critical_s": max(owners_online) + seg["proxy_s"] + seg["user_s"], "user_s": seg["user_s"],
             "owner_online_max_s": max(owners_online), "owner_precompute_max_s": max(made_ahead),
             "proxy_phases": proxy_phases, "io_s": net.io.total_s(), "io_per_message_s": io_per_message,
+            "proxy_receive_s": io_parties.get("proxy", {}).get("receive", 0.0),
+            "proxy_intake_cpu_s": float(run.extra.get("proxy_intake_cpu_s", 0.0)),
             "timings": phases, "slots": int(run.result.params["slots"]),
             "share_bytes": int(net.bytes_sent.get(f"owner:{owner_ids[0]}", 0))}
 
@@ -415,6 +417,7 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
         "dpdpca_owner_median_s": [r["owner_median_s"] for r in best["dpdpca"]],
         "dpdpca_owner_wall_max_s": [r["owner_wall_max_s"] for r in best["dpdpca"]],
         "dpdpca_proxy_s": [r["proxy_s"] for r in best["dpdpca"]],
+        "dpdpca_proxy_intake_cpu_s": [r["proxy_intake_cpu_s"] for r in best["dpdpca"]],
         "dpdpca_user_s": [r["user_s"] for r in best["dpdpca"]],
         "dpdpca_keygen_s": [r["keygen_s"] for r in best["dpdpca"]],
         "latency_model": {"latency_ms": latency_ms,
@@ -456,8 +459,10 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
     online encryption (one multiplication per ciphertext), the proxy's
     intake of L shares (:func:`~dpdpca.bench.floor.intake_per_share`), noise
     and rerandomization, and the user's CRT decryption.  The proxy's
-    measured cost per share is the slope of its segment from the first to
-    the last L (its fixed work cancels).
+    measured cost per share is the least-squares slope of its segment over
+    the sweep (:func:`per_share_slope`; its fixed work cancels), with the
+    part spent reading the share files (``reading_s``) and what a proxy of
+    C cores would give (``on_cores``).
     """
     from dpdpca.bench.floor import floor_report, intake_per_share, operation_counts
     from dpdpca.crypto import generate_keypair
@@ -490,15 +495,45 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
         floors.append(floor)
         fractions.append(floor / r["online_critical_s"] if r["online_critical_s"] > 0 else None)
         per_share.append(intake["floor_s"])
-    slope = ((runs[-1]["proxy_s"] - runs[0]["proxy_s"]) / (Ls[-1] - Ls[0])) if len(Ls) > 1 else None
+    slope = per_share_slope(Ls, [r["proxy_s"] for r in runs])
+    reading = per_share_slope(Ls, [r.get("proxy_receive_s", 0.0) for r in runs])
+    cpu = per_share_slope(Ls, [r.get("proxy_intake_cpu_s", 0.0) for r in runs])
+    work = per_share[-1] * cores  # one share's floor on one core
     return {
         "floor_s": floors, "fraction_of_floor": fractions, "of": "dpdpca_online_critical_s",
         "proxy_per_share": {"floor_s": per_share[-1], "measured_s": slope,
                             "fraction_of_floor": per_share[-1] / slope if slope else None,
-                            "proxy_cores": cores,
-                            "note": "measured: slope of the proxy's segment from the first to the last L"},
+                            "reading_s": reading, "proxy_cores": cores,
+                            # CPU per share (every process of the proxy) over its cores: less stretched by load
+                            "measured_cpu_s": cpu / cores if cpu and cpu > 0 else None,
+                            "fraction_of_floor_cpu": work / cpu if cpu and cpu > 0 else None,
+                            # a proxy of C cores, the intake split over them as over these (linear in 1/C)
+                            "on_cores": {str(c): {"floor_s": work / c,
+                                                  "measured_s": slope * cores / c if slope else None}
+                                         for c in (1, 2, 4, 8, 16, 32)},
+                            "note": ("measured: least-squares slope of the proxy's wall-clock segment over the "
+                                     "sweep's L (its fixed work cancels); reading_s: the same slope of its "
+                                     "transport reads (inside measured_s); measured_cpu_s: the slope of the CPU "
+                                     "time of taking shares in (the proxy's process and its pool workers) over "
+                                     "its cores; on_cores: per share on a proxy of C cores, measured scaled by "
+                                     "cores / C")},
         "primitives": {**prims, "verify_s": verify_s},
     }
+
+
+def per_share_slope(Ls: Sequence[int], seconds: Sequence[float]) -> float | None:
+    """Least-squares slope of ``seconds`` against ``Ls`` (None with fewer than two distinct L).
+
+    Examples
+    --------
+    >>> round(per_share_slope([10, 50, 100], [1.0, 1.4, 1.9]), 6)
+    0.01
+    """
+    if len(set(Ls)) < 2:
+        return None
+    x, y = np.asarray(Ls, dtype=float), np.asarray(seconds, dtype=float)
+    xc = x - x.mean()
+    return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
 
 
 def _timed(fn: Any) -> float:
@@ -553,6 +588,14 @@ def format_table(result: dict[str, Any]) -> str:
     lines.append(f"crossover_L: {result['crossover_L']} (with {lm['latency_ms']:g} ms per message: "
                  f"{lm['crossover_L']}); DPDPCA critical path grows {result['dpdpca_growth']:.2f}x, "
                  f"sequential {result['sequential_growth']:.2f}x from L={result['L'][0]} to L={result['L'][-1]}")
+    lines.append(f"crossover_L_online (without the work made ahead): {result.get('crossover_L_online')}")
+    pps = result.get("floor", {}).get("proxy_per_share", {})
+    if pps.get("measured_s"):
+        lines.append(f"proxy per extra share: {pps['measured_s'] * 1e3:.3f} ms (reading the files "
+                     f"{(pps.get('reading_s') or 0.0) * 1e3:.3f} ms) against a floor of {pps['floor_s'] * 1e3:.3f} ms "
+                     f"on {pps['proxy_cores']} core(s): {pps['fraction_of_floor']:.2f} of the floor"
+                     + (f" (CPU: {pps['measured_cpu_s'] * 1e3:.3f} ms, {pps['fraction_of_floor_cpu']:.2f})"
+                        if pps.get("measured_cpu_s") else ""))
     if "paillier_critical_s" in result:
         lines.append(f"scheme {result['scheme']}: Paillier critical s "
                      + ", ".join(f"{x:.3f}" for x in result["paillier_critical_s"]) + "; ratio Paillier/"

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, Union
 
 from dpdpca.crypto import EncryptedArray, scheme_of
 from dpdpca.crypto.ciphertexts import first_non_unit, product_mod, to_fixed_bytes
@@ -43,7 +44,8 @@ from dpdpca.protocol.proofs import PROOF_SECTION, check_share_proof
 from dpdpca.protocol.releases import CENTRED, ProtocolRelease, as_release
 from dpdpca.protocol.sections import check_share_units, load_share_arrays
 
-__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "intake_kernel", "error_from"]
+__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "intake_kernel", "error_from", "KeyRef",
+           "key_ref", "keys_from_ref"]
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,63 @@ def error_from(kind: str, message: str, party: str | None = None) -> DpdpcaError
     return exc
 
 
+#: Where a share's replay keys are: runs ``(start, length)`` of the share's own bytes, or the keys concatenated.
+KeyRef = Union[bytes, tuple[tuple[int, int], ...]]
+
+
+def key_ref(data: bytes, keys: Sequence[bytes]) -> tuple[KeyRef, int]:
+    """Where a share's replay keys lie in its own bytes (so a worker need not send them back), and their width.
+
+    Paillier's keys are the ciphertexts' wire bytes, so they are runs of
+    ``data``: the result is those runs, ``(start, length)`` each, every key
+    found and compared here (the runs hold exactly ``keys``, in order).  Keys
+    that are not in ``data`` (BFV's digests) come back concatenated instead.
+    :func:`keys_from_ref` is the inverse.
+
+    Raises
+    ------
+    ValueError
+        Keys of different lengths (the width would be ambiguous).
+
+    Examples
+    --------
+    >>> key_ref(b"xxabcdyy", [b"ab", b"cd"])
+    (((2, 4),), 2)
+    >>> key_ref(b"xxabcdyy", [b"ab", b"zz"])
+    (b'abzz', 2)
+    """
+    width = len(keys[0]) if keys else 1
+    if len(set(map(len, keys))) > 1:
+        raise ValueError(f"replay keys must all have one width, got lengths {sorted(set(map(len, keys)))}")
+    runs: list[tuple[int, int]] = []
+    i, pos = 0, 0
+    while i < len(keys):
+        at = data.find(keys[i], pos)
+        if at < 0:
+            return b"".join(keys), width
+        end = at + width
+        i += 1
+        while i < len(keys) and data.startswith(keys[i], end):
+            end += width
+            i += 1
+        runs.append((at, end - at))
+        pos = end
+    return tuple(runs), width
+
+
+def keys_from_ref(data: bytes, ref: KeyRef, width: int) -> list[bytes]:
+    """The replay keys :func:`key_ref` located in ``data`` (or concatenated in ``ref``).
+
+    Examples
+    --------
+    >>> keys_from_ref(b"xxabcdyy", ((2, 4),), 2), keys_from_ref(b"", b"abzz", 2)
+    ([b'ab', b'cd'], [b'ab', b'zz'])
+    """
+    if isinstance(ref, bytes):
+        return [ref[i:i + width] for i in range(0, len(ref), width)]
+    return [data[k:k + width] for start, length in ref for k in range(start, start + length, width)]
+
+
 _CONTEXTS: dict[bytes, IntakeContext] = {}
 
 
@@ -192,16 +251,21 @@ def _product(shares: Sequence[CheckedShare], names: Sequence[str], n2: Any) -> d
 
 
 def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
-                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, bytes]]]:
+                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, bytes]], float]:
     """Check a chunk of shares in a worker; their verdicts and, per d, the product of those that passed.
 
-    Returns ``(verdicts, products)``: ``verdicts[i]`` is
-    ``("ok", owner, d, statement_json, keys)`` (``keys``: every
-    ciphertext's fixed-width bytes, section by section) or ``("error", class name,
-    message, party)`` (``party``: the owner of a failing range proof, else None); ``products[d][section]`` the fixed-width bytes of the
+    Returns ``(verdicts, products, cpu_s)``: ``verdicts[i]`` is
+    ``("ok", owner, d, statement_json, keys, width)`` (``keys``: where
+    every ciphertext's ``width``-byte replay key lies in the share's own
+    bytes, section by section, which the caller holds: :func:`key_ref`, so
+    the keys need not travel back; :func:`keys_from_ref` reads them) or ``("error", class name,
+    message, party)`` (``party``: the owner of a failing range proof, else
+    None); ``products[d][section]`` the fixed-width bytes of the
     position-wise product modulo n**2 of the passing shares of that d, in
-    order.  Only ``bytes``, ``int`` and ``str`` cross the process boundary.
+    order; ``cpu_s`` this call's CPU seconds in the worker.  Only ``bytes``,
+    numbers and ``str`` cross the process boundary.
     """
+    start = time.process_time()
     ctx = _context(context)
     pk = ctx.params.public_key
     names = ctx.release.sections
@@ -216,7 +280,7 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
             verdicts.append(("error", type(exc).__name__, str(exc), getattr(exc, "party", None)))
             continue
         checked.append(share)
-        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), share.keys))
+        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), *key_ref(data, share.keys)))
     products: dict[int, dict[str, bytes]] = {}
     for d in sorted({s.d for s in checked if s is not None}):
         group = {i: s for i, s in enumerate(checked) if s is not None and s.d == d}
@@ -232,4 +296,4 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
                 continue
             prod = _product(list(group.values()), names, pk.nsquare)
         products[d] = {name: to_fixed_bytes(prod[name], width) for name in names}
-    return verdicts, products
+    return verdicts, products, time.process_time() - start

@@ -36,13 +36,18 @@ from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
 from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
-from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel
+from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel, keys_from_ref
 from dpdpca.protocol.sections import load_share_arrays, share_arrays_from
 from dpdpca.timing import Timings
 
 _log = logging.getLogger("dpdpca.proxy")
 
-__all__ = ["Proxy"]
+__all__ = ["Proxy", "POOL_MIN_MULMODS"]
+
+#: Fewest multiplications the aggregation sends to the proxy's engine (fewer: in process, about 4 ms at most).
+POOL_MIN_MULMODS = 1024
+#: Shares in each pool worker's first chunk of the intake (the later chunks are larger).
+FIRST_CHUNK = 4
 
 
 class Proxy:
@@ -86,6 +91,12 @@ class Proxy:
         ``N``, the sum of their signed counts.
     statements_ : list of ShareStatement
         Their signed statements, forwarded to the data user.
+    intake_cpu_s_ : float
+        CPU seconds spent taking shares in (:meth:`receive_share`,
+        :meth:`receive_shares`): this process's (every thread's, the pool's
+        own threads included) plus the pool workers' time in
+        :func:`~dpdpca.protocol.intake.intake_kernel`.  A benchmark figure,
+        less stretched by other load on the machine than wall time.
     """
 
     def __init__(self, params: ProtocolParams, owner_keys: OwnerKeyring, *, quorum: int | None = None,
@@ -122,6 +133,8 @@ class Proxy:
             raise param_error("range_proofs", f"False with scheme {params.scheme.name!r} (the range proofs are for "
                               f"packed Paillier shares)", range_proofs)
         self.excluded_: dict[str, str] = {}  # owner id -> why (a failed range proof)
+        # CPU seconds spent taking shares in: this process's, and its pool workers' (intake_kernel's own count)
+        self.intake_cpu_s_ = 0.0
         # The release's rerandomizers: r^n (centred), or DJN factors under a base the proxy draws (add/remove);
         # none for BFV (no offline factors: the binding draws each encryption's randomness itself).
         self._randomizers: RandomizerPool | None = None
@@ -132,6 +145,7 @@ class Proxy:
         # Add/remove: the proxy's noise drawn ahead for one privacy setting (used once, then dropped).
         self._release_setting: ReleaseOptions | None = None
         self._ready_noise: tuple[tuple[Any, ...], dict[str, list[int]]] | None = None
+        self._ready_calibration: tuple[tuple[Any, ...], ReleaseNoise] | None = None
         self._noise_thread: threading.Thread | None = None
 
     # -- round 1 ------------------------------------------------------------
@@ -161,6 +175,13 @@ class Proxy:
         DataError
             An owner with a different number of features d, or d above ``max_features``.
         """
+        start = time.process_time()
+        try:
+            return self._receive_one(data)
+        finally:
+            self.intake_cpu_s_ += time.process_time() - start
+
+    def _receive_one(self, data: bytes) -> str:
         try:
             share = check_share(data, self._intake_context(), d_expected=self.d)
         except ProofError as exc:
@@ -192,22 +213,31 @@ class Proxy:
             How many shares to expect (sizes the chunks).
         """
         engine = as_engine(self.executor)
+        start = time.process_time()
         if self._aggregate is not None or not isinstance(engine, ExecutorEngine) or not self.params.scheme.pooled_intake:
-            return [self._try(self.receive_share, data) for data in datas]
+            try:
+                return [self._try(self._receive_one, data) for data in datas]
+            finally:
+                self.intake_cpu_s_ += time.process_time() - start
         size = 16 if expected is None else max(1, min(32, -(-int(expected) // (2 * engine.workers))))
         context = self._intake_context().to_bytes()
-        futures: list[Future[Any]] = []
+        futures: list[tuple[Future[Any], list[bytes]]] = []  # each chunk's bytes are kept: the keys are read there
         chunk: list[bytes] = []
         for data in datas:
             chunk.append(bytes(data))
-            if len(chunk) >= size:
-                futures.append(engine.executor.submit(intake_kernel, context, self.d, chunk))
+            # each worker's first chunk is small, so every worker starts after a few reads, not `size`
+            if len(chunk) >= (min(size, FIRST_CHUNK) if len(futures) < engine.workers else size):
+                futures.append((engine.executor.submit(intake_kernel, context, self.d, chunk), chunk))
                 chunk = []
         if chunk:
-            futures.append(engine.executor.submit(intake_kernel, context, self.d, chunk))
+            futures.append((engine.executor.submit(intake_kernel, context, self.d, chunk), chunk))
         out: list[str | DpdpcaError] = []
-        for future in futures:
-            out.extend(self._admit_chunk(*future.result()))
+        workers_cpu = 0.0
+        for future, sent in futures:
+            verdicts, products, cpu_s = future.result()
+            workers_cpu += cpu_s
+            out.extend(self._admit_chunk(verdicts, products, sent))
+        self.intake_cpu_s_ += time.process_time() - start + workers_cpu
         return out
 
     @staticmethod
@@ -268,22 +298,23 @@ class Proxy:
         self._statements[owner] = statement
         self.prepare(d, wait=False)
 
-    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], products: dict[int, dict[str, bytes]]
-                     ) -> list[str | DpdpcaError]:
+    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], products: dict[int, dict[str, bytes]],
+                     datas: list[bytes]) -> list[str | DpdpcaError]:
         """Bookkeeping for one chunk checked by :func:`intake_kernel`; keeps its product of accepted shares."""
         pk = self.params.public_key
         width = pk.ciphertext_bytes
         out: list[str | DpdpcaError] = []
         admitted: dict[int, int] = {}
         refused: dict[int, list[list[bytes]]] = {}  # passed the worker, refused here: divided out below
-        for verdict in verdicts:
+        for verdict, data in zip(verdicts, datas):
             if verdict[0] != "ok":
                 exc = error_from(*verdict[1:])
                 if isinstance(exc, ProofError):
                     self._exclude(exc)
                 out.append(exc)
                 continue
-            _, owner, d, statement, keys = verdict
+            _, owner, d, statement, ref, key_width = verdict
+            keys = keys_from_ref(data, ref, key_width)
             try:
                 self._admit(owner, d, ShareStatement.from_json(statement), keys)
             except DpdpcaError as exc:
@@ -347,6 +378,7 @@ class Proxy:
             def draw() -> None:
                 start = time.thread_time()
                 noise = self.release.calibrate(setting, d=d, frac_bits=self.params.frac_bits, kappa=self.params.kappa)
+                self._ready_calibration = (_noise_key(setting, d), noise)  # price() reuses it: no calibration online
                 self._ready_noise = (_noise_key(setting, d), add_remove.proxy_noise(noise.calibration, self.params))
                 self.timings_.add(self.party, "precompute_noise", time.thread_time() - start)
             # By default too when the rerandomizers below go to other processes (an executor): this
@@ -361,11 +393,15 @@ class Proxy:
             self._randomizers.fill(count, wait=now, executor=self.executor if now else None)
         self._prepared = True
 
-    def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> dict[str, list[int]] | None:
-        """The add/remove noise :meth:`prepare` drew for this setting, handed out once (None otherwise)."""
+    def _join_noise(self) -> None:
+        """Wait for the noise :meth:`prepare` draws in the background, if any."""
         if self._noise_thread is not None:
             self._noise_thread.join()
             self._noise_thread = None
+
+    def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> dict[str, list[int]] | None:
+        """The add/remove noise :meth:`prepare` drew for this setting, handed out once (None otherwise)."""
+        self._join_noise()
         ready, self._ready_noise = self._ready_noise, None
         return ready[1] if ready is not None and ready[0] == key else None
 
@@ -446,7 +482,10 @@ class Proxy:
                 raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {n}")
         with self.timings_.measure(self.party, "aggregate"):
             shares = [*self._shares.values(), *self._partials]
-            self._aggregate = {key: self.params.scheme.sum([s[key] for s in shares], executor=self.executor)
+            # a few products (the pool's partial products, or a few shares) cost less here than a pool round trip
+            mulmods = (len(shares) - 1) * sum(len(a.chunks) for a in shares[0].values()) if shares else 0
+            executor = self.executor if mulmods >= POOL_MIN_MULMODS else None
+            self._aggregate = {key: self.params.scheme.sum([s[key] for s in shares], executor=executor)
                                for key in self.release.sections}
             self.owners_ = list(self._statements)
             self.statements_ = [self._statements[o] for o in self.owners_]
@@ -526,7 +565,14 @@ class Proxy:
         if self.n_ is not None:  # N is known (the centred release): delta must also be < 1/N
             check_delta("delta", setting.delta, n_rows=int(self.n_))
         p = self.params
-        return self.release.calibrate(setting, d=int(self.d or 0), frac_bits=p.frac_bits, kappa=p.kappa, n=self.n_,
+        d = int(self.d or 0)
+        if self.release.noise_before_close and setting.noise_by == "proxy":
+            # the proxy's add/remove calibration depends on the setting and d only: made ahead by prepare()
+            self._join_noise()
+            ready = self._ready_calibration
+            if ready is not None and ready[0] == _noise_key(setting, d):
+                return ready[1]
+        return self.release.calibrate(setting, d=d, frac_bits=p.frac_bits, kappa=p.kappa, n=self.n_,
                                       owners=n_owners, quorum=self.quorum, present=len(self.owners_))
 
     def finish(self, setting: ReleaseOptions | None = None, *, owners: int | None = None,

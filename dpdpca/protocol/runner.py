@@ -177,6 +177,7 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
         run = assemble_run(result, M=user.noisy_scatter_int_, scale=user.scale_,
                            noise_upper=getattr(proxy, "noise_for_testing_", None), **common)
     run.extra["late_shares_rejected"] = late
+    run.extra["proxy_intake_cpu_s"] = proxy.intake_cpu_s_
     return run
 
 

@@ -136,13 +136,15 @@ class FileTransport(CountingTransport):
                 if pending and self.keep_read:
                     (box / "read").mkdir(exist_ok=True)
             while pending:
-                path = pending.popleft()
-                try:
-                    data = path.read_bytes()
+                path = os.fspath(pending.popleft())
+                try:  # unbuffered read and str paths: a few syscalls, no pathlib objects per message
+                    with open(path, "rb", buffering=0) as f:
+                        data = f.readall()
                     if self.keep_read:
-                        path.rename(path.parent / "read" / path.name)
+                        head, name = os.path.split(path)
+                        os.rename(path, os.path.join(head, "read", name))
                     else:
-                        path.unlink()
+                        os.unlink(path)
                 except FileNotFoundError:  # taken by another reader of the same box
                     continue
                 return data

@@ -42,6 +42,17 @@ def test_bench_timing_quick_smoke(tmp_path, capsys):
     assert all(0 < f for f in fl["fraction_of_floor"])
     assert fl["floor_s"][1] > fl["floor_s"][0]  # one more share to check and multiply
     assert fl["proxy_per_share"]["floor_s"] > 0 and fl["primitives"]["verify_s"] > 0
+    pps = fl["proxy_per_share"]
+    # the slope through both points; the part spent reading the share files is inside it
+    assert pps["measured_s"] == pytest.approx(result["dpdpca_proxy_s"][1] - result["dpdpca_proxy_s"][0])
+    assert pps["reading_s"] is not None
+    # taking shares in costs CPU; its slope over L (over the proxy's cores) is the CPU per share
+    assert all(c > 0 for c in result["dpdpca_proxy_intake_cpu_s"])
+    if pps["measured_cpu_s"] is not None:  # None when the slope is not positive (2 and 3 shares of a small key)
+        assert pps["fraction_of_floor_cpu"] == pytest.approx(pps["floor_s"] / pps["measured_cpu_s"])
+    for c, on in pps["on_cores"].items():  # a proxy of C cores: the one-core work over C
+        assert on["floor_s"] == pytest.approx(pps["floor_s"] * pps["proxy_cores"] / int(c))
+        assert on["measured_s"] == pytest.approx(pps["measured_s"] * pps["proxy_cores"] / int(c))
     assert all(s > 0 for s in result["dpdpca_setup_s"])  # key generation is reported, not dropped
     for key in ("dpdpca_io_per_message_s", "sequential_io_per_message_s"):
         assert all(0 < v < 5 for v in result[key]), key
@@ -89,9 +100,9 @@ def test_bench_timing_workers_give_the_parties_a_pool(capsys, monkeypatch):
     chunks: list[int] = []
     admit = Proxy._admit_chunk
 
-    def spy(self, verdicts, products):
+    def spy(self, verdicts, products, datas):
         chunks.append(len(verdicts))
-        return admit(self, verdicts, products)
+        return admit(self, verdicts, products, datas)
 
     monkeypatch.setattr(Proxy, "_admit_chunk", spy)
     assert main(["bench", "timing", "--owners", "4", "--workers", "2", "--key-bits", "768", "--insecure-test-key",
@@ -100,6 +111,14 @@ def test_bench_timing_workers_give_the_parties_a_pool(capsys, monkeypatch):
     assert result["workers"] == 2 and result["dpdpca_owner_max_s"][0] > 0 and result["dpdpca_critical_s"][0] > 0
     assert sum(chunks) == 4 + 4  # the warm-up run (2 x workers owners) and L = 4, every share through a chunk
     assert main(["bench", "timing", "--workers", "0"]) == 2
+
+
+def test_per_share_slope_is_the_least_squares_one():
+    from dpdpca.bench.timing import per_share_slope
+
+    Ls, secs = [10, 50, 100, 200], [0.03, 0.05, 0.07, 0.12]
+    assert per_share_slope(Ls, secs) == pytest.approx(np.polyfit(Ls, secs, 1)[0])
+    assert per_share_slope([5, 5], [1.0, 2.0]) is None  # one L: no slope
 
 
 def test_crossover_needs_every_larger_L():
