@@ -880,21 +880,33 @@ def decrypt_bfv(private_key: BFVPrivateKey, enc: BFVArray) -> list[int]:
         raise KeyMismatchError(f"decrypt needs the key {enc.public_key.fingerprint[:16]}, got "
                                f"{private_key.public_key.fingerprint[:16]}")
     params = private_key.public_key.params
-    residues: list[list[int]] = []
+    residues: list[np.ndarray] = []
     for t, ctx, row in zip(params.plain_moduli, private_key._contexts, enc._vectors):
-        vals: list[int] = []
+        parts = []
         for vec in row:
             vec.link_context(ctx)
-            vals.extend(int(x) % t for x in vec.decrypt())
-        residues.append(vals)
-    out = _crt(params.plain_moduli, residues)
-    start = 0
-    for i, (n, bound) in enumerate(enc.segments):
-        top = max((abs(v) for v in out[start:start + n]), default=0)
+            parts.append(np.asarray(vec.decrypt(), dtype=np.int64))  # |value| < t < 2**59: exact in int64
+        residues.append(np.mod(np.concatenate(parts), t) if parts else np.zeros(0, dtype=np.int64))
+    if len(residues) == 1:  # one prime: centre in numpy, no per-value Python
+        t = params.plain_moduli[0]
+        centred = np.where(residues[0] > t // 2, residues[0] - t, residues[0])
+        tops = [int(np.abs(seg).max()) if seg.size else 0 for seg in _cut(centred, enc.segments)]
+        out = centred.tolist()
+    else:
+        out = _crt(params.plain_moduli, [r.tolist() for r in residues])
+        tops = [max((abs(v) for v in seg), default=0) for seg in _cut(out, enc.segments)]
+    for i, ((_, bound), top) in enumerate(zip(enc.segments, tops)):
         if top > bound:
             where = f" in segment {i}" if len(enc.segments) > 1 else ""
             raise MessageError(f"decrypted values must be within the declared bound {bound}{where}, got "
                                f"|value| = {top}")
+    return out
+
+
+def _cut(values: Any, segments: Sequence[tuple[int, int]]) -> list[Any]:
+    out, start = [], 0
+    for n, _ in segments:
+        out.append(values[start:start + n])
         start += n
     return out
 

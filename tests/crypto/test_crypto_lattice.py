@@ -204,3 +204,15 @@ def test_segments_keep_their_own_bounds(crt_keys):
     liar = BFVArray(pk, enc.chunks, 0, enc.noise, enc._vectors, None, [(7, 2), (1, 10**20), (2, 5)])
     with pytest.raises(MessageError, match="within the declared bound 2 in segment 0, got"):
         decrypt_bfv(sk, liar)
+
+
+def test_one_prime_round_trip_is_exact_at_the_range_edges():
+    pk, sk = generate_bfv_keypair(smallest_parameters(2**40, additions=3))
+    assert len(pk.params.plain_moduli) == 1
+    top = pk.params.max_abs
+    values = [0, 1, -1, top, -top, top - 1, -(top // 3)] * 700  # two ciphertexts at N = 4096
+    enc = encrypt_bfv(pk, values, bound=top)
+    assert len(enc.chunks) == 2 and decrypt_bfv(sk, enc) == values
+    liar = BFVArray(pk, enc.chunks, 0, enc.noise, enc._vectors, None, [(len(values), top - 1)])
+    with pytest.raises(MessageError, match=f"within the declared bound {top - 1}, got .* = {top}"):
+        decrypt_bfv(sk, liar)
