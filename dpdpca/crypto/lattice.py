@@ -34,6 +34,13 @@ data-level primes).  Every array tracks this worst-case bound (``noise``, in
 units of 1/2) and every operation checks it before computing
 (:meth:`BFVPublicKey.check_noise`), like the slot bound.
 
+Packing
+-------
+A share's sections (the protocol's R, v, N) are one slot stream
+(:func:`encrypt_segments`): ``ceil(values / N)`` ciphertexts per plaintext
+prime, not one per section; each section is a *segment* with its own declared
+bound, and :class:`BFVSection` is the protocol's per-name view of it.
+
 Security
 --------
 Parameters are checked when a key is made or loaded against the Homomorphic
