@@ -420,7 +420,10 @@ class Proxy:
         """
         scheme = self.params.scheme
         if self._randomizers is None:  # BFV: a fresh public-key encryption of 0 added to each ciphertext
-            return [scheme.rerandomize(a, self.params.public_key, executor=self.executor) for a in arrays]
+            # (rerandomize_sections: once for a packed share's sections, which are views of one array)
+            fresh = scheme.rerandomize_sections({str(i): a for i, a in enumerate(arrays)}, self.params.public_key,
+                                                executor=self.executor)
+            return list(fresh.values())
         pool = self._randomizers
         count = sum(len(a.ciphertexts) for a in arrays)
         ready = pool.take_ready(count)
@@ -744,17 +747,12 @@ class Proxy:
                 sigmas = {b: math.sqrt(float(s2) * len(self.owners_))
                           for b, s2 in noise.distributed.local_sigma_squared_int.items()}
         with self.timings_.measure(self.party, "rerandomize"):
-            if p.scheme.packs_sections:  # BFV: one fresh encryption of zero for the whole pack
-                out = p.scheme.rerandomize_sections({"R2": r2, "v2": v2, "N2": n2}, p.public_key,
-                                                    executor=self.executor)
-            else:
-                r2, v2, n2 = self._rerandomize(r2, v2, n2)
-                out = {"R2": r2, "v2": v2, "N2": n2}
+            r2, v2, n2 = self._rerandomize(r2, v2, n2)
         meta = {"owners": self.owners_, "d": d, "frac_bits": p.frac_bits, "release": str(self.release),
                 "noise_by": noise.setting.noise_by, "statements": [st.to_json() for st in self.statements_],
                 "privacy": noise.report.to_dict(), "noise_sigma_int": sigmas, **extra}
         return self._claim(Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
-                                   sections=p.scheme.sections_bytes(out)).to_bytes())
+                                   sections=p.scheme.sections_bytes({"R2": r2, "v2": v2, "N2": n2})).to_bytes())
 
 
 def _noise_key(setting: ReleaseOptions, d: int) -> tuple[Any, ...]:
