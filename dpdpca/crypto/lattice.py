@@ -172,9 +172,12 @@ class BFVParameters:
         if plain_bits < 17:
             raise OverflowRiskError(f"BFV plaintext primes must have >= 17 bits under the noise of {additions} "
                                     f"additions, got {plain_bits} (use a larger coefficient modulus)")
+        # SEAL makes each b-bit coefficient prime the largest ones below 2**b that are 1 mod 2N, which is how the
+        # plaintext primes are found too: skip those, or t would equal a coefficient prime (SEAL refuses the pair)
+        skip = sum(1 for b in coeff if b == plain_bits)
         primes: tuple[int, ...] = ()
         for count in range(1, 64):
-            primes = batching_primes(ring_degree, plain_bits, count)
+            primes = batching_primes(ring_degree, plain_bits, count + skip)[skip:]
             if math.prod(primes) > 2 * max_abs:
                 break
         params = cls(int(ring_degree), coeff, primes)
@@ -264,8 +267,14 @@ def _data_bits(need: int) -> tuple[int, ...] | None:
     return tuple(sorted(sizes, reverse=True)) if max(sizes) <= MAX_COEFF_BITS else None
 
 
-def smallest_parameters(max_abs: int, *, additions: int, reserve_bits: int = 0) -> BFVParameters:
-    """The parameters with the fewest bytes per value (then the smallest ring) holding ``|x| <= max_abs``.
+#: Bits a 64-bit coefficient word of a b-bit prime takes once SEAL has compressed a ciphertext (measured: b + 5).
+def _word_bits(bits: int) -> int:
+    return min(64, bits + 5)
+
+
+def smallest_parameters(max_abs: int, *, additions: int, reserve_bits: int = 0,
+                        values: int | None = None) -> BFVParameters:
+    """The parameters with the fewest bytes (then the smallest ring) holding ``|x| <= max_abs``.
 
     ``reserve_bits``: room for noise flooding (:meth:`BFVParameters.for_bound`).
 
@@ -276,9 +285,11 @@ def smallest_parameters(max_abs: int, *, additions: int, reserve_bits: int = 0) 
     ``q / (2 t)`` (:meth:`BFVParameters.for_bound` checks it again), plus a
     small special prime; a candidate whose total modulus bits exceed the HE
     Standard's 128-bit bound for N is skipped.  A serialized ciphertext takes
-    about ``2 N sum(data bits) / 8`` bytes (SEAL compresses the unused high
-    bits of each 64-bit word), so the cost per value is ``k * sum(data
-    bits)``; ties go to the smaller ring (a share then wastes fewer slots).
+    about ``2 N sum(b_i + 5) / 8`` bytes (SEAL compresses the unused high
+    bits of each 64-bit word), so the cost is ``k * sum(b_i + 5)`` per value
+    of a full ciphertext, or, given ``values`` (the values of one array, e.g.
+    a share), ``k * ceil(values / N) * N * sum(b_i + 5)``: a small share
+    wastes the slots of a large ring.  Ties go to the smaller ring.
 
     Raises
     ------
@@ -299,16 +310,17 @@ def smallest_parameters(max_abs: int, *, additions: int, reserve_bits: int = 0) 
             plain = max(plain, 17)
             data = _data_bits(plain + noise_bits + 1)
             if data is None:
-                break
+                continue
             coeff = data + (_special_bits(ring),)
             if sum(coeff) > HE_STANDARD_128[ring]:
-                break  # more primes only widen q: a larger ring is needed
+                continue  # more, narrower plaintext primes need a narrower q each
             try:
                 params = BFVParameters.for_bound(max_abs, additions=additions, ring_degree=ring, coeff_bits=coeff,
                                                  reserve_bits=reserve_bits)
             except (OverflowRiskError, InsecureKeyError):
                 continue
-            cost = len(params.plain_moduli) * sum(data)
+            per_value = len(params.plain_moduli) * sum(_word_bits(b) for b in data)
+            cost = per_value if values is None else per_value * -(-values // ring) * ring
             if best is None or cost < best[0]:
                 best = (cost, ring, params)
             break  # more CRT primes for this ring only cost more

@@ -54,8 +54,12 @@ class CipherScheme:
     #: other sections empty; loaded with :meth:`load_sections` instead of :meth:`load` per section.
     packs_sections = False
 
-    def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int, additions: int) -> tuple[Any, Any]:
-        """A fresh key pair able to hold ``|value| <= max_abs`` after ``additions`` encryptions and plain adds."""
+    def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int, additions: int,
+                 values: int | None = None) -> tuple[Any, Any]:
+        """A fresh key pair able to hold ``|value| <= max_abs`` after ``additions`` encryptions and plain adds.
+
+        ``values``: how many values one share holds, when d is declared (BFV sizes its ring to it).
+        """
         raise NotImplementedError
 
     def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
@@ -169,7 +173,7 @@ class PaillierScheme(CipherScheme):
     range_proofs = True
 
     def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int = 0,
-                 additions: int = 0) -> tuple[PublicKey, PrivateKey]:
+                 additions: int = 0, values: int | None = None) -> tuple[PublicKey, PrivateKey]:
         return generate_keypair(key_bits, insecure_test_key=insecure_test_key)
 
     def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
@@ -250,12 +254,13 @@ class BFVScheme(CipherScheme):
     packs_sections = True
 
     def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int,
-                 additions: int) -> tuple[Any, Any]:
+                 additions: int, values: int | None = None) -> tuple[Any, Any]:
         from dpdpca.crypto.lattice import generate_bfv_keypair, smallest_parameters
         from dpdpca.crypto.lattice_flood import RESERVE_BITS
 
         # room in q/(2t) for the proxy's noise flooding (rerandomize)
-        return generate_bfv_keypair(smallest_parameters(max_abs, additions=additions, reserve_bits=RESERVE_BITS))
+        return generate_bfv_keypair(smallest_parameters(max_abs, additions=additions, reserve_bits=RESERVE_BITS,
+                                                        values=values))
 
     def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
         public_key.check_bound(max_abs, "layout")

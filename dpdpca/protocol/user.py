@@ -113,7 +113,8 @@ class DataUser:
         with t.measure("user", "keygen"):
             max_abs = ProtocolParams.release_value_bound(**param_kwargs) if not cipher.centred_release else 0
             pk, sk = cipher.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, max_abs=max_abs,
-                                     additions=int(param_kwargs.get("max_owners", 1)) + 2)
+                                     additions=int(param_kwargs.get("max_owners", 1)) + 2,
+                                     values=ProtocolParams.share_value_count(**param_kwargs))
             params = ProtocolParams.create(pk, **param_kwargs)
         user = cls(sk, params, owner_keys=owner_keys, executor=executor, ledger=ledger)
         user.timings_.merge(t)

@@ -166,6 +166,14 @@ def test_smallest_parameters_are_tight_and_secure():
     noisy = smallest_parameters(2**58, additions=2**40)
     assert noisy.ring_degree > 4096 and sum(noisy.coeff_bits) <= HE_STANDARD_128[noisy.ring_degree]
     assert noisy.fresh_noise * 2**40 < noisy.noise_capacity
+    # a range whose one prime needs more than N = 4096's 109 bits under the noise of 1002 additions: per value a
+    # larger ring with one prime is cheapest, but a share of 1 711 values (d = 57) fits one N = 4096 ciphertext
+    # per prime, so two narrower primes at N = 4096 cost fewer bytes than half-empty 8192-slot ciphertexts
+    full = smallest_parameters(2**55, additions=1002)
+    small = smallest_parameters(2**55, additions=1002, values=1711)
+    assert (full.ring_degree, len(full.plain_moduli)) == (8192, 1)
+    assert (small.ring_degree, len(small.plain_moduli)) == (4096, 2) and small.plain_product > 2**56
+    assert sum(small.coeff_bits) <= HE_STANDARD_128[4096] and small.fresh_noise * 1002 < small.noise_capacity
 
 
 def test_schemes_do_not_mix(crt_keys):

@@ -248,3 +248,16 @@ def test_bfv_share_is_one_packed_stream_and_a_lying_layout_is_refused(bfv_user, 
     with pytest.raises(MessageError, match="section v bound must be <= the declared"):
         proxy.receive_share(_resigned(share, identity, p, {**m.sections, "R": wide.to_bytes()}))
     assert proxy.receive_share(share) == "alice"  # the honest share still goes in
+
+
+def test_a_declared_d_sizes_the_bfv_ring_to_one_share():
+    """With d declared, the key's ring is chosen for a share's values (R's triangle, v, N), not per full ciphertext."""
+    assert ProtocolParams.share_value_count(d=5) == 15 + 5 + 1 and ProtocolParams.share_value_count() is None
+    from dpdpca.crypto.lattice import smallest_parameters
+    from dpdpca.crypto.lattice_flood import RESERVE_BITS
+
+    bounds = dict(max_owners=1000, max_rows_per_owner=5, min_epsilon=0.3, min_delta=1e-5, release="add-remove")
+    key = DataUser.generate(scheme="bfv", d=57, **bounds).params.public_key.params
+    want = smallest_parameters(ProtocolParams.release_value_bound(**bounds), additions=1002, reserve_bits=RESERVE_BITS,
+                               values=1711)
+    assert key == want and key.ring_degree == 8192  # the flooding room needs N = 8192 whatever the share's size
