@@ -60,7 +60,7 @@ import click
 import numpy as np
 import phe
 
-from dpdpca.bench._data import real_or_synthetic
+from dpdpca.bench._data import blas_threads_limited, real_or_synthetic
 from dpdpca.bench.floor import floor_report, operation_counts
 from dpdpca.crypto import local_process_pool, start_workers, upper_triangle_flatten
 from dpdpca.crypto.compute import dask_engine
@@ -338,13 +338,18 @@ def scheme_comparison(*, quick: bool, epsilon: float, delta: float, scheme: str 
                     min_delta=delta, release="add-remove")
     out: dict[str, Any] = {f"{key}_scheme_dataset": name}
     for current in ("paillier", scheme):
-        c0 = time.process_time()
-        user = DataUser.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, scheme=current, **declared)
-        keygen = time.process_time() - c0
-        c0, t0 = time.process_time(), time.perf_counter()
-        run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, user=user, release="add-remove",
-                           insecure_test_key=insecure_test_key)
-        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        # BLAS on one thread for both runs: threaded BLAS on a shared machine burns CPU time spinning (the user's
+        # d x d eigendecompositions), which would count as either scheme's work
+        with blas_threads_limited(1) as threads:
+            c0 = time.process_time()
+            user = DataUser.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, scheme=current,
+                                     **declared)
+            keygen = time.process_time() - c0
+            c0, t0 = time.process_time(), time.perf_counter()
+            run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, user=user, release="add-remove",
+                               insecure_test_key=insecure_test_key)
+            cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        out[f"{key}_scheme_blas_threads"] = threads
         sent = dict(run.result.bytes_sent)
         shares = [b for party, b in sent.items() if party.startswith("owner:")]
         t = run.result.timings.to_dict()

@@ -34,6 +34,13 @@ data-level primes).  Every array tracks this worst-case bound (``noise``, in
 units of 1/2) and every operation checks it before computing
 (:meth:`BFVPublicKey.check_noise`), like the slot bound.
 
+Packing
+-------
+A share's sections (the protocol's R, v, N) are one slot stream
+(:func:`encrypt_segments`): ``ceil(values / N)`` ciphertexts per plaintext
+prime, not one per section; each section is a *segment* with its own declared
+bound, and :class:`BFVSection` is the protocol's per-name view of it.
+
 Security
 --------
 Parameters are checked when a key is made or loaded against the Homomorphic
@@ -71,7 +78,7 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.errors import (InsecureKeyError, KeyMismatchError, MessageError, MissingDependencyError,
                            OverflowRiskError)
 
-__all__ = ["HE_STANDARD_128", "BFVParameters", "smallest_parameters", "encrypt_bfv", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray",
+__all__ = ["HE_STANDARD_128", "BFVParameters", "smallest_parameters", "encrypt_bfv", "encrypt_segments", "BFVSection", "pack_of", "views_of", "split_segments", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray",
            "generate_bfv_keypair", "bfv_available", "KEY_TYPE"]
 
 #: JWK-style ``kty`` of a BFV key in ``public.json``.
@@ -165,9 +172,12 @@ class BFVParameters:
         if plain_bits < 17:
             raise OverflowRiskError(f"BFV plaintext primes must have >= 17 bits under the noise of {additions} "
                                     f"additions, got {plain_bits} (use a larger coefficient modulus)")
+        # SEAL makes each b-bit coefficient prime the largest ones below 2**b that are 1 mod 2N, which is how the
+        # plaintext primes are found too: skip those, or t would equal a coefficient prime (SEAL refuses the pair)
+        skip = sum(1 for b in coeff if b == plain_bits)
         primes: tuple[int, ...] = ()
         for count in range(1, 64):
-            primes = batching_primes(ring_degree, plain_bits, count)
+            primes = batching_primes(ring_degree, plain_bits, count + skip)[skip:]
             if math.prod(primes) > 2 * max_abs:
                 break
         params = cls(int(ring_degree), coeff, primes)
@@ -231,36 +241,92 @@ class BFVParameters:
                                f"{type(exc).__name__}") from None
 
 
-#: Candidate (ring degree, coefficient-modulus primes) at 128-bit security, smallest first.  (8192, 210 bits)
-#: has a third, 30-bit data prime: room for noise flooding (lattice_flood.RESERVE_BITS) with one 58-bit
-#: plaintext prime, in 41 bytes per value on the wire (SEAL's zstd packs the short residues) against 64 for
-#: two plaintext primes under (60, 60, 60) and 48 for a third 60-bit data prime.
-CANDIDATES = ((4096, (36, 36, 37)), (8192, (60, 60, 60)), (8192, (60, 60, 30, 60)), (16384, (60,) * 7))
+#: Ring degrees tried, smallest first (1024 and 2048 leave no room for a useful plaintext prime under the noise).
+RING_DEGREES = (4096, 8192, 16384, 32768)
+#: Largest coefficient-modulus prime SEAL makes (bits); the smallest this module asks for.
+MAX_COEFF_BITS, MIN_COEFF_BITS = 60, 20
 
 
-def smallest_parameters(max_abs: int, *, additions: int, reserve_bits: int = 0) -> BFVParameters:
-    """The candidate with the fewest bytes per value (then the smallest ring) holding ``|x| <= max_abs``.
+def _special_bits(ring_degree: int) -> int:
+    """Bits of the key-level (special) prime: small, since no key switching is done.
+
+    SEAL encrypts at the key level and divides by this prime (which only
+    shrinks the noise below :attr:`BFVParameters.fresh_noise`), so its size
+    buys nothing here; it is the smallest size with several primes
+    ``= 1 (mod 2N)`` (at least ``20`` bits, ``bits(2N) + 6``).
+    """
+    return max(MIN_COEFF_BITS, (2 * ring_degree).bit_length() + 6)
+
+
+def _data_bits(need: int) -> tuple[int, ...] | None:
+    """Fewest data primes (each 20..60 bits) with ``sum(b - 1) >= need``, sizes as even as SEAL allows."""
+    count = max(1, -(-need // (MAX_COEFF_BITS - 1)))
+    total = need + count  # each prime of b bits counts b - 1 in the worst case
+    sizes = [total // count + (1 if i < total % count else 0) for i in range(count)]
+    sizes = [max(MIN_COEFF_BITS, b) for b in sizes]
+    return tuple(sorted(sizes, reverse=True)) if max(sizes) <= MAX_COEFF_BITS else None
+
+
+#: Bits a 64-bit coefficient word of a b-bit prime takes once SEAL has compressed a ciphertext (measured: b + 5).
+def _word_bits(bits: int) -> int:
+    return min(64, bits + 5)
+
+
+def smallest_parameters(max_abs: int, *, additions: int, reserve_bits: int = 0,
+                        values: int | None = None) -> BFVParameters:
+    """The parameters with the fewest bytes (then the smallest ring) holding ``|x| <= max_abs``.
 
     ``reserve_bits``: room for noise flooding (:meth:`BFVParameters.for_bound`).
 
-    A ciphertext holds ``2 N`` coefficients per data-level prime (64-bit
-    words on the wire), so bytes per value are ``16 (primes - 1)`` per
-    plaintext prime whatever N: fewer plaintext primes win, and a larger
-    ring buys wider ones.
+    For each ring degree N and each count k of CRT plaintext primes, the
+    plaintext primes are the narrowest whose product exceeds ``2 max_abs``;
+    the data-level coefficient modulus is the smallest that keeps the
+    worst-case noise of ``additions`` encryptions and plain additions below
+    ``q / (2 t)`` (:meth:`BFVParameters.for_bound` checks it again), plus a
+    small special prime; a candidate whose total modulus bits exceed the HE
+    Standard's 128-bit bound for N is skipped.  A serialized ciphertext takes
+    about ``2 N sum(b_i + 5) / 8`` bytes (SEAL compresses the unused high
+    bits of each 64-bit word), so the cost is ``k * sum(b_i + 5)`` per value
+    of a full ciphertext, or, given ``values`` (the values of one array, e.g.
+    a share), ``k * ceil(values / N) * N * sum(b_i + 5)``: a small share
+    wastes the slots of a large ring.  Ties go to the smaller ring.
+
+    Raises
+    ------
+    OverflowRiskError
+        No ring up to N = 32768 holds the range under that noise.
     """
+    check_int("max_abs", max_abs, minimum=1)
+    check_int("additions", additions, minimum=1)
+    need_bits = (2 * max_abs).bit_length()  # T > 2 max_abs: prod of k primes of b bits each > 2**(k (b - 1))
     best: tuple[int, int, BFVParameters] | None = None
-    for ring, coeff in CANDIDATES:
-        try:
-            params = BFVParameters.for_bound(max_abs, additions=additions, ring_degree=ring, coeff_bits=coeff,
-                                             reserve_bits=reserve_bits)
-        except OverflowRiskError:
-            continue
-        cost = len(params.plain_moduli) * (len(coeff) - 1)
-        if best is None or cost < best[0]:
-            best = (cost, ring, params)
+    for ring in RING_DEGREES:
+        fresh = BFVParameters(ring, (MAX_COEFF_BITS, _special_bits(ring)), (2 * ring + 1,)).fresh_noise
+        noise_bits = (fresh * additions).bit_length() + reserve_bits
+        for k in range(1, 64):
+            plain = -(-need_bits // k) + 1
+            if plain > MAX_PLAIN_BITS:
+                continue
+            plain = max(plain, 17)
+            data = _data_bits(plain + noise_bits + 1)
+            if data is None:
+                continue
+            coeff = data + (_special_bits(ring),)
+            if sum(coeff) > HE_STANDARD_128[ring]:
+                continue  # more, narrower plaintext primes need a narrower q each
+            try:
+                params = BFVParameters.for_bound(max_abs, additions=additions, ring_degree=ring, coeff_bits=coeff,
+                                                 reserve_bits=reserve_bits)
+            except (OverflowRiskError, InsecureKeyError):
+                continue
+            per_value = len(params.plain_moduli) * sum(_word_bits(b) for b in data)
+            cost = per_value if values is None else per_value * -(-values // ring) * ring
+            if best is None or cost < best[0]:
+                best = (cost, ring, params)
+            break  # more CRT primes for this ring only cost more
     if best is None:
         raise OverflowRiskError(f"BFV parameters must hold |value| <= {max_abs} after {additions} additions "
-                                f"(noise reserve 2**{reserve_bits}), got no candidate ring that does")
+                                f"(noise reserve 2**{reserve_bits}), got no ring up to {RING_DEGREES[-1]} that does")
     return best[2]
 
 
@@ -501,28 +567,46 @@ def _split(values: Any, chunks: Sequence[int]) -> list[list[int]]:
 class BFVArray:
     """An encrypted vector of signed integers: ciphertexts per plaintext prime per chunk, with public bounds.
 
+    The vector may be the concatenation of several *segments* (the sections of
+    an owner's share packed into one slot stream), each with its own declared
+    bound; ``bound`` is the largest of them (what the CRT range must hold).
+
     Parameters
     ----------
     public_key : BFVPublicKey
     chunks : tuple of int
         Values per ciphertext, each ``<= N``.
     bound : int
-        Declared public bound on every ``|value|``.
+        Declared public bound on every ``|value|`` (one segment), or the
+        largest segment bound.
     noise : int
         Worst-case decryption noise bound (half-units, :class:`BFVParameters`).
     vectors : list over plaintext primes of lists of TenSEAL BFV vectors
     layout : object
         The caller's layout tag, carried along (the protocol's slot layout).
+    segments : sequence of (length, bound), optional
+        The segments in order, lengths summing to the vector's; default one
+        segment ``(length, bound)``.
+    digests : list of bytes, optional
+        The SHA-256 of each ciphertext's serialized bytes, when known (loaded
+        from the wire): :meth:`ciphertext_digests` then hashes nothing again.
     """
 
     def __init__(self, public_key: BFVPublicKey, chunks: Sequence[int], bound: int, noise: int,
-                 vectors: list[list[Any]], layout: Any = None) -> None:
+                 vectors: list[list[Any]], layout: Any = None, segments: Sequence[tuple[int, int]] | None = None,
+                 digests: list[bytes] | None = None) -> None:
         self.public_key = public_key
         self.chunks = tuple(int(c) for c in chunks)
-        self.bound = int(bound)
+        length = sum(self.chunks)
+        self.segments = (((length, int(bound)),) if segments is None
+                         else tuple((int(n), int(b)) for n, b in segments))
+        if sum(n for n, _ in self.segments) != length:
+            raise param_error("segments", f"lengths summing to {length}", [n for n, _ in self.segments])
+        self.bound = max(b for _, b in self.segments)
         self.noise = int(noise)
         self._vectors = vectors
         self.layout = layout
+        self._digests = digests
 
     @property
     def length(self) -> int:
@@ -548,15 +632,24 @@ class BFVArray:
         if other.chunks != self.chunks:
             raise MessageError(f"{operation} operands must have one chunk layout, got {len(self.chunks)} and "
                                f"{len(other.chunks)} chunks")
+        if [n for n, _ in other.segments] != [n for n, _ in self.segments]:
+            raise MessageError(f"{operation} operands must have one segment layout, got {len(self.segments)} and "
+                               f"{len(other.segments)} segments")
+
+    def _shifted(self, extra: Sequence[int]) -> tuple[int, ...]:
+        """Segment bounds plus ``extra`` (one per segment)."""
+        return tuple(b + e for (_, b), e in zip(self.segments, extra))
 
     def add(self, other: "BFVArray", *, executor: Any = None) -> "BFVArray":
         """Slot-wise sum; bounds and noise add (checked first)."""
         self._check_other(other, "add")
-        bound, noise = self.bound + other.bound, self.noise + other.noise
-        self.public_key.check_bound(bound, "add")
+        bounds = self._shifted([b for _, b in other.segments])
+        noise = self.noise + other.noise
+        self.public_key.check_bound(max(bounds), "add")
         self.public_key.check_noise(noise, "add")
         vectors = [[a + b for a, b in zip(mine, theirs)] for mine, theirs in zip(self._vectors, other._vectors)]
-        return BFVArray(self.public_key, self.chunks, bound, noise, vectors, self.layout)
+        return BFVArray(self.public_key, self.chunks, 0, noise, vectors, self.layout,
+                        [(n, b) for (n, _), b in zip(self.segments, bounds)])
 
     __add__ = add
 
@@ -569,14 +662,15 @@ class BFVArray:
         plain_bound = top if plain_bound is None else int(plain_bound)
         if top > plain_bound:
             raise OverflowRiskError(f"add_plain values must be within plain_bound={plain_bound}, got {top}")
-        bound, noise = self.bound + plain_bound, self.noise + 1
-        self.public_key.check_bound(bound, "add_plain")
+        bounds, noise = self._shifted([plain_bound] * len(self.segments)), self.noise + 1
+        self.public_key.check_bound(max(bounds), "add_plain")
         self.public_key.check_noise(noise, "add_plain")
         vectors = []
         for t, mine in zip(self.public_key.params.plain_moduli, self._vectors):
             parts = _split(_residues(vals, t), self.chunks)
             vectors.append([c + p for c, p in zip(mine, parts)])
-        return BFVArray(self.public_key, self.chunks, bound, noise, vectors, self.layout)
+        return BFVArray(self.public_key, self.chunks, 0, noise, vectors, self.layout,
+                        [(n, b) for (n, _), b in zip(self.segments, bounds)])
 
     def rerandomize(self, *, executor: Any = None, **_: Any) -> "BFVArray":
         """Add a fresh public-key encryption of zero to every ciphertext (the proxy's step before release).
@@ -608,24 +702,38 @@ class BFVArray:
             raise param_error("zeros", f"{len(self._vectors)} lists of {len(self.chunks)} ciphertexts",
                               [len(r) for r in zeros])
         vectors = [[a + z for a, z in zip(mine, zs)] for mine, zs in zip(self._vectors, zeros)]
-        return BFVArray(self.public_key, self.chunks, self.bound, total, vectors, self.layout)
+        return BFVArray(self.public_key, self.chunks, 0, total, vectors, self.layout, self.segments)
 
     def with_bound(self, bound: int) -> "BFVArray":
-        """The same ciphertexts under a larger declared bound (never smaller)."""
+        """The same ciphertexts under a larger declared bound (never smaller), every segment's."""
         if bound < self.bound:
             raise param_error("bound", f">= the current bound {self.bound}", bound)
         self.public_key.check_bound(bound, "with_bound")
-        return BFVArray(self.public_key, self.chunks, bound, self.noise, self._vectors, self.layout)
+        return BFVArray(self.public_key, self.chunks, 0, self.noise, self._vectors, self.layout,
+                        [(n, bound) for n, _ in self.segments], self._digests)
 
     def ciphertext_blobs(self) -> list[bytes]:
-        """Every ciphertext's serialized bytes, prime by prime, chunk by chunk (replay keys, wire)."""
+        """Every ciphertext's serialized bytes, prime by prime, chunk by chunk (wire)."""
         return [v.serialize() for per_prime in self._vectors for v in per_prime]
 
+    def ciphertext_digests(self) -> list[bytes]:
+        """The SHA-256 of every ciphertext's serialized bytes, in :meth:`ciphertext_blobs` order (replay keys).
+
+        Taken from the wire when the array was loaded, so a received share is
+        neither serialized nor hashed a second time.
+        """
+        if self._digests is None:
+            self._digests = [hashlib.sha256(blob).digest() for blob in self.ciphertext_blobs()]
+        return list(self._digests)
+
     def to_bytes(self) -> bytes:
-        """``DPBFV1`` + header length + JSON header (key fingerprint, chunks, bound, noise) + length-prefixed ciphertexts."""
-        header = json.dumps({"key": self.public_key.fingerprint, "chunks": list(self.chunks), "bound": str(self.bound),
-                             "noise": str(self.noise), "primes": len(self._vectors)},
-                            separators=(",", ":")).encode()
+        """``DPBFV1`` + header length + JSON header (key fingerprint, chunks, bound, noise, segments) +
+        length-prefixed ciphertexts (``segments`` only when there are several)."""
+        head: dict[str, Any] = {"key": self.public_key.fingerprint, "chunks": list(self.chunks),
+                                "bound": str(self.bound), "noise": str(self.noise), "primes": len(self._vectors)}
+        if len(self.segments) > 1:
+            head["segments"] = [[n, str(b)] for n, b in self.segments]
+        header = json.dumps(head, separators=(",", ":")).encode()
         parts = [_MAGIC, struct.pack(">I", len(header)), header]
         for blob in self.ciphertext_blobs():
             parts.append(struct.pack(">I", len(blob)))
@@ -656,9 +764,15 @@ class BFVArray:
             chunks = tuple(int(c) for c in head["chunks"])
             bound, noise, primes = int(head["bound"]), int(head["noise"]), int(head["primes"])
             key = str(head["key"])
+            segments = ([(int(n), int(b)) for n, b in head["segments"]] if "segments" in head
+                        else [(sum(chunks), bound)])
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
             raise MessageError("BFV batch header must be JSON with key, chunks, bound, noise and primes, "
                                "got a malformed header") from None
+        if (not segments or sum(n for n, _ in segments) != sum(chunks) or any(n < 1 or b < 0 for n, b in segments)
+                or max(b for _, b in segments) != bound):
+            raise MessageError(f"BFV batch segments must be positive lengths summing to {sum(chunks)} with bounds "
+                               f"0..{bound} (the largest equal to it), got {len(segments)} segments")
         pos += hlen
         if key != public_key.fingerprint:
             raise KeyMismatchError(f"BFV batch must be under key {public_key.fingerprint[:16]}, got {key[:16]}")
@@ -670,6 +784,7 @@ class BFVArray:
         public_key.check_noise(noise, "BFV batch")
         ts = _ts()
         vectors: list[list[Any]] = []
+        digests: list[bytes] = []
         for ctx in public_key.contexts:
             row = []
             for i, c in enumerate(chunks):
@@ -679,8 +794,10 @@ class BFVArray:
                 pos += 4
                 if pos + clen > len(data):
                     raise MessageError(f"BFV batch ciphertext must fit the message, got {clen} bytes past its end")
+                blob = data[pos:pos + clen]
+                digests.append(hashlib.sha256(blob).digest())
                 try:
-                    vec = ts.bfv_vector_from(ctx, data[pos:pos + clen])
+                    vec = ts.bfv_vector_from(ctx, blob)
                 except Exception as exc:  # the binding's own types on malformed input
                     raise MessageError(f"BFV batch ciphertext[{i}] must be a valid ciphertext for this key, "
                                        f"got {type(exc).__name__}") from None
@@ -691,7 +808,7 @@ class BFVArray:
             vectors.append(row)
         if pos != len(data):
             raise MessageError(f"BFV batch must end after its ciphertexts, got {len(data) - pos} trailing bytes")
-        return cls(public_key, chunks, bound, noise, vectors, layout)
+        return cls(public_key, chunks, bound, noise, vectors, layout, segments, digests)
 
     @property
     def nbytes(self) -> int:
@@ -720,14 +837,52 @@ def encrypt_bfv(public_key: BFVPublicKey, values: Sequence[int], *, bound: int, 
     public_key.check_bound(bound, "encrypt")
     if top > bound:
         raise OverflowRiskError(f"encrypt values must be within the declared bound {bound}, got |value| = {top}")
+    return _encrypt_checked(public_key, vals, [(len(vals), bound)], chunks, layout)
+
+
+def encrypt_segments(public_key: BFVPublicKey, segments: Sequence[tuple[Sequence[int], int]], *,
+                     layout: Any = None) -> BFVArray:
+    """Encrypt several integer vectors, each with its own bound, as ONE slot stream (``ceil(total / N)`` chunks).
+
+    Every value is checked against its own segment's declared bound, and every
+    bound against the CRT range, before anything is encrypted.
+
+    Raises
+    ------
+    OverflowRiskError
+        A value above its segment's bound, or a bound beyond ``(T - 1) / 2``.
+    """
+    if not segments:
+        raise param_error("segments", "non-empty", 0)
+    parts, declared = [], []
+    for i, (values, bound) in enumerate(segments):
+        vals, top = _as_ints(f"segments[{i}]", values)
+        bound = check_int(f"segments[{i}] bound", bound, minimum=0)
+        public_key.check_bound(bound, "encrypt")
+        if top > bound:
+            raise OverflowRiskError(f"encrypt segment {i} values must be within its declared bound {bound}, got "
+                                    f"|value| = {top}")
+        if len(vals) < 1:
+            raise param_error(f"segments[{i}]", "at least one value", 0)
+        parts.append(vals)
+        declared.append((len(vals), bound))
+    if all(isinstance(p, np.ndarray) for p in parts):
+        flat: Any = np.concatenate(parts)
+    else:
+        flat = [int(v) for p in parts for v in (p.tolist() if isinstance(p, np.ndarray) else p)]
+    return _encrypt_checked(public_key, flat, declared, None, layout)
+
+
+def _encrypt_checked(public_key: BFVPublicKey, vals: Any, segments: list[tuple[int, int]],
+                     chunks: Sequence[int] | None, layout: Any) -> BFVArray:
     n = public_key.params.ring_degree
     if chunks is None:
         chunks = [min(n, len(vals) - a) for a in range(0, len(vals), n)]
     chunks = [int(c) for c in chunks]
     if sum(chunks) != len(vals) or any(not 1 <= c <= n for c in chunks):
         raise param_error("chunks", f"sizes 1..{n} summing to {len(vals)}", f"{len(chunks)} chunks")
-    return BFVArray(public_key, chunks, bound, public_key.params.fresh_noise,
-                    _encrypt_residues(public_key, vals, chunks), layout)
+    return BFVArray(public_key, chunks, 0, public_key.params.fresh_noise,
+                    _encrypt_residues(public_key, vals, chunks), layout, segments)
 
 
 def decrypt_bfv(private_key: BFVPrivateKey, enc: BFVArray) -> list[int]:
@@ -744,17 +899,34 @@ def decrypt_bfv(private_key: BFVPrivateKey, enc: BFVArray) -> list[int]:
         raise KeyMismatchError(f"decrypt needs the key {enc.public_key.fingerprint[:16]}, got "
                                f"{private_key.public_key.fingerprint[:16]}")
     params = private_key.public_key.params
-    residues: list[list[int]] = []
+    residues: list[np.ndarray] = []
     for t, ctx, row in zip(params.plain_moduli, private_key._contexts, enc._vectors):
-        vals: list[int] = []
+        parts = []
         for vec in row:
             vec.link_context(ctx)
-            vals.extend(int(x) % t for x in vec.decrypt())
-        residues.append(vals)
-    out = _crt(params.plain_moduli, residues)
-    top = max((abs(v) for v in out), default=0)
-    if top > enc.bound:
-        raise MessageError(f"decrypted values must be within the declared bound {enc.bound}, got |value| = {top}")
+            parts.append(np.asarray(vec.decrypt(), dtype=np.int64))  # |value| < t < 2**59: exact in int64
+        residues.append(np.mod(np.concatenate(parts), t) if parts else np.zeros(0, dtype=np.int64))
+    if len(residues) == 1:  # one prime: centre in numpy, no per-value Python
+        t = params.plain_moduli[0]
+        centred = np.where(residues[0] > t // 2, residues[0] - t, residues[0])
+        tops = [int(np.abs(seg).max()) if seg.size else 0 for seg in _cut(centred, enc.segments)]
+        out = centred.tolist()
+    else:
+        out = _crt(params.plain_moduli, [r.tolist() for r in residues])
+        tops = [max((abs(v) for v in seg), default=0) for seg in _cut(out, enc.segments)]
+    for i, ((_, bound), top) in enumerate(zip(enc.segments, tops)):
+        if top > bound:
+            where = f" in segment {i}" if len(enc.segments) > 1 else ""
+            raise MessageError(f"decrypted values must be within the declared bound {bound}{where}, got "
+                               f"|value| = {top}")
+    return out
+
+
+def _cut(values: Any, segments: Sequence[tuple[int, int]]) -> list[Any]:
+    out, start = [], 0
+    for n, _ in segments:
+        out.append(values[start:start + n])
+        start += n
     return out
 
 
@@ -785,4 +957,85 @@ def sum_bfv(arrays: Sequence[BFVArray]) -> BFVArray:
     out = arrays[0]
     for a in arrays[1:]:
         out = out.add(a)
+    return out
+
+
+class BFVSection:
+    """One named section of a share packed into a single :class:`BFVArray`: segment ``index`` of ``packed``.
+
+    Under BFV the sections of an owner's share (R's upper triangle, v, N)
+    travel as one slot stream, so a share costs ``ceil(values / N)``
+    ciphertexts per plaintext prime instead of at least one per section;
+    the protocol still holds its sections by name, each a view of the pack.
+    Whole-share operations (:class:`~dpdpca.crypto.schemes.BFVScheme`'s
+    ``*_sections`` methods) act on the pack once.
+
+    Parameters
+    ----------
+    packed : BFVArray
+    index : int
+        The segment this section is.
+    """
+
+    def __init__(self, packed: BFVArray, index: int) -> None:
+        if not 0 <= index < len(packed.segments):
+            raise param_error("index", f"0..{len(packed.segments) - 1}", index)
+        self.packed = packed
+        self.index = int(index)
+
+    @property
+    def public_key(self) -> BFVPublicKey:
+        return self.packed.public_key
+
+    @property
+    def layout(self) -> Any:
+        return self.packed.layout
+
+    @property
+    def bound(self) -> int:
+        """This section's declared bound."""
+        return self.packed.segments[self.index][1]
+
+    @property
+    def length(self) -> int:
+        return self.packed.segments[self.index][0]
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The ciphertext chunks this section carries on the wire: the pack's for the first, none for the others."""
+        return self.packed.chunks if self.index == 0 else ()
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return f"BFVSection(index={self.index}, length={self.length}, bound={self.bound}, packed={self.packed!r})"
+
+
+def pack_of(sections: dict[str, Any]) -> BFVArray:
+    """The one :class:`BFVArray` behind ``sections`` (views of segments 0, 1, ... in order), else MessageError."""
+    views = list(sections.values())
+    if not views or not all(isinstance(v, BFVSection) for v in views):
+        raise MessageError("BFV sections must be views of one packed array, got another kind of array")
+    packed = views[0].packed
+    if any(v.packed is not packed or v.index != i for i, v in enumerate(views)) or len(views) != len(packed.segments):
+        raise MessageError(f"BFV sections must be the {len(packed.segments)} segments of one packed array in order, "
+                           f"got {len(views)} views")
+    return packed
+
+
+def views_of(packed: BFVArray, names: Sequence[str]) -> dict[str, BFVSection]:
+    """``{name: BFVSection(packed, i)}`` for the segments in order."""
+    if len(names) != len(packed.segments):
+        raise MessageError(f"BFV packed array must have one segment per section ({len(names)}), got "
+                           f"{len(packed.segments)}")
+    return {name: BFVSection(packed, i) for i, name in enumerate(names)}
+
+
+def split_segments(packed: BFVArray, values: Sequence[int]) -> list[list[int]]:
+    """``values`` (the packed array's decryption) cut at its segments."""
+    out, start = [], 0
+    for n, _ in packed.segments:
+        out.append(list(values[start:start + n]))
+        start += n
     return out

@@ -15,8 +15,7 @@ Examples
 
 from __future__ import annotations
 
-import hashlib
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from dpdpca._validation import param_error
 from dpdpca.crypto import wire
@@ -51,9 +50,16 @@ class CipherScheme:
     offline_factors = False
     #: Whether owners can prove their shares' ranges (:mod:`dpdpca.crypto.rangeproof`, packed Paillier).
     range_proofs = False
+    #: Whether a share's sections travel as ONE packed array (BFV): its bytes under the first section's name, the
+    #: other sections empty; loaded with :meth:`load_sections` instead of :meth:`load` per section.
+    packs_sections = False
 
-    def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int, additions: int) -> tuple[Any, Any]:
-        """A fresh key pair able to hold ``|value| <= max_abs`` after ``additions`` encryptions and plain adds."""
+    def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int, additions: int,
+                 values: int | None = None) -> tuple[Any, Any]:
+        """A fresh key pair able to hold ``|value| <= max_abs`` after ``additions`` encryptions and plain adds.
+
+        ``values``: how many values one share holds, when d is declared (BFV sizes its ring to it).
+        """
         raise NotImplementedError
 
     def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
@@ -95,6 +101,35 @@ class CipherScheme:
     def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True) -> Any:
         """Deserialize one array (checks its key and form; MessageError / KeyMismatchError)."""
         raise NotImplementedError
+
+    # -- whole shares: a dict of sections, in the order the signed digest covers them --------------
+    def sections_bytes(self, arrays: dict[str, Any]) -> dict[str, bytes]:
+        """The wire bytes of a share's (or a result's) sections, one entry per name."""
+        return {name: arr.to_bytes() for name, arr in arrays.items()}
+
+    def load_sections(self, sections: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
+                      lengths: dict[str, int], bounds: dict[str, int]) -> dict[str, Any]:
+        """Deserialize a packed share (only where :attr:`packs_sections`): lengths and bounds per section, checked."""
+        raise NotImplementedError
+
+    def sum_sections(self, shares: Sequence[dict[str, Any]], *, executor: Any = None) -> dict[str, Any]:
+        """Section-wise sum of shares with the same section names."""
+        return {key: self.sum([s[key] for s in shares], executor=executor) for key in shares[0]}
+
+    def add_plain_sections(self, arrays: dict[str, Any], values: Mapping[str, Sequence[int]], *,
+                           plain_bound: int) -> dict[str, Any]:
+        """Each section plus its plaintext vector ``values[name]`` (``|value| <= plain_bound``, checked)."""
+        return {name: arr.add_plain(values[name], plain_bound=plain_bound) for name, arr in arrays.items()}
+
+    def rerandomize_sections(self, arrays: dict[str, Any], public_key: Any, *,
+                             executor: Any = None) -> dict[str, Any]:
+        """:meth:`rerandomize` of every section."""
+        return {name: self.rerandomize(arr, public_key, executor=executor) for name, arr in arrays.items()}
+
+    def decrypt_sections(self, private_key: Any, arrays: dict[str, Any], *,
+                         executor: Any = None) -> dict[str, list[int]]:
+        """:meth:`decrypt` of every section."""
+        return {name: self.decrypt(private_key, arr, executor=executor) for name, arr in arrays.items()}
 
     def min_ciphertext_bytes(self, public_key: Any) -> int:
         """Bytes each ciphertext takes at least on the wire (section sizes are checked before loading)."""
@@ -138,7 +173,7 @@ class PaillierScheme(CipherScheme):
     range_proofs = True
 
     def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int = 0,
-                 additions: int = 0) -> tuple[PublicKey, PrivateKey]:
+                 additions: int = 0, values: int | None = None) -> tuple[PublicKey, PrivateKey]:
         return generate_keypair(key_bits, insecure_test_key=insecure_test_key)
 
     def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
@@ -216,14 +251,16 @@ class BFVScheme(CipherScheme):
 
     name = "bfv"
     centred_release = False
+    packs_sections = True
 
     def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int,
-                 additions: int) -> tuple[Any, Any]:
+                 additions: int, values: int | None = None) -> tuple[Any, Any]:
         from dpdpca.crypto.lattice import generate_bfv_keypair, smallest_parameters
         from dpdpca.crypto.lattice_flood import RESERVE_BITS
 
         # room in q/(2t) for the proxy's noise flooding (rerandomize)
-        return generate_bfv_keypair(smallest_parameters(max_abs, additions=additions, reserve_bits=RESERVE_BITS))
+        return generate_bfv_keypair(smallest_parameters(max_abs, additions=additions, reserve_bits=RESERVE_BITS,
+                                                        values=values))
 
     def layout_for(self, public_key: Any, max_abs: int) -> SlotLayout:
         public_key.check_bound(max_abs, "layout")
@@ -247,6 +284,96 @@ class BFVScheme(CipherScheme):
 
         return encrypt_bfv(public_key, values, bound=bound, chunks=chunks, layout=layout)
 
+    def encrypt_sections(self, public_key: Any, sections: dict[str, tuple[Sequence[int], int, Sequence[int]]], *,
+                         layout: SlotLayout, executor: Any = None,
+                         factors: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The sections packed into one slot stream (``ceil(total / N)`` ciphertexts per plaintext prime).
+
+        Each section keeps its own declared bound (checked value by value
+        before encrypting); ``chunks`` (the Paillier tiling) does not apply.
+        """
+        from dpdpca.crypto.lattice import encrypt_segments, views_of
+
+        if factors is not None:
+            raise param_error("factors", f"None with scheme {self.name!r} (no offline randomness)", "given")
+        packed = encrypt_segments(public_key, [(values, bound) for values, bound, _ in sections.values()],
+                                  layout=layout)
+        return views_of(packed, list(sections))
+
+    def sections_bytes(self, arrays: dict[str, Any]) -> dict[str, bytes]:
+        from dpdpca.crypto.lattice import pack_of
+
+        names = list(arrays)
+        return {name: (pack_of(arrays).to_bytes() if i == 0 else b"") for i, name in enumerate(names)}
+
+    def load_sections(self, sections: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
+                      lengths: dict[str, int], bounds: dict[str, int]) -> dict[str, Any]:
+        """The packed share: its bytes under the first name, the others empty; the segments checked against
+        ``lengths`` and ``bounds`` (each declared bound at most the public one)."""
+        from dpdpca.crypto.lattice import BFVArray, views_of
+
+        if not hasattr(public_key, "params"):
+            raise MessageError("BFV batch must be loaded under a BFV key, got a Paillier key")
+        names = list(lengths)
+        first = names[0]
+        for name in names[1:]:
+            if sections.get(name):
+                raise MessageError(f"section {name} must be empty (BFV packs every section into section {first}), "
+                                   f"got {len(sections[name])} bytes")
+        total = sum(lengths.values())
+        n = public_key.params.ring_degree
+        count = self.ciphertext_count(public_key, -(-total // n))
+        have, need = len(sections.get(first, b"")), count * self.min_ciphertext_bytes(public_key)
+        if have < need:  # before parsing anything sized by the declared d
+            raise MessageError(f"section {first} must hold {count} ciphertexts ({need} bytes) for the declared d, "
+                               f"got {have} bytes")
+        try:
+            packed = BFVArray.from_bytes(sections[first], public_key, layout=layout)
+        except MessageError as exc:
+            raise MessageError(f"section {first}: {exc}") from None
+        want_chunks = [min(n, total - a) for a in range(0, total, n)]
+        if list(packed.chunks) != want_chunks:
+            raise MessageError(f"section {first} must have {len(want_chunks)} ciphertexts per plaintext prime in "
+                               f"the packed layout, got {len(packed.chunks)}")
+        if [k for k, _ in packed.segments] != [lengths[k] for k in names]:
+            raise MessageError(f"section {first} segments must have lengths {[lengths[k] for k in names]}, got "
+                               f"{[k for k, _ in packed.segments][:8]}")
+        for name, (_, b) in zip(names, packed.segments):
+            if b > bounds[name]:
+                raise MessageError(f"section {name} bound must be <= the declared {bounds[name]}, got {b}")
+        return views_of(packed, names)
+
+    def sum_sections(self, shares: Sequence[dict[str, Any]], *, executor: Any = None) -> dict[str, Any]:
+        from dpdpca.crypto.lattice import pack_of, sum_bfv, views_of
+
+        return views_of(sum_bfv([pack_of(s) for s in shares]), list(shares[0]))
+
+    def add_plain_sections(self, arrays: dict[str, Any], values: Mapping[str, Sequence[int]], *,
+                           plain_bound: int) -> dict[str, Any]:
+        from dpdpca.crypto.lattice import pack_of, views_of
+
+        packed = pack_of(arrays)
+        flat: list[int] = []
+        for name, view in arrays.items():
+            part = [int(x) for x in values[name]]
+            if len(part) != view.length:
+                raise param_error(f"values[{name!r}]", f"length {view.length}", len(part))
+            flat.extend(part)
+        return views_of(packed.add_plain(flat, plain_bound=plain_bound), list(arrays))
+
+    def rerandomize_sections(self, arrays: dict[str, Any], public_key: Any, *,
+                             executor: Any = None) -> dict[str, Any]:
+        from dpdpca.crypto.lattice import pack_of, views_of
+
+        return views_of(self.rerandomize(pack_of(arrays), public_key, executor=executor), list(arrays))
+
+    def decrypt_sections(self, private_key: Any, arrays: dict[str, Any], *,
+                         executor: Any = None) -> dict[str, list[int]]:
+        from dpdpca.crypto.lattice import pack_of, split_segments
+
+        packed = pack_of(arrays)
+        return dict(zip(arrays, split_segments(packed, self.decrypt(private_key, packed, executor=executor))))
+
     def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True) -> Any:
         from dpdpca.crypto.lattice import BFVArray
 
@@ -264,7 +391,10 @@ class BFVScheme(CipherScheme):
         return chunks * len(public_key.params.plain_moduli)
 
     def ciphertext_keys(self, section: bytes, array: Any, public_key: Any) -> list[bytes]:
-        return [hashlib.sha256(blob).digest() for blob in array.ciphertext_blobs()]
+        # a packed share's ciphertexts are all in its first section; the others are empty views of the same pack
+        if not section:
+            return []
+        return getattr(array, "packed", array).ciphertext_digests()
 
     def sum(self, arrays: Sequence[Any], *, executor: Any = None) -> Any:
         from dpdpca.crypto.lattice import sum_bfv

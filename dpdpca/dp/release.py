@@ -47,6 +47,8 @@ budget, v 15% and N 1%.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -265,6 +267,15 @@ def calibrate_add_remove(*, epsilon: float, delta: float, d: int, frac_bits: int
     if calibration not in DISCRETE_GAUSSIAN_CALIBRATIONS:
         raise param_error("calibration", "one of " + ", ".join(repr(c) for c in DISCRETE_GAUSSIAN_CALIBRATIONS),
                           calibration)
+    cal = _calibrated(epsilon, delta, d, frac_bits, calibration, float(mean_norm_bound))
+    # each caller gets its own dicts (the calibration is a pure function of its arguments: computed once)
+    return dataclasses.replace(cal, weights=dict(cal.weights), sigma_squared_int=dict(cal.sigma_squared_int))
+
+
+@functools.lru_cache(maxsize=64)
+def _calibrated(epsilon: float, delta: float, d: int, frac_bits: int, calibration: str,
+                mean_norm_bound: float) -> AddRemoveCalibration:
+    """:func:`calibrate_add_remove` of checked arguments (the proxy prices, draws ahead and finishes with one)."""
     weights = split_weights(d, mean_norm_bound=mean_norm_bound)
     counts = block_counts(d)
 

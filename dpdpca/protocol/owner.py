@@ -227,7 +227,7 @@ class DataOwner:
         with self.timings_.measure(self.party, "encrypt"):
             encrypted, witnesses, base = self._encrypt(shapes, values, bounds, ready)
         with self.timings_.measure(self.party, "serialize"):
-            sections = {name: arr.to_bytes() for name, arr in encrypted.items()}
+            sections = p.scheme.sections_bytes(encrypted)  # BFV: one packed stream under the first name
             digest = ciphertext_digest(sections, self.release.sections)
             statement = ShareStatement.sign(self.identity, session=p.session_id, key_fingerprint=p.key_fingerprint,
                                             d=d, n_rows=n_sent, ciphertext_sha256=digest,

@@ -230,6 +230,14 @@ class ProtocolParams:
         return str(ADD_REMOVE)
 
     @staticmethod
+    def share_value_count(*, d: int | None = None, release: str = "add-remove", **_: Any) -> int | None:
+        """Values in one owner's share for the declared d (None when d is not declared): the release's sections."""
+        if d is None:
+            return None
+        rel = as_release(release if release != "any" else "add-remove")
+        return sum(sum(chunks) for chunks in rel.share_chunks(check_int("d", d, minimum=1), 1 << 40).values())
+
+    @staticmethod
     def release_value_bound(*, max_owners: int, max_rows_per_owner: int, frac_bits: int = 16,
                             min_epsilon: float = 0.01, min_delta: float = 1e-12, release: str = "add-remove",
                             **_: Any) -> int:

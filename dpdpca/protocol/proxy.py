@@ -420,7 +420,10 @@ class Proxy:
         """
         scheme = self.params.scheme
         if self._randomizers is None:  # BFV: a fresh public-key encryption of 0 added to each ciphertext
-            return [scheme.rerandomize(a, self.params.public_key, executor=self.executor) for a in arrays]
+            # (rerandomize_sections: once for a packed share's sections, which are views of one array)
+            fresh = scheme.rerandomize_sections({str(i): a for i, a in enumerate(arrays)}, self.params.public_key,
+                                                executor=self.executor)
+            return list(fresh.values())
         pool = self._randomizers
         count = sum(len(a.ciphertexts) for a in arrays)
         ready = pool.take_ready(count)
@@ -485,8 +488,8 @@ class Proxy:
             # a few products (the pool's partial products, or a few shares) cost less here than a pool round trip
             mulmods = (len(shares) - 1) * sum(len(a.chunks) for a in shares[0].values()) if shares else 0
             executor = self.executor if mulmods >= POOL_MIN_MULMODS else None
-            self._aggregate = {key: self.params.scheme.sum([s[key] for s in shares], executor=executor)
-                               for key in self.release.sections}
+            self._aggregate = self.params.scheme.sum_sections(
+                [{key: s[key] for key in self.release.sections} for s in shares], executor=executor)
             self.owners_ = list(self._statements)
             self.statements_ = [self._statements[o] for o in self.owners_]
             self.n_ = n
@@ -505,7 +508,7 @@ class Proxy:
                        meta={"owners": self.owners_, "d": self.d, "release": str(self.release), "quorum": self.quorum,
                              "statements": [st.to_json() for st in self.statements_],
                              "range_proofs": self.range_proofs, "excluded": dict(self.excluded_)},
-                       sections={k: a.to_bytes() for k, a in self._aggregate.items()}).to_bytes()
+                       sections=p.scheme.sections_bytes(self._aggregate)).to_bytes()
 
     @classmethod
     def from_state(cls, params: ProtocolParams, owner_keys: OwnerKeyring, data: bytes, *,
@@ -733,9 +736,9 @@ class Proxy:
                     draws = add_remove.proxy_noise(noise.calibration, p)
                 if self.record_noise_for_testing:
                     self.noise_blocks_for_testing_ = draws
-                r2 = agg["R"].add_plain(draws["R"], plain_bound=p.noise_allowance)
-                v2 = v_packed.add_plain(draws["v"], plain_bound=p.noise_allowance)
-                n2 = agg["N"].add_plain(draws["N"], plain_bound=p.noise_allowance)
+                noised = p.scheme.add_plain_sections({"R": agg["R"], "v": v_packed, "N": agg["N"]},
+                                                     draws, plain_bound=p.noise_allowance)
+                r2, v2, n2 = noised["R"], noised["v"], noised["N"]
                 sigmas = {b: math.sqrt(float(s2)) for b, s2 in noise.calibration.sigma_squared_int.items()}
             else:
                 r2, v2, n2 = agg["R"], v_packed, agg["N"]
@@ -749,8 +752,7 @@ class Proxy:
                 "noise_by": noise.setting.noise_by, "statements": [st.to_json() for st in self.statements_],
                 "privacy": noise.report.to_dict(), "noise_sigma_int": sigmas, **extra}
         return self._claim(Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, self.party, meta=meta,
-                                   sections={"R2": r2.to_bytes(), "v2": v2.to_bytes(),
-                                             "N2": n2.to_bytes()}).to_bytes())
+                                   sections=p.scheme.sections_bytes({"R2": r2, "v2": v2, "N2": n2})).to_bytes())
 
 
 def _noise_key(setting: ReleaseOptions, d: int) -> tuple[Any, ...]:

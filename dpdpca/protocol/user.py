@@ -113,7 +113,8 @@ class DataUser:
         with t.measure("user", "keygen"):
             max_abs = ProtocolParams.release_value_bound(**param_kwargs) if not cipher.centred_release else 0
             pk, sk = cipher.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, max_abs=max_abs,
-                                     additions=int(param_kwargs.get("max_owners", 1)) + 2)
+                                     additions=int(param_kwargs.get("max_owners", 1)) + 2,
+                                     values=ProtocolParams.share_value_count(**param_kwargs))
             params = ProtocolParams.create(pk, **param_kwargs)
         user = cls(sk, params, owner_keys=owner_keys, executor=executor, ledger=ledger)
         user.timings_.merge(t)
@@ -133,6 +134,15 @@ class DataUser:
         vv = [v2[i] * v2[j] for i in range(d) for j in range(i, d)]
         m = r2.sub_plain(vv, plain_bound=v2_bound * v2_bound, result_bound=self.params.final_bound)
         return [int(x) for x in self._decrypt(m)]
+
+    def _decrypt_sections(self, arrays: dict[str, Any]) -> dict[str, list[int]]:
+        """Every section decrypted (a packed share once, :meth:`~dpdpca.crypto.CipherScheme.decrypt_sections`)."""
+        if not self.params.scheme.packs_sections:
+            return {k: [int(x) for x in self._decrypt(a)] for k, a in arrays.items()}
+        try:
+            return self.params.scheme.decrypt_sections(self.private_key, arrays, executor=self.executor)
+        except MessageError as exc:
+            raise slot_range_refusal(str(exc)) from None
 
     def _decrypt(self, enc: EncryptedArray) -> list[int]:
         """Decrypt; a plaintext outside the public range (a slot overflowed) is a refused release."""
@@ -301,19 +311,26 @@ class DataUser:
         slots = p.layout.slots
         self._check_owners(msg, statements, d, slots)
         shapes = ADD_REMOVE.share_chunks(d, slots)  # the aggregate has the shares' layout
-        check_section_sizes(msg, {f"{k}2": c for k, c in ADD_REMOVE.share_counts(d, slots).items()},
-                            p.public_key)
+        scheme = p.scheme
+        if not scheme.packs_sections:  # a packed result (BFV) is size-checked by load_sections
+            check_section_sizes(msg, {f"{k}2": c for k, c in ADD_REMOVE.share_counts(d, slots).items()},
+                                p.public_key)
         try:
             report = PrivacyReport.from_dict(msg.meta["privacy"])
         except (KeyError, TypeError, ValueError) as exc:
             raise MessageError(f"result must carry a privacy report, got {type(exc).__name__}") from None
         sigmas = parse_noise_sigmas(msg.meta.get("noise_sigma_int"), ("R", "v", "N"))
-        arrays = {f"{k}2": load_array(msg, f"{k}2", p.public_key, chunks=chunks, bound=p.layout.max_abs,
-                                      layout=p.layout)
-                  for k, chunks in shapes.items()}
+        if scheme.packs_sections:
+            arrays = scheme.load_sections({f"{k}2": msg.section(f"{k}2") for k in shapes}, p.public_key,
+                                          layout=p.layout, lengths={f"{k}2": sum(c) for k, c in shapes.items()},
+                                          bounds={f"{k}2": p.layout.max_abs for k in shapes})
+        else:
+            arrays = {f"{k}2": load_array(msg, f"{k}2", p.public_key, chunks=chunks, bound=p.layout.max_abs,
+                                          layout=p.layout)
+                      for k, chunks in shapes.items()}
         with self._one_release(data):
             with self.timings_.measure(self.party, "decrypt"):
-                blocks = {k: [int(x) for x in self._decrypt(a)] for k, a in arrays.items()}
+                blocks = self._decrypt_sections(arrays)
             with self.timings_.measure(self.party, "check"):
                 self.plausibility_ = check_add_remove_release(blocks["R2"], blocks["v2"], blocks["N2"][0], d=d,
                                                               frac_bits=p.frac_bits, sigma_int=sigmas)

@@ -29,6 +29,7 @@ def test_scheme_comparison_reports_both_schemes_and_their_ratios(monkeypatch):
         out["d12_bfv_bytes_per_share"] / out["d12_paillier_bytes_per_share"])
     assert out["d12_bfv_integer_error"] == 0
     assert out["d12_bfv_public_key"]["scheme"] == "bfv" and out["d12_paillier_public_key"]["key_bits"] == 1024
+    assert out["d12_scheme_blas_threads"] in (1, None)  # both runs with BLAS on one thread (None: no threadpoolctl)
 
 
 def test_bench_timing_scheme_bfv_runs_paillier_in_the_same_sweep(capsys):

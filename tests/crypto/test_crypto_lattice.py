@@ -18,15 +18,15 @@ from dpdpca.errors import (InsecureKeyError, KeyMismatchError, MessageError, Ove
 
 @pytest.fixture(scope="module")
 def crt_keys():
-    """N = 4096, two 48-bit plaintext primes: values up to ~2**95 recombined with the CRT."""
-    params = smallest_parameters(2**60, additions=12)
+    """N = 4096, two 50-bit plaintext primes: values up to ~2**95 recombined with the CRT."""
+    params = smallest_parameters(2**95, additions=12)
     assert params.ring_degree == 4096 and len(params.plain_moduli) == 2
     return generate_bfv_keypair(params)
 
 
 @pytest.fixture(scope="module")
 def other_keys():
-    return generate_bfv_keypair(smallest_parameters(2**60, additions=12))
+    return generate_bfv_keypair(smallest_parameters(2**95, additions=12))
 
 
 def test_crt_round_trip_is_exact_at_the_range_edges(crt_keys):
@@ -149,13 +149,31 @@ def test_he_standard_table_is_checked_on_load(crt_keys):
         public_key_from_json({**pk.to_json(), "coeff_bits": [60, 60]}, insecure_test_key=True)
 
 
-def test_defaults_pick_the_fewest_bytes_per_value():
-    # the protocol's default range (10 owners of 6000 rows, f = 16, noise allowance): one 59-bit prime at N = 8192
+def test_smallest_parameters_are_tight_and_secure():
+    # the protocol's default range (10 owners of 6000 rows, f = 16, noise allowance): one prime at N = 4096
     p = smallest_parameters(2**50, additions=12)
-    assert (p.ring_degree, len(p.plain_moduli), p.coeff_bits) == (8192, 1, (60, 60, 60))
-    assert sum(p.coeff_bits) <= HE_STANDARD_128[8192]
-    small = smallest_parameters(2**40, additions=12)
-    assert small.ring_degree == 4096 and len(small.plain_moduli) == 1
+    assert (p.ring_degree, len(p.plain_moduli)) == (4096, 1) and p.plain_product > 2 * 2**50
+    assert sum(p.coeff_bits) <= HE_STANDARD_128[4096]
+    # tight: the data-level modulus is the noise's bits plus the prime's plus one bit per data prime, no more
+    data = p.coeff_bits[:-1]
+    noise_bits = (p.fresh_noise * 12).bit_length()
+    assert sum(b - 1 for b in data) <= max(p.plain_moduli).bit_length() + noise_bits + 1
+    assert p.fresh_noise * 12 < p.noise_capacity  # and still correct
+    # a range beyond one 59-bit prime: two narrower primes, not two 59-bit ones
+    wide = smallest_parameters(2**70, additions=12)
+    assert len(wide.plain_moduli) == 2 and max(wide.plain_moduli).bit_length() <= 38
+    # noise that no N = 4096 modulus within 109 bits absorbs moves to a larger ring, still within the table
+    noisy = smallest_parameters(2**58, additions=2**40)
+    assert noisy.ring_degree > 4096 and sum(noisy.coeff_bits) <= HE_STANDARD_128[noisy.ring_degree]
+    assert noisy.fresh_noise * 2**40 < noisy.noise_capacity
+    # a range whose one prime needs more than N = 4096's 109 bits under the noise of 1002 additions: per value a
+    # larger ring with one prime is cheapest, but a share of 1 711 values (d = 57) fits one N = 4096 ciphertext
+    # per prime, so two narrower primes at N = 4096 cost fewer bytes than half-empty 8192-slot ciphertexts
+    full = smallest_parameters(2**55, additions=1002)
+    small = smallest_parameters(2**55, additions=1002, values=1711)
+    assert (full.ring_degree, len(full.plain_moduli)) == (8192, 1)
+    assert (small.ring_degree, len(small.plain_moduli)) == (4096, 2) and small.plain_product > 2**56
+    assert sum(small.coeff_bits) <= HE_STANDARD_128[4096] and small.fresh_noise * 1002 < small.noise_capacity
 
 
 def test_schemes_do_not_mix(crt_keys):
@@ -170,3 +188,39 @@ def test_schemes_do_not_mix(crt_keys):
     with pytest.raises(MessageError, match="kty must be"):
         BFVPublicKey.from_json(ppk.to_json())
     assert not bfv.centred_release and paillier.centred_release
+
+
+def test_segments_keep_their_own_bounds(crt_keys):
+    from dpdpca.crypto.lattice import BFVSection, encrypt_segments, pack_of, split_segments, views_of
+
+    pk, sk = crt_keys
+    enc = encrypt_segments(pk, [(list(range(-3, 4)), 3), ([10**20], 10**20), ([-5, 5], 5)])
+    assert enc.chunks == (10,) and enc.segments == ((7, 3), (1, 10**20), (2, 5)) and enc.bound == 10**20
+    with pytest.raises(OverflowRiskError, match="segment 2 values must be within its declared bound 4"):
+        encrypt_segments(pk, [([1], 1), ([2], 2), ([5], 4)])  # checked per segment, before encrypting
+    total = enc.add(enc).add_plain([1] * 10, plain_bound=1).rerandomize()
+    assert total.segments == ((7, 7), (1, 2 * 10**20 + 1), (2, 11))
+    again = BFVArray.from_bytes(total.to_bytes(), pk)
+    assert again.segments == total.segments and again.ciphertext_digests() == total.ciphertext_digests()
+    out = split_segments(again, decrypt_bfv(sk, again))
+    assert out == [[2 * x + 1 for x in range(-3, 4)], [2 * 10**20 + 1], [-9, 11]]
+    views = views_of(again, ["R", "v", "N"])
+    assert pack_of(views) is again and isinstance(views["v"], BFVSection) and views["v"].bound == 2 * 10**20 + 1
+    with pytest.raises(MessageError, match="segments of one packed array in order"):
+        pack_of({"v": views["v"], "R": views["R"], "N": views["N"]})
+    # a segment that decrypts beyond its own declared bound is refused, though within the array's largest
+    liar = BFVArray(pk, enc.chunks, 0, enc.noise, enc._vectors, None, [(7, 2), (1, 10**20), (2, 5)])
+    with pytest.raises(MessageError, match="within the declared bound 2 in segment 0, got"):
+        decrypt_bfv(sk, liar)
+
+
+def test_one_prime_round_trip_is_exact_at_the_range_edges():
+    pk, sk = generate_bfv_keypair(smallest_parameters(2**40, additions=3))
+    assert len(pk.params.plain_moduli) == 1
+    top = pk.params.max_abs
+    values = [0, 1, -1, top, -top, top - 1, -(top // 3)] * 700  # two ciphertexts at N = 4096
+    enc = encrypt_bfv(pk, values, bound=top)
+    assert len(enc.chunks) == 2 and decrypt_bfv(sk, enc) == values
+    liar = BFVArray(pk, enc.chunks, 0, enc.noise, enc._vectors, None, [(len(values), top - 1)])
+    with pytest.raises(MessageError, match=f"within the declared bound {top - 1}, got .* = {top}"):
+        decrypt_bfv(sk, liar)

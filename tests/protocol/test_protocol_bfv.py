@@ -120,8 +120,10 @@ def test_bfv_proxy_output_is_rerandomized(bfv_user, make_owner, unit_rows):
     proxy = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
     proxy.receive_share(share)
     proxy.close_collection()
-    agg = proxy._aggregate["R"]
-    released = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5)).section("R2")
+    agg = proxy._aggregate["R"].packed  # R, v and N: one packed stream
+    msg = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5))
+    released = msg.section("R2")
+    assert msg.section("v2") == b"" and msg.section("N2") == b""
     owner_blobs = set(agg.ciphertext_blobs())
     from dpdpca.crypto.lattice import BFVArray
 
@@ -209,3 +211,53 @@ def test_range_proofs_and_offline_factors_are_paillier_only(bfv_user, make_owner
         Proxy(p, bfv_user.owner_keys, release="add-remove", range_proofs=True)
     # no offline randomness: the binding draws each encryption's randomness when it runs
     assert make_owner(p, "alice", release="add-remove").precompute(5) is None
+
+
+def _resigned(share, identity, p, sections):
+    """The share with other ciphertext sections, signed again by its (lying) owner."""
+    m = Message.from_bytes(share)
+    st = ShareStatement.sign(identity("alice"), session=p.session_id, key_fingerprint=p.key_fingerprint, d=m.meta["d"],
+                             n_rows=None, ciphertext_sha256=ciphertext_digest(sections, share_sections("add-remove")))
+    return Message(m.type, m.session, m.key_fingerprint, m.sender, {**m.meta, "statement": st.to_json()},
+                   sections).to_bytes()
+
+
+def test_bfv_share_is_one_packed_stream_and_a_lying_layout_is_refused(bfv_user, make_owner, identity, unit_rows):
+    from dpdpca.crypto.lattice import BFVArray, encrypt_segments
+
+    p = bfv_user.params
+    share = make_owner(p, "alice", release="add-remove").share(_parts(unit_rows, seed=6)[0])
+    m = Message.from_bytes(share)
+    # d = 5: R's upper triangle (15), v (5) and N (1) in one ciphertext per plaintext prime, v and N sections empty
+    assert m.section("v") == b"" and m.section("N") == b""
+    packed = BFVArray.from_bytes(m.section("R"), p.public_key)
+    assert packed.chunks == (21,) and packed.ciphertext_count == len(p.public_key.params.plain_moduli)
+    bounds = p.share_bounds("add-remove")
+    assert packed.segments == ((15, bounds["R"]), (5, bounds["v"]), (1, bounds["N"]))
+    proxy = Proxy(p, bfv_user.owner_keys, release="add-remove")
+    # v sent apart as well as inside the pack
+    extra = {**m.sections, "v": encrypt_segments(p.public_key, [([0] * 5, 0)]).to_bytes()}
+    with pytest.raises(MessageError, match="section v must be empty"):
+        proxy.receive_share(_resigned(share, identity, p, extra))
+    # segments cut elsewhere (16 + 4 + 1): the proxy would add v's noise to R
+    cut = encrypt_segments(p.public_key, [([0] * 16, 1), ([0] * 4, 1), ([0], 1)])
+    with pytest.raises(MessageError, match=r"segments must have lengths \[15, 5, 1\]"):
+        proxy.receive_share(_resigned(share, identity, p, {**m.sections, "R": cut.to_bytes()}))
+    # a segment declared above the public bound of its section
+    wide = encrypt_segments(p.public_key, [([0] * 15, 1), ([0] * 5, bounds["v"] + 1), ([0], 1)])
+    with pytest.raises(MessageError, match="section v bound must be <= the declared"):
+        proxy.receive_share(_resigned(share, identity, p, {**m.sections, "R": wide.to_bytes()}))
+    assert proxy.receive_share(share) == "alice"  # the honest share still goes in
+
+
+def test_a_declared_d_sizes_the_bfv_ring_to_one_share():
+    """With d declared, the key's ring is chosen for a share's values (R's triangle, v, N), not per full ciphertext."""
+    assert ProtocolParams.share_value_count(d=5) == 15 + 5 + 1 and ProtocolParams.share_value_count() is None
+    from dpdpca.crypto.lattice import smallest_parameters
+    from dpdpca.crypto.lattice_flood import RESERVE_BITS
+
+    bounds = dict(max_owners=1000, max_rows_per_owner=5, min_epsilon=0.3, min_delta=1e-5, release="add-remove")
+    key = DataUser.generate(scheme="bfv", d=57, **bounds).params.public_key.params
+    want = smallest_parameters(ProtocolParams.release_value_bound(**bounds), additions=1002, reserve_bits=RESERVE_BITS,
+                               values=1711)
+    assert key == want and key.ring_degree == 8192  # the flooding room needs N = 8192 whatever the share's size
