@@ -201,7 +201,8 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
                     out_path: str | None, no_clip: bool, insecure_test_key: bool, release: str | None, noise_by: str,
                     honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
                     delta: float | None, feature_bounds: Any, feature_bounds_file: str | None,
-                    no_feature_bounds: bool, range_proofs: bool, workers: int, scheduler: str | None,
+                    no_feature_bounds: bool, range_proofs: bool, range_proof_mode: str, workers: int,
+                    scheduler: str | None,
                     proxy_url: str | None, ca_cert: str | None, token: str | None, max_features: int, quiet: bool,
                     randomness_path: str | None = None) -> None:
     """Encrypt this owner's share E[R^l], E[v^l] and sign it (with its count N^l in the centred release); write
@@ -261,7 +262,8 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
     try:
         with locked, Pool(workers, scheduler) as pool, Progress("owner share", total=1, quiet=quiet) as progress:
             owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,
-                              release=rel, noise=noise, range_proofs=range_proofs)
+                              release=rel, noise=noise, range_proofs=range_proofs,
+                              range_proof_mode=range_proof_mode)
             made = "fresh"
             if randomness_path is not None or ready.exists():
                 from dpdpca.protocol.offline import OwnerRandomness
@@ -349,7 +351,8 @@ def proxy_group() -> None:
 @scheduler_option
 @click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: str, quorum: int | None,
-                        release: str | None, max_features: int, range_proofs: bool, workers: int,
+                        release: str | None, max_features: int, range_proofs: bool, range_proof_mode: str,
+                        workers: int,
                         scheduler: str | None, shares: tuple[str, ...]) -> None:
     """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json)."""
     from dpdpca.protocol.proxy import Proxy
@@ -363,7 +366,7 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
         default_quorum = min(len(shares), params.max_owners, len(keyring))
         proxy = Proxy(params, keyring, quorum=quorum if quorum is not None else default_quorum,
                       executor=pool, max_features=max_features, release=resolve_release(release),
-                      range_proofs=range_proofs)
+                      range_proofs=range_proofs, range_proof_mode=range_proof_mode)
         steps = ProxySteps(proxy)
         collect_shares(steps, PathTransport(inbox=shares, what="share"), deadline_s=None, until_quorum=False)
         n = steps.close()

@@ -188,3 +188,42 @@ def test_the_pool_intake_and_the_proxy_state_keep_the_exact_mode(make_user, make
     parallel.close_collection()
     back = Proxy.from_state(p, user.owner_keys, parallel.state_bytes())
     assert back.range_proof_mode == "exact" and "mode exact" in back.proof_note()
+
+
+def test_role_commands_and_run_take_the_range_proof_mode(tmp_path, capsys):
+    """owner share / proxy aggregate --range-proof-mode exact; a slack-mode share refused with one line naming its
+    owner while the session goes on; dpdpca run --range-proof-mode exact says so; another mode exits 2."""
+    import json
+
+    from dpdpca.cli import main
+
+    key = ["--key-bits", "768", "--insecure-test-key"]
+    assert main(["keygen", "--out-dir", str(tmp_path / "keys"), *key, "--max-owners", "3",
+                 "--max-rows-per-owner", "20"]) == 0
+    rng = np.random.default_rng(2)
+    for oid, mode in (("1", "exact"), ("2", "exact"), ("3", "slack")):
+        assert main(["owner", "keygen", "--owner-id", oid, "--out-dir", str(tmp_path / "ids")]) == 0
+        X = rng.normal(size=(5, D))
+        np.save(tmp_path / f"{oid}.npy", 0.9 * X / np.linalg.norm(X, axis=1, keepdims=True))
+        assert main(["owner", "share", "--public", str(tmp_path / "keys/public.json"), "--identity",
+                     str(tmp_path / f"ids/{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.npy"),
+                     "--insecure-test-key", "--range-proofs", "--range-proof-mode", mode,
+                     "--out", str(tmp_path / f"{oid}.msg")]) == 0
+    verify = [a for o in ("1", "2", "3") for a in ("--owner-keys", str(tmp_path / f"ids/{o}.verify.json"))]
+    capsys.readouterr()
+    assert main(["proxy", "aggregate", "--public", str(tmp_path / "keys/public.json"), *verify, "--quorum", "2",
+                 "--range-proofs", "--range-proof-mode", "exact", "--out-dir", str(tmp_path / "state"),
+                 *(str(tmp_path / f"{o}.msg") for o in ("1", "3", "2"))]) == 0
+    out = capsys.readouterr()
+    assert "aggregated 2 signed shares (1, 2)" in out.out
+    assert out.err.count("refused owner 3: share of owner '3' must carry a valid range proof, got: range proof "
+                         "mode must be 'exact' (the session's), got 'slack'") == 1
+    assert main(["run", "--data", str(tmp_path / "1.npy"), *key, "--owners", "2", "--components", "2", "--json",
+                 "--range-proofs", "--range-proof-mode", "exact", "--max-owners", "2"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert "range proofs: on, mode exact" in summary["privacy"]["notes"]
+    assert summary["params"]["range_proof_mode"] == "exact"
+    assert main(["run", "--data", str(tmp_path / "1.npy"), *key, "--owners", "2", "--range-proofs",
+                 "--range-proof-mode", "loose"]) == 2
+    err = capsys.readouterr().err
+    assert "--range-proof-mode" in err and "loose" in err
