@@ -382,3 +382,24 @@ def test_a_packed_statement_must_fit_its_slots_and_the_key(keys512, base):
         bp.verify_interval(keys512[0], b"", wide, context=b"c")
     with pytest.raises(ParameterError, match="below n/2"):
         bp.prove_packed_interval(base, wide, values=[0] * 7, exponent=1, context=b"c")
+
+
+@pytest.mark.slow
+def test_packed_completeness_ten_thousand_small_shares():
+    """10^4 random honest packed shares (a diagonal slot [0, 15], an off-diagonal [-15, 15], a count [0, 10] at
+    scale 2**32; ends included), under a 256-bit test key: all accepted."""
+    from dpdpca.crypto import generate_keypair
+
+    pk, _ = generate_keypair(256, insecure_test_key=True)
+    small = rp.ProverBase.draw(pk)
+    layout = SlotLayout(slot_bits=60, slots=3)
+    slots = ((0, 1, 15), (-15, 1, 30), (0, SCALE, 10))
+    lo, sc, sp = zip(*slots)
+    for i in range(10_000):
+        xs = [(0, s, secrets.randbelow(s + 1))[(i + j) % 3] for j, s in enumerate(sp)]
+        values = [low + scale * x for low, scale, x in zip(lo, sc, xs)]
+        arr, exps = rp.encrypt_for_proof(small, values, layout=layout, bound=10 * SCALE, chunks=(3,))
+        st = bp.PackedIntervalStatement(arr.ciphertexts[0], 60, lo, sc, sp)
+        ctx = i.to_bytes(4, "big")
+        bp.verify_interval(pk, bp.prove_packed_interval(small, st, values=values, exponent=exps[0], context=ctx), st,
+                           context=ctx)

@@ -227,3 +227,44 @@ def test_role_commands_and_run_take_the_range_proof_mode(tmp_path, capsys):
                  "--range-proof-mode", "loose"]) == 2
     err = capsys.readouterr().err
     assert "--range-proof-mode" in err and "loose" in err
+
+
+def test_with_the_owners_noise_every_interval_widens_by_its_sections_tail_bound_within_the_declared_bound(make_user):
+    """docs/threat-model.md: with an owners' noise label each section's intervals widen by that section's noise tail
+    bound a (13 sigma of the owner's own noise in it), on both sides; every end stays within the declared share
+    bound the slots are sized for."""
+    from dpdpca.protocol.add_remove import owner_noise_bound
+
+    p = make_user().params
+    label = "owners:epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=3"
+    b_r, b_v = p.max_rows_per_owner << (2 * p.frac_bits), p.max_rows_per_owner << p.frac_bits
+
+    class _Arr:
+        def __init__(self, m):
+            self.ciphertexts, self.chunks = [1], [m]
+
+    a = {s: owner_noise_bound(label, block=s, d=D, frac_bits=p.frac_bits, allowance=p.noise_allowance)
+         for s in ("R", "v", "N")}
+    assert all(0 < x < p.noise_allowance for x in a.values())
+    r, v, n = slot_statements(p, "add-remove", {"R": _Arr(6), "v": _Arr(3), "N": _Arr(1)}, d=D, noise=label)
+    assert [(lo, lo + sp) for lo, sp in zip(r.lowers, r.spans)] == [
+        (-a["R"], b_r + a["R"]) if i in DIAG else (-b_r - a["R"], b_r + a["R"]) for i in range(6)]
+    assert set(zip(v.lowers, v.spans)) == {(-b_v - a["v"], 2 * (b_v + a["v"]))}
+    assert (n.lowers[0], n.lowers[0] + n.spans[0]) == (-a["N"], (p.max_rows_per_owner << (2 * p.frac_bits)) + a["N"])
+    declared = p.share_bounds("add-remove")
+    for name, st in zip(("R", "v", "N"), (r, v, n)):
+        assert max(max(abs(lo), abs(lo + sc * sp)) for lo, sc, sp in zip(st.lowers, st.scales, st.spans)) \
+            <= declared[name]
+
+
+def test_slots_within_their_intervals_pass_even_when_no_rows_give_them(make_user, identity):
+    """docs/threat-model.md, the exact mode's limit: each slot is checked alone, so R with a zero diagonal and
+    off-diagonal entries at +B (no rows give it: not positive semi-definite), v at -B and N at max_rows passes."""
+    user = make_user()
+    p = user.params
+    b_r, b_v = p.max_rows_per_owner << (2 * p.frac_bits), p.max_rows_per_owner << p.frac_bits
+    values = _values(p)
+    values["R"] = [0 if i in DIAG else b_r for i in range(6)]
+    values["v"] = [-b_v] * D
+    values["N"] = [p.max_rows_per_owner << (2 * p.frac_bits)]
+    assert _proxy(user).receive_share(_exact_share(p, identity, "3", values=values)) == "3"
