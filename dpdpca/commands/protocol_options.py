@@ -16,7 +16,7 @@ from dpdpca._io import read_json_file
 from dpdpca.errors import MessageError
 from dpdpca.protocol.proofs import RANGE_PROOF_MODES
 
-__all__ = ["range_proofs_option", "NOISE_OPTIONS", "noise_options", "workers_option", "scheduler_option", "packing_option", "scheme_option",
+__all__ = ["range_proofs_option", "range_proof_mode_check_option", "NOISE_OPTIONS", "noise_options", "workers_option", "scheduler_option", "packing_option", "scheme_option",
            "max_features_option", "owner_keys_option", "Pool", "load_public", "load_private", "load_owner_keys"]
 
 
@@ -139,3 +139,9 @@ _RANGE_PROOF_MODE = click.option(
 def range_proofs_option(f: Callable[..., Any]) -> Callable[..., Any]:
     """``--range-proofs / --no-range-proofs`` and ``--range-proof-mode [slack|exact]`` (off, slack by default)."""
     return _RANGE_PROOFS(_RANGE_PROOF_MODE(f))
+
+
+#: ``--range-proof-mode`` where the mode is checked or overridden, not chosen (proxy serve/finish, user finish).
+range_proof_mode_check_option = click.option(
+    "--range-proof-mode", "range_proof_mode", type=click.Choice(RANGE_PROOF_MODES), default=None,
+    help="Check (or, for proxy serve, override) the range-proof mode of the session (default: no check).")

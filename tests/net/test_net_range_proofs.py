@@ -130,3 +130,21 @@ def test_proxy_toml_range_proof_mode(tmp_path):
     path.write_text(text.replace("[protocol]\n", "[protocol]\nrange_proof_mode = \"loose\"\n", 1))
     with pytest.raises(ParameterError, match="protocol.range_proof_mode must be one of slack, exact, got 'loose'"):
         load_config(path)
+
+
+def test_proxy_serve_range_proof_mode_overrides_the_config(tmp_path, monkeypatch):
+    import dpdpca.net.serve
+    from dpdpca.cli import main
+    from dpdpca.net.launch import write_proxy_toml
+    from dpdpca.protocol.identity import OwnerIdentity
+
+    (tmp_path / "public.json").write_text("{}")
+    path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
+                            owners={"a": OwnerIdentity.generate("a")}, user=OwnerIdentity.generate("user"), tls=None,
+                            port=8443, state_dir=tmp_path / "state")
+    seen = []
+    monkeypatch.setattr(dpdpca.net.serve, "serve", lambda config, **kw: seen.append(config))
+    assert main(["proxy", "serve", "--config", str(path), "--insecure-http", "--range-proofs",
+                 "--range-proof-mode", "exact"]) == 0
+    assert main(["proxy", "serve", "--config", str(path), "--insecure-http"]) == 0
+    assert [(c.range_proofs, c.range_proof_mode) for c in seen] == [(True, "exact"), (False, "slack")]

@@ -218,6 +218,20 @@ def test_role_commands_and_run_take_the_range_proof_mode(tmp_path, capsys):
     assert "aggregated 2 signed shares (1, 2)" in out.out
     assert out.err.count("refused owner 3: share of owner '3' must carry a valid range proof, got: range proof "
                          "mode must be 'exact' (the session's), got 'slack'") == 1
+    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
+                 "--range-proof-mode", "slack", "--out", str(tmp_path / "r.msg")]) == 2
+    assert "--range-proof-mode must match the aggregated state (exact), got slack" in capsys.readouterr().err
+    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
+                 "--range-proofs", "--range-proof-mode", "exact", "--out", str(tmp_path / "r.msg")]) == 0
+    capsys.readouterr()
+    user = ["user", "finish", "--private", str(tmp_path / "keys/private.json"), *verify, "--components", "2"]
+    # a user requiring the slack mode refuses this release (and decrypts nothing); requiring exact, it decrypts
+    assert main([*user, "--range-proof-mode", "slack", "--out", str(tmp_path / "no.npz"), str(tmp_path / "r.msg")]) == 2
+    assert "range proofs in mode 'slack' (--range-proof-mode)" in capsys.readouterr().err
+    assert not (tmp_path / "no.npz").exists()
+    assert main([*user, "--range-proof-mode", "exact", "--out", str(tmp_path / "pcs.npz"), "--json",
+                 str(tmp_path / "r.msg")]) == 0
+    assert "range proofs: on, mode exact" in json.loads(capsys.readouterr().out)["privacy"]["notes"]
     assert main(["run", "--data", str(tmp_path / "1.npy"), *key, "--owners", "2", "--components", "2", "--json",
                  "--range-proofs", "--range-proof-mode", "exact", "--max-owners", "2"]) == 0
     summary = json.loads(capsys.readouterr().out)
