@@ -386,14 +386,14 @@ def test_a_packed_statement_must_fit_its_slots_and_the_key(keys512, base):
 
 @pytest.mark.slow
 def test_packed_completeness_ten_thousand_small_shares():
-    """10^4 random honest packed shares (a diagonal slot [0, 15], an off-diagonal [-15, 15], a count [0, 10] at
-    scale 2**32; ends included), under a 256-bit test key: all accepted."""
+    """10^4 random honest packed shares (a diagonal slot [0, 3], an off-diagonal [-3, 3], a count [0, 2] at scale
+    2**32: 7 bits, about 25 s on the 2-core machine; ends included), under a 256-bit test key: all accepted."""
     from dpdpca.crypto import generate_keypair
 
     pk, _ = generate_keypair(256, insecure_test_key=True)
     small = rp.ProverBase.draw(pk)
     layout = SlotLayout(slot_bits=60, slots=3)
-    slots = ((0, 1, 15), (-15, 1, 30), (0, SCALE, 10))
+    slots = ((0, 1, 3), (-3, 1, 6), (0, SCALE, 2))
     lo, sc, sp = zip(*slots)
     for i in range(10_000):
         xs = [(0, s, secrets.randbelow(s + 1))[(i + j) % 3] for j, s in enumerate(sp)]
