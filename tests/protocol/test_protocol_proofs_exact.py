@@ -68,14 +68,15 @@ def _proxy(user, **kw):
     return Proxy(user.params, user.owner_keys, quorum=1, range_proofs=True, range_proof_mode="exact", **kw)
 
 
-@pytest.mark.parametrize("release, noise_by", [("add-remove", "proxy"), ("centred", "proxy"),
-                                               ("add-remove", "owners")])
-def test_honest_exact_shares_are_accepted_and_the_release_is_exact(unit_rows, release, noise_by):
+@pytest.mark.parametrize("release, noise_by, processes", [("add-remove", "proxy", False), ("centred", "proxy", False),
+                                                          ("add-remove", "owners", False),
+                                                          ("add-remove", "proxy", True)])
+def test_honest_exact_shares_are_accepted_and_the_release_is_exact(unit_rows, release, noise_by, processes):
     rng = np.random.default_rng(11)
     parts = [unit_rows(rng, 4, D) for _ in range(3)]
     run = run_protocol(parts, n_components=2, epsilon=1.0, delta=1e-5, key_bits=768, insecure_test_key=True,
                        verify=noise_by == "proxy", range_proofs=True, range_proof_mode="exact", release=release,
-                       noise_by=noise_by)
+                       noise_by=noise_by, processes=processes)
     assert sorted(run.owners_present) == ["1", "2", "3"]
     if noise_by == "proxy":
         assert run.verify is not None and run.verify["max_abs_integer_error"] == 0
