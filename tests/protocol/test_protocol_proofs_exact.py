@@ -283,3 +283,20 @@ def test_slots_within_their_intervals_pass_even_when_no_rows_give_them(make_user
     values["v"] = [-b_v] * D
     values["N"] = [p.max_rows_per_owner << (2 * p.frac_bits)]
     assert _proxy(user).receive_share(_exact_share(p, identity, "3", values=values)) == "3"
+
+
+def test_a_short_or_old_format_proof_section_is_refused_naming_the_owner(make_user, make_owner):
+    import struct
+
+    user = make_user()
+    p = user.params
+    msg = Message.from_bytes(make_owner(p, "2", range_proofs=True, range_proof_mode="exact").share(np.full((3, 3), 0.3)))
+    proofs = split_proofs(msg.sections[PROOF_SECTION], mode="exact")
+    assert len(proofs) == 3  # R, v and N at d = 3: one ciphertext each
+    old = b"DPSP\x02" + b"".join(struct.pack(">Q", len(x)) + x for x in proofs[:2])  # version 2: no mode byte
+    for section, why in ((join_proofs(*proofs[:2], mode="exact"), "one exact proof per ciphertext \\(3\\), got 2"),
+                         (old, "got version 2 \\(slack proofs without a mode")):
+        bad = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta,
+                      dict(msg.sections, **{PROOF_SECTION: section})).to_bytes()
+        with pytest.raises(ProofError, match=rf"^share of owner '2' must carry a valid range proof, got: .*{why}"):
+            _proxy(user).receive_share(bad)
