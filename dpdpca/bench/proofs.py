@@ -22,12 +22,24 @@ the add/remove statement for N (no owners' noise) under the same key:
 A share carries it where it encrypts N (``count_proof_in_share``: the
 add/remove release, ``--release add-remove``); there the totals
 (``prove_s``, ``verify_s``, ``proof_bytes``) include it (``proof_bytes``
-always includes the proof section's 21-byte header).
+always includes the proof section's 26-byte header).
+
+``--mode exact`` (or ``both``): the exact mode's proofs
+(:func:`dpdpca.protocol.proofs.slot_statements`: one packed interval proof
+per ciphertext, every slot's bits) are timed in full on the same encrypted
+values, beside the slack mode's in the same run (``exact``: ``prove_s``,
+``verify_s``, ``proof_bytes``, ``bits``, the per-bit costs and the ratios to
+the owner's encryption, the proxy's intake, the share's bytes and the slack
+mode).  The top-level ``exact_extrapolated`` multiplies the per-bit costs of
+the largest measured d by the exact bit counts at ``--extrapolate-to`` d's
+(the statements' bits are exact; the times and bytes are an extrapolation,
+so labelled).  ``loadavg`` is ``os.getloadavg()`` before and after the run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
@@ -45,9 +57,53 @@ def _rows(d: int, n: int, seed: int) -> np.ndarray:
     return 0.9 * X / np.linalg.norm(X, axis=1, keepdims=True)
 
 
+def exact_bits(params: Any, release: str, d: int) -> int:
+    """Bits of the exact mode's proofs of one share at ``d`` (the statements from public values alone)."""
+    from dpdpca.protocol.proofs import slot_statements
+    from dpdpca.protocol.releases import as_release
+
+    class _Shape:  # what slot_statements reads of an array: its ciphertexts and chunks
+        def __init__(self, chunks: list[int]) -> None:
+            self.chunks, self.ciphertexts = chunks, [1] * len(chunks)
+
+    shapes = {name: _Shape(list(c)) for name, c in as_release(release).share_chunks(d, params.layout.slots).items()}
+    statements = slot_statements(params, release, shapes, d=d)  # type: ignore[arg-type]
+    return sum(int(st.bits) for st in statements)
+
+
+def measure_exact(params: Any, base: Any, release: str, enc: dict[str, Any], wits: dict[str, Any], *, d: int,
+                  context: bytes) -> dict[str, Any]:
+    """The exact mode on encrypted values: every ciphertext's packed interval proof, proved and verified in full."""
+    from dpdpca.crypto.bitproof import prove_packed_interval, verify_interval
+    from dpdpca.protocol.proofs import join_proofs, slot_statements
+
+    statements = slot_statements(params, release, enc, d=d)
+    values = [int(v) for name in enc for v in wits[name].values]
+    exps = [int(e) for name in enc for e in wits[name].exponents]
+    t0 = time.perf_counter()
+    proofs, pos = [], 0
+    for st, exp in zip(statements, exps):
+        proofs.append(prove_packed_interval(base, st, values=values[pos:pos + len(st.spans)], exponent=exp,
+                                            context=context).to_bytes(params.public_key, st))
+        pos += len(st.spans)
+    prove_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for blob, st in zip(proofs, statements):
+        verify_interval(params.public_key, blob, st, context=context)
+    verify_s = time.perf_counter() - t0
+    bits = sum(st.bits for st in statements)
+    size = len(join_proofs(*proofs, mode="exact"))
+    return {"prove_s": prove_s, "verify_s": verify_s, "proof_bytes": size, "bits": bits,
+            "proofs": len(proofs), "prove_per_bit_s": prove_s / bits, "verify_per_bit_s": verify_s / bits,
+            "bytes_per_bit": size / bits}
+
+
 def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = None,
-            release: str = "centred") -> dict[str, Any]:
-    """One d: encryption, intake, proving, verification and sizes (see the module docstring)."""
+            release: str = "centred", mode: str = "slack") -> dict[str, Any]:
+    """One d: encryption, intake, proving, verification and sizes (see the module docstring).
+
+    ``mode``: ``"slack"``, ``"exact"`` or ``"both"``; the slack mode's figures are always made (the comparison).
+    """
     from dpdpca.crypto.rangeproof import REPETITIONS, ProofGeometry, ProverBase, SectionWitness, encrypt_for_proof
     from dpdpca.crypto.rangeproof import prove_ranges, verify_ranges
     from dpdpca.protocol import DataOwner, Proxy
@@ -146,7 +202,15 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
         verify_s += count_verify_s
     # the proof section: its header and two lengths, and the count proof where the share encrypts N
     proof_bytes += len(join_proofs(b"", cproof if in_share else b""))
+    exact = None
+    if mode in ("exact", "both"):
+        exact = measure_exact(params, base, release, enc, wits, d=d, context=ctx)
+        exact.update(prove_over_encrypt=exact["prove_s"] / encrypt_s, verify_over_intake=exact["verify_s"] / intake_s,
+                     proof_over_share_bytes=exact["proof_bytes"] / share_bytes,
+                     prove_over_slack=exact["prove_s"] / prove_s, verify_over_slack=exact["verify_s"] / verify_s,
+                     bytes_over_slack=exact["proof_bytes"] / proof_bytes)
     return {
+        "exact": exact,
         "d": d, "rows": rows, "ciphertexts": ciphertexts, "slots": geom.slots,
         "headroom_bits": geom.headroom_bits,
         "proven_over_declared_bits": {s.name: int(geom.proven_bounds[s.name]).bit_length()
@@ -178,10 +242,15 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
               help="Run the full 41 repetitions for d up to this.")
 @click.option("--release", type=click.Choice(RELEASES), default="centred", show_default=True,
               help="The release whose share is proved (add-remove: N is encrypted and carries the count proof).")
+@click.option("--mode", type=click.Choice(["slack", "exact", "both"]), default="slack", show_default=True,
+              help="exact/both: also time the exact mode's proofs (every slot's bits) beside the slack mode's.")
+@click.option("--extrapolate-to", "extrapolate_to", type=click.IntRange(min=1), multiple=True, default=(64, 784),
+              show_default=True, help="With --mode exact: d's the exact mode's per-bit costs are extrapolated to.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @quiet_option
 def command(key_bits: int, insecure_test_key: bool, ds: tuple[int, ...], rows: int, measure_reps: tuple[int, int],
-            full_up_to: int, release: str, as_json: bool, quiet: bool) -> None:
+            full_up_to: int, release: str, mode: str, extrapolate_to: tuple[int, ...], as_json: bool,
+            quiet: bool) -> None:
     """Range proofs: proving vs the owner's encryption, verifying vs the proxy's intake, proof vs share bytes."""
     from dpdpca.crypto import generate_keypair
     from dpdpca.errors import ParameterError
@@ -189,14 +258,27 @@ def command(key_bits: int, insecure_test_key: bool, ds: tuple[int, ...], rows: i
     r1, r2 = measure_reps
     if not 1 <= r1 < r2:
         raise ParameterError(f"--measure-reps must be two counts 1 <= r1 < r2, got {r1} {r2}")
-    out: dict[str, Any] = {"key_bits": key_bits, "release": release, "results": []}
+    out: dict[str, Any] = {"key_bits": key_bits, "release": release, "mode": mode, "results": [],
+                           "loadavg": {"before": list(os.getloadavg())}}
     with Progress("bench proofs", total=1 + len(ds), quiet=quiet) as progress:
         pk, _ = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
         progress("key")
         for d in ds:
             out["results"].append(measure(d, key=pk, rows=rows, reps=None if d <= full_up_to else (r1, r2),
-                                          release=release))
+                                          release=release, mode=mode))
             progress(f"d={d}")
+        if mode != "slack":
+            from dpdpca.protocol.params import ProtocolParams
+
+            last = max(out["results"], key=lambda r: r["d"])
+            params = ProtocolParams.create(pk, max_owners=10, max_rows_per_owner=max(rows, 1000), release=release)
+            per = last["exact"]
+            out["exact_extrapolated"] = {"from_d": last["d"], "note": "extrapolation: measured per-bit cost times "
+                                         "the exact bit count", "results": [
+                {"d": d, "bits": (b := exact_bits(params, release, d)), "prove_s": b * per["prove_per_bit_s"],
+                 "verify_s": b * per["verify_per_bit_s"], "proof_bytes": int(b * per["bytes_per_bit"])}
+                for d in extrapolate_to]}
+    out["loadavg"]["after"] = list(os.getloadavg())
     if as_json:
         click.echo(json.dumps(out, sort_keys=True))
         return
@@ -210,3 +292,14 @@ def command(key_bits: int, insecure_test_key: bool, ds: tuple[int, ...], rows: i
         where = "included above" if r["count_proof_in_share"] else "not in a centred share: N is signed in the clear"
         click.echo(f"  exact count proof ({r['count_bits']} bits): prove {r['count_prove_s'] * 1e3:.0f} ms, "
                    f"verify {r['count_verify_s'] * 1e3:.0f} ms, {r['count_proof_bytes']:,} B ({where})")
+        if r["exact"] is not None:
+            e = r["exact"]
+            click.echo(f"  exact mode ({e['bits']} bits, {e['proofs']} proofs): prove {e['prove_s']:.2f} s = "
+                       f"{e['prove_over_slack']:.1f}x slack, verify {e['verify_s']:.2f} s = "
+                       f"{e['verify_over_slack']:.1f}x slack, proof {e['proof_bytes']:,} B = "
+                       f"{e['bytes_over_slack']:.1f}x slack")
+    for x in out.get("exact_extrapolated", {}).get("results", []):
+        click.echo(f"exact mode at d={x['d']} (EXTRAPOLATED from d={out['exact_extrapolated']['from_d']}'s per-bit "
+                   f"cost, {x['bits']} bits): prove {x['prove_s']:.0f} s, verify {x['verify_s']:.0f} s, "
+                   f"proof {x['proof_bytes']:,} B")
+    click.echo(f"load average before/after: {out['loadavg']['before'][0]:.2f}/{out['loadavg']['after'][0]:.2f}")

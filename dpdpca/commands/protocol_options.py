@@ -14,8 +14,9 @@ import click
 
 from dpdpca._io import read_json_file
 from dpdpca.errors import MessageError
+from dpdpca.protocol.proofs import RANGE_PROOF_MODES
 
-__all__ = ["range_proofs_option", "NOISE_OPTIONS", "noise_options", "workers_option", "scheduler_option", "packing_option", "scheme_option",
+__all__ = ["range_proofs_option", "range_proof_mode_check_option", "NOISE_OPTIONS", "noise_options", "workers_option", "scheduler_option", "packing_option", "scheme_option",
            "max_features_option", "owner_keys_option", "Pool", "load_public", "load_private", "load_owner_keys"]
 
 
@@ -124,8 +125,23 @@ class Pool:
             self.engine.close()
 
 
-#: ``--range-proofs / --no-range-proofs`` (owners prove, the proxy checks; off by default: README has its cost).
-range_proofs_option = click.option(
+_RANGE_PROOFS = click.option(
     "--range-proofs/--no-range-proofs", "range_proofs", default=False, show_default=True,
     help="Owners prove in zero knowledge that every slot of their shares is within the declared bounds; "
          "the proxy refuses and excludes an owner whose proof fails (costly: see README).")
+_RANGE_PROOF_MODE = click.option(
+    "--range-proof-mode", "range_proof_mode", type=click.Choice(RANGE_PROOF_MODES), default="slack",
+    show_default=True,
+    help="With --range-proofs: slack bounds every slot up to the slack proof's bound (N exactly); exact proves "
+         "every slot within its declared interval (costlier: see README). Owners and proxy must agree.")
+
+
+def range_proofs_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--range-proofs / --no-range-proofs`` and ``--range-proof-mode [slack|exact]`` (off, slack by default)."""
+    return _RANGE_PROOFS(_RANGE_PROOF_MODE(f))
+
+
+#: ``--range-proof-mode`` where the mode is checked or overridden, not chosen (proxy serve/finish, user finish).
+range_proof_mode_check_option = click.option(
+    "--range-proof-mode", "range_proof_mode", type=click.Choice(RANGE_PROOF_MODES), default=None,
+    help="Check (or, for proxy serve, override) the range-proof mode of the session (default: no check).")

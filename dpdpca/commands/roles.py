@@ -37,7 +37,8 @@ from dpdpca.commands.proxy_admin import proxy_init_cmd, proxy_status_cmd
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
     release_options
 from dpdpca.commands.protocol_options import (Pool, load_owner_keys, load_private, load_public, max_features_option,
-                                              noise_options, owner_keys_option, packing_option, range_proofs_option,
+                                              noise_options, owner_keys_option, packing_option, range_proof_mode_check_option,
+                                              range_proofs_option,
                                               scheduler_option, scheme_option, workers_option)
 from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, ParameterError, ProtocolError
@@ -201,7 +202,8 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
                     out_path: str | None, no_clip: bool, insecure_test_key: bool, release: str | None, noise_by: str,
                     honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
                     delta: float | None, feature_bounds: Any, feature_bounds_file: str | None,
-                    no_feature_bounds: bool, range_proofs: bool, workers: int, scheduler: str | None,
+                    no_feature_bounds: bool, range_proofs: bool, range_proof_mode: str, workers: int,
+                    scheduler: str | None,
                     proxy_url: str | None, ca_cert: str | None, token: str | None, max_features: int, quiet: bool,
                     randomness_path: str | None = None) -> None:
     """Encrypt this owner's share E[R^l], E[v^l] and sign it (with its count N^l in the centred release); write
@@ -261,7 +263,8 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
     try:
         with locked, Pool(workers, scheduler) as pool, Progress("owner share", total=1, quiet=quiet) as progress:
             owner = DataOwner(params, identity, clip=not no_clip, executor=pool, insecure_test_key=insecure_test_key,
-                              release=rel, noise=noise, range_proofs=range_proofs)
+                              release=rel, noise=noise, range_proofs=range_proofs,
+                              range_proof_mode=range_proof_mode)
             made = "fresh"
             if randomness_path is not None or ready.exists():
                 from dpdpca.protocol.offline import OwnerRandomness
@@ -349,7 +352,8 @@ def proxy_group() -> None:
 @scheduler_option
 @click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: str, quorum: int | None,
-                        release: str | None, max_features: int, range_proofs: bool, workers: int,
+                        release: str | None, max_features: int, range_proofs: bool, range_proof_mode: str,
+                        workers: int,
                         scheduler: str | None, shares: tuple[str, ...]) -> None:
     """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json)."""
     from dpdpca.protocol.proxy import Proxy
@@ -363,7 +367,7 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
         default_quorum = min(len(shares), params.max_owners, len(keyring))
         proxy = Proxy(params, keyring, quorum=quorum if quorum is not None else default_quorum,
                       executor=pool, max_features=max_features, release=resolve_release(release),
-                      range_proofs=range_proofs)
+                      range_proofs=range_proofs, range_proof_mode=range_proof_mode)
         steps = ProxySteps(proxy)
         collect_shares(steps, PathTransport(inbox=shares, what="share"), deadline_s=None, until_quorum=False)
         n = steps.close()
@@ -393,13 +397,14 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
 @max_features_option
 @click.option("--range-proofs/--no-range-proofs", "range_proofs", default=None,
               help="Check that 'proxy aggregate' did (or did not) require range proofs (default: no check).")
+@range_proof_mode_check_option
 @workers_option
 @scheduler_option
 def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
                      noise_lattice: str, noise_by: str, honest_owners: int | None, owners: int | None,
                      ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None,
-                     out_path: str, max_features: int, range_proofs: bool | None, workers: int,
-                     scheduler: str | None) -> None:
+                     out_path: str, max_features: int, range_proofs: bool | None, range_proof_mode: str | None,
+                     workers: int, scheduler: str | None) -> None:
     """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user (once per session)."""
     from dpdpca.protocol.identity import OwnerKeyring
     from dpdpca.protocol.ledger import ReleaseLedger
@@ -419,6 +424,9 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
             raise ParameterError(f"--range-proofs must match the aggregated state (proxy aggregate "
                                  f"{'--range-proofs' if proxy.range_proofs else '--no-range-proofs'}), "
                                  f"got {'--range-proofs' if range_proofs else '--no-range-proofs'}")
+        if range_proof_mode is not None and range_proof_mode != proxy.range_proof_mode:
+            raise ParameterError(f"--range-proof-mode must match the aggregated state ({proxy.range_proof_mode}), "
+                                 f"got {range_proof_mode}")
         ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
         # the privacy setting, validated once; finish prices it with the calibration that draws the
         # noise, refuses it past the ledger's budget before drawing, and records it
@@ -468,13 +476,14 @@ def user_reveal_count_cmd(ignored: tuple[str, ...]) -> None:
               help="With --proxy: the data user's identity file from 'dpdpca user identity'.")
 @click.option("--range-proofs/--no-range-proofs", "range_proofs", default=False, show_default=True,
               help="Refuse a release whose privacy report does not say the proxy checked owners' range proofs.")
+@range_proof_mode_check_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
 @quiet_option
 @click.argument("result", type=click.Path(dir_okay=False), required=False)
 def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: int, out_path: str,
                     ledger_path: str | None, max_features: int, workers: int, proxy_url: str | None,
                     ca_cert: str | None, token: str | None, identity_path: str | None, range_proofs: bool,
-                    as_json: bool, quiet: bool,
+                    range_proof_mode: str | None, as_json: bool, quiet: bool,
                     result: str | None) -> None:
     """Check the owners' signed counts, decrypt R'' and v' (once per session), write the components (.npz).
 
@@ -505,7 +514,8 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
                                Path(private_path).parent / "releases.json")
         with Pool(workers) as pool, Progress("user finish", total=1, quiet=quiet) as progress:
             user = DataUser(sk, params, owner_keys=keyring, executor=pool, ledger=ledger, max_features=max_features,
-                            require_range_proofs=range_proofs)
+                            require_range_proofs=range_proofs or range_proof_mode is not None,
+                            require_range_proof_mode=range_proof_mode)
             progress.phase("reading the release" if service is None else
                            "waiting for the proxy's release, then decrypting")
             res = user_round(user, service if service is not None else PathTransport(inbox=[str(result)],

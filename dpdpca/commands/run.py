@@ -73,7 +73,7 @@ def _json_safe(obj: Any) -> Any:
               help="Write components.npz, result.json and (with matplotlib) scree.png, components.png here.")
 def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, epsilon: float, delta: float,
             key_bits: int, insecure_test_key: bool, frac_bits: int, kappa: int, quorum: int | None,
-            max_owners: int | None, no_clip: bool, range_proofs: bool, calibration: str, sensitivity_mode: str, noise_lattice: str,
+            max_owners: int | None, no_clip: bool, range_proofs: bool, range_proof_mode: str, calibration: str, sensitivity_mode: str, noise_lattice: str,
             release: str | None, noise_by: str, honest_owners: int | None, feature_bounds: Any,
             feature_bounds_file: str | None, no_feature_bounds: bool, ledger_path: str | None,
             budget_epsilon: float | None, budget_delta: float | None,
@@ -118,7 +118,8 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
             release=release_opts,
             key=KeyOptions(key_bits=key_bits, insecure_test_key=insecure_test_key, frac_bits=frac_bits, kappa=kappa,
                            packing=packing, scheme=scheme),
-            bounds=DeclaredBounds(max_owners=max_owners, clip=not no_clip, range_proofs=range_proofs),
+            bounds=DeclaredBounds(max_owners=max_owners, clip=not no_clip, range_proofs=range_proofs,
+                                  range_proof_mode=range_proof_mode),
             deployment=Deployment(launcher="processes" if processes else "in-process", executor=pool,
                                   quorum=quorum, verify=verify))
         # the proxy prices its release with the calibration that draws the noise, refuses it past the
@@ -148,7 +149,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         "noise_by": noise_by,
         "params": {**dict(result.params), "epsilon": epsilon, "delta": delta, "calibration": calibration,
                    "sensitivity_mode": sensitivity_mode, "clip": not no_clip, "processes": processes,
-                   "range_proofs": range_proofs},
+                   "range_proofs": range_proofs, "range_proof_mode": range_proof_mode},
     }
     if "coalitions" in result.extra:
         summary["coalitions"] = result.extra["coalitions"]

@@ -18,6 +18,19 @@ span``; an ``x < 2**(k-1)`` is its binary digits with ``b_{k-1} = 0``, and an
 in binary.  (The interval trick of Lipmaa, Asokan and Niemi 2002, in its
 one-adjusted-weight form.)
 
+Packed ciphertexts (:class:`PackedIntervalStatement`): ``C`` decrypts to
+``sum_j (lower_j + scale_j x_j) 2**(w j)`` with every slot's integer ``x_j``
+in its own ``[0, span_j]`` exactly.  Packing is Z-linear, so this is one
+linear statement ``Dec(C) = L + sum_j c_j x_j (mod n)`` with ``L = sum_j
+lower_j 2**(w j)`` and ``c_j = scale_j 2**(w j)``: the same protocol with one
+bit decomposition per slot (``k = sum_j bits(span_j)`` bits) and ONE relation
+proof for the ciphertext, ``D = C (1+n)**-L prod_{j,i} B_{j,i}**(-c_j w_{j,i})``.
+The statement must fit the slots and the key (checked): every slot's value
+``lower_j + scale_j x_j`` within ``|.| <= 2**(w-1) - 1`` and the packed integer
+within ``|.| < n/2``, so the balanced digits of the decryption are exactly
+the slot values (no slot carries into another).  :class:`IntervalStatement`
+is the one-slot case.
+
 Protocol (Fiat-Shamir over ``context``, which the caller makes from the
 session, the key, the owner's id and the share's digest), with
 ``lambda = 128``-bit challenges:
@@ -33,9 +46,9 @@ session, the key, the owner's id and the share's digest), with
   ``y**a``).  The true branch: ``G = h**gamma``, ``Z = gamma + e a``; the
   other is simulated: ``e``, ``Z`` drawn, ``G = h**Z c'**-e``; the branch
   challenges XOR to the bit's challenge.
-* The relation: ``D = C (1+n)**-lower prod_i B_i**(-scale w_i)`` is ``h`` to
-  the known power ``t = a_C - scale sum_i w_i a_i`` (signed), by the same
-  Schnorr-type proof.
+* The relation: ``D = C (1+n)**-L prod_i B_i**(-c_i w_i)`` (``L = lower``
+  and ``c_i = scale`` for one slot) is ``h`` to the known power
+  ``t = a_C - sum_i c_i w_i a_i`` (signed), by the same Schnorr-type proof.
 * The challenges come from the hash (over the context, the statement,
   ``h``, every ``B_i`` and every commitment).  The proof sends the
   commitments, the GQ response, one challenge per bit (the other is the
@@ -57,8 +70,12 @@ hash, an ``m(c') != 0`` is non-zero modulo ``p`` or ``q`` and at most one
 hits one value; each ``B_i`` has class 0 or 1 unless its challenge ``e_i =
 e_i0 XOR e_i1`` hits the XOR of the two branches' single passing values;
 and then ``m(D) = 0`` unless ``e_D`` hits one value, i.e.
-``Dec(C) = lower + scale sum_i w_i b_i (mod n)`` with every ``b_i in
-{0, 1}``: ``x = sum_i w_i b_i`` is in ``[0, span]``.  Batching: the one
+``Dec(C) = L + sum_i c_i w_i b_i (mod n)`` with every ``b_i in {0, 1}``:
+each slot's ``x_j = sum_i w_{j,i} b_{j,i}`` is in ``[0, span_j]`` (and, the
+statement fitting the slots and the key, every slot of ``C`` decrypts to its
+``lower_j + scale_j x_j``).  The same bound holds for packed statements of
+any size: the bits' and the relation's challenges are each ``lambda`` bits,
+so a packed proof's error is ``<= 2**-128`` per hash query too.  Batching: the one
 check says ``sum_j rho_j delta_j = 0 (mod n)`` for the class terms
 ``delta_j = m(G_j) + e_j m(c'_j)`` of the equations (``h`` has class 0);
 if some ``delta_j`` is non-zero modulo ``p`` (or ``q``), fixed before the
@@ -92,15 +109,19 @@ from __future__ import annotations
 import hashlib
 import secrets
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Union
 
-from dpdpca._validation import check_int
+from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.keys import PublicKey
+from dpdpca.crypto.packing import pack_slots
 from dpdpca.crypto.rangeproof import STAT_BITS, ProverBase, multi_pow, root_commitment_of
-from dpdpca.errors import KeyMismatchError, MessageError, OverflowRiskError, ProofError
+from dpdpca.errors import DpdpcaError, KeyMismatchError, MessageError, OverflowRiskError, ProofError
 
-__all__ = ["BATCH_BITS", "BIT_CHALLENGE_BITS", "IntervalProof", "IntervalStatement", "prove_interval", "verify_interval"]
+__all__ = ["BATCH_BITS", "BIT_CHALLENGE_BITS", "IntervalProof", "IntervalStatement", "PackedIntervalStatement",
+           "Statement", "prove_interval", "prove_packed_interval", "verify_interval"]
 
 #: Bits of every challenge (GQ, each bit's OR, the relation): soundness error 2**-128 per hash query.
 BIT_CHALLENGE_BITS = 128
@@ -111,6 +132,7 @@ _MAGIC = b"DPIP"
 _VERSION = 1
 _HEAD = struct.Struct(">4sBHIHH")  # magic, version, bits k, ciphertext width, response width, relation width
 _DOMAIN = b"dpdpca/bitproof/v1"
+_PACKED_DOMAIN = b"dpdpca/bitproof/packed/v1"
 _EB = BIT_CHALLENGE_BITS // 8
 
 
@@ -151,8 +173,7 @@ class IntervalStatement:
 
     def weights(self) -> list[int]:
         """``w_i``: ``2**i`` below the top one, ``span - 2**(k-1) + 1`` at the top (module docstring)."""
-        k = self.bits
-        return [1 << i for i in range(k - 1)] + [int(self.span) - (1 << (k - 1)) + 1]
+        return _weights(self.span)
 
     def offset_of(self, value: int) -> int | None:
         """``x`` with ``value = lower + scale x`` and ``0 <= x <= span``, else None."""
@@ -161,19 +182,138 @@ class IntervalStatement:
 
     def decompose(self, x: int) -> list[int]:
         """Bits ``b_i`` with ``sum_i w_i b_i = x`` for ``x`` in ``[0, span]``."""
-        k = self.bits
-        top = 1 if x >= 1 << (k - 1) else 0
-        rest = x - top * self.weights()[-1]
-        return [(rest >> i) & 1 for i in range(k - 1)] + [top]
+        return _decompose(self.span, x)
+
+    @property
+    def constant(self) -> int:
+        """``L``: the plaintext for ``x = 0``."""
+        return int(self.lower)
+
+    def terms(self) -> list[tuple[int, int]]:
+        """``(c_j, span_j)`` per slot: ``Dec(C) = L + sum_j c_j x_j``."""
+        return [(int(self.scale), int(self.span))]
+
+    def offsets_of(self, values: Sequence[int]) -> list[int] | None:
+        """Each slot's ``x`` for one value per slot, None if one is outside."""
+        x = self.offset_of(values[0]) if len(values) == 1 else None
+        return None if x is None else [x]
+
+    def hash_fields(self) -> tuple[bytes, list[int]]:
+        """The hash's domain and the statement's integers."""
+        return _DOMAIN, [int(self.lower), int(self.scale), int(self.span)]
 
 
-def _sizes(key: PublicKey, st: IntervalStatement) -> tuple[int, int, int, int]:
+def _weights(span: int) -> list[int]:
+    k = int(span).bit_length()
+    return [1 << i for i in range(k - 1)] + [int(span) - (1 << (k - 1)) + 1]
+
+
+def _decompose(span: int, x: int) -> list[int]:
+    k = int(span).bit_length()
+    top = 1 if x >= 1 << (k - 1) else 0
+    rest = x - top * _weights(span)[-1]
+    return [(rest >> i) & 1 for i in range(k - 1)] + [top]
+
+
+@dataclass(frozen=True)
+class PackedIntervalStatement:
+    """``Dec(ciphertext)`` packs ``lowers[j] + scales[j] x_j`` in slot ``j`` (``2**(slot_bits j)``), ``x_j`` in ``[0, spans[j]]``.
+
+    Parameters
+    ----------
+    ciphertext : int
+    slot_bits : int >= 2
+    lowers, scales, spans : tuple of int
+        One per slot: any integer, ``>= 1``, ``>= 1``; every slot's values
+        within ``|.| <= 2**(slot_bits-1) - 1`` (so the slots decode uniquely).
+
+    Examples
+    --------
+    >>> st = PackedIntervalStatement(1, 16, (0, -5), (1, 1), (10, 10))
+    >>> st.bits, st.constant, st.terms()
+    (8, -327680, [(1, 10), (65536, 10)])
+    >>> st.offsets_of([10, 5]), st.offsets_of([11, 5]), st.offsets_of([0, -6])
+    ([10, 10], None, None)
+    """
+
+    ciphertext: int
+    slot_bits: int
+    lowers: tuple[int, ...]
+    scales: tuple[int, ...]
+    spans: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        w = check_int("slot_bits", self.slot_bits, minimum=2)
+        if not len(self.lowers) == len(self.scales) == len(self.spans) >= 1:
+            raise param_error("lowers, scales, spans", "one entry per slot each (at least one slot)",
+                              f"{len(self.lowers)}, {len(self.scales)}, {len(self.spans)}")
+        limit = (1 << (w - 1)) - 1
+        for j, (lo, sc, sp) in enumerate(zip(self.lowers, self.scales, self.spans)):
+            check_int(f"scales[{j}]", sc, minimum=1)
+            check_int(f"spans[{j}]", sp, minimum=1)
+            if max(abs(int(lo)), abs(int(lo) + int(sc) * int(sp))) > limit:
+                raise param_error(f"slot {j} interval", f"within |value| <= 2**{w - 1} - 1 (the slot width)",
+                                  f"[{int(lo)}, {int(lo) + int(sc) * int(sp)}]")
+
+    @property
+    def bits(self) -> int:
+        """``k = sum_j bits(span_j)``: how many bit ciphertexts the proof holds."""
+        return sum(int(sp).bit_length() for sp in self.spans)
+
+    @property
+    def constant(self) -> int:
+        """``L = sum_j lowers[j] 2**(w j)``."""
+        return pack_slots(self.lowers, self.slot_bits)
+
+    def terms(self) -> list[tuple[int, int]]:
+        """``(c_j, span_j) = (scales[j] 2**(w j), spans[j])`` per slot."""
+        return [(int(sc) << (self.slot_bits * j), int(sp)) for j, (sc, sp) in enumerate(zip(self.scales, self.spans))]
+
+    def offsets_of(self, values: Sequence[int]) -> list[int] | None:
+        """Each slot's ``x_j`` (``values[j] = lowers[j] + scales[j] x_j``), None if a slot is outside or miscounted."""
+        if len(values) != len(self.spans):
+            return None
+        out = []
+        for v, lo, sc, sp in zip(values, self.lowers, self.scales, self.spans):
+            q, rem = divmod(int(v) - int(lo), int(sc))
+            if rem or not 0 <= q <= sp:
+                return None
+            out.append(q)
+        return out
+
+    def hash_fields(self) -> tuple[bytes, list[int]]:
+        """The hash's domain and the statement's integers (slot width, count, then each slot's three)."""
+        return _PACKED_DOMAIN, [int(self.slot_bits), len(self.spans),
+                                *(int(v) for t in zip(self.lowers, self.scales, self.spans) for v in t)]
+
+    def magnitude(self) -> int:
+        """The largest ``|packed value|`` the statement allows (at most ``n/2`` for a key it fits)."""
+        return sum(max(abs(int(lo)), abs(int(lo) + int(sc) * int(sp))) << (self.slot_bits * j)
+                   for j, (lo, sc, sp) in enumerate(zip(self.lowers, self.scales, self.spans)))
+
+
+#: Either statement: one value or the slots of a packed ciphertext.
+Statement = Union[IntervalStatement, PackedIntervalStatement]
+
+
+def _check_fits(key: PublicKey, st: Statement) -> None:
+    if isinstance(st, PackedIntervalStatement) and 2 * st.magnitude() >= key.n:
+        raise param_error("packed interval statement", "packed values below n/2 in absolute value (this key)",
+                          f"{st.magnitude().bit_length()} bits against a {key.bits}-bit n")
+
+
+def _bit_coefficients(st: Statement) -> list[int]:
+    """``c_j w_{j,i}`` for every bit, slot by slot: the relation's exponents."""
+    return [c * w for c, span in st.terms() for w in _weights(span)]
+
+
+def _sizes(key: PublicKey, st: Statement) -> tuple[int, int, int, int]:
     """``(g, response bytes, relation bits, relation bytes)`` from the public key and statement."""
     k = st.bits
     margin = STAT_BITS + (2 * k + 2).bit_length()
     g = key.alpha_bits + BIT_CHALLENGE_BITS + margin
-    # |t| < 2**alpha (1 + scale * span): its gamma is that wide plus the challenge and the margin
-    gd = key.alpha_bits + (int(st.scale) * int(st.span)).bit_length() + 1 + BIT_CHALLENGE_BITS + margin
+    # |t| < 2**alpha (1 + sum_j c_j span_j): its gamma is that wide plus the challenge and the margin
+    gd = key.alpha_bits + sum(c * span for c, span in st.terms()).bit_length() + 1 + BIT_CHALLENGE_BITS + margin
     return g, (g + 1 + 7) // 8, gd, (gd + 2 + 7) // 8
 
 
@@ -193,7 +333,7 @@ class IntervalProof:
     responses: bytes
     relation_response: int
 
-    def to_bytes(self, public_key: PublicKey, statement: IntervalStatement) -> bytes:
+    def to_bytes(self, public_key: PublicKey, statement: Statement) -> bytes:
         """Header, ``h`` (ciphertext width), ``s`` (n width), ``B`` blob, commitments, ``e_i0`` blob, ``Z`` blob, ``Z_D``."""
         cw = public_key.ciphertext_bytes
         nw = (public_key.bits + 7) // 8
@@ -206,7 +346,7 @@ class IntervalProof:
         ])
 
     @classmethod
-    def from_bytes(cls, data: bytes, public_key: PublicKey, statement: IntervalStatement) -> IntervalProof:
+    def from_bytes(cls, data: bytes, public_key: PublicKey, statement: Statement) -> IntervalProof:
         """Parse :meth:`to_bytes` output for ``statement``: every size is the statement's, checked first.
 
         Raises
@@ -244,13 +384,14 @@ class IntervalProof:
                    parts[5], int.from_bytes(parts[6], "big", signed=True))
 
 
-def _hash(context: bytes, key: PublicKey, st: IntervalStatement, h: int, bits: bytes, commits: list[int]) -> bytes:
+def _hash(context: bytes, key: PublicKey, st: Statement, h: int, bits: bytes, commits: list[int]) -> bytes:
     cw = key.ciphertext_bytes
+    domain, fields = st.hash_fields()
     hsh = hashlib.sha256()
-    hsh.update(_DOMAIN)
+    hsh.update(domain)
     hsh.update(struct.pack(">Q", len(context)) + context)
     hsh.update(bk.int_to_bytes(key.n))
-    for v in (st.lower, st.scale, st.span):
+    for v in fields:
         b = int(v).to_bytes((int(v).bit_length() + 8) // 8, "big", signed=True)
         hsh.update(struct.pack(">I", len(b)) + b)
     hsh.update(bk.ints_to_bytes([st.ciphertext, h], cw))
@@ -281,12 +422,43 @@ def _powers(key: PublicKey, base: int, exps: list[int], exp_bits: int) -> list[i
     return [int(v) for v in table.pow_many(exps)]
 
 
+def _weighted_product(key: PublicKey, st: Statement, cts: list[int]) -> int:
+    """``prod_{j,i} B_{j,i}**(c_j w_{j,i}) mod n**2`` by Horner's rule (about one full exponentiation, not k).
+
+    Per slot ``P_j = prod_i B_{j,i}**w_{j,i}`` (``w_{j,i} = 2**i`` below the
+    top bit: squarings), then ``prod_j P_j**c_j`` with ``c_j = scale_j
+    2**(w j)``: from the top slot down, ``acc = acc**(2**w) P_j**scale_j``.
+    """
+    n2 = key.nsquare
+    slots: list[tuple[int, int]] = []  # (P_j, scale_j)
+    pos = 0
+    if isinstance(st, PackedIntervalStatement):
+        spans, scales, shift = list(st.spans), list(st.scales), int(st.slot_bits)
+    else:
+        spans, scales, shift = [int(st.span)], [int(st.scale)], 0
+    for span, scale in zip(spans, scales):
+        k = int(span).bit_length()
+        b = [bk.mpz(c) for c in cts[pos:pos + k]]
+        pos += k
+        acc = bk.mpz(1)
+        for i in reversed(range(k - 1)):  # sum_{i<k-1} 2**i b_i
+            acc = acc * acc % n2 * b[i] % n2
+        acc = acc * bk.powmod(b[k - 1], _weights(span)[-1], n2) % n2
+        slots.append((acc, int(scale)))
+    total = bk.mpz(1)
+    for acc, scale in reversed(slots):
+        if shift and total != 1:
+            total = bk.powmod(total, 1 << shift, n2)
+        total = total * (acc if scale == 1 else bk.powmod(acc, scale, n2)) % n2
+    return int(total)
+
+
 def _check_units(values: list[int], n: int, n2: int, what: str) -> None:
     if any(not 0 < v < n2 for v in values) or bk.first_non_unit([bk.mpz(v) for v in values], n) is not None:
         raise ProofError(f"interval proof {what} must be units in [1, n**2)")
 
 
-def prove_interval(base: ProverBase, statement: IntervalStatement, *, value: int, exponent: int,
+def prove_interval(base: ProverBase, statement: Statement, *, value: int, exponent: int,
                    context: bytes) -> IntervalProof:
     """Prove :class:`IntervalStatement` for a ciphertext encrypted under ``base`` (module docstring).
 
@@ -308,16 +480,57 @@ def prove_interval(base: ProverBase, statement: IntervalStatement, *, value: int
         ``value`` is not ``lower + scale x`` with ``x`` in ``[0, span]`` (an
         honest prover proves nothing false).
     """
+    if not isinstance(statement, IntervalStatement):
+        raise param_error("statement", "an IntervalStatement (prove_packed_interval proves packed ones)",
+                          type(statement).__name__)
     value = check_int("value", value)  # a float is refused, never truncated
     x = statement.offset_of(value)
     if x is None:
         raise OverflowRiskError(f"value must be lower + scale * x with x in [0, {statement.span}] "
                                 f"(lower {statement.lower}, scale {statement.scale}), got {int(value)}")
+    return _prove(base, statement, [x], exponent, context)
+
+
+def prove_packed_interval(base: ProverBase, statement: PackedIntervalStatement, *, values: Sequence[int],
+                          exponent: int, context: bytes) -> IntervalProof:
+    """Prove :class:`PackedIntervalStatement` for a packed ciphertext encrypted under ``base`` (module docstring).
+
+    Parameters
+    ----------
+    base : ProverBase
+    statement : PackedIntervalStatement
+    values : sequence of int
+        The slot values as packed (``lowers[j] + scales[j] x_j``).
+    exponent : int
+        The ciphertext's DJN exponent.
+    context : bytes
+
+    Raises
+    ------
+    OverflowRiskError
+        A slot value outside its interval (named; an honest prover proves nothing false).
+    ParameterError
+        A statement that does not fit the key (packed values reaching ``n/2``).
+    """
+    vals = [check_int(f"values[{j}]", v) for j, v in enumerate(values)]
+    xs = statement.offsets_of(vals)
+    if xs is None:
+        if len(vals) != len(statement.spans):
+            raise param_error("values", f"one per slot ({len(statement.spans)})", len(vals))
+        j = next(j for j, (v, lo, sc, sp) in enumerate(zip(vals, statement.lowers, statement.scales, statement.spans))
+                 if (v - lo) % sc or not 0 <= (v - lo) // sc <= sp)
+        lo, sc, sp = statement.lowers[j], statement.scales[j], statement.spans[j]
+        raise OverflowRiskError(f"values[{j}] must be {lo} + {sc} * x with x in [0, {sp}], got {vals[j]}")
+    _check_fits(base.public_key, statement)
+    return _prove(base, statement, xs, exponent, context)
+
+
+def _prove(base: ProverBase, statement: Statement, xs: list[int], exponent: int, context: bytes) -> IntervalProof:
     key = base.public_key
     n, n2, h = key.n, key.nsquare, int(key.hs)
     k = statement.bits
     g, zw, gd, _rw = _sizes(key, statement)
-    bits = statement.decompose(x)
+    bits = [b for (_c, span), x in zip(statement.terms(), xs) for b in _decompose(span, x)]
     a = [secrets.randbits(key.alpha_bits) for _ in bits]
     gam = [secrets.randbits(g) for _ in bits]
     sim_e = [secrets.randbits(BIT_CHALLENGE_BITS) for _ in bits]
@@ -347,13 +560,13 @@ def prove_interval(base: ProverBase, statement: IntervalStatement, *, value: int
         z_true = gam[i] + e_true * a[i]
         e0s.append(e_true if b == 0 else sim_e[i])
         zs.extend((z_true, sim_z[i]) if b == 0 else (sim_z[i], z_true))
-    t = int(exponent) - int(statement.scale) * sum(w * ai for w, ai in zip(statement.weights(), a))
+    t = int(exponent) - sum(cw * ai for cw, ai in zip(_bit_coefficients(statement), a))
     return IntervalProof(h, base.root_response(r, e_root), bit_blob, bk.ints_to_bytes(commits, key.ciphertext_bytes),
                          b"".join(e.to_bytes(_EB, "big") for e in e0s),
                          b"".join(z.to_bytes(zw, "big") for z in zs), gamma_d + e_rel * t)
 
 
-def verify_interval(public_key: PublicKey, proof: IntervalProof | bytes, statement: IntervalStatement, *,
+def verify_interval(public_key: PublicKey, proof: IntervalProof | bytes, statement: Statement, *,
                     context: bytes) -> None:
     """Check a proof of :func:`prove_interval` for ``statement`` under ``context``.
 
@@ -371,6 +584,10 @@ def verify_interval(public_key: PublicKey, proof: IntervalProof | bytes, stateme
     """
     key = public_key
     n, n2 = key.n, key.nsquare
+    try:
+        _check_fits(key, statement)
+    except DpdpcaError as exc:
+        raise ProofError(f"interval proof statement must fit the key: {exc}") from None
     pf = proof if isinstance(proof, IntervalProof) else IntervalProof.from_bytes(proof, key, statement)
     k = statement.bits
     g, zw, gd, _rw = _sizes(key, statement)
@@ -401,11 +618,9 @@ def verify_interval(public_key: PublicKey, proof: IntervalProof | bytes, stateme
     for ct, e0, e in zip(cts, e0s, es):
         xs.extend((ct, ct * one_minus_n % n2))
         chal.extend((e0, e ^ e0))
-    # D = C (1+n)**-lower prod B_i**(-scale w_i)
-    prod_b = bk.mpz(1)
-    for ct, w in zip(cts, statement.weights()):
-        prod_b = prod_b * bk.powmod(ct, int(statement.scale) * w, n2) % n2
-    d = int(statement.ciphertext) * ((1 - int(statement.lower) % n * n) % n2) % n2 * bk.invert(prod_b, n2) % n2
+    # D = C (1+n)**-L prod B_i**(-c_i w_i)
+    d = int(statement.ciphertext) * ((1 - int(statement.constant) % n * n) % n2) % n2 \
+        * bk.invert(_weighted_product(key, statement, cts), n2) % n2
     xs.append(int(d))
     chal.append(e_rel)
     # one check for all: h**(sum rho Z) = prod G**rho * prod c'**(rho e), rho fresh (a failing equation survives

@@ -143,6 +143,9 @@ class Collection:
     range_proofs : bool
         Every share must carry a valid range proof (:mod:`dpdpca.protocol.proofs`);
         an owner whose proof fails is refused and excluded (kept in ``state.json``).
+    range_proof_mode : {"slack", "exact"}
+        The session's proof mode (:data:`dpdpca.protocol.proofs.RANGE_PROOF_MODES`);
+        a share proved in the other mode is refused and its owner excluded.
 
     Raises
     ------
@@ -155,9 +158,10 @@ class Collection:
                  collection_seconds: float | None = None, noise: ReleaseOptions | None = None,
                  release: str = "on-close", executor: Executor | None = None,
                  clock: Callable[[], float] = time.time, budget: PrivacyLedger | None = None,
-                 range_proofs: bool = False) -> None:
+                 range_proofs: bool = False, range_proof_mode: str = "slack") -> None:
         self.params = params
         self.range_proofs = bool(range_proofs)
+        self.range_proof_mode = str(range_proof_mode)
         self.root = Path(state_dir)
         self.owner_keys = owner_keys
         self.quorum = int(quorum)
@@ -209,7 +213,8 @@ class Collection:
         """The proxy's steps (:mod:`dpdpca.protocol.roles`), the same every deployment drives."""
         if proxy is None:
             proxy = Proxy(self.params, self.owner_keys, quorum=self.min_shares, executor=self.executor,
-                          ledger=self.ledger, release=self.noise.mode, range_proofs=self.range_proofs)
+                          ledger=self.ledger, release=self.noise.mode, range_proofs=self.range_proofs,
+                          range_proof_mode=self.range_proof_mode)
         proxy.excluded_.update({str(k): str(v) for k, v in dict(self._state.get("excluded", {})).items()})
         return ProxySteps(proxy, self.noise, ledger=self.budget,
                           label=f"proxy service session {self.params.session_id}")
@@ -283,7 +288,7 @@ class Collection:
         accepted = len(self._steps.received) if phase is Phase.COLLECTING else len(state.get("owners", []))
         return {"phase": phase.value, "accepted": accepted, "quorum": self.quorum, "n_rows": state.get("n_rows"),
                 "min_shares": self.min_shares, "expected": len(self.owner_keys),
-                "range_proofs": self.range_proofs, "excluded": sorted(state.get("excluded", {})),
+                "range_proofs": self.range_proofs, "range_proof_mode": self.range_proof_mode, "excluded": sorted(state.get("excluded", {})),
                 "deadline_unix": float(state["deadline_unix"]), "session": self.params.session_id,
                 "seconds_left": max(0.0, float(state["deadline_unix"]) - self.clock())
                 if phase is Phase.COLLECTING else 0.0,

@@ -35,6 +35,7 @@ Example (relative paths are resolved against the file's directory):
     budget_delta = 1e-5            # ... the proxy refuses a release past it, before any noise is drawn
     budget_ledger = "privacy-ledger.json"   # where the sessions' releases are recorded (this default)
     range_proofs = false           # true: every share must carry a valid range proof (README: its cost)
+    range_proof_mode = "slack"     # or "exact": every slot within its declared interval (costlier; owners must match)
 
     [user]
     verify_keys = "user.verify.json"   # from dpdpca user identity
@@ -68,6 +69,7 @@ from dpdpca.net.auth import USER, PartyKeys
 from dpdpca.net.guard import ConnectionLimits
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.config import ReleaseOptions
+from dpdpca.protocol.proofs import RANGE_PROOF_MODES
 
 __all__ = ["NoiseConfig", "ServiceConfig", "load_config"]
 
@@ -154,6 +156,7 @@ class ServiceConfig:
     tls_key: Path | None = None
     range_proofs: bool = False
     public_status: bool = True
+    range_proof_mode: str = "slack"
 
     def __post_init__(self) -> None:
         check_int("quorum", self.quorum, minimum=1, maximum=len(self.owner_keys))
@@ -162,6 +165,9 @@ class ServiceConfig:
         check_int("min_shares", self.min_shares, minimum=1, maximum=self.quorum)
         check_int("max_body_bytes", self.max_body_bytes, minimum=1024)
         check_int("port", self.port, minimum=0, maximum=65535)
+        if self.range_proof_mode not in RANGE_PROOF_MODES:
+            raise param_error("protocol.range_proof_mode", f"one of {', '.join(RANGE_PROOF_MODES)}",
+                              self.range_proof_mode)
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ParameterError(f"tls_cert and tls_key must be given together, got cert={self.tls_cert} "
                                  f"key={self.tls_key}")
@@ -274,7 +280,8 @@ def load_config(path: str | Path) -> ServiceConfig:
             host=str(server.get("host", "127.0.0.1")), port=int(server.get("port", 8443)),
             tls_cert=path_of(server.get("tls_cert")), tls_key=path_of(server.get("tls_key")),
             range_proofs=_flag(proto.get("range_proofs", False), "protocol.range_proofs"),
-            public_status=_flag(server.get("public_status", True), "server.public_status"))
+            public_status=_flag(server.get("public_status", True), "server.public_status"),
+            range_proof_mode=proto.get("range_proof_mode", "slack"))
     except (TypeError, ValueError) as exc:
         if isinstance(exc, ParameterError):
             raise

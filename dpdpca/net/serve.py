@@ -46,7 +46,7 @@ def build_service(config: ServiceConfig, *, executor: Executor | None = None,
                             min_shares=config.min_shares, deadline=config.deadline,
                             collection_seconds=config.collection_seconds, noise=config.noise,
                             release=config.release, executor=executor, budget=config.budget(),
-                            range_proofs=config.range_proofs)
+                            range_proofs=config.range_proofs, range_proof_mode=config.range_proof_mode)
     return collection, create_app(collection, config.party_keys(), max_body_bytes=config.max_body_bytes,
                                   public_status=config.public_status)
 

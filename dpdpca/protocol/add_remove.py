@@ -32,6 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from dpdpca._validation import param_error
 from dpdpca.dp import (BLOCKS, AddRemoveCalibration, DistributedCalibration, block_scales, calibrate_distributed,
                        sample_discrete_gaussian)
 from dpdpca.dp.distributed import honest_present
@@ -39,7 +40,7 @@ from dpdpca.errors import MessageError, OverflowRiskError
 from dpdpca.protocol.bounds import noise_tail_factor
 from dpdpca.protocol.counts import NO_NOISE
 
-__all__ = ["owner_count_noise_bound", "owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy",
+__all__ = ["owner_count_noise_bound", "owner_noise_bound", "owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy",
            "add_block_noise", "owner_noise_calibration", "coalition_report", "owner_noise_label"]
 
 
@@ -127,9 +128,16 @@ def owner_noise_label(cal: DistributedCalibration | None) -> str:
 _LABEL = re.compile(r"owners:epsilon=([0-9.e+-]+),delta=([0-9.e+-]+),owners=([0-9]+),honest=([0-9]+),quorum=([0-9]+)")
 
 
-@functools.lru_cache(maxsize=64)
 def owner_count_noise_bound(label: str, *, d: int, frac_bits: int, allowance: int) -> int:
-    """The largest ``|z_N|`` an honest owner's noise share in N reaches: ``ceil(t sigma_N)``, at most ``allowance``.
+    """The largest ``|z_N|`` an honest owner's noise share in N reaches (:func:`owner_noise_bound` of block N)."""
+    return owner_noise_bound(label, block="N", d=d, frac_bits=frac_bits, allowance=allowance)
+
+
+@functools.lru_cache(maxsize=64)
+def owner_noise_bound(label: str, *, block: str, d: int, frac_bits: int, allowance: int) -> int:
+    """The largest ``|z|`` an honest owner's noise share reaches in one entry of ``block`` (``"R"``, ``"v"``, ``"N"``).
+
+    ``ceil(t sigma_block)``, at most ``allowance``.
 
     ``label`` is the owner's signed :func:`owner_noise_label`, which fixes its
     calibration (:func:`dpdpca.dp.calibrate_distributed` for ``d`` and
@@ -152,7 +160,9 @@ def owner_count_noise_bound(label: str, *, d: int, frac_bits: int, allowance: in
     if owner_noise_label(cal) != label:  # one spelling per calibration (the proxy's finish compares strings)
         raise MessageError(f"share statement noise label must be canonical, got {label[:120]!r}")
     # smallest integer a with a**2 >= t**2 sigma**2 (exact: sigma**2 is a Fraction)
-    bound2 = noise_tail_factor() ** 2 * cal.local_sigma_squared_int["N"]
+    if block not in cal.local_sigma_squared_int:
+        raise param_error("block", f"one of {sorted(cal.local_sigma_squared_int)}", block)
+    bound2 = noise_tail_factor() ** 2 * cal.local_sigma_squared_int[block]
     ceil2 = -(-bound2.numerator // bound2.denominator)
     return min(int(allowance), math.isqrt(ceil2 - 1) + 1 if ceil2 > 0 else 0)
 

@@ -183,12 +183,22 @@ class DeclaredBounds:
         Owners prove in zero knowledge that every slot of their shares is
         within these bounds and the proxy checks it (:mod:`dpdpca.protocol.proofs`;
         off by default: see README for its cost).
+    range_proof_mode : {"slack", "exact"}
+        Which proof (:data:`dpdpca.protocol.proofs.RANGE_PROOF_MODES`): slack
+        bounds every slot up to the slack proof's proven bound and N exactly;
+        exact proves every slot within its declared interval (costlier).
     """
 
     max_owners: int | None = None
     max_rows_per_owner: int | None = None
     clip: bool = True
     range_proofs: bool = False
+    range_proof_mode: str = "slack"
+
+    def __post_init__(self) -> None:
+        from dpdpca.protocol.proofs import check_range_proof_mode
+
+        check_range_proof_mode(self.range_proof_mode)  # one-line ParameterError for another name
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ class IntakeContext:
     release: ProtocolRelease
     max_features: int
     range_proofs: bool = False  # every share must carry a valid range proof (dpdpca.protocol.proofs)
+    range_proof_mode: str = "slack"  # which (dpdpca.protocol.proofs.RANGE_PROOF_MODES): the session's
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "release", as_release(self.release))
@@ -65,14 +66,15 @@ class IntakeContext:
         """JSON of the public parameters and verify keys (nothing secret), for a worker process."""
         return json.dumps({"params": self.params.to_json(), "owner_keys": self.owner_keys.to_json(),
                            "release": str(self.release), "max_features": self.max_features,
-                           "range_proofs": self.range_proofs},
+                           "range_proofs": self.range_proofs, "range_proof_mode": self.range_proof_mode},
                           sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "IntakeContext":
         obj = json.loads(data.decode())
         return cls(ProtocolParams.from_json(obj["params"]), OwnerKeyring.from_json(obj["owner_keys"]),
-                   as_release(obj["release"]), int(obj["max_features"]), bool(obj.get("range_proofs", False)))
+                   as_release(obj["release"]), int(obj["max_features"]), bool(obj.get("range_proofs", False)),
+                   str(obj.get("range_proof_mode", "slack")))
 
 
 @dataclass
@@ -157,6 +159,7 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
     arrays = load_share_arrays(msg, p, d, owners=1, release=ctx.release, check_units=check_units)
     if ctx.range_proofs:
         check_share_proof(msg, p, ctx.release, arrays, owner_id=owner, d=d, digest=statement.ciphertext_sha256,
+                          mode=ctx.range_proof_mode,
                           noise=statement.noise)
     return CheckedShare(owner, d, statement, arrays, ciphertext_keys(msg, arrays, p.public_key))
 

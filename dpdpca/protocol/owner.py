@@ -23,7 +23,7 @@ from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.offline import OwnerRandomness
 from dpdpca.protocol.params import ProtocolParams
-from dpdpca.protocol.proofs import PROOF_SECTION, prove_share
+from dpdpca.protocol.proofs import PROOF_SECTION, check_range_proof_mode, prove_share
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 from dpdpca.timing import Timings
 
@@ -64,6 +64,9 @@ class DataOwner:
         within the public bounds (:mod:`dpdpca.protocol.proofs`; CLI
         ``--range-proofs``).  The owner then encrypts serially under a base
         whose n-th root it knows.
+    range_proof_mode : {"slack", "exact"}
+        Which proof (:data:`dpdpca.protocol.proofs.RANGE_PROOF_MODES`; CLI
+        ``--range-proof-mode``): the session's, or the proxy refuses the share.
 
     Attributes
     ----------
@@ -84,7 +87,7 @@ class DataOwner:
     def __init__(self, params: ProtocolParams, identity: OwnerIdentity, *, clip: bool = True,
                  executor: EngineLike = None, insecure_test_key: bool = False, release: str = "add-remove",
                  noise: DistributedCalibration | None = None, record_noise_for_testing: bool = False,
-                 range_proofs: bool = False) -> None:
+                 range_proofs: bool = False, range_proof_mode: str = "slack") -> None:
         if not isinstance(identity, OwnerIdentity):
             raise ProtocolError(f"identity must be an OwnerIdentity (the owner's signing key), "
                                 f"got {type(identity).__name__}")
@@ -111,6 +114,7 @@ class DataOwner:
         self.noise = noise
         self.record_noise_for_testing = bool(record_noise_for_testing)
         self.range_proofs = bool(range_proofs)
+        self.range_proof_mode = check_range_proof_mode(range_proof_mode)
         self._randomness: OwnerRandomness | None = None
 
     def precompute(self, d: int) -> OwnerRandomness | None:
@@ -236,7 +240,7 @@ class DataOwner:
             with self.timings_.measure(self.party, "prove"):
                 sections[PROOF_SECTION] = prove_share(base, p, self.release, encrypted, witnesses,
                                                       owner_id=self.owner_id, d=d, digest=digest,
-                                                      noise=statement.noise)
+                                                      noise=statement.noise, mode=self.range_proof_mode)
         with self.timings_.measure(self.party, "serialize"):
             meta: dict[str, Any] = {"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
                                     "declared_bounds": {k: str(b) for k, b in bounds.items()}}

@@ -125,7 +125,7 @@ def _owner_main(ctrl: Connection, to_proxy: Connection) -> None:
                                   quorum=cfg["quorum"], present=cfg["present"])
         owner = DataOwner(params, identity, clip=cfg["clip"], insecure_test_key=cfg["insecure_test_key"],
                           release=release.mode, noise=cal, record_noise_for_testing=cfg["verify"],
-                          range_proofs=cfg["range_proofs"])
+                          range_proofs=cfg["range_proofs"], range_proof_mode=cfg["range_proof_mode"])
         net = PipeTransport(owner.party, {PROXY: to_proxy})
         if not owner.range_proofs:  # a proving owner encrypts under a base whose n-th root it knows
             owner.precompute(int(X.shape[1]))  # offline: the share's DJN factors (key, d and release only)
@@ -153,7 +153,7 @@ def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: C
         release = ReleaseOptions.from_json(cfg["release"])
         proxy = Proxy(params, OwnerKeyring.from_json(cfg["owner_keys"]), quorum=cfg["quorum"],
                       record_noise_for_testing=cfg["verify"], release=release.mode,
-                      range_proofs=cfg["range_proofs"])
+                      range_proofs=cfg["range_proofs"], range_proof_mode=cfg["range_proof_mode"])
         net = PipeTransport(PROXY, {**owner_conns, USER: to_user}, send_only=(USER,))
         led = cfg.get("ledger")
         ledger = None if led is None else PrivacyLedger(
@@ -280,13 +280,15 @@ def run_in_processes(plan: RunPlan, *, progress: Tick, ledger: PrivacyLedger | N
             _send_json(ctrl, {"params": public, "owner_id": oid, "clip": opts.bounds.clip,
                               "insecure_test_key": key.insecure_test_key, "release": rel.to_json(),
                               "owners": len(plan.ids), "quorum": dep.quorum, "present": len(plan.present),
-                              "verify": dep.verify, "range_proofs": opts.bounds.range_proofs})
+                              "verify": dep.verify, "range_proofs": opts.bounds.range_proofs,
+                              "range_proof_mode": opts.bounds.range_proof_mode})
         # Each owner made its own signing key; only the verify keys come back.
         keyring = OwnerKeyring({oid: _raise_if_error(_recv_json(ctrl))["verify_key"]
                                 for oid, ctrl in owners.items()}).to_json()
         _send_json(proxy, {"params": public, "owner_keys": keyring, "deadline_s": dep.deadline_s,
                            "verify": dep.verify, "quorum": plan.quorum, "release": rel.to_json(),
                            "owners": len(plan.ids), "range_proofs": opts.bounds.range_proofs,
+                           "range_proof_mode": opts.bounds.range_proof_mode,
                            "ledger": None if ledger is None else {"path": str(ledger.path), "budget": ledger.budget,
                                                                   "label": ledger_label}})
         _send_json(user, {"owner_keys": keyring})

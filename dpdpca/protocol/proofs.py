@@ -21,10 +21,25 @@ signs), so neither can be replayed into another share.  The proxy checks
 them in its intake (:func:`dpdpca.protocol.intake.check_share`), in process
 or on its pool.
 
-Wire format of the section (version 2): ``b"DPSP"``, the version byte, then
-the range proof and the count proof, each behind an 8-byte length (the count
-proof empty when the share has no encrypted count).  Version 1 was the range
-proof alone (``b"DPRP"``): refused with a line saying so.
+Exact mode (``--range-proof-mode exact``, :data:`RANGE_PROOF_MODES`): no
+slack anywhere.  Every ciphertext of the share carries one exact packed
+interval proof (:class:`dpdpca.crypto.bitproof.PackedIntervalStatement`,
+:func:`slot_statements`): each slot in its own interval from the public
+declared bounds, R's diagonal ``[0, B_R]`` (a sum of squares), R's other
+entries ``[-B_R, B_R]``, v's ``[-B_v, B_v]``, N as the count proof above
+(``B_R = max_rows 2**(2f)``, ``B_v = max_rows 2**f``); with the owners'
+noise every interval widens by that section's noise tail bound on both sides
+(:func:`dpdpca.protocol.add_remove.owner_noise_bound`, as for N).  It costs
+one small encryption and an OR-proof per bit of every slot
+(README: measured).  The session fixes the mode: a share proved in the
+other mode is refused, naming its owner.
+
+Wire format of the section (version 3): ``b"DPSP"``, the version byte, the
+mode byte (0 slack, 1 exact), a 4-byte count, then the proofs, each behind
+an 8-byte length: slack: the range proof and the count proof (empty when
+the share has no encrypted count); exact: one interval proof per ciphertext,
+sections in order.  Version 2 (slack without a mode byte) and version 1 (the
+range proof alone, ``b"DPRP"``) are refused with a line saying so.
 """
 
 from __future__ import annotations
@@ -33,63 +48,93 @@ import struct
 from typing import Mapping
 
 from dpdpca.crypto import EncryptedArray
-from dpdpca.crypto.bitproof import IntervalStatement, prove_interval, verify_interval
+from dpdpca.crypto.bitproof import (IntervalStatement, PackedIntervalStatement, prove_interval,
+                                     prove_packed_interval, verify_interval)
 from dpdpca.crypto.rangeproof import ProofSection, ProverBase, SectionWitness, prove_ranges, verify_ranges
+from dpdpca._validation import param_error
 from dpdpca.dp import block_scales
 from dpdpca.errors import DpdpcaError, MessageError, ProofError
-from dpdpca.protocol.add_remove import owner_count_noise_bound
+from dpdpca.protocol.add_remove import owner_count_noise_bound, owner_noise_bound
 from dpdpca.protocol.counts import NO_NOISE
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
 
-__all__ = ["COUNT_SECTION", "PROOF_FORMAT_VERSION", "PROOF_SECTION", "check_share_proof", "count_statement",
-           "join_proofs", "proof_context", "proof_sections", "prove_share", "split_proofs"]
+__all__ = ["COUNT_SECTION", "PROOF_FORMAT_VERSION", "PROOF_SECTION", "RANGE_PROOF_MODES", "check_range_proof_mode",
+           "check_share_proof", "count_statement", "join_proofs", "proof_context", "proof_sections", "prove_share",
+           "slot_statements", "split_proofs"]
 
 #: The message section that carries an owner's range proof (and its count proof).
 PROOF_SECTION = "rangeproof"
 #: The ciphertext section holding an encrypted row count (one slot), proved exactly.
 COUNT_SECTION = "N"
-#: Version of the proof section's format (module docstring); 1 was the range proof alone.
-PROOF_FORMAT_VERSION = 2
+#: Version of the proof section's format (module docstring); 2 had no mode byte, 1 was the range proof alone.
+PROOF_FORMAT_VERSION = 3
+#: ``slack``: every slot within the slack range proof's bound, N exactly; ``exact``: every slot exactly.
+RANGE_PROOF_MODES = ("slack", "exact")
 _MAGIC = b"DPSP"
-_HEAD = struct.Struct(">4sB")
+_HEAD = struct.Struct(">4sBBI")  # magic, version, mode, number of proofs
 
 
-def join_proofs(range_proof: bytes, count_proof: bytes) -> bytes:
-    """The proof section (version 2): header, then each proof behind its 8-byte length."""
-    return b"".join([_HEAD.pack(_MAGIC, PROOF_FORMAT_VERSION), struct.pack(">Q", len(range_proof)), range_proof,
-                     struct.pack(">Q", len(count_proof)), count_proof])
+def check_range_proof_mode(mode: object) -> str:
+    """``mode`` if it is one of :data:`RANGE_PROOF_MODES`, else a one-line ParameterError."""
+    if mode not in RANGE_PROOF_MODES:
+        raise param_error("range_proof_mode", f"one of {', '.join(RANGE_PROOF_MODES)}", mode)
+    return str(mode)
 
 
-def split_proofs(data: bytes) -> tuple[bytes, bytes]:
-    """``(range proof, count proof)`` of a proof section; every length checked.
+def join_proofs(*proofs: bytes, mode: str = "slack") -> bytes:
+    """The proof section (version 3): header with the mode and the count, then each proof behind its 8-byte length.
+
+    Slack mode: ``join_proofs(range_proof, count_proof)``; exact: one interval proof per ciphertext.
+    """
+    code = RANGE_PROOF_MODES.index(check_range_proof_mode(mode))
+    return b"".join([_HEAD.pack(_MAGIC, PROOF_FORMAT_VERSION, code, len(proofs)),
+                     *(struct.pack(">Q", len(p)) + bytes(p) for p in proofs)])
+
+
+def split_proofs(data: bytes, *, mode: str = "slack") -> list[bytes]:
+    """The proofs of a proof section in ``mode`` (slack: ``[range proof, count proof]``); every length checked.
 
     Raises
     ------
     MessageError
-        Another format or version (version 1, the range proof alone, says so), or lengths that do not match.
+        Another format or version (versions 1 and 2 say so), lengths that do not match, or a slack section
+        without exactly its two proofs.
+    ProofError
+        A section proved in the other mode (``range proof mode must be 'exact' (the session's), got 'slack'``).
     """
+    mode = check_range_proof_mode(mode)
     data = bytes(data)
     if data[:4] == b"DPRP":
-        raise MessageError(f"range proof section must be format version {PROOF_FORMAT_VERSION} (slot ranges and "
-                           f"the exact count proof), got version 1 (a range proof alone, from an older dpdpca)")
-    if len(data) < _HEAD.size or _HEAD.unpack_from(data) != (_MAGIC, PROOF_FORMAT_VERSION):
+        raise MessageError(f"range proof section must be format version {PROOF_FORMAT_VERSION} (with its mode), "
+                           f"got version 1 (a range proof alone, from an older dpdpca)")
+    if data[:5] == _MAGIC + b"\x02":
+        raise MessageError(f"range proof section must be format version {PROOF_FORMAT_VERSION} (with its mode), "
+                           f"got version 2 (slack proofs without a mode, from an older dpdpca)")
+    if len(data) < _HEAD.size or data[:5] != _MAGIC + bytes([PROOF_FORMAT_VERSION]):
         raise MessageError(f"range proof section must start with {_MAGIC!r} version {PROOF_FORMAT_VERSION}, "
                            f"got {data[:5]!r}")
+    _magic, _version, code, count = _HEAD.unpack_from(data)
+    if code >= len(RANGE_PROOF_MODES):
+        raise MessageError(f"range proof section mode must be one of 0..{len(RANGE_PROOF_MODES) - 1}, got {code}")
+    if RANGE_PROOF_MODES[code] != mode:
+        raise ProofError(f"range proof mode must be {mode!r} (the session's), got {RANGE_PROOF_MODES[code]!r}")
+    if mode == "slack" and count != 2:
+        raise MessageError(f"range proof section in mode 'slack' must hold 2 proofs (range and count), got {count}")
     pos = _HEAD.size
     out = []
-    for what in ("range proof", "count proof"):
+    for i in range(count):
         if pos + 8 > len(data):
-            raise MessageError(f"range proof section must hold the {what}'s length, got {len(data)} bytes")
+            raise MessageError(f"range proof section must hold proof {i}'s length, got {len(data)} bytes")
         (size,) = struct.unpack_from(">Q", data, pos)
         if pos + 8 + size > len(data):
-            raise MessageError(f"range proof section's {what} must fit the {len(data)} bytes present, "
+            raise MessageError(f"range proof section's proof {i} must fit the {len(data)} bytes present, "
                                f"got {size} bytes at offset {pos + 8}")
         out.append(data[pos + 8:pos + 8 + size])
         pos += 8 + size
     if pos != len(data):
-        raise MessageError(f"range proof section must end after its count proof, got {len(data) - pos} extra bytes")
-    return out[0], out[1]
+        raise MessageError(f"range proof section must end after its last proof, got {len(data) - pos} extra bytes")
+    return out
 
 
 def count_statement(params: ProtocolParams, ciphertext: int, *, d: int, noise: str = NO_NOISE) -> IntervalStatement:
@@ -117,6 +162,44 @@ def count_statement(params: ProtocolParams, ciphertext: int, *, d: int, noise: s
     return IntervalStatement(int(ciphertext), -a, 1, rows * scale + 2 * a)
 
 
+def slot_statements(params: ProtocolParams, release: str, arrays: Mapping[str, EncryptedArray], *, d: int,
+                    noise: str = NO_NOISE) -> list[PackedIntervalStatement]:
+    """The exact mode's statements: one per ciphertext, sections in order, every slot's interval (module docstring).
+
+    From public values only: the release's sections and chunks, the
+    session's ``max_rows_per_owner``, ``frac_bits`` and slot width, and the
+    signed noise label (``"none"``, or an owners' label: every interval
+    widens by its section's noise tail bound on both sides).
+
+    Raises
+    ------
+    MessageError
+        A noise label that is neither ``"none"`` nor a canonical owners' label.
+    """
+    rows, f = int(params.max_rows_per_owner), int(params.frac_bits)
+    bound = {"R": rows << (2 * f), "v": rows << f}
+    diagonal = {i * int(d) - i * (i - 1) // 2 for i in range(int(d))}  # R's upper triangle, row-major i <= j
+    out: list[PackedIntervalStatement] = []
+    for name, arr in arrays.items():
+        a = 0 if noise == NO_NOISE else owner_noise_bound(noise, block=name, d=int(d), frac_bits=f,
+                                                          allowance=int(params.noise_allowance))
+        cst = count_statement(params, 1, d=d, noise=noise)
+        slots: list[tuple[int, int, int]] = []
+        for i in range(sum(int(c) for c in arr.chunks)):
+            if name == COUNT_SECTION:
+                slots.append((int(cst.lower), int(cst.scale), int(cst.span)))
+            elif name == "R" and i in diagonal:
+                slots.append((-a, 1, bound["R"] + 2 * a))
+            else:
+                slots.append((-bound[name] - a, 1, 2 * (bound[name] + a)))
+        start = 0
+        for ct, c in zip(arr.ciphertexts, arr.chunks):
+            lo, sc, sp = zip(*slots[start:start + int(c)])
+            out.append(PackedIntervalStatement(int(ct), params.layout.slot_bits, lo, sc, sp))
+            start += int(c)
+    return out
+
+
 def proof_context(params: ProtocolParams, *, owner_id: str, d: int, release: str, digest: str) -> bytes:
     """The bytes the proofs' challenges are bound to: session, key, owner, d, release, ciphertext digest."""
     parts = [b"dpdpca share range proof v2", params.session_id.encode(), params.key_fingerprint.encode(),
@@ -134,28 +217,49 @@ def proof_sections(params: ProtocolParams, release: str, arrays: Mapping[str, En
 
 def prove_share(base: ProverBase, params: ProtocolParams, release: str, arrays: Mapping[str, EncryptedArray],
                 witnesses: Mapping[str, SectionWitness], *, owner_id: str, d: int, digest: str,
-                noise: str = NO_NOISE) -> bytes:
-    """The ``rangeproof`` section of an owner's share (bytes): the range proof and, for an encrypted N, its count proof.
+                noise: str = NO_NOISE, mode: str = "slack") -> bytes:
+    """The ``rangeproof`` section of an owner's share (bytes) in ``mode`` (:data:`RANGE_PROOF_MODES`).
 
+    Slack: the range proof and, for an encrypted N, its count proof; exact:
+    one packed interval proof per ciphertext (:func:`slot_statements`).
     ``noise`` is the label the owner signs in its statement (:func:`count_statement`).
+
+    Raises
+    ------
+    OverflowRiskError
+        A slot outside its interval (exact mode names it; an honest owner never gets here).
     """
-    sections = proof_sections(params, release, arrays)
+    mode = check_range_proof_mode(mode)
     context = proof_context(params, owner_id=owner_id, d=d, release=release, digest=digest)
+    if mode == "exact":
+        values = [int(v) for name in arrays for v in witnesses[name].values]
+        exps = [int(e) for name in arrays for e in witnesses[name].exponents]
+        proofs, pos = [], 0
+        for st, exp in zip(slot_statements(params, release, arrays, d=d, noise=noise), exps):
+            vals = values[pos:pos + len(st.spans)]
+            pos += len(st.spans)
+            proofs.append(prove_packed_interval(base, st, values=vals, exponent=exp, context=context)
+                          .to_bytes(params.public_key, st))
+        return join_proofs(*proofs, mode=mode)
+    sections = proof_sections(params, release, arrays)
     proof = prove_ranges(base, sections, [witnesses[s.name] for s in sections], context=context)
     count = b""
     if COUNT_SECTION in arrays:
-        st = count_statement(params, arrays[COUNT_SECTION].ciphertexts[0], d=d, noise=noise)
+        cst = count_statement(params, arrays[COUNT_SECTION].ciphertexts[0], d=d, noise=noise)
         wit = witnesses[COUNT_SECTION]
-        count = prove_interval(base, st, value=int(wit.values[0]), exponent=int(wit.exponents[0]),
-                               context=context).to_bytes(params.public_key, st)
+        count = prove_interval(base, cst, value=int(wit.values[0]), exponent=int(wit.exponents[0]),
+                               context=context).to_bytes(params.public_key, cst)
     return join_proofs(proof.to_bytes(params.public_key), count)
 
 
 def check_share_proof(msg: Message, params: ProtocolParams, release: str, arrays: Mapping[str, EncryptedArray], *,
-                      owner_id: str, d: int, digest: str, noise: str = NO_NOISE) -> dict[str, int]:
-    """Verify the range proof (and count proof) of a share whose signature was checked; the proven bound per section.
+                      owner_id: str, d: int, digest: str, noise: str = NO_NOISE, mode: str = "slack"
+                      ) -> dict[str, int]:
+    """Verify the proofs of a share whose signature was checked in the session's ``mode``; the proven bound per section.
 
     ``noise`` is the share's signed noise label (:func:`count_statement`).
+    The proven bound is the largest ``|slot|`` the proofs allow (exact mode:
+    the widest end of the section's intervals).
 
     Raises
     ------
@@ -168,7 +272,22 @@ def check_share_proof(msg: Message, params: ProtocolParams, release: str, arrays
         if PROOF_SECTION not in msg.sections:
             raise ProofError("no range proof section")
         context = proof_context(params, owner_id=owner_id, d=d, release=release, digest=digest)
-        range_proof, count_proof = split_proofs(msg.section(PROOF_SECTION))
+        proofs = split_proofs(msg.section(PROOF_SECTION), mode=mode)
+        if mode == "exact":
+            statements = slot_statements(params, release, arrays, d=d, noise=noise)
+            if len(proofs) != len(statements):
+                raise ProofError(f"one exact proof per ciphertext ({len(statements)}), got {len(proofs)}")
+            for pf, st in zip(proofs, statements):
+                verify_interval(params.public_key, pf, st, context=context)
+            out: dict[str, int] = {}
+            sts = iter(statements)
+            for name, arr in arrays.items():
+                for _ct in arr.ciphertexts:
+                    st = next(sts)
+                    top = max(max(abs(lo), abs(lo + sc * sp)) for lo, sc, sp in zip(st.lowers, st.scales, st.spans))
+                    out[name] = max(out.get(name, 0), top)
+            return out
+        range_proof, count_proof = proofs
         bounds = verify_ranges(params.public_key, range_proof, proof_sections(params, release, arrays),
                                context=context)
         if COUNT_SECTION in arrays:

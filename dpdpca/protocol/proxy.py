@@ -35,6 +35,7 @@ from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.masking import draw_mask, mask_bound
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
+from dpdpca.protocol.proofs import check_range_proof_mode
 from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
 from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel, keys_from_ref
 from dpdpca.protocol.sections import load_share_arrays, share_arrays_from
@@ -82,6 +83,9 @@ class Proxy:
         Every share must carry a valid range proof (:mod:`dpdpca.protocol.proofs`),
         checked in the intake; an owner whose proof fails is refused, logged
         and excluded from the session (``excluded_``).
+    range_proof_mode : {"slack", "exact"}
+        The session's proof mode (:data:`dpdpca.protocol.proofs.RANGE_PROOF_MODES`):
+        a share proved in the other mode is refused like a failing proof.
 
     Attributes
     ----------
@@ -102,7 +106,7 @@ class Proxy:
     def __init__(self, params: ProtocolParams, owner_keys: OwnerKeyring, *, quorum: int | None = None,
                  executor: EngineLike = None, ledger: ReleaseLedger | None = None,
                  max_features: int = DEFAULT_MAX_FEATURES, record_noise_for_testing: bool = False,
-                 release: str = "add-remove", range_proofs: bool = False) -> None:
+                 release: str = "add-remove", range_proofs: bool = False, range_proof_mode: str = "slack") -> None:
         if not isinstance(owner_keys, OwnerKeyring) or len(owner_keys) == 0:
             raise ProtocolError(f"owner_keys must be a non-empty OwnerKeyring (the owners' verify keys), "
                                 f"got {type(owner_keys).__name__}")
@@ -129,6 +133,7 @@ class Proxy:
         self.statements_: list[ShareStatement] = []
         self.n_: int | None = None
         self.range_proofs = bool(range_proofs)
+        self.range_proof_mode = check_range_proof_mode(range_proof_mode)
         if self.range_proofs and not params.scheme.range_proofs:
             raise param_error("range_proofs", f"False with scheme {params.scheme.name!r} (the range proofs are for "
                               f"packed Paillier shares)", range_proofs)
@@ -248,7 +253,8 @@ class Proxy:
             return exc
 
     def _intake_context(self) -> IntakeContext:
-        return IntakeContext(self.params, self.owner_keys, self.release, self.max_features, self.range_proofs)
+        return IntakeContext(self.params, self.owner_keys, self.release, self.max_features, self.range_proofs,
+                             self.range_proof_mode)
 
     def _exclude(self, exc: ProofError) -> None:
         """Log a failed range proof and exclude its owner from the rest of the session."""
@@ -265,8 +271,11 @@ class Proxy:
         if not self.range_proofs:
             return "range proofs: off (owners' shares were not proved within the declared bounds)"
         excluded = f"; excluded owners: {', '.join(sorted(self.excluded_))}" if self.excluded_ else ""
-        return (f"range proofs: on (every aggregated share proved every slot within the proven bounds of "
-                f"dpdpca.crypto.rangeproof){excluded}")
+        if self.range_proof_mode == "exact":
+            return (f"range proofs: on, mode exact (every aggregated share proved every slot within its exact "
+                    f"declared interval, dpdpca.crypto.bitproof){excluded}")
+        return (f"range proofs: on, mode slack (every aggregated share proved every slot within the proven bounds of "
+                f"dpdpca.crypto.rangeproof, N exactly){excluded}")
 
     def _admit(self, owner: str, d: int, statement: ShareStatement, keys: list[bytes]) -> None:
         """The proxy's bookkeeping for a share that passed :func:`check_share`; raises if it is refused."""
@@ -507,7 +516,8 @@ class Proxy:
         return Message(MessageType.PROXY_STATE, p.session_id, p.key_fingerprint, self.party,
                        meta={"owners": self.owners_, "d": self.d, "release": str(self.release), "quorum": self.quorum,
                              "statements": [st.to_json() for st in self.statements_],
-                             "range_proofs": self.range_proofs, "excluded": dict(self.excluded_)},
+                             "range_proofs": self.range_proofs, "range_proof_mode": self.range_proof_mode,
+                             "excluded": dict(self.excluded_)},
                        sections=p.scheme.sections_bytes(self._aggregate)).to_bytes()
 
     @classmethod
@@ -530,7 +540,8 @@ class Proxy:
         # the collection's quorum sizes the owners' noise (add_remove.owner_noise_label): kept in the state
         quorum = msg.meta_int("quorum", minimum=1) if "quorum" in msg.meta else 1
         proxy = cls(params, owner_keys, quorum=min(quorum, len(owner_keys)), executor=executor, ledger=ledger,
-                    max_features=max_features, release=release, range_proofs=msg.meta.get("range_proofs") is True)
+                    max_features=max_features, release=release, range_proofs=msg.meta.get("range_proofs") is True,
+                    range_proof_mode=msg.meta.get("range_proof_mode", "slack"))
         excluded = msg.meta.get("excluded", {})
         if not isinstance(excluded, dict):
             raise MessageError(f"proxy state excluded must be an object, got {type(excluded).__name__}")

@@ -126,7 +126,8 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     owner_cal = plan.owner_noise(d, params.frac_bits)
     owner_noises: dict[str, Any] = {}
     proxy = Proxy(params, keyring, quorum=plan.quorum, executor=dep.executor, record_noise_for_testing=dep.verify,
-                  release=rel.mode, range_proofs=opts.bounds.range_proofs)
+                  release=rel.mode, range_proofs=opts.bounds.range_proofs,
+                  range_proof_mode=opts.bounds.range_proof_mode)
     # Its rerandomizers (and the add/remove noise) depend on d and the setting only: made while the owners encrypt.
     proxy.prepare(d, setting=rel)
     # Every owner checks the key's modulus proof once per key, before it has data (offline): the check is
@@ -136,7 +137,8 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     def ready_owner(oid: str) -> DataOwner:
         owner = DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,
                           insecure_test_key=opts.key.insecure_test_key, release=rel.mode, noise=owner_cal,
-                          record_noise_for_testing=dep.verify, range_proofs=opts.bounds.range_proofs)
+                          record_noise_for_testing=dep.verify, range_proofs=opts.bounds.range_proofs,
+                          range_proof_mode=opts.bounds.range_proof_mode)
         if not opts.bounds.range_proofs:  # a proving owner encrypts under a base whose n-th root it knows
             owner.precompute(d)  # offline: its DJN factors depend on the key, d and the release only
         return owner

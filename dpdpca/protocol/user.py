@@ -30,6 +30,7 @@ from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
 from dpdpca.protocol.plausibility import (check_add_remove_release, check_centred_release, parse_noise_sigmas,
                                           slot_range_refusal)
+from dpdpca.protocol.proofs import check_range_proof_mode
 from dpdpca.protocol.releases import ADD_REMOVE, CENTRED, as_release, served_releases
 from dpdpca.protocol.sections import check_section_sizes, int_array, load_array
 from dpdpca.result import PCAResult
@@ -62,6 +63,9 @@ class DataUser:
         Refuse a result whose privacy report does not say that the proxy
         checked every owner's range proof (the proxy's statement: the data
         user never sees a share).
+    require_range_proof_mode : {"slack", "exact"} or None
+        With ``require_range_proofs``: also refuse a report that does not
+        say this mode (``range proofs: on, mode exact``).
 
     Attributes (after :meth:`finish`)
     ---------------------------------
@@ -76,7 +80,8 @@ class DataUser:
 
     def __init__(self, private_key: PrivateKey, params: ProtocolParams, *, owner_keys: OwnerKeyring | None = None,
                  executor: EngineLike = None, ledger: ReleaseLedger | None = None,
-                 max_features: int = DEFAULT_MAX_FEATURES, require_range_proofs: bool = False) -> None:
+                 max_features: int = DEFAULT_MAX_FEATURES, require_range_proofs: bool = False,
+                 require_range_proof_mode: str | None = None) -> None:
         if private_key.public_key != params.public_key:
             raise KeyMismatchError(f"private key must match the public parameters' key "
                                    f"{params.key_fingerprint}, got {private_key.public_key.fingerprint}")
@@ -89,6 +94,8 @@ class DataUser:
         # The proxy's word (its privacy report) that it checked every owner's range proof: the data user
         # cannot check the proofs itself (it never sees a share), as it cannot check the proxy's computation.
         self.require_range_proofs = bool(require_range_proofs)
+        self.require_range_proof_mode = None if require_range_proof_mode is None else \
+            check_range_proof_mode(require_range_proof_mode)
         self.party = "user"
         self.timings_ = Timings()
 
@@ -259,6 +266,10 @@ class DataUser:
             if "range proofs: on" not in notes:
                 raise ProtocolError("result privacy report must say the proxy checked the owners' range proofs "
                                     "(require_range_proofs, --range-proofs), got a release without them")
+            mode = self.require_range_proof_mode
+            if mode is not None and f"range proofs: on, mode {mode}" not in notes:
+                raise ProtocolError(f"result privacy report must say the proxy checked the owners' range proofs in "
+                                    f"mode {mode!r} (--range-proof-mode), got a release in another mode")
         return msg, d, self.owner_keys
 
     @staticmethod

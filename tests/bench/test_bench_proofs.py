@@ -62,5 +62,25 @@ def test_bench_proofs_reports_the_count_proof(capsys):
         assert set(r["proven_over_declared_bits"]) == ({"R", "v", "N"} if release == "add-remove" else {"R", "v"})
         if release == "add-remove":
             assert r["prove_s"] > r["count_prove_s"] and r["verify_s"] > r["count_verify_s"]
-            # the totals hold the count proof and the section's header (5 bytes, two 8-byte lengths)
-            assert len(join_proofs(b"", b"")) == 21
+            # the totals hold the count proof and the section's header (10 bytes, two 8-byte lengths)
+            assert len(join_proofs(b"", b"")) == 26
+
+
+def test_bench_proofs_exact_mode_beside_the_slack_mode(capsys):
+    """--mode both: the exact mode's proofs timed in full on the same share, its ratios to the slack mode, the exact
+    bit counts and the labelled extrapolation, and the load average."""
+    assert main(["bench", "proofs", "--key-bits", "512", "--insecure-test-key", "--d", "2", "--rows", "5",
+                 "--release", "add-remove", "--mode", "both", "--extrapolate-to", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    r = out["results"][0]
+    e = r["exact"]
+    # d = 2, max_rows_per_owner 1000, f = 16: R's diagonal spans B_R (42 bits), its off-diagonal 2 B_R (43),
+    # v 2 B_v (27 each), N 1000 rows (10)
+    assert e["bits"] == 2 * 42 + 43 + 2 * 27 + 10
+    assert e["prove_s"] > 0 and e["verify_s"] > 0 and e["proof_bytes"] > e["bits"] * 128
+    assert e["prove_over_slack"] == e["prove_s"] / r["prove_s"]
+    x = out["exact_extrapolated"]
+    assert x["from_d"] == 2 and "extrapolation" in x["note"]
+    assert x["results"][0]["bits"] == 3 * 42 + 3 * 43 + 3 * 27 + 10
+    assert x["results"][0]["prove_s"] == x["results"][0]["bits"] * e["prove_per_bit_s"]
+    assert len(out["loadavg"]["before"]) == 3 and len(out["loadavg"]["after"]) == 3

@@ -3,6 +3,7 @@ time, replays and tampering refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import secrets
 
@@ -33,6 +34,8 @@ def _count(base, value):
 
 def cheat_interval(base, st, *, value, exponent, context, bits):
     """A prover that skips every check: it proves ``bits`` (any integers) as if they were bits.
+
+    ``st`` is either statement (one value, or packed: ``bits`` then holds every slot's, slot by slot).
 
     Each bit is answered as the honest prover answers a true bit ``b % 2`` (its other branch simulated), and the
     relation with the honest formula, whatever ``value`` is.
@@ -65,7 +68,7 @@ def cheat_interval(base, st, *, value, exponent, context, bits):
         z_true = gam[i] + e_true * a[i]
         e0s.append(e_true if b % 2 == 0 else sim_e[i])
         zs.extend((z_true, sim_z[i]) if b % 2 == 0 else (sim_z[i], z_true))
-    t = int(exponent) - st.scale * sum(w * ai for w, ai in zip(st.weights(), a))
+    t = int(exponent) - sum(cw * ai for cw, ai in zip(bp._bit_coefficients(st), a))
     return bp.IntervalProof(h, base.root_response(r, e_root), blob, bk.ints_to_bytes(commits, key.ciphertext_bytes),
                             b"".join(e.to_bytes(16, "big") for e in e0s),
                             b"".join(z.to_bytes(zw, "big") for z in zs), gamma_d + e_rel * t)
@@ -245,8 +248,6 @@ def test_a_float_value_is_refused_not_truncated(base):
 def test_one_equation_off_is_caught_by_the_batched_check(keys512, base):
     """The hash does not cover responses or branch challenges: each equation must hold, and the batched check sees
     any single one off (every response, the relation's, one branch challenge), 20 times each."""
-    import dataclasses
-
     pk, _ = keys512
     st, exp, _arr = _count(base, 3 * SCALE)
     proof = bp.prove_interval(base, st, value=3 * SCALE, exponent=exp, context=b"c")
@@ -266,3 +267,139 @@ def test_one_equation_off_is_caught_by_the_batched_check(keys512, base):
         e[0] ^= 0x80
         with pytest.raises(ProofError, match="do not open"):
             bp.verify_interval(pk, dataclasses.replace(proof, branch_challenges=bytes(e)), st, context=b"c")
+
+
+# -- packed ciphertexts: every slot in its own exact interval ---------------------------------------
+B = 1000  # a share's declared bound: a diagonal slot in [0, B], the others in [-B, B]
+PACKED = ((0, 1, B), (-B, 1, 2 * B), (-B, 1, 2 * B), (0, SCALE, MAX_ROWS))  # (lower, scale, span) per slot
+
+
+def _packed(base, values, slots=PACKED):
+    """One packed ciphertext of ``values`` under the prover's base; (statement, exponent, array)."""
+    arr, exps = rp.encrypt_for_proof(base, values, layout=LAYOUT, bound=max(max(abs(v) for v in values), 1),
+                                     chunks=(len(values),))
+    lo, sc, sp = zip(*slots)
+    return bp.PackedIntervalStatement(arr.ciphertexts[0], LAYOUT.slot_bits, lo, sc, sp), exps[0], arr
+
+
+def _slot_bits_of(st, xs):
+    return [b for span, x in zip(st.spans, xs) for b in bp._decompose(span, x)]
+
+
+@pytest.mark.parametrize("values", [[0, -B, -B, 0], [B, B, B, MAX_ROWS * SCALE], [17, -3, 999, 5 * SCALE]])
+def test_honest_packed_slots_are_accepted_at_their_ends_and_survive_the_wire(keys512, base, values):
+    pk, sk = keys512
+    st, exp, arr = _packed(base, values)
+    assert decrypt(sk, arr) == values
+    proof = bp.prove_packed_interval(base, st, values=values, exponent=exp, context=b"s|k|alice|digest")
+    data = proof.to_bytes(pk, st)
+    assert bp.IntervalProof.from_bytes(data, pk, st) == proof
+    assert len(bp.IntervalProof.from_bytes(data, pk, st).bit_ciphertexts) == st.bits * pk.ciphertext_bytes
+    bp.verify_interval(pk, data, st, context=b"s|k|alice|digest")
+
+
+def test_packed_completeness_quick(keys512, base):
+    for _ in range(30):
+        values = [secrets.randbelow(B + 1), secrets.randbelow(2 * B + 1) - B, secrets.randbelow(2 * B + 1) - B,
+                  secrets.randbelow(MAX_ROWS + 1) * SCALE]
+        st, exp, _arr = _packed(base, values)
+        bp.verify_interval(keys512[0], bp.prove_packed_interval(base, st, values=values, exponent=exp, context=b"c"),
+                           st, context=b"c")
+
+
+@pytest.mark.parametrize("values, slot", [([B + 1, 0, 0, 0], 0), ([-1, 0, 0, 0], 0), ([0, -B - 1, 0, 0], 1),
+                                          ([0, 0, B + 1, 0], 2), ([0, 0, 0, -SCALE], 3), ([0, 0, 0, 1], 3)])
+def test_the_honest_packed_prover_names_the_slot_outside(base, values, slot):
+    st, exp, _arr = _packed(base, values)
+    with pytest.raises(OverflowRiskError, match=rf"values\[{slot}\] must be"):
+        bp.prove_packed_interval(base, st, values=values, exponent=exp, context=b"c")
+
+
+@pytest.mark.parametrize("values, slot, x", [
+    ([B + 1, 0, 0, 0], 0, B + 1),                 # a diagonal entry of R one past its bound
+    ([-1, 5, 5, 0], 0, -1),                       # a negative diagonal entry
+    ([3, -B - 1, 0, SCALE], 1, -1),               # an off-diagonal / v slot out by one below
+    ([3, 0, B + 1, SCALE], 2, 2 * B + 1),         # ... and above
+    ([3, 0, 0, -SCALE], 3, -1),                   # a negative row count
+    ([3, 0, 0, (MAX_ROWS + 1) * SCALE], 3, MAX_ROWS + 1)])
+def test_one_packed_slot_out_of_its_interval_is_refused_every_time(keys512, base, values, slot, x):
+    """Two strategies, 5 tries each: proper bits of the nearest in-range slots (the relation to C fails), and
+    slot bits that sum to the bad offset with one 'bit' outside {0, 1} (that bit's OR-proof fails)."""
+    pk, _ = keys512
+    st0, _e, _a = _packed(base, [0, 0, 0, 0])
+    xs = [(v - lo) // sc for v, (lo, sc, _sp) in zip(values, PACKED)]
+    assert xs[slot] == x
+    nearest = [min(max(xi, 0), sp) for xi, (_lo, _sc, sp) in zip(xs, PACKED)]
+    fake = _slot_bits_of(st0, nearest)
+    summing = []
+    for j, (_lo, _sc, sp) in enumerate(PACKED):
+        bits = bp._decompose(sp, nearest[j])
+        if j == slot:  # sum_i w_i b_i = x: b_0 carries what the bits cannot
+            ws = bp._weights(sp)
+            bits = [0] * len(ws)
+            bits[-1] = 1 if x > sp else 0
+            bits[0] = x - bits[-1] * ws[-1]
+        summing.extend(bits)
+    for bits in (fake, summing):
+        for _ in range(5):
+            st, exp, _arr = _packed(base, values)
+            proof = cheat_interval(base, st, value=None, exponent=exp, context=b"c", bits=bits)
+            with pytest.raises(ProofError, match="do not open"):
+                bp.verify_interval(pk, proof.to_bytes(pk, st), st, context=b"c")
+    # the cheater itself is right when it tells the truth
+    ok = [7, -7, 7, 7 * SCALE]
+    st, exp, _arr = _packed(base, ok)
+    bp.verify_interval(pk, cheat_interval(base, st, value=None, exponent=exp, context=b"c",
+                                          bits=_slot_bits_of(st, [7, B - 7, B + 7, 7])), st, context=b"c")
+
+
+def test_a_packed_proof_replayed_or_for_other_ciphertexts_is_refused(keys512, base):
+    pk, _ = keys512
+    values = [5, -5, 5, 5 * SCALE]
+    st, exp, _arr = _packed(base, values)
+    proof = bp.prove_packed_interval(base, st, values=values, exponent=exp, context=b"session|alice|digest1")
+    same, _e2, _ = _packed(base, values)  # a fresh encryption of the same slots
+    bad, _e3, _ = _packed(base, [B + 1, 0, 0, 0])
+    for s, ctx in ((st, b"session|bob|digest1"), (st, b"session|alice|digest2"),
+                   (same, b"session|alice|digest1"), (bad, b"session|alice|digest1")):
+        with pytest.raises(ProofError):
+            bp.verify_interval(pk, proof, s, context=ctx)
+    # the one-value statement with the same integers is another statement (its own hash domain)
+    one = bp.PackedIntervalStatement(st.ciphertext, LAYOUT.slot_bits, (0,), (SCALE,), (MAX_ROWS,))
+    c1, e1, _a = _count(base, 5 * SCALE)
+    single = bp.prove_interval(base, c1, value=5 * SCALE, exponent=e1, context=b"c")
+    with pytest.raises(ProofError):
+        bp.verify_interval(pk, single, dataclasses.replace(one, ciphertext=c1.ciphertext), context=b"c")
+
+
+def test_a_packed_statement_must_fit_its_slots_and_the_key(keys512, base):
+    with pytest.raises(ParameterError, match="slot 0 interval"):
+        bp.PackedIntervalStatement(1, 8, (0,), (1,), (128,))
+    with pytest.raises(ParameterError, match="one entry per slot"):
+        bp.PackedIntervalStatement(1, 8, (0, 0), (1,), (1, 1))
+    wide = bp.PackedIntervalStatement(1, 100, (0,) * 7, (1,) * 7, (B,) * 7)  # 700 bits of slots, a 512-bit key
+    with pytest.raises(ProofError, match="must fit the key"):
+        bp.verify_interval(keys512[0], b"", wide, context=b"c")
+    with pytest.raises(ParameterError, match="below n/2"):
+        bp.prove_packed_interval(base, wide, values=[0] * 7, exponent=1, context=b"c")
+
+
+@pytest.mark.slow
+def test_packed_completeness_ten_thousand_small_shares():
+    """10^4 random honest packed shares (a diagonal slot [0, 3], an off-diagonal [-3, 3], a count [0, 2] at scale
+    2**32: 7 bits, about 25 s on the 2-core machine; ends included), under a 256-bit test key: all accepted."""
+    from dpdpca.crypto import generate_keypair
+
+    pk, _ = generate_keypair(256, insecure_test_key=True)
+    small = rp.ProverBase.draw(pk)
+    layout = SlotLayout(slot_bits=60, slots=3)
+    slots = ((0, 1, 3), (-3, 1, 6), (0, SCALE, 2))
+    lo, sc, sp = zip(*slots)
+    for i in range(10_000):
+        xs = [(0, s, secrets.randbelow(s + 1))[(i + j) % 3] for j, s in enumerate(sp)]
+        values = [low + scale * x for low, scale, x in zip(lo, sc, xs)]
+        arr, exps = rp.encrypt_for_proof(small, values, layout=layout, bound=10 * SCALE, chunks=(3,))
+        st = bp.PackedIntervalStatement(arr.ciphertexts[0], 60, lo, sc, sp)
+        ctx = i.to_bytes(4, "big")
+        bp.verify_interval(pk, bp.prove_packed_interval(small, st, values=values, exponent=exps[0], context=ctx), st,
+                           context=ctx)

@@ -92,3 +92,59 @@ def test_service_refuses_a_count_outside_zero_to_max_by_owner(tmp_path, net_para
     assert out.code == 400 and out.detail.startswith("share of owner '2' must carry a valid range proof, got: "
                                                      "interval proof")
     assert coll.status()["excluded"] == ["2"] and coll.accepted() == ["1"]
+
+
+def test_service_in_exact_mode_refuses_a_slack_share_and_says_its_mode(tmp_path, net_params, identities):
+    owners = OwnerKeyring.from_identities([identities[o] for o in ("1", "2", "3")])
+    coll = Collection(net_params, tmp_path / "state", owner_keys=owners, quorum=2, collection_seconds=600.0,
+                      noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="centred"), release="on-request",
+                      range_proofs=True, range_proof_mode="exact")
+    assert coll.status()["range_proof_mode"] == "exact"
+    rows = np.full((4, 3), 0.3)
+    exact = DataOwner(net_params, identities["1"], insecure_test_key=True, range_proofs=True,
+                      range_proof_mode="exact", release="centred").share(rows)
+    assert coll.submit_share("1", exact).status == "accepted"
+    slack = DataOwner(net_params, identities["2"], insecure_test_key=True, range_proofs=True, release="centred").share(rows)
+    out = coll.submit_share("2", slack)
+    assert out.code == 400 and out.detail == ("share of owner '2' must carry a valid range proof, got: range proof "
+                                              "mode must be 'exact' (the session's), got 'slack'")
+    assert coll.status()["excluded"] == ["2"]
+
+
+def test_proxy_toml_range_proof_mode(tmp_path):
+    import pytest
+
+    from dpdpca.errors import ParameterError
+    from dpdpca.net.config import load_config
+    from dpdpca.net.launch import write_proxy_toml
+    from dpdpca.protocol.identity import OwnerIdentity
+
+    (tmp_path / "public.json").write_text("{}")
+    path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
+                            owners={"a": OwnerIdentity.generate("a")}, user=OwnerIdentity.generate("user"), tls=None,
+                            port=8443, state_dir=tmp_path / "state")
+    assert load_config(path).range_proof_mode == "slack"
+    text = path.read_text()
+    path.write_text(text.replace("[protocol]\n", "[protocol]\nrange_proofs = true\nrange_proof_mode = \"exact\"\n", 1))
+    assert load_config(path).range_proof_mode == "exact"
+    path.write_text(text.replace("[protocol]\n", "[protocol]\nrange_proof_mode = \"loose\"\n", 1))
+    with pytest.raises(ParameterError, match="protocol.range_proof_mode must be one of slack, exact, got 'loose'"):
+        load_config(path)
+
+
+def test_proxy_serve_range_proof_mode_overrides_the_config(tmp_path, monkeypatch):
+    import dpdpca.net.serve
+    from dpdpca.cli import main
+    from dpdpca.net.launch import write_proxy_toml
+    from dpdpca.protocol.identity import OwnerIdentity
+
+    (tmp_path / "public.json").write_text("{}")
+    path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
+                            owners={"a": OwnerIdentity.generate("a")}, user=OwnerIdentity.generate("user"), tls=None,
+                            port=8443, state_dir=tmp_path / "state")
+    seen = []
+    monkeypatch.setattr(dpdpca.net.serve, "serve", lambda config, **kw: seen.append(config))
+    assert main(["proxy", "serve", "--config", str(path), "--insecure-http", "--range-proofs",
+                 "--range-proof-mode", "exact"]) == 0
+    assert main(["proxy", "serve", "--config", str(path), "--insecure-http"]) == 0
+    assert [(c.range_proofs, c.range_proof_mode) for c in seen] == [(True, "exact"), (False, "slack")]

@@ -325,7 +325,7 @@ def test_an_old_format_proof_is_refused_with_its_version(make_user, make_owner):
     old = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta,
                   dict(msg.sections, **{PROOF_SECTION: range_only})).to_bytes()
     with pytest.raises(ProofError, match=r"owner '1' must carry a valid range proof, got: range proof section must "
-                                         r"be format version 2 .* got version 1"):
+                                         r"be format version 3 .* got version 1"):
         proxy.receive_share(old)
 
 
@@ -415,5 +415,5 @@ def test_a_count_proof_on_a_share_without_an_encrypted_count_is_refused(make_use
     proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
     with pytest.raises(ProofError, match="owner '1'.*a count proof for a share without an encrypted count"):
         proxy.receive_share(extra)
-    with pytest.raises(DpdpcaError, match="must end after its count proof"):
+    with pytest.raises(DpdpcaError, match="must end after its last proof"):
         split_proofs(join_proofs(range_only, b"") + b"!")
