@@ -385,9 +385,12 @@ def test_a_packed_statement_must_fit_its_slots_and_the_key(keys512, base):
 
 
 @pytest.mark.slow
-def test_packed_completeness_ten_thousand_small_shares():
-    """10^4 random honest packed shares (a diagonal slot [0, 3], an off-diagonal [-3, 3], a count [0, 2] at scale
-    2**32: 7 bits, about 25 s on the 2-core machine; ends included), under a 256-bit test key: all accepted."""
+def test_packed_completeness_small_shares():
+    """2 500 random honest packed shares (a diagonal slot [0, 3], an off-diagonal [-3, 3], a count [0, 2] at scale
+    2**32: 7 bits; ends included), under a 256-bit test key: all accepted.  The issue's 10^4 honest shares are run
+    for the default (slack) mode, test_crypto_rangeproof.py::test_completeness_ten_thousand_small_shares; this
+    mode's acceptance depends on no draw but the bits (each end of every interval is hit a third of the time), so
+    a quarter of that (about 6 s instead of 25) keeps the suite under its five minutes."""
     from dpdpca.crypto import generate_keypair
 
     pk, _ = generate_keypair(256, insecure_test_key=True)
@@ -395,7 +398,7 @@ def test_packed_completeness_ten_thousand_small_shares():
     layout = SlotLayout(slot_bits=60, slots=3)
     slots = ((0, 1, 3), (-3, 1, 6), (0, SCALE, 2))
     lo, sc, sp = zip(*slots)
-    for i in range(10_000):
+    for i in range(2_500):
         xs = [(0, s, secrets.randbelow(s + 1))[(i + j) % 3] for j, s in enumerate(sp)]
         values = [low + scale * x for low, scale, x in zip(lo, sc, xs)]
         arr, exps = rp.encrypt_for_proof(small, values, layout=layout, bound=10 * SCALE, chunks=(3,))
