@@ -179,11 +179,11 @@ def slot_statements(params: ProtocolParams, release: str, arrays: Mapping[str, E
     rows, f = int(params.max_rows_per_owner), int(params.frac_bits)
     bound = {"R": rows << (2 * f), "v": rows << f}
     diagonal = {i * int(d) - i * (i - 1) // 2 for i in range(int(d))}  # R's upper triangle, row-major i <= j
+    cst = count_statement(params, 1, d=d, noise=noise)  # N's interval (its ciphertext does not enter it)
     out: list[PackedIntervalStatement] = []
     for name, arr in arrays.items():
         a = 0 if noise == NO_NOISE else owner_noise_bound(noise, block=name, d=int(d), frac_bits=f,
                                                           allowance=int(params.noise_allowance))
-        cst = count_statement(params, 1, d=d, noise=noise)
         slots: list[tuple[int, int, int]] = []
         for i in range(sum(int(c) for c in arr.chunks)):
             if name == COUNT_SECTION:

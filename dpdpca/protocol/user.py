@@ -143,9 +143,7 @@ class DataUser:
         return [int(x) for x in self._decrypt(m)]
 
     def _decrypt_sections(self, arrays: dict[str, Any]) -> dict[str, list[int]]:
-        """Every section decrypted (a packed share once, :meth:`~dpdpca.crypto.CipherScheme.decrypt_sections`)."""
-        if not self.params.scheme.packs_sections:
-            return {k: [int(x) for x in self._decrypt(a)] for k, a in arrays.items()}
+        """Every section decrypted (:meth:`~dpdpca.crypto.CipherScheme.decrypt_sections`: a packed share once)."""
         try:
             return self.params.scheme.decrypt_sections(self.private_key, arrays, executor=self.executor)
         except MessageError as exc:
