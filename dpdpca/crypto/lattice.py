@@ -78,7 +78,7 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.errors import (InsecureKeyError, KeyMismatchError, MessageError, MissingDependencyError,
                            OverflowRiskError)
 
-__all__ = ["HE_STANDARD_128", "BFVParameters", "smallest_parameters", "encrypt_bfv", "encrypt_segments", "BFVSection", "pack_of", "views_of", "split_segments", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray",
+__all__ = ["HE_STANDARD_128", "BFVParameters", "smallest_parameters", "encrypt_bfv", "encrypt_segments", "packed_chunks", "BFVSection", "pack_of", "views_of", "split_segments", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray",
            "generate_bfv_keypair", "bfv_available", "KEY_TYPE"]
 
 #: JWK-style ``kty`` of a BFV key in ``public.json``.
@@ -873,11 +873,24 @@ def encrypt_segments(public_key: BFVPublicKey, segments: Sequence[tuple[Sequence
     return _encrypt_checked(public_key, flat, declared, None, layout)
 
 
+def packed_chunks(public_key: BFVPublicKey, total: int) -> tuple[int, ...]:
+    """The chunk sizes of ``total`` values packed as one slot stream: ``ceil(total / N)`` ciphertexts of ``<= N``.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> packed_chunks(SimpleNamespace(params=SimpleNamespace(ring_degree=4)), 10)
+    (4, 4, 2)
+    """
+    n = public_key.params.ring_degree
+    return tuple(min(n, total - a) for a in range(0, total, n))
+
+
 def _encrypt_checked(public_key: BFVPublicKey, vals: Any, segments: list[tuple[int, int]],
                      chunks: Sequence[int] | None, layout: Any) -> BFVArray:
     n = public_key.params.ring_degree
     if chunks is None:
-        chunks = [min(n, len(vals) - a) for a in range(0, len(vals), n)]
+        chunks = packed_chunks(public_key, len(vals))
     chunks = [int(c) for c in chunks]
     if sum(chunks) != len(vals) or any(not 1 <= c <= n for c in chunks):
         raise param_error("chunks", f"sizes 1..{n} summing to {len(vals)}", f"{len(chunks)} chunks")

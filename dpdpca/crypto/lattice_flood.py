@@ -52,16 +52,16 @@ import secrets
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from dpdpca._validation import check_int
-from dpdpca.crypto.lattice import BFVArray, BFVParameters, _ts
+from dpdpca._validation import check_int, param_error
+from dpdpca.crypto.lattice import BFVArray, BFVParameters, BFVPublicKey, _encrypt_residues, _ts
 from dpdpca.errors import MessageError, OverflowRiskError
 
 __all__ = ["STATISTICAL_BITS", "MAX_COEFFICIENT_BITS", "RESERVE_BITS", "flood_exponent", "flood_bfv", "check_flood_room",
-           "sample_flood", "trivial_ciphertext", "SealCiphertext", "parse_seal_ciphertext", "parse_bfv_vector"]
+           "sample_flood", "trivial_ciphertext", "ReleaseZeros", "rerandomize_release", "SealCiphertext", "parse_seal_ciphertext", "parse_bfv_vector"]
 
 #: lambda: the key holder's view of a release's noise is within 2**-lambda of share-independent.
 STATISTICAL_BITS = 40
@@ -306,30 +306,129 @@ def flood_bfv(array: BFVArray, *, statistical_bits: int = STATISTICAL_BITS) -> B
         A ciphertext not at the key's data level or in NTT form (foreign).
     """
     pk = array.public_key
-    n = pk.params.ring_degree
-    coefficients = n * array.ciphertext_count
+    coefficients = pk.params.ring_degree * array.ciphertext_count
     exponent = flood_exponent(array.noise, coefficients, statistical_bits=statistical_bits)
     noise = array.noise + (2 << exponent)  # half-units: |v + e| <= B + F
-    if noise >= pk.params.noise_capacity:
-        raise OverflowRiskError(f"BFV flooding needs B + F below q/(2t) = 2**{pk.params.noise_capacity.bit_length() - 2}"
+    _check_room(pk.params, noise, exponent, coefficients, statistical_bits)
+    _check_floodable(array)
+    return array.add_zeros(_trivial_zeros(pk, array.chunks, exponent), noise - array.noise)
+
+
+def _check_room(params: BFVParameters, noise: int, exponent: int, coefficients: int, statistical_bits: int) -> None:
+    """Refuse a flood whose total noise bound ``noise`` (half-units) reaches ``q/(2t)`` (OverflowRiskError)."""
+    if noise >= params.noise_capacity:
+        raise OverflowRiskError(f"BFV flooding needs B + F below q/(2t) = 2**{params.noise_capacity.bit_length() - 2}"
                                 f" (F = 2**{exponent}: 2**{statistical_bits} x {coefficients} coefficients x noise "
                                 f"bound), got a key without that room (make it with reserve_bits={RESERVE_BITS})")
-    ts = _ts()
-    import tenseal.sealapi  # noqa: F401  (registers SEAL's Modulus type: the primes are read below)
 
-    zeros = []
-    for ctx, row in zip(pk.contexts, array.per_prime_vectors()):
-        seal = ctx.seal_context().data
-        level = seal.first_context_data()
-        moduli = tuple(int(m.value()) for m in level.parms().coeff_modulus())
-        parms_id = list(seal.first_parms_id())
-        out = []
+
+def _check_floodable(array: BFVArray) -> None:
+    """Refuse a ciphertext that is not size 2, in coefficient form, at the key's data level (MessageError)."""
+    for ctx, row in zip(array.public_key.contexts, array.per_prime_vectors()):
+        parms_id = list(ctx.seal_context().data.first_parms_id())
         for vec in row:
             ct = vec.ciphertext()[0]
             if list(ct.parms_id()) != parms_id or ct.is_ntt_form() or ct.size() != 2:
                 raise MessageError("BFV flooding needs size-2 coefficient-form ciphertexts at the key's data level, "
                                    "got a foreign ciphertext")
-            blob = trivial_ciphertext(sample_flood(n, exponent, moduli), parms_id, vec.size())
-            out.append(ts.bfv_vector_from(ctx, blob))
-        zeros.append(out)
-    return array.add_zeros(zeros, noise - array.noise)
+
+
+def _trivial_zeros(pk: BFVPublicKey, chunks: tuple[int, ...], exponent: int) -> list[list[Any]]:
+    """Per plaintext prime, per chunk: the trivial encryption ``(e, 0)`` of 0, ``e`` uniform on ``[-2**f, 2**f)``."""
+    ts = _ts()
+    import tenseal.sealapi  # noqa: F401  (registers SEAL's Modulus type: the primes are read below)
+
+    n = pk.params.ring_degree
+    zeros = []
+    for ctx in pk.contexts:
+        seal = ctx.seal_context().data
+        moduli = tuple(int(m.value()) for m in seal.first_context_data().parms().coeff_modulus())
+        parms_id = list(seal.first_parms_id())
+        zeros.append([ts.bfv_vector_from(ctx, trivial_ciphertext(sample_flood(n, exponent, moduli), parms_id, c))
+                      for c in chunks])
+    return zeros
+
+
+class ReleaseZeros:
+    """The encryptions of 0 that rerandomize and flood one release, made ahead (the proxy's offline work).
+
+    Per ciphertext of the release: a fresh public-key encryption of 0
+    (:meth:`BFVArray.rerandomize`'s step) plus the trivial ``(e, 0)`` of
+    :func:`flood_bfv`, with ``F = 2**f`` sized for any aggregate whose noise
+    bound is at most ``max_noise``.  Nothing here depends on the shares: only
+    on the key, the release's chunk layout and that public bound, so the
+    proxy makes it while the collection is open.  A larger ``max_noise`` than
+    the aggregate's only widens ``F`` (the smudging bound ``M B / (2F)`` falls);
+    decryption stays exact because ``max_noise`` plus the added noise is
+    checked below ``q / (2t)`` when the zeros are made.
+
+    Used once: :meth:`apply` hands the ciphertexts out and forgets them; they
+    live only in this process's memory and are never serialized (whoever
+    holds ``e`` and the encryption's randomness could strip them off).
+
+    Parameters
+    ----------
+    public_key : BFVPublicKey
+    chunks : sequence of int
+        The release's values per ciphertext (as the aggregate's ``chunks``).
+    max_noise : int
+        The largest aggregate noise bound (half-units) these zeros may hide.
+    statistical_bits : int
+
+    Raises
+    ------
+    OverflowRiskError
+        ``max_noise`` plus the added noise would reach ``q / (2t)``.
+    """
+
+    def __init__(self, public_key: BFVPublicKey, chunks: Sequence[int], *, max_noise: int,
+                 statistical_bits: int = STATISTICAL_BITS) -> None:
+        self.public_key = public_key
+        self.chunks = tuple(int(c) for c in chunks)
+        self.max_noise = check_int("max_noise", max_noise, minimum=0)
+        params = public_key.params
+        fresh = params.fresh_noise
+        coefficients = params.ring_degree * len(self.chunks) * len(params.plain_moduli)
+        exponent = flood_exponent(self.max_noise + fresh, coefficients, statistical_bits=statistical_bits)
+        self.added_noise = fresh + (2 << exponent)  # half-units: the encryption of 0, then |e| <= F
+        _check_room(params, self.max_noise + self.added_noise, exponent, coefficients, statistical_bits)
+        fresh_zeros = _encrypt_residues(public_key, np.zeros(sum(self.chunks), dtype=np.int64), self.chunks)
+        flood = _trivial_zeros(public_key, self.chunks, exponent)
+        self._vectors: list[list[Any]] | None = [[a + e for a, e in zip(mine, theirs)]
+                                                 for mine, theirs in zip(fresh_zeros, flood)]
+
+    def __repr__(self) -> str:  # never the ciphertexts
+        state = "used" if self._vectors is None else "ready"
+        return f"ReleaseZeros(ciphertexts={len(self.chunks)}, max_noise={self.max_noise}, {state})"
+
+    def fits(self, array: BFVArray) -> bool:
+        """True if unused and made for ``array``'s key and chunks, with room for its noise bound."""
+        return (self._vectors is not None and array.public_key == self.public_key and array.chunks == self.chunks
+                and array.noise <= self.max_noise)
+
+    def apply(self, array: BFVArray) -> BFVArray:
+        """``array`` rerandomized and flooded (the values unchanged), once.
+
+        Raises
+        ------
+        ParameterError
+            Already used, or made for another key, chunk layout or a smaller noise bound.
+        MessageError
+            A ciphertext not at the key's data level or in NTT form (foreign).
+        """
+        if not self.fits(array):
+            raise param_error("array", f"an unused fit for {self!r} (same key and chunks, noise <= max_noise)",
+                              repr(array))
+        _check_floodable(array)
+        vectors, self._vectors = self._vectors or [], None  # used once
+        return array.add_zeros(vectors, self.added_noise)
+
+
+def rerandomize_release(array: BFVArray, *, statistical_bits: int = STATISTICAL_BITS) -> BFVArray:
+    """A fresh encryption of 0 added to every ciphertext, then its noise flooded: :class:`ReleaseZeros` made now.
+
+    The same as :func:`flood_bfv` of :meth:`BFVArray.rerandomize` (the exponent sized for the aggregate's own
+    noise bound plus the encryption of 0).
+    """
+    return ReleaseZeros(array.public_key, array.chunks, max_noise=array.noise,
+                        statistical_bits=statistical_bits).apply(array)

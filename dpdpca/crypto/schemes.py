@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from dpdpca._validation import param_error
+from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import wire
 from dpdpca.crypto.encrypted import EncryptedArray, decrypt, encrypt, sum_arrays
 from dpdpca.crypto.keys import MIN_SECURE_BITS, PrivateKey, PublicKey, generate_keypair
 from dpdpca.crypto.packing import SlotLayout
-from dpdpca.errors import InsecureKeyError, MessageError
+from dpdpca.errors import InsecureKeyError, MessageError, OverflowRiskError
 
 __all__ = ["CipherScheme", "PaillierScheme", "BFVScheme", "SCHEMES", "scheme_named", "scheme_of",
            "public_key_from_json", "private_key_from_json"]
@@ -121,9 +121,21 @@ class CipherScheme:
         """Each section plus its plaintext vector ``values[name]`` (``|value| <= plain_bound``, checked)."""
         return {name: arr.add_plain(values[name], plain_bound=plain_bound) for name, arr in arrays.items()}
 
+    def release_zeros(self, public_key: Any, values: int, *, additions: int) -> Any:
+        """The release's encryptions of zero made ahead as one object, used once by :meth:`rerandomize_sections`.
+
+        For a release of ``values`` values whose aggregate holds at most
+        ``additions`` fresh encryptions and plaintext additions.  None when
+        the scheme makes its rerandomizers otherwise (Paillier: the proxy's
+        :class:`~dpdpca.crypto.RandomizerPool`).
+        """
+        return None
+
     def rerandomize_sections(self, arrays: dict[str, Any], public_key: Any, *,
-                             executor: Any = None) -> dict[str, Any]:
-        """:meth:`rerandomize` of every section."""
+                             executor: Any = None, ready: Any = None) -> dict[str, Any]:
+        """:meth:`rerandomize` of every section (``ready``: :meth:`release_zeros`, where the scheme has them)."""
+        if ready is not None:
+            raise param_error("ready", f"None with scheme {self.name!r} (no release zeros)", type(ready).__name__)
         return {name: self.rerandomize(arr, public_key, executor=executor) for name, arr in arrays.items()}
 
     def decrypt_sections(self, private_key: Any, arrays: dict[str, Any], *,
@@ -310,7 +322,7 @@ class BFVScheme(CipherScheme):
                       lengths: dict[str, int], bounds: dict[str, int]) -> dict[str, Any]:
         """The packed share: its bytes under the first name, the others empty; the segments checked against
         ``lengths`` and ``bounds`` (each declared bound at most the public one)."""
-        from dpdpca.crypto.lattice import BFVArray, views_of
+        from dpdpca.crypto.lattice import BFVArray, packed_chunks, views_of
 
         if not hasattr(public_key, "params"):
             raise MessageError("BFV batch must be loaded under a BFV key, got a Paillier key")
@@ -331,8 +343,8 @@ class BFVScheme(CipherScheme):
             packed = BFVArray.from_bytes(sections[first], public_key, layout=layout)
         except MessageError as exc:
             raise MessageError(f"section {first}: {exc}") from None
-        want_chunks = [min(n, total - a) for a in range(0, total, n)]
-        if list(packed.chunks) != want_chunks:
+        want_chunks = packed_chunks(public_key, total)
+        if packed.chunks != want_chunks:
             raise MessageError(f"section {first} must have {len(want_chunks)} ciphertexts per plaintext prime in "
                                f"the packed layout, got {len(packed.chunks)}")
         if [k for k, _ in packed.segments] != [lengths[k] for k in names]:
@@ -361,11 +373,33 @@ class BFVScheme(CipherScheme):
             flat.extend(part)
         return views_of(packed.add_plain(flat, plain_bound=plain_bound), list(arrays))
 
+    def release_zeros(self, public_key: Any, values: int, *, additions: int) -> Any:
+        """:class:`~dpdpca.crypto.lattice_flood.ReleaseZeros` for the packed release of ``values`` values.
+
+        Sized for an aggregate noise bound of ``additions`` fresh encryptions
+        (a plaintext addition adds less); None if the key has no room for that
+        flood (the release then makes its zeros when it happens, for its own
+        noise bound).
+        """
+        from dpdpca.crypto.lattice import packed_chunks
+        from dpdpca.crypto.lattice_flood import ReleaseZeros
+
+        max_noise = check_int("additions", additions, minimum=1) * public_key.params.fresh_noise
+        try:
+            return ReleaseZeros(public_key, packed_chunks(public_key, check_int("values", values, minimum=1)),
+                                max_noise=max_noise)
+        except OverflowRiskError:
+            return None
+
     def rerandomize_sections(self, arrays: dict[str, Any], public_key: Any, *,
-                             executor: Any = None) -> dict[str, Any]:
+                             executor: Any = None, ready: Any = None) -> dict[str, Any]:
+        """The packed array rerandomized and flooded once: with ``ready`` (:meth:`release_zeros`) if it fits."""
         from dpdpca.crypto.lattice import pack_of, views_of
 
-        return views_of(self.rerandomize(pack_of(arrays), public_key, executor=executor), list(arrays))
+        packed = pack_of(arrays)
+        if ready is not None and ready.fits(packed):
+            return views_of(ready.apply(packed), list(arrays))
+        return views_of(self.rerandomize(packed, public_key, executor=executor), list(arrays))
 
     def decrypt_sections(self, private_key: Any, arrays: dict[str, Any], *,
                          executor: Any = None) -> dict[str, list[int]]:
@@ -402,10 +436,10 @@ class BFVScheme(CipherScheme):
         return sum_bfv(arrays)
 
     def rerandomize(self, array: Any, public_key: Any, *, executor: Any = None) -> Any:
-        """A fresh encryption of 0 added, then the noise flooded (:func:`~dpdpca.crypto.lattice_flood.flood_bfv`)."""
-        from dpdpca.crypto.lattice_flood import flood_bfv
+        """A fresh encryption of 0 added, then the noise flooded (:func:`~dpdpca.crypto.lattice_flood.rerandomize_release`)."""
+        from dpdpca.crypto.lattice_flood import rerandomize_release
 
-        return flood_bfv(array.rerandomize())
+        return rerandomize_release(array)
 
     def decrypt(self, private_key: Any, array: Any, *, executor: Any = None) -> list[int]:
         from dpdpca.crypto.lattice import decrypt_bfv

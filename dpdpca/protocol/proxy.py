@@ -152,6 +152,9 @@ class Proxy:
         self._ready_noise: tuple[tuple[Any, ...], dict[str, list[int]]] | None = None
         self._ready_calibration: tuple[tuple[Any, ...], ReleaseNoise] | None = None
         self._noise_thread: threading.Thread | None = None
+        # BFV: the release's encryptions of 0 and flood made ahead (scheme.release_zeros), used once
+        self._release_zeros: Any = None
+        self._zeros_thread: threading.Thread | None = None
 
     # -- round 1 ------------------------------------------------------------
     def receive_share(self, data: bytes) -> str:
@@ -400,6 +403,19 @@ class Proxy:
         if self._randomizers is not None:
             now = bool(wait) or (wait is None and self._randomizers.method == "djn")
             self._randomizers.fill(count, wait=now, executor=self.executor if now else None)
+        else:  # BFV: the release's encryptions of 0 and its flood, sized for max_owners shares and the noise
+            values = sum(sum(c) for c in self.release.share_chunks(d, self.params.layout.slots).values())
+
+            def make_zeros() -> None:
+                start = time.thread_time()
+                self._release_zeros = self.params.scheme.release_zeros(self.params.public_key, values,
+                                                                       additions=self.params.max_owners + 1)
+                self.timings_.add(self.party, "precompute", time.thread_time() - start)
+            if wait is False or (wait is None and self.executor is not None):
+                self._zeros_thread = threading.Thread(target=make_zeros, name="dpdpca-zeros", daemon=True)
+                self._zeros_thread.start()
+            else:
+                make_zeros()
         self._prepared = True
 
     def _join_noise(self) -> None:
@@ -428,10 +444,15 @@ class Proxy:
         without the secret key who saw the owners' ciphertexts.
         """
         scheme = self.params.scheme
-        if self._randomizers is None:  # BFV: a fresh public-key encryption of 0 added to each ciphertext
-            # (rerandomize_sections: once for a packed share's sections, which are views of one array)
+        if self._randomizers is None:  # BFV: a public-key encryption of 0 and a flood added to each ciphertext
+            # (rerandomize_sections: once for a packed share's sections, which are views of one array), made by
+            # prepare() if it fits this aggregate, else now; used once either way
+            if self._zeros_thread is not None:
+                self._zeros_thread.join()
+                self._zeros_thread = None
+            ready, self._release_zeros = self._release_zeros, None
             fresh = scheme.rerandomize_sections({str(i): a for i, a in enumerate(arrays)}, self.params.public_key,
-                                                executor=self.executor)
+                                                executor=self.executor, ready=ready)
             return list(fresh.values())
         pool = self._randomizers
         count = sum(len(a.ciphertexts) for a in arrays)

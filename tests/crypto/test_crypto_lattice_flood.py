@@ -192,3 +192,39 @@ def test_a_key_without_room_for_flooding_is_refused_not_skipped(flood_keys):
         flood_bfv(enc)
     with pytest.raises(ParameterError, match="noise must be"):
         flood_exponent(0, 8192)
+
+
+def test_release_zeros_made_ahead_give_the_fresh_paths_release_and_are_used_once(flood_keys):
+    """The proxy's offline zeros: exact values, the flood of their public bound, refused a second time."""
+    from dpdpca.crypto.lattice_flood import ReleaseZeros, rerandomize_release
+
+    pk, sk = flood_keys
+    values = list(range(-2000, 2000))
+    agg = sum_bfv([encrypt_bfv(pk, values, bound=2000) for _ in range(3)]).add_plain([1] * 4000, plain_bound=1)
+    scheme = scheme_named("bfv")
+    ahead = scheme.release_zeros(pk, len(values), additions=OWNERS + 1)  # sized for OWNERS shares, not 3
+    assert "ready" in repr(ahead) and "vector" not in repr(ahead).lower()
+    assert ahead.fits(agg) and ahead.max_noise == (OWNERS + 1) * pk.params.fresh_noise >= agg.noise
+    out = ahead.apply(agg)
+    assert decrypt_bfv(sk, out) == [3 * v + 1 for v in values]  # 0 integer error
+    m = pk.params.ring_degree * agg.ciphertext_count
+    f = flood_exponent(ahead.max_noise + pk.params.fresh_noise, m)
+    assert out.noise == agg.noise + pk.params.fresh_noise + (2 << f) < pk.params.noise_capacity
+    # measured with the secret key: the noise of the bound's flood, as the fresh path's for that bound
+    fresh = ReleaseZeros(pk, agg.chunks, max_noise=ahead.max_noise).apply(agg)
+    assert all(abs(a - b) <= 1 for a, b in zip(_budgets(sk, out), _budgets(sk, fresh)))
+    assert set(out.ciphertext_blobs()).isdisjoint(fresh.ciphertext_blobs())  # independent randomness
+    assert "used" in repr(ahead) and not ahead.fits(agg)
+    with pytest.raises(ParameterError, match="array must be an unused fit"):
+        ahead.apply(agg)  # used once
+    small = ReleaseZeros(pk, agg.chunks, max_noise=agg.noise - 1)
+    with pytest.raises(ParameterError, match="noise <= max_noise"):
+        small.apply(agg)  # a bound below the aggregate's would under-flood it
+    other = encrypt_bfv(pk, [1] * 9000, bound=1)  # another chunk layout
+    assert not ReleaseZeros(pk, agg.chunks, max_noise=agg.noise).fits(other)
+    # the scheme falls back to zeros made now, for the aggregate's own bound, when those made ahead do not fit
+    from dpdpca.crypto.lattice import views_of
+
+    now = scheme.rerandomize_sections(views_of(agg, ["R"]), pk, ready=small)["R"].packed
+    assert now.noise == rerandomize_release(agg).noise < out.noise
+    assert decrypt_bfv(sk, now) == [3 * v + 1 for v in values]

@@ -131,9 +131,13 @@ def test_bfv_proxy_output_is_rerandomized(bfv_user, make_owner, unit_rows):
     assert owner_blobs.isdisjoint(out.ciphertext_blobs())
     from dpdpca.crypto.lattice_flood import flood_exponent
 
-    before = agg.noise + 1 + p.public_key.params.fresh_noise  # noise added, then a fresh zero
-    f = flood_exponent(before, p.public_key.params.ring_degree * out.ciphertext_count)
-    assert f >= 40 + 20 and out.noise == before + (2 << f)  # then flooded: |e| <= 2**f, f = 40 + log2(M B)
+    fresh, m = p.public_key.params.fresh_noise, p.public_key.params.ring_degree * out.ciphertext_count
+    before = agg.noise + 1 + fresh  # noise added, then a fresh zero
+    # the zeros were made while collection was open (prepare), sized for max_owners shares, not this aggregate:
+    # |e| <= 2**f with f = 40 + log2(M B_max) >= what this aggregate's own bound B needs
+    f = flood_exponent((p.max_owners + 1) * fresh + fresh, m)
+    assert f >= flood_exponent(before, m) >= 40 + 20
+    assert out.noise == before + (2 << f) < p.public_key.params.noise_capacity
 
 
 def test_bfv_estimator_and_processes(unit_rows):
