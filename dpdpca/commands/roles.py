@@ -161,8 +161,9 @@ def owner_prepare_cmd(public_path: str, identity_path: str, d: int, release: str
     start = time.perf_counter()
     made = owner.precompute(d)
     if made is None:
-        raise ParameterError(f"owner prepare needs a scheme with offline randomness (Paillier), got scheme "
-                             f"{params.scheme.name!r}: its encryptions draw their randomness when they run")
+        raise ParameterError(f"owner prepare needs a scheme whose offline randomness goes to a file (Paillier), got "
+                             f"scheme {params.scheme.name!r}: its owners make their encryptions of zero in memory "
+                             f"(dpdpca run, --processes), never in a file")
     made.save(path, params.public_key)
     count = sum(len(v) for v in made.sections.values())
     click.echo(f"owner {identity.owner_id}: {count} encryptions of zero for d={d} ({owner.release}) in "

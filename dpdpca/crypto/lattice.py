@@ -78,7 +78,7 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.errors import (InsecureKeyError, KeyMismatchError, MessageError, MissingDependencyError,
                            OverflowRiskError)
 
-__all__ = ["HE_STANDARD_128", "BFVParameters", "smallest_parameters", "encrypt_bfv", "encrypt_segments", "packed_chunks", "BFVSection", "pack_of", "views_of", "split_segments", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray",
+__all__ = ["HE_STANDARD_128", "BFVParameters", "smallest_parameters", "encrypt_bfv", "encrypt_segments", "packed_chunks", "EncryptionZeros", "BFVSection", "pack_of", "views_of", "split_segments", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray",
            "generate_bfv_keypair", "bfv_available", "KEY_TYPE"]
 
 #: JWK-style ``kty`` of a BFV key in ``public.json``.
@@ -815,12 +815,73 @@ class BFVArray:
         return len(self.to_bytes())
 
 
-def _encrypt_residues(public_key: BFVPublicKey, values: Any, chunks: Sequence[int]) -> list[list[Any]]:
+def _encrypt_residues(public_key: BFVPublicKey, values: Any, chunks: Sequence[int],
+                      zeros: "EncryptionZeros | None" = None) -> list[list[Any]]:
+    """Per plaintext prime, per chunk: an encryption of the values' residues (``zeros``: made ahead, used once)."""
     ts = _ts()
+    made = None if zeros is None else zeros.take(public_key, chunks)
     out = []
-    for t, ctx in zip(public_key.params.plain_moduli, public_key.contexts):
-        out.append([ts.bfv_vector(ctx, part) for part in _split(_residues(values, t), chunks)])
+    for i, (t, ctx) in enumerate(zip(public_key.params.plain_moduli, public_key.contexts)):
+        parts = _split(_residues(values, t), chunks)
+        if made is None:
+            out.append([ts.bfv_vector(ctx, part) for part in parts])
+        else:  # SEAL's encryptor adds the scaled plaintext to an encryption of 0 exactly as add_plain does
+            out.append([z + part for z, part in zip(made[i], parts)])
     return out
+
+
+class EncryptionZeros:
+    """Public-key encryptions of 0 for one packed array of ``chunks``, made ahead (an owner's offline work).
+
+    A BFV encryption of ``m`` is an encryption of 0 plus ``m`` scaled by
+    ``Delta = floor(q / t)``: SEAL's encryptor makes the encryption of 0 and
+    adds the plaintext the same way a plaintext addition does, so a
+    ciphertext made from these zeros has the distribution and the noise bound
+    of a fresh one.  They depend on the key and the chunk layout only, so an
+    owner makes them before its data arrive and its online encryption is one
+    plaintext addition per ciphertext.
+
+    Whoever holds them reads the values later added to them (the
+    encryption's randomness ``u`` and errors are inside), so they are as
+    secret as the data: they live only in this process's memory, are never
+    serialized, and are used once (:meth:`take` hands them out and forgets
+    them; ``repr`` shows counts only).
+
+    Parameters
+    ----------
+    public_key : BFVPublicKey
+    chunks : sequence of int
+        Values per ciphertext (:func:`packed_chunks` for a packed share).
+    """
+
+    def __init__(self, public_key: BFVPublicKey, chunks: Sequence[int]) -> None:
+        self.public_key = public_key
+        self.chunks = tuple(int(c) for c in chunks)
+        if not self.chunks or any(not 1 <= c <= public_key.params.ring_degree for c in self.chunks):
+            raise param_error("chunks", f"sizes 1..{public_key.params.ring_degree}", list(self.chunks)[:8])
+        self._vectors: list[list[Any]] | None = _encrypt_residues(public_key, np.zeros(sum(self.chunks), dtype=np.int64),
+                                                                  self.chunks)
+
+    def __repr__(self) -> str:  # never the ciphertexts
+        state = "used" if self._vectors is None else "ready"
+        return f"EncryptionZeros(ciphertexts={len(self.chunks) * len(self.public_key.params.plain_moduli)}, {state})"
+
+    def fits(self, public_key: BFVPublicKey, chunks: Sequence[int]) -> bool:
+        """True if unused and made for this key and chunk layout."""
+        return self._vectors is not None and public_key == self.public_key and tuple(chunks) == self.chunks
+
+    def take(self, public_key: BFVPublicKey, chunks: Sequence[int]) -> list[list[Any]]:
+        """The encryptions of 0, per plaintext prime, per chunk; once.
+
+        Raises
+        ------
+        ParameterError
+            Already used, or made for another key or chunk layout.
+        """
+        if not self.fits(public_key, chunks):
+            raise param_error("zeros", f"unused and made for this key and {len(tuple(chunks))} chunks", repr(self))
+        vectors, self._vectors = self._vectors or [], None
+        return vectors
 
 
 def encrypt_bfv(public_key: BFVPublicKey, values: Sequence[int], *, bound: int, chunks: Sequence[int] | None = None,
@@ -841,11 +902,13 @@ def encrypt_bfv(public_key: BFVPublicKey, values: Sequence[int], *, bound: int, 
 
 
 def encrypt_segments(public_key: BFVPublicKey, segments: Sequence[tuple[Sequence[int], int]], *,
-                     layout: Any = None) -> BFVArray:
+                     layout: Any = None, zeros: EncryptionZeros | None = None) -> BFVArray:
     """Encrypt several integer vectors, each with its own bound, as ONE slot stream (``ceil(total / N)`` chunks).
 
     Every value is checked against its own segment's declared bound, and every
-    bound against the CRT range, before anything is encrypted.
+    bound against the CRT range, before anything is encrypted.  ``zeros``:
+    encryptions of 0 made ahead for this layout (:class:`EncryptionZeros`),
+    used once instead of fresh ones.
 
     Raises
     ------
@@ -870,7 +933,7 @@ def encrypt_segments(public_key: BFVPublicKey, segments: Sequence[tuple[Sequence
         flat: Any = np.concatenate(parts)
     else:
         flat = [int(v) for p in parts for v in (p.tolist() if isinstance(p, np.ndarray) else p)]
-    return _encrypt_checked(public_key, flat, declared, None, layout)
+    return _encrypt_checked(public_key, flat, declared, None, layout, zeros)
 
 
 def packed_chunks(public_key: BFVPublicKey, total: int) -> tuple[int, ...]:
@@ -887,7 +950,7 @@ def packed_chunks(public_key: BFVPublicKey, total: int) -> tuple[int, ...]:
 
 
 def _encrypt_checked(public_key: BFVPublicKey, vals: Any, segments: list[tuple[int, int]],
-                     chunks: Sequence[int] | None, layout: Any) -> BFVArray:
+                     chunks: Sequence[int] | None, layout: Any, zeros: EncryptionZeros | None = None) -> BFVArray:
     n = public_key.params.ring_degree
     if chunks is None:
         chunks = packed_chunks(public_key, len(vals))
@@ -895,7 +958,7 @@ def _encrypt_checked(public_key: BFVPublicKey, vals: Any, segments: list[tuple[i
     if sum(chunks) != len(vals) or any(not 1 <= c <= n for c in chunks):
         raise param_error("chunks", f"sizes 1..{n} summing to {len(vals)}", f"{len(chunks)} chunks")
     return BFVArray(public_key, chunks, 0, public_key.params.fresh_noise,
-                    _encrypt_residues(public_key, vals, chunks), layout, segments)
+                    _encrypt_residues(public_key, vals, chunks, zeros), layout, segments)
 
 
 def decrypt_bfv(private_key: BFVPrivateKey, enc: BFVArray) -> list[int]:

@@ -87,11 +87,12 @@ class CipherScheme:
 
     def encrypt_sections(self, public_key: Any, sections: dict[str, tuple[Sequence[int], int, Sequence[int]]], *,
                          layout: SlotLayout, executor: Any = None,
-                         factors: dict[str, Any] | None = None) -> dict[str, Any]:
+                         factors: Any = None) -> dict[str, Any]:
         """Encrypt several sections ``name -> (values, bound, chunks)`` (one share).
 
-        ``factors``: per section, randomness made ahead (only where
-        :attr:`offline_factors`), each used once.
+        ``factors``: randomness made ahead, used once: per section where
+        :attr:`offline_factors` (Paillier's DJN factors), or the whole share's
+        :meth:`encryption_zeros` (BFV).
         """
         if factors is not None and not self.offline_factors:
             raise param_error("factors", f"None with scheme {self.name!r} (no offline randomness)", "given")
@@ -120,6 +121,15 @@ class CipherScheme:
                            plain_bound: int) -> dict[str, Any]:
         """Each section plus its plaintext vector ``values[name]`` (``|value| <= plain_bound``, checked)."""
         return {name: arr.add_plain(values[name], plain_bound=plain_bound) for name, arr in arrays.items()}
+
+    def encryption_zeros(self, public_key: Any, values: int) -> Any:
+        """An owner's encryptions of zero for a share of ``values`` values, made ahead as one object (offline).
+
+        Given to :meth:`encrypt_sections` as ``factors``, used once.  None when
+        the scheme makes them otherwise (Paillier: DJN factors,
+        :attr:`offline_factors`).
+        """
+        return None
 
     def release_zeros(self, public_key: Any, values: int, *, additions: int) -> Any:
         """The release's encryptions of zero made ahead as one object, used once by :meth:`rerandomize_sections`.
@@ -214,7 +224,7 @@ class PaillierScheme(CipherScheme):
 
     def encrypt_sections(self, public_key: Any, sections: dict[str, tuple[Sequence[int], int, Sequence[int]]], *,
                          layout: SlotLayout, executor: Any = None,
-                         factors: dict[str, Any] | None = None) -> dict[str, Any]:
+                         factors: Any = None) -> dict[str, Any]:
         if factors is None and executor is None:  # size the one fixed-base table for the whole share
             public_key.djn_table(sum(len(chunks) for _, _, chunks in sections.values()))
         out = {name: encrypt(public_key, values, layout=layout, bound=bound, chunks=chunks, executor=executor,
@@ -298,18 +308,19 @@ class BFVScheme(CipherScheme):
 
     def encrypt_sections(self, public_key: Any, sections: dict[str, tuple[Sequence[int], int, Sequence[int]]], *,
                          layout: SlotLayout, executor: Any = None,
-                         factors: dict[str, Any] | None = None) -> dict[str, Any]:
+                         factors: Any = None) -> dict[str, Any]:
         """The sections packed into one slot stream (``ceil(total / N)`` ciphertexts per plaintext prime).
 
         Each section keeps its own declared bound (checked value by value
         before encrypting); ``chunks`` (the Paillier tiling) does not apply.
+        ``factors``: the share's :meth:`encryption_zeros`, made ahead, used once.
         """
-        from dpdpca.crypto.lattice import encrypt_segments, views_of
+        from dpdpca.crypto.lattice import EncryptionZeros, encrypt_segments, views_of
 
-        if factors is not None:
-            raise param_error("factors", f"None with scheme {self.name!r} (no offline randomness)", "given")
+        if factors is not None and not isinstance(factors, EncryptionZeros):
+            raise param_error("factors", f"None or EncryptionZeros with scheme {self.name!r}", type(factors).__name__)
         packed = encrypt_segments(public_key, [(values, bound) for values, bound, _ in sections.values()],
-                                  layout=layout)
+                                  layout=layout, zeros=factors)
         return views_of(packed, list(sections))
 
     def sections_bytes(self, arrays: dict[str, Any]) -> dict[str, bytes]:
@@ -372,6 +383,12 @@ class BFVScheme(CipherScheme):
                 raise param_error(f"values[{name!r}]", f"length {view.length}", len(part))
             flat.extend(part)
         return views_of(packed.add_plain(flat, plain_bound=plain_bound), list(arrays))
+
+    def encryption_zeros(self, public_key: Any, values: int) -> Any:
+        """:class:`~dpdpca.crypto.lattice.EncryptionZeros` for a share of ``values`` values packed as one stream."""
+        from dpdpca.crypto.lattice import EncryptionZeros, packed_chunks
+
+        return EncryptionZeros(public_key, packed_chunks(public_key, check_int("values", values, minimum=1)))
 
     def release_zeros(self, public_key: Any, values: int, *, additions: int) -> Any:
         """:class:`~dpdpca.crypto.lattice_flood.ReleaseZeros` for the packed release of ``values`` values.

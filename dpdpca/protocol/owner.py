@@ -116,6 +116,7 @@ class DataOwner:
         self.range_proofs = bool(range_proofs)
         self.range_proof_mode = check_range_proof_mode(range_proof_mode)
         self._randomness: OwnerRandomness | None = None
+        self._zeros: Any = None  # BFV: the next share's encryptions of zero, made ahead in memory (used once)
 
     def precompute(self, d: int) -> OwnerRandomness | None:
         """Offline: make the DJN factors of this owner's share for ``d`` features (timed as ``precompute``).
@@ -124,10 +125,16 @@ class DataOwner:
         uses them (once) and its ``encrypt`` phase is one multiplication per
         ciphertext.  Returns them, e.g. to :meth:`OwnerRandomness.save` for a
         later ``owner share`` (``dpdpca owner prepare``).  A scheme without
-        such factors (BFV: the binding draws each encryption's randomness
-        itself) makes nothing and returns None.
+        such factors makes its encryptions of zero in memory instead (BFV:
+        :class:`~dpdpca.crypto.lattice.EncryptionZeros`, the next share's
+        ``encrypt`` is then one plaintext addition per ciphertext) and
+        returns None: they are never written to a file.
         """
-        if not self.params.scheme.offline_factors:
+        scheme = self.params.scheme
+        if not scheme.offline_factors:
+            values = sum(sum(c) for c in self.release.share_chunks(d, self.params.layout.slots).values())
+            with self.timings_.measure(self.party, "precompute"):
+                self._zeros = scheme.encryption_zeros(self.public_key, values)
             return None
         with self.timings_.measure(self.party, "precompute"):
             self._randomness = OwnerRandomness.make(self.public_key, key_fingerprint=self.params.key_fingerprint,
@@ -222,6 +229,7 @@ class DataOwner:
                                                        frac_bits=p.frac_bits, slots=layout.slots, noise=noise)
         shapes = self.release.share_chunks(d, layout.slots)
         ready, self._randomness = self._randomness, None  # factors made ahead are used once
+        zeros, self._zeros = self._zeros, None
         if ready is not None and not ready.matches(key_fingerprint=p.key_fingerprint, release=self.release, d=d,
                                                    slots=layout.slots):
             raise ProtocolError(f"randomness made ahead must be for d={d}, got {ready!r}")
@@ -229,7 +237,8 @@ class DataOwner:
             raise ProtocolError("randomness made ahead must not be used with range proofs (the proof needs every "
                                 "ciphertext's exponent), got factors made by precompute")
         with self.timings_.measure(self.party, "encrypt"):
-            encrypted, witnesses, base = self._encrypt(shapes, values, bounds, ready)
+            encrypted, witnesses, base = self._encrypt(shapes, values, bounds,
+                                                       ready.sections if ready is not None else zeros)
         with self.timings_.measure(self.party, "serialize"):
             sections = p.scheme.sections_bytes(encrypted)  # BFV: one packed stream under the first name
             digest = ciphertext_digest(sections, self.release.sections)
@@ -253,17 +262,19 @@ class DataOwner:
         return data
 
     def _encrypt(self, shapes: dict[str, list[int]], values: dict[str, Any], bounds: dict[str, int],
-                 ready: OwnerRandomness | None = None
-                 ) -> tuple[dict[str, EncryptedArray], dict[str, SectionWitness], ProverBase | None]:
-        """Every section encrypted; with range proofs also each ciphertext's exponent and the prover's base."""
+                 ready: Any = None) -> tuple[dict[str, EncryptedArray], dict[str, SectionWitness], ProverBase | None]:
+        """Every section encrypted; with range proofs also each ciphertext's exponent and the prover's base.
+
+        ``ready``: randomness made ahead (:meth:`precompute`), used once.
+        """
         layout = self.params.layout
         if not self.range_proofs:
             encrypted = self.params.scheme.encrypt_sections(
                 self.public_key, {name: (values[name], bounds[name], chunks)
                                   for name, chunks in shapes.items()}, layout=layout, executor=self.executor,
-                factors=None if ready is None else ready.sections)
-            if ready is not None:
-                ready.sections.clear()
+                factors=ready)
+            if isinstance(ready, dict):
+                ready.clear()
             return encrypted, {}, None
         # The exponents are the proof's witness: encrypted here (serially) under a base whose n-th root is known.
         base = ProverBase.draw(self.params.public_key)

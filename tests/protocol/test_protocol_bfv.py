@@ -163,6 +163,12 @@ def test_cli_keygen_and_roles_with_bfv(tmp_path, unit_rows, capsys):
     for o in ("alice", "bob"):
         assert main(["owner", "keygen", "--owner-id", o, "--out-dir", str(tmp_path / "ids")]) == 0
     verify = [a for o in ("alice", "bob") for a in ("--owner-keys", str(tmp_path / f"ids/{o}.verify.json"))]
+    capsys.readouterr()
+    assert main(["owner", "prepare", "--public", str(tmp_path / "keys/public.json"), "--identity",
+                 str(tmp_path / "ids/alice.identity.json"), "--d", "4"]) == 2  # BFV zeros never go to a file
+    err = capsys.readouterr().err
+    assert "scheme 'bfv': its owners make their encryptions of zero in memory" in err and len(err.splitlines()) == 1
+    assert not list((tmp_path / "ids").glob("*randomness*"))
     for i, o in enumerate(("alice", "bob")):
         assert main(["owner", "share", "--public", str(tmp_path / "keys/public.json"), "--identity",
                      str(tmp_path / f"ids/{o}.identity.json"), "--data", str(tmp_path / f"x{i}.npy"),
@@ -213,8 +219,28 @@ def test_range_proofs_and_offline_factors_are_paillier_only(bfv_user, make_owner
         make_owner(p, "alice", release="add-remove", range_proofs=True)
     with pytest.raises(ParameterError, match="^range_proofs must be False with scheme 'bfv'"):
         Proxy(p, bfv_user.owner_keys, release="add-remove", range_proofs=True)
-    # no offline randomness: the binding draws each encryption's randomness when it runs
+    # no offline randomness in a file (owner prepare): a BFV owner's encryptions of zero stay in its memory
     assert make_owner(p, "alice", release="add-remove").precompute(5) is None
+
+
+def test_bfv_owner_encryptions_of_zero_made_ahead_are_used_once_and_decrypt_exactly(bfv_user, make_owner, unit_rows):
+    p = bfv_user.params
+    X = _parts(unit_rows, seed=6)[0]
+    owner, fresh = make_owner(p, "alice", release="add-remove"), make_owner(p, "bob", release="add-remove")
+    owner.precompute(X.shape[1])
+    zeros = owner._zeros
+    assert "ready" in repr(zeros) and "vector" not in repr(zeros).lower()
+    ahead, now = Message.from_bytes(owner.share(X)), Message.from_bytes(fresh.share(X))
+    assert "used" in repr(zeros) and owner._zeros is None  # used once, then forgotten
+    from dpdpca.crypto.lattice import BFVArray, decrypt_bfv
+
+    arrays = [BFVArray.from_bytes(m.section("R"), p.public_key) for m in (ahead, now)]
+    assert arrays[0].noise == arrays[1].noise == p.public_key.params.fresh_noise  # a fresh encryption's bound
+    assert decrypt_bfv(bfv_user.private_key, arrays[0]) == decrypt_bfv(bfv_user.private_key, arrays[1])
+    assert arrays[0].ciphertext_blobs() != arrays[1].ciphertext_blobs()
+    owner.precompute(X.shape[1] + 1)  # made for another d: refused, never stretched
+    with pytest.raises(ParameterError, match="^zeros must be unused and made for this key"):
+        owner.share(X)
 
 
 def _resigned(share, identity, p, sections):
