@@ -145,8 +145,10 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
 
     # With an executor, the owners' offline work is made in its processes by a thread that runs ahead of their
     # turns: the next owner's factors are made while this one quantizes, encrypts and sends (one core).
-    # Without one, in turn (the table lookups hold the GIL, a thread would only contend for it).
-    ahead = ThreadPoolExecutor(1, thread_name_prefix="dpdpca-owner-precompute") if dep.executor is not None else None
+    # Without one, or for BFV (its encryptions of zero run in this process and hold the GIL), in turn: a thread
+    # would only contend for the GIL with the owner whose turn it is.
+    ahead = (ThreadPoolExecutor(1, thread_name_prefix="dpdpca-owner-precompute")
+             if dep.executor is not None and params.scheme.offline_factors else None)
     made = {oid: ahead.submit(ready_owner, oid) for oid in plan.present} if ahead is not None else {}
     try:
         for oid in plan.present:
