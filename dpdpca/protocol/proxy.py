@@ -374,7 +374,11 @@ class Proxy:
         releases the GIL, so it uses a second core while owners encrypt)
         and the rest now (the DJN table lookups and the noise sampler hold
         the GIL), but the noise in the background when an ``executor`` makes
-        the DJN factors in its processes meanwhile.  Everything made here is timed as ``precompute`` (the
+        the DJN factors in its processes meanwhile.  BFV has no factors: its
+        release's encryption of 0 and noise flood
+        (:meth:`~dpdpca.crypto.CipherScheme.release_zeros`, sized for
+        ``max_owners`` shares) are made now, or in the background with
+        ``wait=False`` (the binding holds the GIL).  Everything made here is timed as ``precompute`` (the
         noise: ``precompute_noise``, thread CPU time) and used
         once by :meth:`finish`, which draws fresh values for anything not
         made or made for another setting.  Called on the first accepted
@@ -411,7 +415,7 @@ class Proxy:
                 self._release_zeros = self.params.scheme.release_zeros(self.params.public_key, values,
                                                                        additions=self.params.max_owners + 1)
                 self.timings_.add(self.party, "precompute", time.thread_time() - start)
-            if wait is False or (wait is None and self.executor is not None):
+            if wait is False:  # by default now: the binding holds the GIL, a thread would contend with intake
                 self._zeros_thread = threading.Thread(target=make_zeros, name="dpdpca-zeros", daemon=True)
                 self._zeros_thread.start()
             else:
