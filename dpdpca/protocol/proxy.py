@@ -21,7 +21,6 @@ from typing import Any
 
 from dpdpca._validation import check_delta, check_int, param_error
 from dpdpca.crypto import EncryptedArray, scalars_times_packed, sum_arrays
-from dpdpca.crypto.ciphertexts import divide_out, from_fixed_bytes
 from dpdpca.crypto.compute import EngineLike, ExecutorEngine, as_engine
 from dpdpca.crypto.randomizers import RandomizerPool
 from dpdpca.dp.accountant import PrivacyLedger
@@ -38,7 +37,7 @@ from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_f
 from dpdpca.protocol.proofs import check_range_proof_mode
 from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
 from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel, keys_from_ref
-from dpdpca.protocol.sections import load_share_arrays, share_arrays_from
+from dpdpca.protocol.sections import load_share_arrays
 from dpdpca.timing import Timings
 
 _log = logging.getLogger("dpdpca.proxy")
@@ -126,7 +125,7 @@ class Proxy:
         self.d: int | None = None
         self._shares: dict[str, dict[str, EncryptedArray]] = {}
         self._statements: dict[str, ShareStatement] = {}
-        self._partials: list[dict[str, EncryptedArray]] = []  # products of shares checked on the pool
+        self._partials: list[dict[str, Any]] = []  # sums of shares checked on the pool
         self._seen: set[bytes] = set()
         self._aggregate: dict[str, EncryptedArray] | None = None
         self.owners_: list[str] = []
@@ -207,9 +206,10 @@ class Proxy:
         checked and multiplied in its workers while ``datas`` is still being
         read (:func:`~dpdpca.protocol.intake.intake_kernel`), and only the
         bookkeeping stays here: Wang & Chang's proxy aggregating "in
-        parallel".  A share the bookkeeping refuses after its worker
-        multiplied it in is divided out again (times its inverse modulo
-        n**2).  Otherwise, one :meth:`receive_share` after the other.  The
+        parallel", under either scheme.  A share the bookkeeping refuses
+        after its worker summed it in is taken out again (Paillier: times
+        its inverse modulo n**2; BFV: its ciphertexts subtracted).
+        Otherwise, one :meth:`receive_share` after the other.  The
         outcome is the same either way: the same shares accepted, the same
         errors, the same aggregate.
 
@@ -310,14 +310,19 @@ class Proxy:
         self._statements[owner] = statement
         self.prepare(d, wait=False)
 
-    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], products: dict[int, dict[str, bytes]],
+    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], sums: dict[int, dict[str, bytes]],
                      datas: list[bytes]) -> list[str | DpdpcaError]:
-        """Bookkeeping for one chunk checked by :func:`intake_kernel`; keeps its product of accepted shares."""
-        pk = self.params.public_key
-        width = pk.ciphertext_bytes
+        """Bookkeeping for one chunk checked by :func:`intake_kernel`; keeps its sum of accepted shares.
+
+        A share its worker summed in but the bookkeeping refuses (a duplicate
+        owner, a replay, a late share...) is taken out of the sum again
+        (:meth:`~dpdpca.crypto.CipherScheme.take_out`), from its own bytes.
+        """
+        p = self.params
+        scheme = p.scheme
         out: list[str | DpdpcaError] = []
-        admitted: dict[int, int] = {}
-        refused: dict[int, list[list[bytes]]] = {}  # passed the worker, refused here: divided out below
+        summed: dict[int, int] = {}
+        refused: dict[int, list[bytes]] = {}  # passed the worker, refused here: taken out below
         for verdict, data in zip(verdicts, datas):
             if verdict[0] != "ok":
                 exc = error_from(*verdict[1:])
@@ -326,24 +331,25 @@ class Proxy:
                 out.append(exc)
                 continue
             _, owner, d, statement, ref, key_width = verdict
-            keys = keys_from_ref(data, ref, key_width)
+            summed[d] = summed.get(d, 0) + 1
             try:
-                self._admit(owner, d, ShareStatement.from_json(statement), keys)
+                self._admit(owner, d, ShareStatement.from_json(statement), keys_from_ref(data, ref, key_width))
             except DpdpcaError as exc:
                 out.append(exc)
-                refused.setdefault(d, []).append(keys)
+                refused.setdefault(d, []).append(data)
                 continue
             out.append(owner)
-            admitted[d] = admitted.get(d, 0) + 1
-        for d, blobs in products.items():
-            if not admitted.get(d):
-                continue
-            cts = {name: from_fixed_bytes(blob, width) for name, blob in blobs.items()}
-            for keys in refused.get(d, []):  # the keys run section by section, in the products' order
-                divisors = iter(from_fixed_bytes(b"".join(keys), width))
-                for run in cts.values():
-                    run[:] = divide_out(run, divisors, pk.nsquare)
-            self._partials.append(share_arrays_from(self.params, d, self.release, cts, owners=admitted[d]))
+        for d, blobs in sums.items():
+            if summed.get(d, 0) == len(refused.get(d, ())):
+                continue  # every share of this d was refused here
+            chunks = self.release.share_chunks(d, p.layout.slots)
+            bounds = {name: b * summed[d] for name, b in p.share_bounds(self.release).items()}
+            total = scheme.intake_from_bytes(blobs, p.public_key, layout=p.layout, chunks=chunks, bounds=bounds)
+            for data in refused.get(d, []):
+                share = load_share_arrays(Message.from_bytes(data), p, d, owners=1, release=self.release,
+                                          check_units=False)  # it passed its worker's checks
+                total = scheme.take_out(total, share)
+            self._partials.append(total)
         return out
 
     def expect_release(self, setting: ReleaseOptions | None = None, **finish_options: Any) -> None:
