@@ -48,6 +48,9 @@ class CipherScheme:
     #: Whether shares may be checked and summed in worker processes (:func:`~dpdpca.protocol.intake.intake_kernel`):
     #: the scheme implements :meth:`intake_sum`, :meth:`intake_bytes`, :meth:`intake_from_bytes` and :meth:`take_out`.
     pooled_intake = False
+    #: Whether a checked share's replay keys (:meth:`ciphertext_keys`) are runs of its own wire bytes (Paillier's
+    #: ciphertexts), so a pool worker need only say where they are; else (BFV's digests) they travel back.
+    replay_keys_in_wire = False
     #: Whether encryption randomness can be made ahead, offline (Paillier's DJN factors, :class:`RandomizerPool`).
     offline_factors = False
     #: Whether owners can prove their shares' ranges (:mod:`dpdpca.crypto.rangeproof`, packed Paillier).
@@ -111,8 +114,11 @@ class CipherScheme:
         return {name: arr.to_bytes() for name, arr in arrays.items()}
 
     def load_sections(self, sections: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
-                      lengths: dict[str, int], bounds: dict[str, int]) -> dict[str, Any]:
-        """Deserialize a packed share (only where :attr:`packs_sections`): lengths and bounds per section, checked."""
+                      lengths: dict[str, int], bounds: dict[str, int], replay_keys: bool = True) -> dict[str, Any]:
+        """Deserialize a packed share (only where :attr:`packs_sections`): lengths and bounds per section, checked.
+
+        ``replay_keys=False``: the ciphertexts' replay keys are not made now (an aggregate's are never asked for).
+        """
         raise NotImplementedError
 
     def sum_sections(self, shares: Sequence[dict[str, Any]], *, executor: Any = None) -> dict[str, Any]:
@@ -219,6 +225,7 @@ class PaillierScheme(CipherScheme):
     name = "paillier"
     centred_release = True
     pooled_intake = True
+    replay_keys_in_wire = True
     offline_factors = True
     range_proofs = True
 
@@ -394,7 +401,7 @@ class BFVScheme(CipherScheme):
         return {name: (pack_of(arrays).to_bytes() if i == 0 else b"") for i, name in enumerate(names)}
 
     def load_sections(self, sections: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
-                      lengths: dict[str, int], bounds: dict[str, int]) -> dict[str, Any]:
+                      lengths: dict[str, int], bounds: dict[str, int], replay_keys: bool = True) -> dict[str, Any]:
         """The packed share: its bytes under the first name, the others empty; the segments checked against
         ``lengths`` and ``bounds`` (each declared bound at most the public one)."""
         from dpdpca.crypto.lattice import BFVArray, packed_chunks, views_of
@@ -415,7 +422,7 @@ class BFVScheme(CipherScheme):
             raise MessageError(f"section {first} must hold {count} ciphertexts ({need} bytes) for the declared d, "
                                f"got {have} bytes")
         try:
-            packed = BFVArray.from_bytes(sections[first], public_key, layout=layout)
+            packed = BFVArray.from_bytes(sections[first], public_key, layout=layout, digests=replay_keys)
         except MessageError as exc:
             raise MessageError(f"section {first}: {exc}") from None
         want_chunks = packed_chunks(public_key, total)
@@ -523,7 +530,7 @@ class BFVScheme(CipherScheme):
                           chunks: Mapping[str, Sequence[int]], bounds: Mapping[str, int]) -> dict[str, Any]:
         """The packed sum (its own bounds and noise, checked against the key), each segment within ``bounds``."""
         return self.load_sections(blobs, public_key, layout=layout, bounds=dict(bounds),
-                                  lengths={name: sum(c) for name, c in chunks.items()})
+                                  lengths={name: sum(c) for name, c in chunks.items()}, replay_keys=False)
 
     def take_out(self, total: dict[str, Any], share: dict[str, Any]) -> dict[str, Any]:
         """Each ciphertext minus the share's (exact in the ring); segment bounds and the noise bound less the share's.

@@ -281,7 +281,9 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
             verdicts.append(("error", type(exc).__name__, str(exc), getattr(exc, "party", None)))
             continue
         checked.append(share)
-        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), *key_ref(data, share.keys)))
+        keys = (key_ref(data, share.keys) if scheme.replay_keys_in_wire
+                else (b"".join(share.keys), len(share.keys[0]) if share.keys else 1))
+        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), *keys))
     sums: dict[int, dict[str, bytes]] = {}
     for d in sorted({s.d for s in checked if s is not None}):
         group = {i: s for i, s in enumerate(checked) if s is not None and s.d == d}
