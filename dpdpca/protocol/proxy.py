@@ -36,7 +36,8 @@ from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
 from dpdpca.protocol.proofs import check_range_proof_mode
 from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
-from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel, keys_from_ref
+from dpdpca.protocol.intake import (IntakeContext, check_share, error_from, intake_kernel, keys_from_ref,
+                                   load_context)
 from dpdpca.protocol.sections import load_share_arrays
 from dpdpca.timing import Timings
 
@@ -154,6 +155,7 @@ class Proxy:
         # BFV: the release's encryptions of 0 and flood made ahead (scheme.release_zeros), used once
         self._release_zeros: Any = None
         self._zeros_thread: threading.Thread | None = None
+        self._context_loads: list[Future[tuple[int, float]]] = []  # the pool workers loading the intake context
 
     # -- round 1 ------------------------------------------------------------
     def receive_share(self, data: bytes) -> str:
@@ -242,10 +244,11 @@ class Proxy:
         out: list[str | DpdpcaError] = []
         workers_cpu = 0.0
         for future, sent in futures:
-            verdicts, products, cpu_s = future.result()
+            verdicts, sums, cpu_s = future.result()
             workers_cpu += cpu_s
-            out.extend(self._admit_chunk(verdicts, products, sent))
+            out.extend(self._admit_chunk(verdicts, sums, sent))
         self.intake_cpu_s_ += time.process_time() - start + workers_cpu
+        self._time_context_loads()  # done by now: queued before the first chunk
         return out
 
     @staticmethod
@@ -393,6 +396,7 @@ class Proxy:
         """
         if self._prepared:
             return
+        self._load_intake_context()
         d = check_features(check_int("d", d, minimum=1), self.max_features)
         setting = self._expected_setting(setting, finish_options)
         count = self.release.result_ciphertexts(d, self.params.layout.slots, self.params.v2_layout.slots)
@@ -427,6 +431,28 @@ class Proxy:
             else:
                 make_zeros()
         self._prepared = True
+
+    def _load_intake_context(self) -> None:
+        """Have each worker of a local pool load the intake's context now (:func:`~dpdpca.protocol.intake.load_context`).
+
+        Offline: the key and the public parameters, not any share.  Its cost
+        is timed as ``precompute`` when the intake ends (per worker process,
+        the largest: they load side by side).
+        """
+        engine = as_engine(self.executor)
+        if self._context_loads or not isinstance(engine, ExecutorEngine) or not self.params.scheme.pooled_intake:
+            return
+        blob = self._intake_context().to_bytes()
+        self._context_loads = [engine.executor.submit(load_context, blob) for _ in range(engine.workers)]
+
+    def _time_context_loads(self) -> None:
+        per_worker: dict[int, float] = {}
+        for future in self._context_loads:
+            pid, cpu_s = future.result()
+            per_worker[pid] = per_worker.get(pid, 0.0) + cpu_s
+        if per_worker:
+            self.timings_.add(self.party, "precompute", max(per_worker.values()))
+        self._context_loads = []
 
     def _join_noise(self) -> None:
         """Wait for the noise :meth:`prepare` draws in the background, if any."""
