@@ -440,8 +440,9 @@ class Proxy:
         the largest: they load side by side).
         """
         engine = as_engine(self.executor)
-        if self._context_loads or not isinstance(engine, ExecutorEngine) or not self.params.scheme.pooled_intake:
-            return
+        if (self._context_loads or self._statements or not isinstance(engine, ExecutorEngine)
+                or not self.params.scheme.pooled_intake):
+            return  # already asked, or the intake is under way (prepare() called by the first share): too late
         blob = self._intake_context().to_bytes()
         self._context_loads = [engine.executor.submit(load_context, blob) for _ in range(engine.workers)]
 
