@@ -48,6 +48,10 @@ class CipherScheme:
     #: Whether shares may be checked and summed in worker processes (:func:`~dpdpca.protocol.intake.intake_kernel`):
     #: the scheme implements :meth:`intake_sum`, :meth:`intake_bytes`, :meth:`intake_from_bytes` and :meth:`take_out`.
     pooled_intake = False
+    #: Whether the pooled intake runs in threads of the proxy's process rather than in its pool's processes: the
+    #: binding's work on a share (deserialization) and its SHA-256 passes and signature check release the GIL, so
+    #: threads check shares side by side without copying them to other processes or serializing their sums.
+    intake_in_threads = False
     #: Whether a checked share's replay keys (:meth:`ciphertext_keys`) are runs of its own wire bytes (Paillier's
     #: ciphertexts), so a pool worker need only say where they are; else (BFV's digests) they travel back.
     replay_keys_in_wire = False
@@ -345,6 +349,7 @@ class BFVScheme(CipherScheme):
     centred_release = False
     packs_sections = True
     pooled_intake = True
+    intake_in_threads = True
 
     def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int,
                  additions: int, values: int | None = None) -> tuple[Any, Any]:

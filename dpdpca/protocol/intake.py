@@ -45,8 +45,8 @@ from dpdpca.protocol.proofs import PROOF_SECTION, check_share_proof
 from dpdpca.protocol.releases import CENTRED, ProtocolRelease, as_release
 from dpdpca.protocol.sections import check_share_units, load_share_arrays
 
-__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "intake_kernel", "load_context",
-           "error_from", "KeyRef", "key_ref", "keys_from_ref"]
+__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "check_and_sum", "intake_kernel",
+           "load_context", "error_from", "KeyRef", "key_ref", "keys_from_ref"]
 
 
 @dataclass(frozen=True)
@@ -263,25 +263,20 @@ def load_context(context: bytes) -> tuple[int, float]:
     return os.getpid(), time.process_time() - start
 
 
-def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
-                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, bytes]], float]:
-    """Check a chunk of shares in a worker; their verdicts and, per d, the sum of those that passed.
+def check_and_sum(ctx: IntakeContext, d_expected: int | None, datas: Sequence[bytes]
+                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, Any]]]:
+    """Check a chunk of shares; their verdicts and, per d, the sum of those that passed.
 
-    Returns ``(verdicts, sums, cpu_s)``: ``verdicts[i]`` is
-    ``("ok", owner, d, statement_json, keys, width)`` (``keys``: where
-    every ciphertext's ``width``-byte replay key lies in the share's own
-    bytes, section by section, which the caller holds: :func:`key_ref`, so
-    the keys need not travel back; :func:`keys_from_ref` reads them) or ``("error", class name,
-    message, party)`` (``party``: the owner of a failing range proof, else
-    None); ``sums[d]`` the scheme's bytes (:meth:`~dpdpca.crypto.CipherScheme.intake_bytes`)
-    of the homomorphic sum of the passing shares of that d
-    (:meth:`~dpdpca.crypto.CipherScheme.intake_sum`: Paillier's position-wise
-    product modulo n**2, BFV's ciphertext sums); ``cpu_s`` this call's CPU
-    seconds in the worker.  Only ``bytes``, numbers and ``str`` cross the
-    process boundary.
+    ``verdicts[i]`` is ``("ok", owner, d, statement_json, keys, width)``
+    (``keys``: where every ciphertext's ``width``-byte replay key lies in the
+    share's own bytes, section by section, which the caller holds:
+    :func:`key_ref`, so the keys need not travel back, and
+    :func:`keys_from_ref` reads them; or, for a scheme whose keys are not
+    wire bytes, the keys concatenated) or ``("error", class name, message,
+    party)`` (``party``: the owner of a failing range proof, else None); the
+    sums are the scheme's (:meth:`~dpdpca.crypto.CipherScheme.intake_sum`:
+    Paillier's position-wise product modulo n**2, BFV's ciphertext sums).
     """
-    start = time.process_time()
-    ctx = _context(context)
     pk = ctx.params.public_key
     scheme = ctx.params.scheme
     names = ctx.release.sections
@@ -298,7 +293,7 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
         keys = (key_ref(data, share.keys) if scheme.replay_keys_in_wire
                 else (b"".join(share.keys), len(share.keys[0]) if share.keys else 1))
         verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), *keys))
-    sums: dict[int, dict[str, bytes]] = {}
+    sums: dict[int, dict[str, Any]] = {}
     for d in sorted({s.d for s in checked if s is not None}):
         group = {i: s for i, s in enumerate(checked) if s is not None and s.d == d}
         total = scheme.intake_sum([{name: s.arrays[name] for name in names} for s in group.values()])
@@ -314,5 +309,21 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
             if not group:
                 continue
             total = scheme.intake_sum([{name: s.arrays[name] for name in names} for s in group.values()])
-        sums[d] = scheme.intake_bytes(total)
-    return verdicts, sums, time.process_time() - start
+        sums[d] = total
+    return verdicts, sums
+
+
+def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
+                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, bytes]], float]:
+    """:func:`check_and_sum` in a worker process: ``(verdicts, sums, cpu_s)``, each sum as the scheme's bytes.
+
+    ``sums[d]`` is :meth:`~dpdpca.crypto.CipherScheme.intake_bytes` of the
+    sum of the passing shares of that d; ``cpu_s`` this call's CPU seconds
+    in the worker.  Only ``bytes``, numbers and ``str`` cross the process
+    boundary.
+    """
+    start = time.process_time()
+    ctx = _context(context)
+    verdicts, sums = check_and_sum(ctx, d_expected, datas)
+    scheme = ctx.params.scheme
+    return verdicts, {d: scheme.intake_bytes(total) for d, total in sums.items()}, time.process_time() - start

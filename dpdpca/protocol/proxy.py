@@ -9,6 +9,7 @@ It never holds the secret key.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -16,7 +17,7 @@ import math
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from dpdpca._validation import check_delta, check_int, param_error
@@ -36,8 +37,8 @@ from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
 from dpdpca.protocol.proofs import check_range_proof_mode
 from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
-from dpdpca.protocol.intake import (IntakeContext, check_share, error_from, intake_kernel, keys_from_ref,
-                                   load_context)
+from dpdpca.protocol.intake import (IntakeContext, check_and_sum, check_share, error_from, intake_kernel,
+                                   keys_from_ref, load_context)
 from dpdpca.protocol.sections import load_share_arrays
 from dpdpca.timing import Timings
 
@@ -205,8 +206,10 @@ class Proxy:
 
         With a local process pool as ``executor`` (an
         :class:`~dpdpca.crypto.compute.ExecutorEngine`), chunks of shares are
-        checked and multiplied in its workers while ``datas`` is still being
-        read (:func:`~dpdpca.protocol.intake.intake_kernel`), and only the
+        checked and summed in its workers while ``datas`` is still being
+        read (:func:`~dpdpca.protocol.intake.intake_kernel`; under a scheme
+        whose intake releases the GIL, BFV, in as many threads of this
+        process: :func:`~dpdpca.protocol.intake.check_and_sum`), and only the
         bookkeeping stays here: Wang & Chang's proxy aggregating "in
         parallel", under either scheme.  A share the bookkeeping refuses
         after its worker summed it in is taken out again (Paillier: times
@@ -230,23 +233,32 @@ class Proxy:
             finally:
                 self.intake_cpu_s_ += time.process_time() - start
         size = 16 if expected is None else max(1, min(32, -(-int(expected) // (2 * engine.workers))))
-        context = self._intake_context().to_bytes()
+        in_threads = self.params.scheme.intake_in_threads
+        # threads share this process's context; processes get its bytes (each worker loads it once per session)
+        context: Any = self._intake_context() if in_threads else self._intake_context().to_bytes()
+        kernel: Any = check_and_sum if in_threads else intake_kernel
         futures: list[tuple[Future[Any], list[bytes]]] = []  # each chunk's bytes are kept: the keys are read there
-        chunk: list[bytes] = []
-        for data in datas:
-            chunk.append(bytes(data))
-            # each worker's first chunk is small, so every worker starts after a few reads, not `size`
-            if len(chunk) >= (min(size, FIRST_CHUNK) if len(futures) < engine.workers else size):
-                futures.append((engine.executor.submit(intake_kernel, context, self.d, chunk), chunk))
-                chunk = []
-        if chunk:
-            futures.append((engine.executor.submit(intake_kernel, context, self.d, chunk), chunk))
         out: list[str | DpdpcaError] = []
         workers_cpu = 0.0
-        for future, sent in futures:
-            verdicts, sums, cpu_s = future.result()
-            workers_cpu += cpu_s
-            out.extend(self._admit_chunk(verdicts, sums, sent))
+        with contextlib.ExitStack() as stack:
+            pool: Any = (stack.enter_context(ThreadPoolExecutor(engine.workers, thread_name_prefix="dpdpca-intake"))
+                         if in_threads else engine.executor)
+            chunk: list[bytes] = []
+            for data in datas:
+                chunk.append(bytes(data))
+                # each worker's first chunk is small, so every worker starts after a few reads, not `size`
+                if len(chunk) >= (min(size, FIRST_CHUNK) if len(futures) < engine.workers else size):
+                    futures.append((pool.submit(kernel, context, self.d, chunk), chunk))
+                    chunk = []
+            if chunk:
+                futures.append((pool.submit(kernel, context, self.d, chunk), chunk))
+            for future, sent in futures:
+                if in_threads:  # their CPU time is this process's
+                    verdicts, sums = future.result()
+                else:
+                    verdicts, sums, cpu_s = future.result()
+                    workers_cpu += cpu_s
+                out.extend(self._admit_chunk(verdicts, sums, sent, loaded=in_threads))
         self.intake_cpu_s_ += time.process_time() - start + workers_cpu
         self._time_context_loads()  # done by now: queued before the first chunk
         return out
@@ -313,9 +325,11 @@ class Proxy:
         self._statements[owner] = statement
         self.prepare(d, wait=False)
 
-    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], sums: dict[int, dict[str, bytes]],
-                     datas: list[bytes]) -> list[str | DpdpcaError]:
-        """Bookkeeping for one chunk checked by :func:`intake_kernel`; keeps its sum of accepted shares.
+    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], sums: dict[int, dict[str, Any]],
+                     datas: list[bytes], *, loaded: bool = False) -> list[str | DpdpcaError]:
+        """Bookkeeping for one chunk checked by :func:`intake_kernel` (or, ``loaded``, by
+        :func:`~dpdpca.protocol.intake.check_and_sum` in a thread: its sums are arrays, not bytes); keeps its sum
+        of accepted shares.
 
         A share its worker summed in but the bookkeeping refuses (a duplicate
         owner, a replay, a late share...) is taken out of the sum again
@@ -342,12 +356,13 @@ class Proxy:
                 refused.setdefault(d, []).append(data)
                 continue
             out.append(owner)
-        for d, blobs in sums.items():
+        for d, part in sums.items():
             if summed.get(d, 0) == len(refused.get(d, ())):
                 continue  # every share of this d was refused here
             chunks = self.release.share_chunks(d, p.layout.slots)
             bounds = {name: b * summed[d] for name, b in p.share_bounds(self.release).items()}
-            total = scheme.intake_from_bytes(blobs, p.public_key, layout=p.layout, chunks=chunks, bounds=bounds)
+            total = part if loaded else scheme.intake_from_bytes(part, p.public_key, layout=p.layout, chunks=chunks,
+                                                                 bounds=bounds)
             for data in refused.get(d, []):
                 share = load_share_arrays(Message.from_bytes(data), p, d, owners=1, release=self.release,
                                           check_units=False)  # it passed its worker's checks
@@ -441,7 +456,7 @@ class Proxy:
         """
         engine = as_engine(self.executor)
         if (self._context_loads or self._statements or not isinstance(engine, ExecutorEngine)
-                or not self.params.scheme.pooled_intake):
+                or not self.params.scheme.pooled_intake or self.params.scheme.intake_in_threads):
             return  # already asked, or the intake is under way (prepare() called by the first share): too late
         blob = self._intake_context().to_bytes()
         self._context_loads = [engine.executor.submit(load_context, blob) for _ in range(engine.workers)]

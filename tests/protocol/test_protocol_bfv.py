@@ -294,7 +294,7 @@ def test_a_declared_d_sizes_the_bfv_ring_to_one_share():
 
 
 def test_bfv_pooled_intake_is_the_serial_intake(bfv_user, make_owner, identity, unit_rows):
-    """Checked and summed in pool workers: the same owners, errors and aggregate ciphertexts as one by one.
+    """Checked and summed in the pooled intake: the same owners, errors and aggregate ciphertexts as one by one.
 
     Alice's second share and Carol's replay of Alice's ciphertexts pass their worker's checks and are summed in,
     then refused by the bookkeeping and taken out again: the aggregate is the honest shares' sum, exactly.
@@ -328,11 +328,18 @@ def test_bfv_pooled_intake_is_the_serial_intake(bfv_user, make_owner, identity, 
                                                                  "MessageError", "c"]
     assert "duplicate" in want[2][1] and "fresh" in want[3][1]
     assert pooled.received == serial.received == ["alice", "bob", "c"] and len(pooled._partials) == 2
-    serial.close_collection()
-    pooled.close_collection()
+    # the process kernel's form (its sums as bytes: intake_bytes / intake_from_bytes), run here on the whole batch
+    from dpdpca.protocol.intake import intake_kernel
+
+    via_bytes = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
+    verdicts, sums, _ = intake_kernel(via_bytes._intake_context().to_bytes(), None, batch)
+    assert [outcome(o) for o in via_bytes._admit_chunk(verdicts, sums, batch)] == want
+    for proxy in (serial, pooled, via_bytes):
+        proxy.close_collection()
     ours, theirs = pooled._aggregate["R"].packed, serial._aggregate["R"].packed
     assert ours.ciphertext_blobs() == theirs.ciphertext_blobs()  # ring sums: the same ciphertexts, in any order
     assert ours.segments == theirs.segments and ours.noise == theirs.noise
+    assert via_bytes._aggregate["R"].packed.ciphertext_blobs() == theirs.ciphertext_blobs()
     from dpdpca.crypto.lattice import decrypt_bfv
 
     assert decrypt_bfv(bfv_user.private_key, ours) == decrypt_bfv(bfv_user.private_key, theirs)
