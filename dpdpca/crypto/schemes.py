@@ -48,9 +48,10 @@ class CipherScheme:
     #: Whether shares may be checked and summed in worker processes (:func:`~dpdpca.protocol.intake.intake_kernel`):
     #: the scheme implements :meth:`intake_sum`, :meth:`intake_bytes`, :meth:`intake_from_bytes` and :meth:`take_out`.
     pooled_intake = False
-    #: Whether the pooled intake runs in threads of the proxy's process rather than in its pool's processes: the
-    #: binding's work on a share (deserialization) and its SHA-256 passes and signature check release the GIL, so
-    #: threads check shares side by side without copying them to other processes or serializing their sums.
+    #: Whether the pooled intake runs in threads of the proxy's process rather than in its pool's processes (BFV: a
+    #: share is ~360 kB, and copying it to a process and serializing a chunk's sum back cost more CPU than the
+    #: check; its three SHA-256 passes and the signature check, about half of it, release the GIL, the binding's
+    #: deserialization does not).
     intake_in_threads = False
     #: Whether a checked share's replay keys (:meth:`ciphertext_keys`) are runs of its own wire bytes (Paillier's
     #: ciphertexts), so a pool worker need only say where they are; else (BFV's digests) they travel back.
