@@ -741,8 +741,13 @@ class BFVArray:
         return b"".join(parts)
 
     @classmethod
-    def from_bytes(cls, data: bytes, public_key: BFVPublicKey, *, layout: Any = None, **_: Any) -> "BFVArray":
+    def from_bytes(cls, data: bytes, public_key: BFVPublicKey, *, layout: Any = None, digests: bool = True,
+                   **_: Any) -> "BFVArray":
         """Inverse of :meth:`to_bytes`; checks the key, every length, the bound and the noise.
+
+        ``digests=False``: the ciphertexts' SHA-256 (:meth:`ciphertext_digests`,
+        the replay keys of a received share) are not taken now (an aggregate needs none); if asked
+        later, they are taken over the re-serialized ciphertexts.
 
         Raises
         ------
@@ -784,7 +789,7 @@ class BFVArray:
         public_key.check_noise(noise, "BFV batch")
         ts = _ts()
         vectors: list[list[Any]] = []
-        digests: list[bytes] = []
+        want_digests, hashes = digests, []
         for ctx in public_key.contexts:
             row = []
             for i, c in enumerate(chunks):
@@ -795,7 +800,8 @@ class BFVArray:
                 if pos + clen > len(data):
                     raise MessageError(f"BFV batch ciphertext must fit the message, got {clen} bytes past its end")
                 blob = data[pos:pos + clen]
-                digests.append(hashlib.sha256(blob).digest())
+                if want_digests:
+                    hashes.append(hashlib.sha256(blob).digest())
                 try:
                     vec = ts.bfv_vector_from(ctx, blob)
                 except Exception as exc:  # the binding's own types on malformed input
@@ -808,7 +814,7 @@ class BFVArray:
             vectors.append(row)
         if pos != len(data):
             raise MessageError(f"BFV batch must end after its ciphertexts, got {len(data) - pos} trailing bytes")
-        return cls(public_key, chunks, bound, noise, vectors, layout, segments, digests)
+        return cls(public_key, chunks, bound, noise, vectors, layout, segments, hashes if want_digests else None)
 
     @property
     def nbytes(self) -> int:

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import wire
+from dpdpca.crypto.ciphertexts import divide_out, from_fixed_bytes, product_mod, to_fixed_bytes
 from dpdpca.crypto.encrypted import EncryptedArray, decrypt, encrypt, sum_arrays
 from dpdpca.crypto.keys import MIN_SECURE_BITS, PrivateKey, PublicKey, generate_keypair
 from dpdpca.crypto.packing import SlotLayout
@@ -44,8 +45,17 @@ class CipherScheme:
 
     name = ""
     centred_release = False
-    #: Whether shares may be checked and multiplied in worker processes (:func:`~dpdpca.protocol.intake.intake_kernel`).
+    #: Whether shares may be checked and summed in worker processes (:func:`~dpdpca.protocol.intake.intake_kernel`):
+    #: the scheme implements :meth:`intake_sum`, :meth:`intake_bytes`, :meth:`intake_from_bytes` and :meth:`take_out`.
     pooled_intake = False
+    #: Whether the pooled intake runs in threads of the proxy's process rather than in its pool's processes (BFV: a
+    #: share is ~360 kB, and copying it to a process and serializing a chunk's sum back cost more CPU than the
+    #: check; its three SHA-256 passes and the signature check, about half of it, release the GIL, the binding's
+    #: deserialization does not).
+    intake_in_threads = False
+    #: Whether a checked share's replay keys (:meth:`ciphertext_keys`) are runs of its own wire bytes (Paillier's
+    #: ciphertexts), so a pool worker need only say where they are; else (BFV's digests) they travel back.
+    replay_keys_in_wire = False
     #: Whether encryption randomness can be made ahead, offline (Paillier's DJN factors, :class:`RandomizerPool`).
     offline_factors = False
     #: Whether owners can prove their shares' ranges (:mod:`dpdpca.crypto.rangeproof`, packed Paillier).
@@ -109,8 +119,11 @@ class CipherScheme:
         return {name: arr.to_bytes() for name, arr in arrays.items()}
 
     def load_sections(self, sections: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
-                      lengths: dict[str, int], bounds: dict[str, int]) -> dict[str, Any]:
-        """Deserialize a packed share (only where :attr:`packs_sections`): lengths and bounds per section, checked."""
+                      lengths: dict[str, int], bounds: dict[str, int], replay_keys: bool = True) -> dict[str, Any]:
+        """Deserialize a packed share (only where :attr:`packs_sections`): lengths and bounds per section, checked.
+
+        ``replay_keys=False``: the ciphertexts' replay keys are not made now (an aggregate's are never asked for).
+        """
         raise NotImplementedError
 
     def sum_sections(self, shares: Sequence[dict[str, Any]], *, executor: Any = None) -> dict[str, Any]:
@@ -171,6 +184,32 @@ class CipherScheme:
     def sum(self, arrays: Sequence[Any], *, executor: Any = None) -> Any:
         raise NotImplementedError
 
+    # -- the proxy's pooled intake: a worker sums a chunk of checked shares, the main process takes refused ones out --
+    def intake_sum(self, shares: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """Section-wise sum of checked shares, in this process (a pool worker's chunk; no executor)."""
+        return self.sum_sections(shares)
+
+    def intake_bytes(self, arrays: dict[str, Any]) -> dict[str, bytes]:
+        """A worker's :meth:`intake_sum` as bytes for the process that owns the pool (:meth:`intake_from_bytes`)."""
+        raise NotImplementedError
+
+    def intake_from_bytes(self, blobs: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
+                          chunks: Mapping[str, Sequence[int]], bounds: Mapping[str, int]) -> dict[str, Any]:
+        """Inverse of :meth:`intake_bytes`: the sum of shares of these ``chunks``, each section within ``bounds``.
+
+        ``bounds``: the share bounds times the shares summed.  The bytes come
+        from the proxy's own worker, not from the wire.
+        """
+        raise NotImplementedError
+
+    def take_out(self, total: dict[str, Any], share: dict[str, Any]) -> dict[str, Any]:
+        """``total`` minus ``share``, a checked share summed into it (refused after its worker summed it in).
+
+        The result is exactly the sum of the other shares (ciphertexts and
+        declared bounds); ``share`` must be one of the summands.
+        """
+        raise NotImplementedError
+
     def rerandomize(self, array: Any, public_key: Any, *, executor: Any = None) -> Any:
         """The add/remove release's rerandomization: add a fresh encryption of zero under a base of our own."""
         raise NotImplementedError
@@ -191,6 +230,7 @@ class PaillierScheme(CipherScheme):
     name = "paillier"
     centred_release = True
     pooled_intake = True
+    replay_keys_in_wire = True
     offline_factors = True
     range_proofs = True
 
@@ -249,6 +289,41 @@ class PaillierScheme(CipherScheme):
     def sum(self, arrays: Sequence[Any], *, executor: Any = None) -> EncryptedArray:
         return sum_arrays(arrays, executor=executor)
 
+    def intake_sum(self, shares: Sequence[dict[str, Any]]) -> dict[str, EncryptedArray]:
+        """One ``a * b % n**2`` per ciphertext and share after the first, nothing else (:func:`product_mod`)."""
+        out = {}
+        for name, first in shares[0].items():
+            arrays = [s[name] for s in shares]
+            bound = sum(a.bound for a in arrays)
+            first.layout.check_bound(bound, f"intake_sum of {len(arrays)} arrays")
+            out[name] = first._derive(bound, product_mod([a.ciphertexts for a in arrays], first.public_key.nsquare))
+        return out
+
+    def intake_bytes(self, arrays: dict[str, Any]) -> dict[str, bytes]:
+        """The ciphertexts only, fixed width (the chunks and bounds are the caller's to say)."""
+        return {name: to_fixed_bytes(a.ciphertexts, a.public_key.ciphertext_bytes) for name, a in arrays.items()}
+
+    def intake_from_bytes(self, blobs: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
+                          chunks: Mapping[str, Sequence[int]], bounds: Mapping[str, int]) -> dict[str, Any]:
+        width = public_key.ciphertext_bytes
+        out = {}
+        for name, blob in blobs.items():
+            cts = from_fixed_bytes(blob, width)
+            if len(cts) != len(chunks[name]):
+                raise MessageError(f"intake sum section {name} must hold {len(chunks[name])} ciphertexts, "
+                                   f"got {len(cts)}")
+            out[name] = EncryptedArray._trusted(public_key, layout, tuple(chunks[name]), int(bounds[name]), cts)
+        return out
+
+    def take_out(self, total: dict[str, Any], share: dict[str, Any]) -> dict[str, Any]:
+        """Each section times the inverse of the share's ciphertexts modulo n**2 (one inversion each)."""
+        out = {}
+        for name, arr in total.items():
+            part = share[name]
+            cts = divide_out(arr.ciphertexts, part.ciphertexts, arr.public_key.nsquare)
+            out[name] = arr._derive(arr.bound - part.bound, cts)
+        return out
+
     def rerandomize(self, array: Any, public_key: Any, *, executor: Any = None) -> EncryptedArray:
         return array.rerandomize(method="djn", executor=executor, base=public_key)
 
@@ -274,6 +349,8 @@ class BFVScheme(CipherScheme):
     name = "bfv"
     centred_release = False
     packs_sections = True
+    pooled_intake = True
+    intake_in_threads = True
 
     def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int,
                  additions: int, values: int | None = None) -> tuple[Any, Any]:
@@ -330,7 +407,7 @@ class BFVScheme(CipherScheme):
         return {name: (pack_of(arrays).to_bytes() if i == 0 else b"") for i, name in enumerate(names)}
 
     def load_sections(self, sections: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
-                      lengths: dict[str, int], bounds: dict[str, int]) -> dict[str, Any]:
+                      lengths: dict[str, int], bounds: dict[str, int], replay_keys: bool = True) -> dict[str, Any]:
         """The packed share: its bytes under the first name, the others empty; the segments checked against
         ``lengths`` and ``bounds`` (each declared bound at most the public one)."""
         from dpdpca.crypto.lattice import BFVArray, packed_chunks, views_of
@@ -351,7 +428,7 @@ class BFVScheme(CipherScheme):
             raise MessageError(f"section {first} must hold {count} ciphertexts ({need} bytes) for the declared d, "
                                f"got {have} bytes")
         try:
-            packed = BFVArray.from_bytes(sections[first], public_key, layout=layout)
+            packed = BFVArray.from_bytes(sections[first], public_key, layout=layout, digests=replay_keys)
         except MessageError as exc:
             raise MessageError(f"section {first}: {exc}") from None
         want_chunks = packed_chunks(public_key, total)
@@ -451,6 +528,35 @@ class BFVScheme(CipherScheme):
         from dpdpca.crypto.lattice import sum_bfv
 
         return sum_bfv(arrays)
+
+    def intake_bytes(self, arrays: dict[str, Any]) -> dict[str, bytes]:
+        return self.sections_bytes(arrays)
+
+    def intake_from_bytes(self, blobs: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
+                          chunks: Mapping[str, Sequence[int]], bounds: Mapping[str, int]) -> dict[str, Any]:
+        """The packed sum (its own bounds and noise, checked against the key), each segment within ``bounds``."""
+        return self.load_sections(blobs, public_key, layout=layout, bounds=dict(bounds),
+                                  lengths={name: sum(c) for name, c in chunks.items()}, replay_keys=False)
+
+    def take_out(self, total: dict[str, Any], share: dict[str, Any]) -> dict[str, Any]:
+        """Each ciphertext minus the share's (exact in the ring); segment bounds and the noise bound less the share's.
+
+        The difference is the other summands' sum, ciphertext for ciphertext,
+        so its noise is theirs: at most the total's bound minus the share's.
+        """
+        from dpdpca.crypto.lattice import BFVArray, pack_of, views_of
+
+        whole, part = pack_of(total), pack_of(share)
+        if part.public_key != whole.public_key or part.chunks != whole.chunks or \
+                [n for n, _ in part.segments] != [n for n, _ in whole.segments]:
+            raise MessageError("take_out operands must share one key and one packed layout, got two layouts")
+        segments = [(n, b - pb) for (n, b), (_, pb) in zip(whole.segments, part.segments)]
+        if any(b < 0 for _, b in segments) or whole.noise < part.noise:
+            raise MessageError("take_out share must be a summand of the total, got bounds above the total's")
+        vectors = [[a - b for a, b in zip(mine, theirs)]
+                   for mine, theirs in zip(whole.per_prime_vectors(), part.per_prime_vectors())]
+        return views_of(BFVArray(whole.public_key, whole.chunks, 0, whole.noise - part.noise, vectors, whole.layout,
+                                 segments), list(total))
 
     def rerandomize(self, array: Any, public_key: Any, *, executor: Any = None) -> Any:
         """A fresh encryption of 0 added, then the noise flooded (:func:`~dpdpca.crypto.lattice_flood.rerandomize_release`)."""

@@ -13,12 +13,13 @@ second share of one owner, more than ``max_owners`` shares, another d, or a
 ciphertext already received in another share (a replay) is refused there.
 
 :func:`intake_kernel` is the first step for a chunk of shares in a worker of
-a local process pool (:meth:`~dpdpca.protocol.proxy.Proxy.receive_shares`):
-it checks each share as :func:`check_share` does, multiplies the ciphertexts
-of the shares that passed position by position (their homomorphic sum, as
-the aggregation would) and returns that product with, per share, its
-verdict and the exact bytes of its ciphertexts for the replay check.  The
-unit test moves from each share to the chunk's product: a product is a unit
+a local process pool (:meth:`~dpdpca.protocol.proxy.Proxy.receive_shares`),
+under either scheme: it checks each share as :func:`check_share` does, sums
+the shares that passed (their homomorphic sum, as the aggregation would:
+:meth:`~dpdpca.crypto.CipherScheme.intake_sum`, Paillier's position-wise
+product modulo n**2, BFV's ciphertext additions) and returns that sum's bytes
+with, per share, its verdict and where its replay keys are.  Paillier's unit
+test moves from each share to the chunk's product: a product is a unit
 modulo n iff every factor is, so one gcd per chunk decides it, and a chunk
 whose product fails is scanned share by share (each non-unit share is then
 refused with the same error as in process).  Nothing here needs or sees the
@@ -29,12 +30,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
 from dpdpca.crypto import EncryptedArray, scheme_of
-from dpdpca.crypto.ciphertexts import first_non_unit, product_mod, to_fixed_bytes
 from dpdpca.errors import AuthenticationError, DataError, DpdpcaError, MessageError, ProtocolError
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerKeyring
@@ -44,8 +45,8 @@ from dpdpca.protocol.proofs import PROOF_SECTION, check_share_proof
 from dpdpca.protocol.releases import CENTRED, ProtocolRelease, as_release
 from dpdpca.protocol.sections import check_share_units, load_share_arrays
 
-__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "intake_kernel", "error_from", "KeyRef",
-           "key_ref", "keys_from_ref"]
+__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "check_and_sum", "intake_kernel",
+           "load_context", "error_from", "KeyRef", "key_ref", "keys_from_ref"]
 
 
 @dataclass(frozen=True)
@@ -249,30 +250,36 @@ def _context(blob: bytes) -> IntakeContext:
     return ctx
 
 
-def _product(shares: Sequence[CheckedShare], names: Sequence[str], n2: Any) -> dict[str, list[Any]]:
-    return {name: product_mod([s.arrays[name].ciphertexts for s in shares], n2) for name in names}
+def load_context(context: bytes) -> tuple[int, float]:
+    """Load a session's context in this pool worker ahead of its first chunk; ``(pid, CPU seconds)``.
 
-
-def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
-                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, bytes]], float]:
-    """Check a chunk of shares in a worker; their verdicts and, per d, the product of those that passed.
-
-    Returns ``(verdicts, products, cpu_s)``: ``verdicts[i]`` is
-    ``("ok", owner, d, statement_json, keys, width)`` (``keys``: where
-    every ciphertext's ``width``-byte replay key lies in the share's own
-    bytes, section by section, which the caller holds: :func:`key_ref`, so
-    the keys need not travel back; :func:`keys_from_ref` reads them) or ``("error", class name,
-    message, party)`` (``party``: the owner of a failing range proof, else
-    None); ``products[d][section]`` the fixed-width bytes of the
-    position-wise product modulo n**2 of the passing shares of that d, in
-    order; ``cpu_s`` this call's CPU seconds in the worker.  Only ``bytes``,
-    numbers and ``str`` cross the process boundary.
+    Rebuilding the public parameters costs a worker about 8 ms (Paillier: the
+    noise allowance is derived again) to 30 ms (BFV: the key's contexts too)
+    per session: data-independent work, which the proxy has its workers do
+    while collection is open (:meth:`~dpdpca.protocol.proxy.Proxy.prepare`).
     """
     start = time.process_time()
-    ctx = _context(context)
+    _context(context)
+    return os.getpid(), time.process_time() - start
+
+
+def check_and_sum(ctx: IntakeContext, d_expected: int | None, datas: Sequence[bytes]
+                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, Any]]]:
+    """Check a chunk of shares; their verdicts and, per d, the sum of those that passed.
+
+    ``verdicts[i]`` is ``("ok", owner, d, statement_json, keys, width)``
+    (``keys``: where every ciphertext's ``width``-byte replay key lies in the
+    share's own bytes, section by section, which the caller holds:
+    :func:`key_ref`, so the keys need not travel back, and
+    :func:`keys_from_ref` reads them; or, for a scheme whose keys are not
+    wire bytes, the keys concatenated) or ``("error", class name, message,
+    party)`` (``party``: the owner of a failing range proof, else None); the
+    sums are the scheme's (:meth:`~dpdpca.crypto.CipherScheme.intake_sum`:
+    Paillier's position-wise product modulo n**2, BFV's ciphertext sums).
+    """
     pk = ctx.params.public_key
+    scheme = ctx.params.scheme
     names = ctx.release.sections
-    width = pk.ciphertext_bytes
     checked: list[CheckedShare | None] = []
     verdicts: list[tuple[Any, ...]] = []
     for data in datas:
@@ -283,13 +290,17 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
             verdicts.append(("error", type(exc).__name__, str(exc), getattr(exc, "party", None)))
             continue
         checked.append(share)
-        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), *key_ref(data, share.keys)))
-    products: dict[int, dict[str, bytes]] = {}
+        keys = (key_ref(data, share.keys) if scheme.replay_keys_in_wire
+                else (b"".join(share.keys), len(share.keys[0]) if share.keys else 1))
+        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), *keys))
+    sums: dict[int, dict[str, Any]] = {}
     for d in sorted({s.d for s in checked if s is not None}):
         group = {i: s for i, s in enumerate(checked) if s is not None and s.d == d}
-        prod = _product(list(group.values()), names, pk.nsquare)
-        if first_non_unit([c for name in names for c in prod[name]], pk.n) is not None:
-            for i, share in list(group.items()):  # some share holds a non-unit: refuse it, multiply the rest again
+        total = scheme.intake_sum([{name: s.arrays[name] for name in names} for s in group.values()])
+        try:  # Paillier: the sum is a unit iff every summand is, so one test per chunk
+            scheme.check_units(total, pk)
+        except MessageError:
+            for i, share in list(group.items()):  # some share holds a non-unit: refuse it, sum the rest again
                 try:
                     check_share_units(share.arrays, pk)
                 except MessageError as exc:
@@ -297,6 +308,22 @@ def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
                     verdicts[i] = ("error", type(exc).__name__, str(exc))
             if not group:
                 continue
-            prod = _product(list(group.values()), names, pk.nsquare)
-        products[d] = {name: to_fixed_bytes(prod[name], width) for name in names}
-    return verdicts, products, time.process_time() - start
+            total = scheme.intake_sum([{name: s.arrays[name] for name in names} for s in group.values()])
+        sums[d] = total
+    return verdicts, sums
+
+
+def intake_kernel(context: bytes, d_expected: int | None, datas: Sequence[bytes]
+                  ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, bytes]], float]:
+    """:func:`check_and_sum` in a worker process: ``(verdicts, sums, cpu_s)``, each sum as the scheme's bytes.
+
+    ``sums[d]`` is :meth:`~dpdpca.crypto.CipherScheme.intake_bytes` of the
+    sum of the passing shares of that d; ``cpu_s`` this call's CPU seconds
+    in the worker.  Only ``bytes``, numbers and ``str`` cross the process
+    boundary.
+    """
+    start = time.process_time()
+    ctx = _context(context)
+    verdicts, sums = check_and_sum(ctx, d_expected, datas)
+    scheme = ctx.params.scheme
+    return verdicts, {d: scheme.intake_bytes(total) for d, total in sums.items()}, time.process_time() - start

@@ -177,24 +177,28 @@ class Message:
         data = bytes(data)
         if len(data) < _PREFIX.size + _DIGEST:
             raise MessageError(f"message must be at least {_PREFIX.size + _DIGEST} bytes, got {len(data)} (truncated)")
-        body, digest = data[:-_DIGEST], data[-_DIGEST:]
-        magic, version, mtype, hlen = _PREFIX.unpack_from(body)
+        # the body is read through a view of ``data``: a share's ~360 kB (BFV) is hashed and its sections cut
+        # out of it without first copying the whole body
+        end = len(data) - _DIGEST
+        digest = data[end:]
+        magic, version, mtype, hlen = _PREFIX.unpack_from(data)
         if magic != MAGIC:
             raise MessageError(f"message magic must be {MAGIC!r}, got {magic!r}")
         if version != VERSION:
             raise MessageError(f"message version must be {VERSION}, got {version}")
-        if hashlib.sha256(body).digest() != digest:
-            raise MessageError("message digest must match its content, got a mismatch (truncated or tampered)")
+        with memoryview(data) as view:
+            if hashlib.sha256(view[:end]).digest() != digest:
+                raise MessageError("message digest must match its content, got a mismatch (truncated or tampered)")
         try:
             kind = MessageType(mtype)
         except ValueError:
             raise MessageError(f"message type must be one of {[int(t) for t in MessageType]}, got {mtype}") from None
         start = _PREFIX.size
-        if start + hlen > len(body) or hlen > MAX_HEADER_BYTES:
-            raise MessageError(f"message header length must be <= {min(len(body) - start, MAX_HEADER_BYTES)}, "
+        if start + hlen > end or hlen > MAX_HEADER_BYTES:
+            raise MessageError(f"message header length must be <= {min(end - start, MAX_HEADER_BYTES)}, "
                                f"got {hlen}")
         try:
-            header = json.loads(body[start:start + hlen].decode())
+            header = json.loads(data[start:start + hlen].decode())
             if not isinstance(header, dict):
                 raise MessageError(f"message header must be a JSON object, got {type(header).__name__}")
             session = check_session_id(header["session"])
@@ -221,12 +225,12 @@ class Message:
         pos = start + hlen
         sections: dict[str, bytes] = {}
         for name, length in table:
-            if length < 0 or pos + length > len(body) or name in sections:
+            if length < 0 or pos + length > end or name in sections:
                 raise MessageError(f"message section {name!r} must fit the message, got length {length}")
-            sections[name] = body[pos:pos + length]
+            sections[name] = data[pos:pos + length]
             pos += length
-        if pos != len(body):
-            raise MessageError(f"message sections must cover the body exactly, got {len(body) - pos} extra bytes")
+        if pos != end:
+            raise MessageError(f"message sections must cover the body exactly, got {end - pos} extra bytes")
         return cls(kind, session, fingerprint, sender, meta, sections)
 
     def expect(self, kind: MessageType, *, session: str, key_fingerprint: str) -> "Message":

@@ -9,6 +9,7 @@ It never holds the secret key.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -16,12 +17,11 @@ import math
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from dpdpca._validation import check_delta, check_int, param_error
 from dpdpca.crypto import EncryptedArray, scalars_times_packed, sum_arrays
-from dpdpca.crypto.ciphertexts import divide_out, from_fixed_bytes
 from dpdpca.crypto.compute import EngineLike, ExecutorEngine, as_engine
 from dpdpca.crypto.randomizers import RandomizerPool
 from dpdpca.dp.accountant import PrivacyLedger
@@ -37,8 +37,9 @@ from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
 from dpdpca.protocol.proofs import check_range_proof_mode
 from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
-from dpdpca.protocol.intake import IntakeContext, check_share, error_from, intake_kernel, keys_from_ref
-from dpdpca.protocol.sections import load_share_arrays, share_arrays_from
+from dpdpca.protocol.intake import (IntakeContext, check_and_sum, check_share, error_from, intake_kernel,
+                                   keys_from_ref, load_context)
+from dpdpca.protocol.sections import load_share_arrays
 from dpdpca.timing import Timings
 
 _log = logging.getLogger("dpdpca.proxy")
@@ -126,7 +127,7 @@ class Proxy:
         self.d: int | None = None
         self._shares: dict[str, dict[str, EncryptedArray]] = {}
         self._statements: dict[str, ShareStatement] = {}
-        self._partials: list[dict[str, EncryptedArray]] = []  # products of shares checked on the pool
+        self._partials: list[dict[str, Any]] = []  # sums of shares checked on the pool
         self._seen: set[bytes] = set()
         self._aggregate: dict[str, EncryptedArray] | None = None
         self.owners_: list[str] = []
@@ -155,6 +156,7 @@ class Proxy:
         # BFV: the release's encryptions of 0 and flood made ahead (scheme.release_zeros), used once
         self._release_zeros: Any = None
         self._zeros_thread: threading.Thread | None = None
+        self._context_loads: list[Future[tuple[int, float]]] = []  # the pool workers loading the intake context
 
     # -- round 1 ------------------------------------------------------------
     def receive_share(self, data: bytes) -> str:
@@ -204,12 +206,15 @@ class Proxy:
 
         With a local process pool as ``executor`` (an
         :class:`~dpdpca.crypto.compute.ExecutorEngine`), chunks of shares are
-        checked and multiplied in its workers while ``datas`` is still being
-        read (:func:`~dpdpca.protocol.intake.intake_kernel`), and only the
+        checked and summed in its workers while ``datas`` is still being
+        read (:func:`~dpdpca.protocol.intake.intake_kernel`; under a scheme
+        whose intake releases the GIL, BFV, in as many threads of this
+        process: :func:`~dpdpca.protocol.intake.check_and_sum`), and only the
         bookkeeping stays here: Wang & Chang's proxy aggregating "in
-        parallel".  A share the bookkeeping refuses after its worker
-        multiplied it in is divided out again (times its inverse modulo
-        n**2).  Otherwise, one :meth:`receive_share` after the other.  The
+        parallel", under either scheme.  A share the bookkeeping refuses
+        after its worker summed it in is taken out again (Paillier: times
+        its inverse modulo n**2; BFV: its ciphertexts subtracted).
+        Otherwise, one :meth:`receive_share` after the other.  The
         outcome is the same either way: the same shares accepted, the same
         errors, the same aggregate.
 
@@ -228,24 +233,34 @@ class Proxy:
             finally:
                 self.intake_cpu_s_ += time.process_time() - start
         size = 16 if expected is None else max(1, min(32, -(-int(expected) // (2 * engine.workers))))
-        context = self._intake_context().to_bytes()
+        in_threads = self.params.scheme.intake_in_threads
+        # threads share this process's context; processes get its bytes (each worker loads it once per session)
+        context: Any = self._intake_context() if in_threads else self._intake_context().to_bytes()
+        kernel: Any = check_and_sum if in_threads else intake_kernel
         futures: list[tuple[Future[Any], list[bytes]]] = []  # each chunk's bytes are kept: the keys are read there
-        chunk: list[bytes] = []
-        for data in datas:
-            chunk.append(bytes(data))
-            # each worker's first chunk is small, so every worker starts after a few reads, not `size`
-            if len(chunk) >= (min(size, FIRST_CHUNK) if len(futures) < engine.workers else size):
-                futures.append((engine.executor.submit(intake_kernel, context, self.d, chunk), chunk))
-                chunk = []
-        if chunk:
-            futures.append((engine.executor.submit(intake_kernel, context, self.d, chunk), chunk))
         out: list[str | DpdpcaError] = []
         workers_cpu = 0.0
-        for future, sent in futures:
-            verdicts, products, cpu_s = future.result()
-            workers_cpu += cpu_s
-            out.extend(self._admit_chunk(verdicts, products, sent))
+        with contextlib.ExitStack() as stack:
+            pool: Any = (stack.enter_context(ThreadPoolExecutor(engine.workers, thread_name_prefix="dpdpca-intake"))
+                         if in_threads else engine.executor)
+            chunk: list[bytes] = []
+            for data in datas:
+                chunk.append(bytes(data))
+                # each worker's first chunk is small, so every worker starts after a few reads, not `size`
+                if len(chunk) >= (min(size, FIRST_CHUNK) if len(futures) < engine.workers else size):
+                    futures.append((pool.submit(kernel, context, self.d, chunk), chunk))
+                    chunk = []
+            if chunk:
+                futures.append((pool.submit(kernel, context, self.d, chunk), chunk))
+            for future, sent in futures:
+                if in_threads:  # their CPU time is this process's
+                    verdicts, sums = future.result()
+                else:
+                    verdicts, sums, cpu_s = future.result()
+                    workers_cpu += cpu_s
+                out.extend(self._admit_chunk(verdicts, sums, sent, loaded=in_threads))
         self.intake_cpu_s_ += time.process_time() - start + workers_cpu
+        self._time_context_loads()  # done by now: queued before the first chunk
         return out
 
     @staticmethod
@@ -310,14 +325,21 @@ class Proxy:
         self._statements[owner] = statement
         self.prepare(d, wait=False)
 
-    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], products: dict[int, dict[str, bytes]],
-                     datas: list[bytes]) -> list[str | DpdpcaError]:
-        """Bookkeeping for one chunk checked by :func:`intake_kernel`; keeps its product of accepted shares."""
-        pk = self.params.public_key
-        width = pk.ciphertext_bytes
+    def _admit_chunk(self, verdicts: list[tuple[Any, ...]], sums: dict[int, dict[str, Any]],
+                     datas: list[bytes], *, loaded: bool = False) -> list[str | DpdpcaError]:
+        """Bookkeeping for one chunk checked by :func:`intake_kernel` (or, ``loaded``, by
+        :func:`~dpdpca.protocol.intake.check_and_sum` in a thread: its sums are arrays, not bytes); keeps its sum
+        of accepted shares.
+
+        A share its worker summed in but the bookkeeping refuses (a duplicate
+        owner, a replay, a late share...) is taken out of the sum again
+        (:meth:`~dpdpca.crypto.CipherScheme.take_out`), from its own bytes.
+        """
+        p = self.params
+        scheme = p.scheme
         out: list[str | DpdpcaError] = []
-        admitted: dict[int, int] = {}
-        refused: dict[int, list[list[bytes]]] = {}  # passed the worker, refused here: divided out below
+        summed: dict[int, int] = {}
+        refused: dict[int, list[bytes]] = {}  # passed the worker, refused here: taken out below
         for verdict, data in zip(verdicts, datas):
             if verdict[0] != "ok":
                 exc = error_from(*verdict[1:])
@@ -326,24 +348,26 @@ class Proxy:
                 out.append(exc)
                 continue
             _, owner, d, statement, ref, key_width = verdict
-            keys = keys_from_ref(data, ref, key_width)
+            summed[d] = summed.get(d, 0) + 1
             try:
-                self._admit(owner, d, ShareStatement.from_json(statement), keys)
+                self._admit(owner, d, ShareStatement.from_json(statement), keys_from_ref(data, ref, key_width))
             except DpdpcaError as exc:
                 out.append(exc)
-                refused.setdefault(d, []).append(keys)
+                refused.setdefault(d, []).append(data)
                 continue
             out.append(owner)
-            admitted[d] = admitted.get(d, 0) + 1
-        for d, blobs in products.items():
-            if not admitted.get(d):
-                continue
-            cts = {name: from_fixed_bytes(blob, width) for name, blob in blobs.items()}
-            for keys in refused.get(d, []):  # the keys run section by section, in the products' order
-                divisors = iter(from_fixed_bytes(b"".join(keys), width))
-                for run in cts.values():
-                    run[:] = divide_out(run, divisors, pk.nsquare)
-            self._partials.append(share_arrays_from(self.params, d, self.release, cts, owners=admitted[d]))
+        for d, part in sums.items():
+            if summed.get(d, 0) == len(refused.get(d, ())):
+                continue  # every share of this d was refused here
+            chunks = self.release.share_chunks(d, p.layout.slots)
+            bounds = {name: b * summed[d] for name, b in p.share_bounds(self.release).items()}
+            total = part if loaded else scheme.intake_from_bytes(part, p.public_key, layout=p.layout, chunks=chunks,
+                                                                 bounds=bounds)
+            for data in refused.get(d, []):
+                share = load_share_arrays(Message.from_bytes(data), p, d, owners=1, release=self.release,
+                                          check_units=False)  # it passed its worker's checks
+                total = scheme.take_out(total, share)
+            self._partials.append(total)
         return out
 
     def expect_release(self, setting: ReleaseOptions | None = None, **finish_options: Any) -> None:
@@ -387,6 +411,7 @@ class Proxy:
         """
         if self._prepared:
             return
+        self._load_intake_context()
         d = check_features(check_int("d", d, minimum=1), self.max_features)
         setting = self._expected_setting(setting, finish_options)
         count = self.release.result_ciphertexts(d, self.params.layout.slots, self.params.v2_layout.slots)
@@ -421,6 +446,29 @@ class Proxy:
             else:
                 make_zeros()
         self._prepared = True
+
+    def _load_intake_context(self) -> None:
+        """Have each worker of a local pool load the intake's context now (:func:`~dpdpca.protocol.intake.load_context`).
+
+        Offline: the key and the public parameters, not any share.  Its cost
+        is timed as ``precompute`` when the intake ends (per worker process,
+        the largest: they load side by side).
+        """
+        engine = as_engine(self.executor)
+        if (self._context_loads or self._statements or not isinstance(engine, ExecutorEngine)
+                or not self.params.scheme.pooled_intake or self.params.scheme.intake_in_threads):
+            return  # already asked, or the intake is under way (prepare() called by the first share): too late
+        blob = self._intake_context().to_bytes()
+        self._context_loads = [engine.executor.submit(load_context, blob) for _ in range(engine.workers)]
+
+    def _time_context_loads(self) -> None:
+        per_worker: dict[int, float] = {}
+        for future in self._context_loads:
+            pid, cpu_s = future.result()
+            per_worker[pid] = per_worker.get(pid, 0.0) + cpu_s
+        if per_worker:
+            self.timings_.add(self.party, "precompute", max(per_worker.values()))
+        self._context_loads = []
 
     def _join_noise(self) -> None:
         """Wait for the noise :meth:`prepare` draws in the background, if any."""

@@ -18,7 +18,6 @@ from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
 
 __all__ = ["check_section_sizes", "load_array", "share_sections", "load_share_arrays", "check_share_units",
-           "share_arrays_from",
            "int_array"]
 
 
@@ -120,20 +119,6 @@ def check_share_units(arrays: dict[str, EncryptedArray], public_key: PublicKey) 
         ``section R: message ciphertext[3] must be a unit modulo n, got a non-unit``.
     """
     scheme_of(public_key).check_units(arrays, public_key)
-
-
-def share_arrays_from(params: ProtocolParams, d: int, release: str, ciphertexts: dict[str, list[Any]], *,
-                      owners: int) -> dict[str, EncryptedArray]:
-    """Arrays in :func:`share_chunks` shapes over our own ciphertexts (a product of ``owners`` checked shares).
-
-    The bound of each is ``owners`` times the public share bound, as
-    :func:`load_share_arrays` declares for an aggregate of that many.
-    """
-    bounds = params.share_bounds(release)
-    chunks = as_release(release).share_chunks(d, params.layout.slots)
-    return {name: EncryptedArray._trusted(params.public_key, params.layout, tuple(chunks[name]),
-                                          bounds[name] * owners, cts)
-            for name, cts in ciphertexts.items()}
 
 
 def int_array(values: Sequence[int]) -> np.ndarray:

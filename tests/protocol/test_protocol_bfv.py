@@ -291,3 +291,55 @@ def test_a_declared_d_sizes_the_bfv_ring_to_one_share():
     want = smallest_parameters(ProtocolParams.release_value_bound(**bounds), additions=1002, reserve_bits=RESERVE_BITS,
                                values=1711)
     assert key == want and key.ring_degree == 8192  # the flooding room needs N = 8192 whatever the share's size
+
+
+def test_bfv_pooled_intake_is_the_serial_intake(bfv_user, make_owner, identity, unit_rows):
+    """Checked and summed in the pooled intake: the same owners, errors and aggregate ciphertexts as one by one.
+
+    Alice's second share and Carol's replay of Alice's ciphertexts pass their worker's checks and are summed in,
+    then refused by the bookkeeping and taken out again: the aggregate is the honest shares' sum, exactly.
+    """
+    from dpdpca.crypto import local_process_pool
+    from dpdpca.errors import DpdpcaError
+
+    p = bfv_user.params
+    parts = _parts(unit_rows, seed=9, sizes=(10, 12, 14))
+    alice, bob, carol = (make_owner(p, o, release="add-remove").share(X) for o, X in zip(("alice", "bob", "c"), parts))
+    m = Message.from_bytes(alice)
+    stolen = ShareStatement.sign(identity("c"), session=p.session_id, key_fingerprint=p.key_fingerprint, d=5,
+                                 n_rows=None, ciphertext_sha256=ciphertext_digest(m.sections,
+                                                                                  share_sections("add-remove")))
+    replay = Message(m.type, m.session, m.key_fingerprint, "owner:c",
+                     {**m.meta, "owner_id": "c", "statement": stolen.to_json()}, m.sections).to_bytes()
+    tampered = bytearray(bob)
+    tampered[len(tampered) // 2] ^= 1
+    batch = [alice, bob, alice, replay, bytes(tampered), carol]  # chunks of 4 and 2: both refusals in the first
+
+    def outcome(o):
+        return (type(o).__name__, str(o)) if isinstance(o, DpdpcaError) else o
+
+    serial = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
+    want = [outcome(Proxy._try(serial.receive_share, data)) for data in batch]
+    with local_process_pool(2) as pool:
+        pooled = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove", executor=pool)
+        got = [outcome(o) for o in pooled.receive_shares(iter(batch))]
+    assert got == want
+    assert [o if isinstance(o, str) else o[0] for o in want] == ["alice", "bob", "ProtocolError", "ProtocolError",
+                                                                 "MessageError", "c"]
+    assert "duplicate" in want[2][1] and "fresh" in want[3][1]
+    assert pooled.received == serial.received == ["alice", "bob", "c"] and len(pooled._partials) == 2
+    # the process kernel's form (its sums as bytes: intake_bytes / intake_from_bytes), run here on the whole batch
+    from dpdpca.protocol.intake import intake_kernel
+
+    via_bytes = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
+    verdicts, sums, _ = intake_kernel(via_bytes._intake_context().to_bytes(), None, batch)
+    assert [outcome(o) for o in via_bytes._admit_chunk(verdicts, sums, batch)] == want
+    for proxy in (serial, pooled, via_bytes):
+        proxy.close_collection()
+    ours, theirs = pooled._aggregate["R"].packed, serial._aggregate["R"].packed
+    assert ours.ciphertext_blobs() == theirs.ciphertext_blobs()  # ring sums: the same ciphertexts, in any order
+    assert ours.segments == theirs.segments and ours.noise == theirs.noise
+    assert via_bytes._aggregate["R"].packed.ciphertext_blobs() == theirs.ciphertext_blobs()
+    from dpdpca.crypto.lattice import decrypt_bfv
+
+    assert decrypt_bfv(bfv_user.private_key, ours) == decrypt_bfv(bfv_user.private_key, theirs)

@@ -167,3 +167,19 @@ def test_a_workers_replay_keys_are_read_back_from_the_shares_own_bytes(make_user
     keys_b = check_share(backwards, ctx).keys
     assert keys_b == keys
     assert keys_from_ref(backwards, *key_ref(backwards, keys_b)) == keys
+
+
+def test_the_pool_workers_load_the_context_while_collection_is_open(make_user, make_owner, pool):
+    """prepare() has every worker load the session's context (offline), timed as the proxy's precompute."""
+    user = make_user(release="add-remove")
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=1, release="add-remove", executor=pool)
+    proxy.prepare(2, wait=True)
+    loads = [f.result() for f in proxy._context_loads]
+    assert len(loads) == 2 and max(cpu for _, cpu in loads) > 0
+    before = proxy.timings_.to_dict()["parties"].get("proxy", {}).get("precompute", 0.0)
+    assert proxy.receive_shares([make_owner(p, "1", release="add-remove").share(np.full((3, 2), 0.2))]) == ["1"]
+    after = proxy.timings_.to_dict()["parties"]["proxy"]["precompute"]
+    # per worker process its loads' sum, the largest of them (the workers load side by side)
+    assert proxy._context_loads == []
+    assert max(cpu for _, cpu in loads) - 1e-9 <= after - before <= sum(cpu for _, cpu in loads) + 1e-9
