@@ -18,6 +18,7 @@ from dpdpca.crypto.compute import local_process_pool, start_workers
 from dpdpca.crypto.encrypted import (
     EncryptedArray,
     decrypt,
+    decrypt_many,
     encrypt,
     encryptions_of_zero,
     scalar_times_packed,
@@ -64,6 +65,7 @@ __all__ = [
     "encrypt",
     "encryptions_of_zero",
     "decrypt",
+    "decrypt_many",
     "sum_arrays",
     "scalar_times_packed",
     "scalars_times_packed",
