@@ -130,6 +130,12 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     proxy = Proxy(params, keyring, quorum=plan.quorum, executor=dep.executor, record_noise_for_testing=dep.verify,
                   release=rel.mode, range_proofs=opts.bounds.range_proofs,
                   range_proof_mode=opts.bounds.range_proof_mode)
+    # Its rerandomizers (and the add/remove noise) depend on d and the setting only: made while the owners encrypt.
+    proxy.prepare(d, setting=rel)
+    # Every owner checks the key's modulus proof once per key, before it has data (offline): the check is
+    # cached per process, so in this one-process run it is made here, not in the first owner's turn.
+    params.scheme.check_encryptor_policy(params.public_key, opts.key.insecure_test_key)
+    tick("keygen")  # set-up ends here: keys, and the proxy's offline work that runs before any owner's turn
 
     def new_owner(oid: str) -> DataOwner:
         return DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,
@@ -143,7 +149,6 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     ahead = dep.executor is not None and not opts.bounds.range_proofs and params.scheme.offline_factors
     made: dict[str, Future[DataOwner]] = {oid: Future() for oid in plan.present}
     stop = threading.Event()
-    proxy_ready = threading.Event()
 
     def make_ahead() -> None:
         """The owners' offline work in the executor's processes, in turn, by a thread running ahead of their
@@ -161,14 +166,8 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
             for oid in plan.present:
                 if stop.is_set():
                     return
-                # its own DJN base, drawn while the previous owner's tasks run; the first owner's while the
-                # proxy's run, with the key's modulus check (once per process) made in its constructor
-                owner = new_owner(oid)
-                if previous is None:
-                    proxy_ready.wait()  # the proxy's offline tasks first
-                    if stop.is_set():
-                        return
-                elif previous[1] is not None:
+                owner = new_owner(oid)  # its own DJN base, drawn while the previous owner's tasks run
+                if previous is not None and previous[1] is not None:
                     previous[1].wait()
                 # offline: the factors depend on the key, d and the release only
                 current = (owner, owner.start_precompute(d))
@@ -187,15 +186,6 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     if maker is not None:
         maker.start()
     try:
-        # Its rerandomizers (and the add/remove noise) depend on d and the setting only: made while the owners
-        # encrypt (on an executor: before the owners' tasks, while the first owner sets up beside them).
-        proxy.prepare(d, setting=rel)
-        proxy_ready.set()
-        if maker is None:
-            # Every owner checks the key's modulus proof once per key, before it has data (offline): the check
-            # is cached per process, so in this one-process run it is made here, not in the first owner's turn.
-            params.scheme.check_encryptor_policy(params.public_key, opts.key.insecure_test_key)
-        tick("keygen")  # set-up ends here: keys, and the proxy's offline work that runs before any owner's turn
         for oid in plan.present:
             if maker is not None:
                 owner = made[oid].result()
@@ -211,7 +201,6 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     finally:
         if maker is not None:
             stop.set()
-            proxy_ready.set()
             maker.join()
     late = proxy_round(ProxySteps(proxy, rel, owners=len(plan.ids), ledger=ledger, label=ledger_label), net, deadline_s=dep.deadline_s, tick=tick)
     result = user_round(user, net, n_components=plan.n_components, tick=tick)
