@@ -5,7 +5,8 @@ For each party and phase the model counts the operations the code performs
 multiplications, CRT half-decryptions, ``r**n`` exponentiations) and
 multiplies them by the per-operation times measured in the same run
 (:func:`dpdpca.crypto.primitives.time_primitives`), divided by the cores the
-phase runs on.  ``fraction_of_floor = floor_s / measured_s`` (wall clock):
+phase runs on (a phase's ``serial_ops``, made in one process after its workers'
+tasks, count in full).  ``fraction_of_floor = floor_s / measured_s`` (wall clock):
 1.0 means the phase costs no more than its arithmetic; 0.5 means half its
 time goes elsewhere (conversions, packing, scheduling, Python) -- or, on a
 shared machine, to other processes: serial phases also report
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dpdpca.crypto.primitives import djn_mulmods
+from dpdpca.crypto.primitives import djn_joining_mulmods, djn_mulmods
 from dpdpca.protocol.releases import ADD_REMOVE, as_release
 from dpdpca.timing import Timings
 
@@ -36,16 +37,32 @@ def operation_counts(key_bits: int, *, release: str, d: int, slots: int, v_slots
     """Role -> phase -> ``{"ops": {primitive: count}, "cores": k}`` for one run under a ``key_bits`` key.
 
     ``workers``: the process pool of the owners' and proxy's batches (1 =
-    serial); ``user_workers``: the data user's (default ``workers``).
+    serial); ``user_workers``: the data user's (default ``workers``).  A
+    phase may also have ``"serial_ops"``: operations it makes on one core
+    after its workers' tasks (a pool's DJN factors: the ``count (workers - 1)``
+    products joining the workers' partial products, made in the calling
+    process; the model counted them on every core before, which put the
+    floor below what the code can do).
     """
     rel = as_release(release)
     share = sum(len(c) for c in rel.share_chunks(d, slots).values())
     out_count = rel.result_ciphertexts(d, slots, v_slots)
     uw = workers if user_workers is None else user_workers
     alpha_bits = (int(key_bits) + 1) // 2
+
+    def djn(count: int) -> dict[str, Any]:
+        # A pool's DJN factors: the table and lookups split over the workers, then the partial products
+        # joined in the calling process (compute.shared_table_powers), on one core: serial_ops.
+        joining = djn_joining_mulmods(alpha_bits, count, workers)
+        out: dict[str, Any] = {"ops": {"mulmod_s": djn_mulmods(alpha_bits, count, workers) - joining},
+                               "cores": workers}
+        if joining:
+            out["serial_ops"] = {"mulmod_s": joining}
+        return out
+
     model: dict[str, dict[str, dict[str, Any]]] = {
         "owner": {
-            "precompute": {"ops": {"mulmod_s": djn_mulmods(alpha_bits, share, workers)}, "cores": workers},
+            "precompute": djn(share),
             "encrypt": {"ops": {"plain_mul_s": share}, "cores": 1},
         },
         "proxy": {
@@ -57,8 +74,7 @@ def operation_counts(key_bits: int, *, release: str, d: int, slots: int, v_slots
     if rel is ADD_REMOVE:
         # Its DJN rerandomizers are made on the proxy's engine (one table split by rows over the workers,
         # RandomizerPool.fill -> encryptions_of_zero), like an owner's factors: not serially.
-        model["proxy"]["precompute"] = {"ops": {"mulmod_s": djn_mulmods(alpha_bits, out_count, workers)},
-                                        "cores": workers}
+        model["proxy"]["precompute"] = djn(out_count)
         model["proxy"]["noise"] = {"ops": {"plain_mul_s": out_count}, "cores": 1}
     else:  # r^n in a background thread; the mask's exponentiations have no model here
         model["proxy"]["precompute"] = {"ops": {"powmod_n_s": out_count}, "cores": 1}
@@ -90,8 +106,8 @@ def floor_report(timings: Mapping[str, Any], model: Mapping[str, Mapping[str, Ma
     Returns
     -------
     dict
-        ``phases`` (party -> phase -> ``ops``, ``cores``, ``work_s``,
-        ``floor_s``, ``measured_s``, ``fraction_of_floor``), ``parties``
+        ``phases`` (party -> phase -> ``ops``, ``cores``, ``serial_ops`` if
+        any, ``work_s``, ``floor_s``, ``measured_s``, ``fraction_of_floor``), ``parties``
         (party -> ``floor_s``, ``measured_s`` of the modelled phases,
         ``fraction_of_floor``, ``unmodelled_s``, ``offline_floor_s``,
         ``online_floor_s``), ``critical_path`` (online, from the last
@@ -112,11 +128,15 @@ def floor_report(timings: Mapping[str, Any], model: Mapping[str, Mapping[str, Ma
         for phase, spec in model.get(role, {}).items():
             if phase not in measured:
                 continue
-            work = sum(float(primitives[k]) * float(v) for k, v in spec["ops"].items())
-            floor = work / spec["cores"]
+            spread = sum(float(primitives[k]) * float(v) for k, v in spec["ops"].items())
+            serial = sum(float(primitives[k]) * float(v) for k, v in spec.get("serial_ops", {}).items())
+            work = spread + serial
+            floor = spread / spec["cores"] + serial
             total_work += work
             mine[phase] = {"ops": dict(spec["ops"]), "cores": spec["cores"], "work_s": work, "floor_s": floor,
                            "measured_s": measured[phase], "fraction_of_floor": _fraction(floor, measured[phase])}
+            if "serial_ops" in spec:
+                mine[phase]["serial_ops"] = dict(spec["serial_ops"])
             if spec["cores"] == 1 and phase in cpu.get(party, {}):
                 # A serial phase's CPU time: what other load on a shared machine does not stretch.
                 mine[phase]["cpu_s"] = cpu[party][phase]

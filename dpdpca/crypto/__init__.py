@@ -18,10 +18,12 @@ from dpdpca.crypto.compute import local_process_pool, start_workers
 from dpdpca.crypto.encrypted import (
     EncryptedArray,
     decrypt,
+    decrypt_many,
     encrypt,
     encryptions_of_zero,
     scalar_times_packed,
     scalars_times_packed,
+    start_encryptions_of_zero,
     sum_arrays,
 )
 from dpdpca.crypto.interop import from_phe, to_phe
@@ -63,7 +65,9 @@ __all__ = [
     "EncryptedArray",
     "encrypt",
     "encryptions_of_zero",
+    "start_encryptions_of_zero",
     "decrypt",
+    "decrypt_many",
     "sum_arrays",
     "scalar_times_packed",
     "scalars_times_packed",

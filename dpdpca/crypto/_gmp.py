@@ -16,7 +16,7 @@ from operator import methodcaller
 
 import gmpy2
 import numpy as np
-from gmpy2 import mpz
+from gmpy2 import mpz, xmpz
 
 __all__ = [
     "mpz",
@@ -229,10 +229,18 @@ class FixedBaseTable:
             return [mpz(1)] * count
         m = self.mod
         cols = digits.T.tolist()
-        acc = list(map(self.rows[0].__getitem__, cols[0]))
+        if len(self.rows) == 1:
+            return list(map(self.rows[0].__getitem__, cols[0]))
+        # Mutable accumulators, multiplied and reduced in place: each product lands in memory this
+        # accumulator already holds (in cache, just read as an operand), where a new value per step
+        # would be written to fresh memory -- about 5% of each multiplication at d = 784's 7714 powers.
+        acc = [xmpz(x) for x in map(self.rows[0].__getitem__, cols[0])]
         for row, col in zip(self.rows[1:], cols[1:]):
-            acc = [a * row[u] % m if u else a for a, u in zip(acc, col)]
-        return acc
+            for a, u in zip(acc, col):
+                if u:
+                    a *= row[u]
+                    a %= m
+        return [mpz(a) for a in acc]
 
     @staticmethod
     def lookup_mulmods(rows: int, window: int) -> float:
@@ -383,14 +391,18 @@ def first_non_unit(values: Sequence[mpz], n: int) -> int | None:
 def columnwise_prod_mod(rows: Sequence[Sequence[mpz]], mod: int) -> list[mpz]:
     """Element-wise product of equally long lists of ``mpz`` modulo ``mod``.
 
-    The aggregation kernel: one ``a * b % mod`` per multiplication and nothing
-    else in the loop.
+    The aggregation kernel: one ``a * b % mod`` per multiplication (in place on
+    mutable accumulators) and nothing else in the loop.
     """
     m = mpz(mod)
-    acc = list(rows[0])
+    if len(rows) < 2:
+        return list(rows[0])
+    acc = [xmpz(a) for a in rows[0]]  # in place, as FixedBaseTable._lookup
     for row in rows[1:]:
-        acc = [a * b % m for a, b in zip(acc, row)]
-    return acc
+        for a, b in zip(acc, row):
+            a *= b
+            a %= m
+    return [mpz(a) for a in acc]
 
 
 def int_to_bytes(value: int) -> bytes:

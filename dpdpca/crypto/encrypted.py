@@ -39,7 +39,9 @@ __all__ = [
     "EncryptedArray",
     "encrypt",
     "encryptions_of_zero",
+    "start_encryptions_of_zero",
     "decrypt",
+    "decrypt_many",
     "sum_arrays",
     "scalar_times_packed",
     "scalars_times_packed",
@@ -615,6 +617,20 @@ def encryptions_of_zero(public_key: PublicKey, count: int, *, method: str = "djn
     >>> [int(m) for m in sk.raw_decrypt(zeros)]
     [0, 0, 0]
     """
+    return start_encryptions_of_zero(public_key, count, method=method, executor=executor).result()
+
+
+def start_encryptions_of_zero(public_key: PublicKey, count: int, *, method: str = "djn",
+                              executor: EngineLike = None) -> compute.Pending[list[bk.mpz]]:
+    """:func:`encryptions_of_zero` as a :class:`~dpdpca.crypto.compute.Pending` batch.
+
+    On a process pool the DJN factors' tasks are queued and this returns at
+    once: ``wait()`` blocks until the workers are done, ``result()`` makes the
+    factors of their partial products (once).  A caller making several
+    batches in turn queues the next one as soon as ``wait()`` returns, then
+    collects this one while the workers work.  Elsewhere the factors are made
+    before this returns.
+    """
     if not isinstance(public_key, PublicKey):
         raise type_error("public_key", "a PublicKey", type(public_key).__name__)
     if method not in METHODS:
@@ -623,14 +639,14 @@ def encryptions_of_zero(public_key: PublicKey, count: int, *, method: str = "djn
     engine = compute.as_engine(executor)
     if method == "djn" and not isinstance(engine, compute.SerialEngine) and engine.workers > 1 and count:
         # one table for the whole batch, its rows split over the workers (built once, not once per worker)
-        return compute.shared_table_powers(engine, int(public_key.hs), int(public_key.nsquare),
-                                           public_key.alpha_bits, count, public_key.ciphertext_bytes)
+        return compute.start_shared_table_powers(engine, int(public_key.hs), int(public_key.nsquare),
+                                                 public_key.alpha_bits, count, public_key.ciphertext_bytes)
     compute.register_public(public_key)
     spans = compute.spans(count, engine, None if isinstance(engine, compute.SerialEngine)
                           else -(-count // max(1, 4 * engine.workers)) or 1)
     per_worker = -(-count // max(1, engine.workers))
-    return engine.map(compute.factors_kernel, [(int(public_key.n), int(public_key.hs), method, b - a, per_worker)
-                                               for a, b in spans], public_key.ciphertext_bytes)
+    return engine.map_async(compute.factors_kernel, [(int(public_key.n), int(public_key.hs), method, b - a, per_worker)
+                                                     for a, b in spans], public_key.ciphertext_bytes)
 
 
 def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLike = None) -> list[int]:
@@ -651,31 +667,69 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLik
         ``executor`` is a remote engine (Dask): the secret key never leaves the
         key holder's host.
     """
+    return decrypt_many(private_key, [enc], executor=executor)[0]
+
+
+def decrypt_many(private_key: PrivateKey, arrays: Sequence[EncryptedArray], *, executor: EngineLike = None,
+                 names: Sequence[str] | None = None) -> list[list[int]]:
+    """:func:`decrypt` of every array, their ciphertexts in one batch: one list of ints per array.
+
+    One engine map over all the arrays' ciphertexts together, so a pool
+    decrypts them with one guided schedule (its tasks shrink towards the end
+    of the whole batch) instead of one per array, each with its own tail of
+    idle workers; the integers are those :func:`decrypt` gives per array.
+    ``names``: how a message error names each array (default ``array k``
+    when there are several).
+
+    Raises
+    ------
+    KeyMismatchError, MessageError, OverflowRiskError, ParameterError
+        As :func:`decrypt`, for the first array that fails.
+
+    Examples
+    --------
+    >>> from dpdpca.crypto import generate_keypair, encrypt, SlotLayout
+    >>> pk, sk = generate_keypair(512, insecure_test_key=True)
+    >>> layout = SlotLayout(slot_bits=16, slots=4)
+    >>> a = encrypt(pk, [1, -2, 3], layout=layout, bound=10)
+    >>> b = encrypt(pk, [7], layout=layout, bound=10)
+    >>> decrypt_many(sk, [a, b])
+    [[1, -2, 3], [7]]
+    """
     if not isinstance(private_key, PrivateKey):
         raise type_error("private_key", "a PrivateKey", type(private_key).__name__)
-    if not isinstance(enc, EncryptedArray):
-        raise param_error("enc", "an EncryptedArray", type(enc).__name__)
+    arrays = list(arrays)
+    if names is not None and len(names) != len(arrays):
+        raise param_error("names", f"one per array ({len(arrays)})", len(names))
     pub = private_key.public_key
-    if enc.public_key != pub:
-        raise KeyMismatchError(f"decrypt: ciphertexts must be under key {pub.fingerprint[:16]}..., "
-                               f"got {enc.public_key.fingerprint[:16]}...")
-    enc.layout.check_decryptable(enc.bound, enc.chunks)
+    for enc in arrays:
+        if not isinstance(enc, EncryptedArray):
+            raise param_error("enc", "an EncryptedArray", type(enc).__name__)
+        if enc.public_key != pub:
+            raise KeyMismatchError(f"decrypt: ciphertexts must be under key {pub.fingerprint[:16]}..., "
+                                   f"got {enc.public_key.fingerprint[:16]}...")
+        enc.layout.check_decryptable(enc.bound, enc.chunks)
     engine = compute.as_engine(executor)
     compute.check_local_for_secret(engine, "decrypt")
     compute.register_private(private_key)
-    cts = enc.ciphertexts
+    cts = [c for enc in arrays for c in enc.ciphertexts]
     plain = engine.map(compute.decrypt_kernel,
                        [(int(pub.n), int(pub.hs), int(private_key.p), int(private_key.q),
                          compute.Ints(cts[a:b], pub.ciphertext_bytes)) for a, b in compute.guided_spans(len(cts), engine)],
                        (pub.bits + 7) // 8)
     n = pub.n
-    sb = enc.layout.slot_bits
-    bound = enc.bound
-    out, bad = unpack_many([centred(m, n) for m in plain], enc.chunks, sb, bound)
-    if bad is not None:
-        raise MessageError(f"ciphertext[{bad}] must decrypt to {enc.chunks[bad]} slots with |slot| <= {bound}, "
-                           "got a plaintext that does not fit (tampered, or a false declared bound)")
-    return out
+    results: list[list[int]] = []
+    pos = 0
+    for k, enc in enumerate(arrays):
+        mine = plain[pos:pos + len(enc.ciphertexts)]
+        pos += len(enc.ciphertexts)
+        out, bad = unpack_many([centred(m, n) for m in mine], enc.chunks, enc.layout.slot_bits, enc.bound)
+        if bad is not None:
+            where = f"{names[k]}: " if names is not None else f"array {k}: " if len(arrays) > 1 else ""
+            raise MessageError(f"{where}ciphertext[{bad}] must decrypt to {enc.chunks[bad]} slots with |slot| <= "
+                               f"{enc.bound}, got a plaintext that does not fit (tampered, or a false declared bound)")
+        results.append(out)
+    return results
 
 
 def sum_arrays(arrays: Sequence[EncryptedArray], *, executor: EngineLike = None) -> EncryptedArray:

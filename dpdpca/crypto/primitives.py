@@ -21,7 +21,7 @@ from dpdpca._validation import check_int
 from dpdpca.crypto import _gmp as bk
 from dpdpca.crypto.keys import PrivateKey, PublicKey
 
-__all__ = ["PRIMITIVES", "djn_mulmods", "time_primitives"]
+__all__ = ["PRIMITIVES", "djn_joining_mulmods", "djn_mulmods", "time_primitives"]
 
 #: What :func:`time_primitives` returns (seconds per operation).
 PRIMITIVES = {
@@ -121,3 +121,19 @@ def djn_mulmods(alpha_bits: int, count: int, workers: int = 1) -> float:
     per_part = [rows * k // parts for k in range(parts + 1)]
     lookups = sum(bk.FixedBaseTable.lookup_mulmods(b - a, w) for a, b in zip(per_part, per_part[1:]))
     return float(rows * ((1 << w) - 1) + count * lookups + count * (parts - 1))
+
+
+def djn_joining_mulmods(alpha_bits: int, count: int, workers: int = 1) -> float:
+    """Of :func:`djn_mulmods`, the multiplications that join the workers' partial products, ``count (parts - 1)``.
+
+    They are made in the calling process, one core, after the workers' tasks
+    (:func:`~dpdpca.crypto.compute.shared_table_powers`), so a floor divides the
+    rest of :func:`djn_mulmods` by the workers and not these.
+    """
+    bits = check_int("alpha_bits", alpha_bits, minimum=1)
+    count = check_int("count", count, minimum=0)
+    workers = check_int("workers", workers, minimum=1)
+    if count == 0:
+        return 0.0
+    rows = -(-bits // bk.FixedBaseTable.best_window(bits, count))
+    return float(count * (max(1, min(workers, rows)) - 1))

@@ -8,7 +8,8 @@ import pytest
 from dpdpca.bench.floor import floor_report, operation_counts
 from dpdpca.crypto import generate_keypair
 from dpdpca.crypto._gmp import FixedBaseTable
-from dpdpca.crypto.primitives import PRIMITIVES, djn_mulmods, time_primitives
+from dpdpca.crypto.primitives import PRIMITIVES, djn_joining_mulmods, djn_mulmods, time_primitives
+from dpdpca.protocol.releases import ADD_REMOVE
 from dpdpca.protocol.runner import run_protocol
 
 
@@ -39,6 +40,26 @@ def test_djn_mulmods_counts_table_and_lookups(keys):
     # multiplication too, and one multiplication per factor joins the halves
     w = FixedBaseTable.best_window(a, 10_000)
     assert djn_mulmods(a, 10_000, workers=2) == pytest.approx(many + 10_000 * 2.0 ** -w)
+    assert djn_joining_mulmods(a, 10_000, workers=2) == 10_000 and djn_joining_mulmods(a, 10_000) == 0
+
+
+def test_a_pools_joining_products_count_on_one_core(keys):
+    # The products joining the workers' partial products are made in the calling process after the
+    # workers' tasks: the floor of a 2-worker precompute is the rest over 2 plus them in full.
+    pk, _ = keys
+    model = operation_counts(pk.bits, release="add-remove", d=40, slots=4, v_slots=4, owners=3, workers=2)
+    spec = model["owner"]["precompute"]
+    share = sum(len(c) for c in ADD_REMOVE.share_chunks(40, 4).values())
+    assert spec["serial_ops"] == {"mulmod_s": share} and model["proxy"]["precompute"]["serial_ops"]["mulmod_s"] > 0
+    assert spec["ops"]["mulmod_s"] + share == pytest.approx(djn_mulmods(pk.alpha_bits, share, 2))
+    assert "serial_ops" not in operation_counts(pk.bits, release="add-remove", d=40, slots=4, v_slots=4, owners=3,
+                                                workers=1)["owner"]["precompute"]
+    timings = {"parties": {"owner:1": {"precompute": 1.0}}}
+    rep = floor_report(timings, model, {"mulmod_s": 1e-6}, cores=2, wall_s=1.0)
+    phase = rep["phases"]["owner:1"]["precompute"]
+    assert phase["floor_s"] == pytest.approx(spec["ops"]["mulmod_s"] * 1e-6 / 2 + share * 1e-6)
+    assert phase["work_s"] == pytest.approx((spec["ops"]["mulmod_s"] + share) * 1e-6)
+    assert rep["whole_run"]["floor_s"] == pytest.approx(phase["work_s"] / 2)
 
 
 def test_floor_report_of_a_real_run(keys):

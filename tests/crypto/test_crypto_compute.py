@@ -101,3 +101,26 @@ def test_encryptions_of_zero_on_the_pool_are_fresh_and_decrypt_to_zero(pool, key
         assert all(0 <= a < (1 << exp_bits) for a in alphas) and len(set(alphas)) > 200
         top = sum(a >> (exp_bits - 1) for a in alphas)
         assert 100 < top < 200  # the top bit is set about half the time
+
+
+def test_decrypt_many_is_one_batch_with_each_arrays_integers(keys512, pool):
+    from dpdpca.crypto import decrypt_many
+    from dpdpca.crypto.schemes import scheme_named
+    from dpdpca.errors import MessageError
+
+    pk, sk = keys512
+    r = encrypt(pk, list(range(-700, 700)), layout=LAYOUT, bound=700)  # several tasks of the guided schedule
+    v = encrypt(pk, [5, -6, 7], layout=LAYOUT, bound=7)
+    one = encrypt(pk, [2**30], layout=LAYOUT, bound=2**30, chunks=[1])
+    expected = [decrypt(sk, a) for a in (r, v, one)]
+    assert expected == [list(range(-700, 700)), [5, -6, 7], [2**30]]
+    for ex in (None, pool):
+        assert decrypt_many(sk, [r, v, one], executor=ex) == expected
+    sections = scheme_named("paillier").decrypt_sections(sk, {"R2": r, "v2": v, "N2": one}, executor=pool)
+    assert sections == {"R2": expected[0], "v2": expected[1], "N2": expected[2]}
+    assert all(type(x) is int for x in sections["R2"] + sections["N2"])
+    # a section that does not fit its bound is named, whichever position it has in the batch
+    lying = encrypt(pk, [9, 9], layout=LAYOUT, bound=9)._derive(3, list(encrypt(pk, [9, 9], layout=LAYOUT,
+                                                                                   bound=9).ciphertexts))
+    with pytest.raises(MessageError, match=r"section v2: ciphertext\[0\] must decrypt to 2 slots"):
+        scheme_named("paillier").decrypt_sections(sk, {"R2": r, "v2": lying}, executor=pool)

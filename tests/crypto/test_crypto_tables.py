@@ -63,20 +63,14 @@ def test_public_key_keeps_its_table_unless_rebuilding_pays(keys512):
         assert decrypt(sk, encrypt(pk, vals, layout=layout, bound=2 ** 29)) == vals
 
 
-class _Counted:
-    """An integer that counts the multiplications made with it (the table's entries in the test below)."""
+class _CountedRow(list):
+    """A table row that counts the entries read from it: after the first row, each read is one multiplication."""
 
-    products = 0
+    reads = 0
 
-    def __init__(self, value: int) -> None:
-        self.value = int(value)
-
-    def __mul__(self, other: object) -> _Counted:
-        _Counted.products += 1
-        return _Counted(self.value * (other.value if isinstance(other, _Counted) else int(other)))
-
-    def __mod__(self, mod: object) -> _Counted:
-        return _Counted(self.value % int(mod))
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        _CountedRow.reads += 1
+        return super().__getitem__(index)
 
 
 @pytest.mark.parametrize("window", [3, 8])
@@ -84,16 +78,27 @@ def test_lookup_multiplies_once_per_nonzero_digit_after_the_first_row(window):
     """The floor counts ``lookup_mulmods`` multiplications per power: what the row-major lookup performs."""
     mod = (1 << 127) - 1
     table = bk.FixedBaseTable(5, mod, 130, window=window)
-    table.rows = [[_Counted(v) for v in row] for row in table.rows]
+    table.rows = [table.rows[0]] + [_CountedRow(row) for row in table.rows[1:]]
     digits = table.random_digits(400)
     digits[0] = 0  # the power 1: no multiplication at all
-    _Counted.products = 0
+    _CountedRow.reads = 0
     powers = table._lookup(digits)
-    assert _Counted.products == int((digits[:, 1:] != 0).sum())
+    assert _CountedRow.reads == int((digits[:, 1:] != 0).sum())  # one entry (one product) per non-zero digit
     exps = [sum(int(u) << (window * k) for k, u in enumerate(row)) for row in digits.tolist()]
-    assert [p.value for p in powers] == [int(gmpy2.powmod(5, e, mod)) for e in exps]
+    assert [int(p) for p in powers] == [int(gmpy2.powmod(5, e, mod)) for e in exps]
+    assert all(type(p) is type(gmpy2.mpz(1)) for p in powers)  # immutable values out, never the accumulators
     expected = 400 * bk.FixedBaseTable.lookup_mulmods(table.n_rows, window)
-    assert abs(_Counted.products - expected) < 0.05 * expected
+    assert abs(_CountedRow.reads - expected) < 0.05 * expected
+
+
+def test_columnwise_product_is_exact_and_leaves_its_inputs_alone():
+    mod = (1 << 127) - 1
+    rows = [[gmpy2.mpz(secrets.randbelow(mod)) for _ in range(50)] for _ in range(4)]
+    before = [list(r) for r in rows]
+    out = bk.columnwise_prod_mod(rows, mod)
+    assert [int(v) for v in out] == [a * b * c * e % mod for a, b, c, e in zip(*before)]
+    assert rows == before and all(type(v) is type(gmpy2.mpz(1)) for v in out)
+    assert bk.columnwise_prod_mod(rows[:1], mod) == rows[0]
 
 
 @pytest.mark.parametrize("window", [3, 7, 8, 10, 16])

@@ -213,3 +213,31 @@ def test_a_proxy_rebuilt_from_its_state_rerandomizes_add_remove_with_djn_under_i
     assert pool.method == "djn" and pool.ready == 0 and int(pool.public_key.hs) != int(user.params.public_key.hs)
     out = Message.from_bytes(again.finish_add_remove(epsilon=1.0, delta=1e-5))
     assert set(out.sections) == {"R2", "v2", "N2"}
+
+
+def test_owner_precompute_in_two_steps_queues_collects_once_and_stays_exact(make_user, make_owner, unit_rows):
+    # start_precompute queues the factors' tasks (a launcher queues the next owner's once wait() returns);
+    # finish_precompute collects them once, times the phase, and the share made with them is exact.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dpdpca.errors import ParameterError
+
+    user = make_user(release="add-remove")
+    X = unit_rows(np.random.default_rng(12), 6, 4)
+    with ThreadPoolExecutor(2) as ex:
+        owner = make_owner(user.params, "1", release="add-remove", executor=ex)
+        with pytest.raises(ProtocolError, match="finish_precompute needs a started precompute, got none"):
+            owner.finish_precompute()
+        pending = owner.start_precompute(4)
+        pending.wait()
+        made = owner.finish_precompute()
+        with pytest.raises(ParameterError, match="collected once, got a second result"):
+            pending.result()  # the factors are handed out once
+        assert owner.timings_.to_dict()["parties"]["owner:1"]["precompute"] > 0
+        factors = [int(f) for v in made.sections.values() for f in v]
+        assert len(set(factors)) == len(factors) == sum(len(c) for c in made.sections.values())
+        assert [int(m) for m in user.private_key.raw_decrypt(factors)] == [0] * len(factors)
+        share = owner.share(X)
+    fresh = make_owner(user.params, "1", release="add-remove").share(X)
+    assert _plaintexts(share, user.params, user.private_key) == _plaintexts(fresh, user.params, user.private_key)
+    assert made.sections == {}  # used by the share, then forgotten
