@@ -552,7 +552,7 @@ class BFVScheme(CipherScheme):
         The difference is the other summands' sum, ciphertext for ciphertext,
         so its noise is theirs: at most the total's bound minus the share's.
         """
-        from dpdpca.crypto.lattice import BFVArray, pack_of, views_of
+        from dpdpca.crypto.lattice import BFVArray, pack_of, refused_if_transparent, views_of
 
         whole, part = pack_of(total), pack_of(share)
         if part.public_key != whole.public_key or part.chunks != whole.chunks or \
@@ -561,8 +561,9 @@ class BFVScheme(CipherScheme):
         segments = [(n, b - pb) for (n, b), (_, pb) in zip(whole.segments, part.segments)]
         if any(b < 0 for _, b in segments) or whole.noise < part.noise:
             raise MessageError("take_out share must be a summand of the total, got bounds above the total's")
-        vectors = [[a - b for a, b in zip(mine, theirs)]
-                   for mine, theirs in zip(whole.per_prime_vectors(), part.per_prime_vectors())]
+        with refused_if_transparent("take_out"):  # the other summands cancel (c1 = 0)
+            vectors = [[a - b for a, b in zip(mine, theirs)]
+                       for mine, theirs in zip(whole.per_prime_vectors(), part.per_prime_vectors())]
         return views_of(BFVArray(whole.public_key, whole.chunks, 0, whole.noise - part.noise, vectors, whole.layout,
                                  segments), list(total))
 
