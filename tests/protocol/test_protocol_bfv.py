@@ -328,7 +328,7 @@ def test_bfv_pooled_intake_is_the_serial_intake(bfv_user, make_owner, identity, 
     assert [o if isinstance(o, str) else o[0] for o in want] == ["alice", "bob", "ProtocolError", "ProtocolError",
                                                                  "MessageError", "c"]
     assert "duplicate" in want[2][1] and "fresh" in want[3][1]
-    assert pooled.received == serial.received == ["alice", "bob", "c"] and len(pooled._partials) == 2
+    assert pooled.received == serial.received == ["alice", "bob", "c"] and pooled._running is not None
     # the process kernel's form (its sums as bytes: intake_bytes / intake_from_bytes), run here on the whole batch
     from dpdpca.protocol.intake import intake_kernel
 
@@ -365,7 +365,6 @@ def _negated_by(share, identity, p, owner):
                    {**m.meta, "owner_id": owner, "statement": st.to_json()}, sections).to_bytes()
 
 
-@pytest.mark.xfail(strict=True, reason="the attack aborts the session today (bare RuntimeError, or a later crash)")
 @pytest.mark.parametrize("intake", ["serial", "pooled-one-chunk", "pooled-chunk-per-share"])
 def test_colluding_owners_cancelling_ciphertexts_lose_one_share_not_the_session(bfv_user, make_owner, identity,
                                                                                unit_rows, intake):
