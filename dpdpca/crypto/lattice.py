@@ -776,7 +776,9 @@ class BFVArray:
         Raises
         ------
         MessageError
-            Truncated, malformed, or a ciphertext the binding does not accept for this key's parameters.
+            Truncated, malformed, a ciphertext the binding does not accept for this key's parameters, or a
+        transparent one (``c1 = 0``: it decrypts without the secret key, and a sum holding only it would be
+        transparent too).
         KeyMismatchError
             Another key's fingerprint.
         """
@@ -833,6 +835,9 @@ class BFVArray:
                                        f"got {type(exc).__name__}") from None
                 if vec.size() != c:
                     raise MessageError(f"BFV batch ciphertext[{i}] must hold {c} values, got {vec.size()}")
+                if any(ct.is_transparent() for ct in vec.ciphertext()):  # c1 = 0: readable without the key
+                    raise MessageError(f"BFV batch ciphertext[{i}] must have a nonzero mask part c1, got c1 = 0 "
+                                       f"(a transparent ciphertext)")
                 row.append(vec)
                 pos += clen
             vectors.append(row)

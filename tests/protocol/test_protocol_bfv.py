@@ -403,3 +403,31 @@ def test_colluding_owners_cancelling_ciphertexts_lose_one_share_not_the_session(
     ours, theirs = proxy._aggregate["R"].packed, honest._aggregate["R"].packed
     assert ours.ciphertext_blobs() == theirs.ciphertext_blobs() and ours.segments == theirs.segments
     proxy.finish(epsilon=1.0, delta=1e-5)  # the session goes on to its release
+
+
+def test_a_share_of_transparent_ciphertexts_is_refused_in_one_line(bfv_user, make_owner, identity, unit_rows):
+    """A share whose ciphertexts have c1 = 0 (readable without the key; alone, a transparent aggregate that SEAL
+    refuses to add the noise to) is refused when loaded; the owner's honest share still goes in."""
+    import tenseal.sealapi  # noqa: F401  (SEAL's Modulus type, read below)
+
+    from dpdpca.crypto.lattice import BFVArray
+    from dpdpca.crypto.lattice_flood import trivial_ciphertext
+
+    p = bfv_user.params
+    share = make_owner(p, "alice", release="add-remove").share(_parts(unit_rows, seed=12)[0])
+    m = Message.from_bytes(share)
+    packed = BFVArray.from_bytes(m.section("R"), p.public_key)
+    blobs = []  # (c0, 0) written uncompressed, as large as an honest ciphertext: past the size check
+    for ctx in p.public_key.contexts:
+        seal = ctx.seal_context().data
+        k = len(seal.first_context_data().parms().coeff_modulus())
+        c0 = np.full((k, p.public_key.params.ring_degree), 12345, dtype="<u8")
+        blobs += [trivial_ciphertext(c0, list(seal.first_parms_id()), c) for c in packed.chunks]
+    bare = BFVArray(p.public_key, packed.chunks, 0, packed.noise, packed.per_prime_vectors(), packed.layout,
+                    packed.segments)
+    bare.ciphertext_blobs = lambda: blobs  # type: ignore[method-assign]
+    proxy = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
+    with pytest.raises(MessageError, match=r"^section R: BFV batch ciphertext\[0\] must have a nonzero mask part c1, "
+                                           r"got c1 = 0 \(a transparent ciphertext\)$"):
+        proxy.receive_share(_resigned(share, identity, p, {**m.sections, "R": bare.to_bytes()}))
+    assert proxy.receive_share(share) == "alice"
