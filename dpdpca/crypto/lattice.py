@@ -60,6 +60,7 @@ Standard", HomomorphicEncryption.org, 2018, Table 1 (ternary secret,
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
 import json
@@ -67,7 +68,7 @@ import math
 import operator
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +79,7 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.errors import (InsecureKeyError, KeyMismatchError, MessageError, MissingDependencyError,
                            OverflowRiskError)
 
-__all__ = ["HE_STANDARD_128", "BFVParameters", "smallest_parameters", "encrypt_bfv", "encrypt_segments", "packed_chunks", "EncryptionZeros", "BFVSection", "pack_of", "views_of", "split_segments", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray",
+__all__ = ["HE_STANDARD_128", "refused_if_transparent", "BFVParameters", "smallest_parameters", "encrypt_bfv", "encrypt_segments", "packed_chunks", "EncryptionZeros", "BFVSection", "pack_of", "views_of", "split_segments", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray",
            "generate_bfv_keypair", "bfv_available", "KEY_TYPE"]
 
 #: JWK-style ``kty`` of a BFV key in ``public.json``.
@@ -564,6 +565,26 @@ def _split(values: Any, chunks: Sequence[int]) -> list[list[int]]:
     return out
 
 
+@contextlib.contextmanager
+def refused_if_transparent(operation: str) -> Iterator[None]:
+    """Turn SEAL's refusal of a transparent result into a one-line MessageError naming ``operation``.
+
+    A ciphertext ``(c_0, c_1)`` with ``c_1 = 0`` is *transparent*: it
+    decrypts without the secret key.  A sum makes one only when its
+    operands' ``c_1`` cancel (one is the negation of the others' sum, which
+    a fresh encryption's uniform ``c_1`` meets with negligible probability),
+    and SEAL (built with ``SEAL_THROW_ON_TRANSPARENT_CIPHERTEXT``) then raises
+    a bare ``RuntimeError``.  Any other error of the binding passes through.
+    """
+    try:
+        yield
+    except RuntimeError as exc:
+        if "transparent" not in str(exc):
+            raise
+        raise MessageError(f"BFV {operation} result must have a nonzero mask part c1, got c1 = 0 (a transparent "
+                           f"ciphertext: the operands' ciphertexts cancel)") from None
+
+
 class BFVArray:
     """An encrypted vector of signed integers: ciphertexts per plaintext prime per chunk, with public bounds.
 
@@ -641,13 +662,14 @@ class BFVArray:
         return tuple(b + e for (_, b), e in zip(self.segments, extra))
 
     def add(self, other: "BFVArray", *, executor: Any = None) -> "BFVArray":
-        """Slot-wise sum; bounds and noise add (checked first)."""
+        """Slot-wise sum; bounds and noise add (checked first); MessageError if it is transparent (c1 = 0)."""
         self._check_other(other, "add")
         bounds = self._shifted([b for _, b in other.segments])
         noise = self.noise + other.noise
         self.public_key.check_bound(max(bounds), "add")
         self.public_key.check_noise(noise, "add")
-        vectors = [[a + b for a, b in zip(mine, theirs)] for mine, theirs in zip(self._vectors, other._vectors)]
+        with refused_if_transparent("add"):
+            vectors = [[a + b for a, b in zip(mine, theirs)] for mine, theirs in zip(self._vectors, other._vectors)]
         return BFVArray(self.public_key, self.chunks, 0, noise, vectors, self.layout,
                         [(n, b) for (n, _), b in zip(self.segments, bounds)])
 
@@ -668,7 +690,8 @@ class BFVArray:
         vectors = []
         for t, mine in zip(self.public_key.params.plain_moduli, self._vectors):
             parts = _split(_residues(vals, t), self.chunks)
-            vectors.append([c + p for c, p in zip(mine, parts)])
+            with refused_if_transparent("add_plain"):  # only if this array already is transparent
+                vectors.append([c + p for c, p in zip(mine, parts)])
         return BFVArray(self.public_key, self.chunks, 0, noise, vectors, self.layout,
                         [(n, b) for (n, _), b in zip(self.segments, bounds)])
 
@@ -701,7 +724,8 @@ class BFVArray:
         if [len(r) for r in zeros] != [len(r) for r in self._vectors]:
             raise param_error("zeros", f"{len(self._vectors)} lists of {len(self.chunks)} ciphertexts",
                               [len(r) for r in zeros])
-        vectors = [[a + z for a, z in zip(mine, zs)] for mine, zs in zip(self._vectors, zeros)]
+        with refused_if_transparent("add_zeros"):
+            vectors = [[a + z for a, z in zip(mine, zs)] for mine, zs in zip(self._vectors, zeros)]
         return BFVArray(self.public_key, self.chunks, 0, total, vectors, self.layout, self.segments)
 
     def with_bound(self, bound: int) -> "BFVArray":
@@ -752,7 +776,9 @@ class BFVArray:
         Raises
         ------
         MessageError
-            Truncated, malformed, or a ciphertext the binding does not accept for this key's parameters.
+            Truncated, malformed, a ciphertext the binding does not accept for this key's parameters, or a
+        transparent one (``c1 = 0``: it decrypts without the secret key, and a sum holding only it would be
+        transparent too).
         KeyMismatchError
             Another key's fingerprint.
         """
@@ -809,6 +835,9 @@ class BFVArray:
                                        f"got {type(exc).__name__}") from None
                 if vec.size() != c:
                     raise MessageError(f"BFV batch ciphertext[{i}] must hold {c} values, got {vec.size()}")
+                if any(ct.is_transparent() for ct in vec.ciphertext()):  # c1 = 0: readable without the key
+                    raise MessageError(f"BFV batch ciphertext[{i}] must have a nonzero mask part c1, got c1 = 0 "
+                                       f"(a transparent ciphertext)")
                 row.append(vec)
                 pos += clen
             vectors.append(row)
@@ -1033,7 +1062,14 @@ def _crt(moduli: tuple[int, ...], residues: list[list[int]]) -> list[int]:
 
 
 def sum_bfv(arrays: Sequence[BFVArray]) -> BFVArray:
-    """The slot-wise sum of arrays with one layout (bounds and noise add, checked first)."""
+    """The slot-wise sum of arrays with one layout (bounds and noise add, checked first), added in order.
+
+    Raises
+    ------
+    MessageError
+        A partial sum is transparent: an array's ciphertexts cancel those
+        of the arrays before it (:func:`refused_if_transparent`).
+    """
     if not arrays:
         raise param_error("arrays", "non-empty", 0)
     out = arrays[0]

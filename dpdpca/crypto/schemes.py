@@ -53,6 +53,11 @@ class CipherScheme:
     #: check; its three SHA-256 passes and the signature check, about half of it, release the GIL, the binding's
     #: deserialization does not).
     intake_in_threads = False
+    #: Whether the proxy adds each accepted share (or pool chunk's sum) into one running sum as it arrives (BFV: a
+    #: ciphertext addition per ciphertext, and a sum the scheme refuses, a transparent one, then refuses the share
+    #: that made it), rather than keeping them to sum once the collection closes (Paillier: one batch of products
+    #: on the proxy's engine).
+    sums_at_intake = False
     #: Whether a checked share's replay keys (:meth:`ciphertext_keys`) are runs of its own wire bytes (Paillier's
     #: ciphertexts), so a pool worker need only say where they are; else (BFV's digests) they travel back.
     replay_keys_in_wire = False
@@ -127,7 +132,11 @@ class CipherScheme:
         raise NotImplementedError
 
     def sum_sections(self, shares: Sequence[dict[str, Any]], *, executor: Any = None) -> dict[str, Any]:
-        """Section-wise sum of shares with the same section names."""
+        """Section-wise sum of shares with the same section names, in order.
+
+        Raises MessageError where the scheme refuses a partial sum (BFV: a
+        transparent result, :func:`~dpdpca.crypto.lattice.refused_if_transparent`).
+        """
         return {key: self.sum([s[key] for s in shares], executor=executor) for key in shares[0]}
 
     def add_plain_sections(self, arrays: dict[str, Any], values: Mapping[str, Sequence[int]], *,
@@ -359,6 +368,7 @@ class BFVScheme(CipherScheme):
     packs_sections = True
     pooled_intake = True
     intake_in_threads = True
+    sums_at_intake = True
 
     def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int,
                  additions: int, values: int | None = None) -> tuple[Any, Any]:
@@ -552,7 +562,7 @@ class BFVScheme(CipherScheme):
         The difference is the other summands' sum, ciphertext for ciphertext,
         so its noise is theirs: at most the total's bound minus the share's.
         """
-        from dpdpca.crypto.lattice import BFVArray, pack_of, views_of
+        from dpdpca.crypto.lattice import BFVArray, pack_of, refused_if_transparent, views_of
 
         whole, part = pack_of(total), pack_of(share)
         if part.public_key != whole.public_key or part.chunks != whole.chunks or \
@@ -561,8 +571,9 @@ class BFVScheme(CipherScheme):
         segments = [(n, b - pb) for (n, b), (_, pb) in zip(whole.segments, part.segments)]
         if any(b < 0 for _, b in segments) or whole.noise < part.noise:
             raise MessageError("take_out share must be a summand of the total, got bounds above the total's")
-        vectors = [[a - b for a, b in zip(mine, theirs)]
-                   for mine, theirs in zip(whole.per_prime_vectors(), part.per_prime_vectors())]
+        with refused_if_transparent("take_out"):  # the other summands cancel (c1 = 0)
+            vectors = [[a - b for a, b in zip(mine, theirs)]
+                       for mine, theirs in zip(whole.per_prime_vectors(), part.per_prime_vectors())]
         return views_of(BFVArray(whole.public_key, whole.chunks, 0, whole.noise - part.noise, vectors, whole.layout,
                                  segments), list(total))
 

@@ -45,7 +45,7 @@ from dpdpca.protocol.proofs import PROOF_SECTION, check_share_proof
 from dpdpca.protocol.releases import CENTRED, ProtocolRelease, as_release
 from dpdpca.protocol.sections import check_share_units, load_share_arrays
 
-__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "check_and_sum", "intake_kernel",
+__all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "add_each", "check_and_sum", "intake_kernel",
            "load_context", "error_from", "KeyRef", "key_ref", "keys_from_ref"]
 
 
@@ -263,6 +263,28 @@ def load_context(context: bytes) -> tuple[int, float]:
     return os.getpid(), time.process_time() - start
 
 
+def add_each(scheme: Any, total: dict[str, Any] | None, shares: Sequence[tuple[Any, dict[str, Any]]]
+             ) -> tuple[dict[str, Any] | None, list[tuple[Any, MessageError]]]:
+    """Add checked shares ``(tag, arrays)`` to ``total`` (None: nothing yet) one at a time; a sum the scheme
+    refuses leaves its share out.
+
+    Under BFV a sum is refused when it is transparent (its ciphertexts' c1
+    cancel to 0: :func:`~dpdpca.crypto.lattice.refused_if_transparent`), which
+    fresh encryptions meet with negligible probability: the share that
+    completes the cancellation (colluding owners, one sending the others'
+    ciphertexts negated) is the one refused, and the others' sum goes on.
+    Returns the sum of the shares kept (None if none) and ``(tag, error)``
+    per share left out, in order.
+    """
+    refused: list[tuple[Any, MessageError]] = []
+    for tag, arrays in shares:
+        try:
+            total = arrays if total is None else scheme.sum_sections([total, arrays])
+        except MessageError as exc:
+            refused.append((tag, exc))
+    return total, refused
+
+
 def check_and_sum(ctx: IntakeContext, d_expected: int | None, datas: Sequence[bytes]
                   ) -> tuple[list[tuple[Any, ...]], dict[int, dict[str, Any]]]:
     """Check a chunk of shares; their verdicts and, per d, the sum of those that passed.
@@ -275,7 +297,9 @@ def check_and_sum(ctx: IntakeContext, d_expected: int | None, datas: Sequence[by
     wire bytes, the keys concatenated) or ``("error", class name, message,
     party)`` (``party``: the owner of a failing range proof, else None); the
     sums are the scheme's (:meth:`~dpdpca.crypto.CipherScheme.intake_sum`:
-    Paillier's position-wise product modulo n**2, BFV's ciphertext sums).
+    Paillier's position-wise product modulo n**2, BFV's ciphertext sums).  A
+    share whose addition the scheme refuses (BFV: the partial sum would be
+    transparent, :func:`add_each`) gets an error verdict and is left out.
     """
     pk = ctx.params.public_key
     scheme = ctx.params.scheme
@@ -294,9 +318,23 @@ def check_and_sum(ctx: IntakeContext, d_expected: int | None, datas: Sequence[by
                 else (b"".join(share.keys), len(share.keys[0]) if share.keys else 1))
         verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), *keys))
     sums: dict[int, dict[str, Any]] = {}
+
+    def summed(group: dict[int, CheckedShare]) -> dict[str, Any] | None:
+        shares = [(i, {name: s.arrays[name] for name in names}) for i, s in group.items()]
+        try:
+            return scheme.intake_sum([arrays for _, arrays in shares])  # type: ignore[no-any-return]
+        except MessageError:  # a partial sum the scheme refuses (BFV: transparent): the share that made it is out
+            total, refused = add_each(scheme, None, shares)
+            for i, exc in refused:
+                del group[i]
+                verdicts[i] = ("error", type(exc).__name__, str(exc), None)
+            return total
+
     for d in sorted({s.d for s in checked if s is not None}):
         group = {i: s for i, s in enumerate(checked) if s is not None and s.d == d}
-        total = scheme.intake_sum([{name: s.arrays[name] for name in names} for s in group.values()])
+        total = summed(group)
+        if total is None:
+            continue
         try:  # Paillier: the sum is a unit iff every summand is, so one test per chunk
             scheme.check_units(total, pk)
         except MessageError:
@@ -308,7 +346,9 @@ def check_and_sum(ctx: IntakeContext, d_expected: int | None, datas: Sequence[by
                     verdicts[i] = ("error", type(exc).__name__, str(exc))
             if not group:
                 continue
-            total = scheme.intake_sum([{name: s.arrays[name] for name in names} for s in group.values()])
+            total = summed(group)
+            if total is None:
+                continue
         sums[d] = total
     return verdicts, sums
 

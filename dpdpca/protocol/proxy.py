@@ -37,8 +37,8 @@ from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_features
 from dpdpca.protocol.proofs import check_range_proof_mode
 from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
-from dpdpca.protocol.intake import (IntakeContext, check_and_sum, check_share, error_from, intake_kernel,
-                                   keys_from_ref, load_context)
+from dpdpca.protocol.intake import (IntakeContext, add_each, check_and_sum, check_share, error_from,
+                                   intake_kernel, keys_from_ref, load_context)
 from dpdpca.protocol.sections import load_share_arrays
 from dpdpca.timing import Timings
 
@@ -128,6 +128,7 @@ class Proxy:
         self._shares: dict[str, dict[str, EncryptedArray]] = {}
         self._statements: dict[str, ShareStatement] = {}
         self._partials: list[dict[str, Any]] = []  # sums of shares checked on the pool
+        self._running: dict[str, Any] | None = None  # the accepted shares' sum so far (scheme.sums_at_intake)
         self._seen: set[bytes] = set()
         self._aggregate: dict[str, EncryptedArray] | None = None
         self.owners_: list[str] = []
@@ -170,7 +171,11 @@ class Proxy:
         ------
         MessageError
             Truncated or tampered bytes, a layout, bound or section size that
-            is not the public one for the declared d.
+            is not the public one for the declared d; or (BFV) ciphertexts
+            that cancel those accepted so far, so that their sum would be
+            transparent (colluding owners, one sending the others' ciphertexts
+            negated: the share completing the cancellation is refused, the
+            session goes on).
         KeyMismatchError
             A share under another key.
         AuthenticationError
@@ -197,9 +202,21 @@ class Proxy:
         except ProofError as exc:
             self._exclude(exc)
             raise
-        self._admit(share.owner, share.d, share.statement, share.keys)
-        self._shares[share.owner] = share.arrays
+        if self.params.scheme.sums_at_intake:  # added before the bookkeeping, as a pool worker's chunk sum is
+            running = self._plus_running({name: share.arrays[name] for name in self.release.sections})
+            self._admit(share.owner, share.d, share.statement, share.keys)
+            self._running = running
+        else:
+            self._admit(share.owner, share.d, share.statement, share.keys)
+            self._shares[share.owner] = share.arrays
         return share.owner
+
+    def _plus_running(self, arrays: dict[str, Any]) -> dict[str, Any]:
+        """The running intake sum plus ``arrays`` (a share or a chunk's sum); MessageError where the scheme refuses
+        the sum (BFV: transparent, :func:`~dpdpca.protocol.intake.add_each`), the running sum unchanged."""
+        if self._running is None:
+            return arrays
+        return self.params.scheme.sum_sections([self._running, arrays])
 
     def receive_shares(self, datas: Iterable[bytes], *, expected: int | None = None) -> list[str | DpdpcaError]:
         """Accept a batch of shares; per share, in order, its owner id or the error that refused it.
@@ -334,12 +351,20 @@ class Proxy:
         A share its worker summed in but the bookkeeping refuses (a duplicate
         owner, a replay, a late share...) is taken out of the sum again
         (:meth:`~dpdpca.crypto.CipherScheme.take_out`), from its own bytes.
+        Under a scheme that :attr:`~dpdpca.crypto.CipherScheme.sums_at_intake`
+        (BFV) the chunk's sum is then added to the running sum; where the
+        scheme refuses a sum here (BFV: transparent, the chunk's shares cancel
+        those before them), the chunk's admitted shares are added again one at
+        a time from their bytes and the one completing the cancellation is
+        refused (:func:`~dpdpca.protocol.intake.add_each`), as in the serial
+        intake.
         """
         p = self.params
         scheme = p.scheme
         out: list[str | DpdpcaError] = []
         summed: dict[int, int] = {}
         refused: dict[int, list[bytes]] = {}  # passed the worker, refused here: taken out below
+        admitted: dict[int, list[tuple[int, bytes, str, list[bytes]]]] = {}  # d -> (index in out, bytes, owner, keys)
         for verdict, data in zip(verdicts, datas):
             if verdict[0] != "ok":
                 exc = error_from(*verdict[1:])
@@ -349,25 +374,46 @@ class Proxy:
                 continue
             _, owner, d, statement, ref, key_width = verdict
             summed[d] = summed.get(d, 0) + 1
+            keys = keys_from_ref(data, ref, key_width)
             try:
-                self._admit(owner, d, ShareStatement.from_json(statement), keys_from_ref(data, ref, key_width))
+                self._admit(owner, d, ShareStatement.from_json(statement), keys)
             except DpdpcaError as exc:
                 out.append(exc)
                 refused.setdefault(d, []).append(data)
                 continue
+            admitted.setdefault(d, []).append((len(out), data, owner, keys))
             out.append(owner)
+
+        def load(data: bytes, d: int) -> dict[str, Any]:  # it passed its worker's checks
+            share = load_share_arrays(Message.from_bytes(data), p, d, owners=1, release=self.release, check_units=False)
+            return {name: share[name] for name in self.release.sections}
+
         for d, part in sums.items():
-            if summed.get(d, 0) == len(refused.get(d, ())):
+            if not admitted.get(d):
                 continue  # every share of this d was refused here
             chunks = self.release.share_chunks(d, p.layout.slots)
             bounds = {name: b * summed[d] for name, b in p.share_bounds(self.release).items()}
-            total = part if loaded else scheme.intake_from_bytes(part, p.public_key, layout=p.layout, chunks=chunks,
-                                                                 bounds=bounds)
-            for data in refused.get(d, []):
-                share = load_share_arrays(Message.from_bytes(data), p, d, owners=1, release=self.release,
-                                          check_units=False)  # it passed its worker's checks
-                total = scheme.take_out(total, share)
-            self._partials.append(total)
+            total: dict[str, Any] | None
+            try:
+                total = part if loaded else scheme.intake_from_bytes(part, p.public_key, layout=p.layout,
+                                                                     chunks=chunks, bounds=bounds)
+                for data in refused.get(d, []):
+                    total = scheme.take_out(total, load(data, d))
+                if scheme.sums_at_intake:
+                    total = self._plus_running(total)
+            except MessageError:
+                # a sum the scheme refuses (BFV: transparent, these shares cancel those before them): the chunk's
+                # admitted shares again, one at a time, and the one that completes the cancellation is refused
+                start = self._running if scheme.sums_at_intake else None
+                total, culprits = add_each(scheme, start, [(entry, load(entry[1], d)) for entry in admitted[d]])
+                for (index, _, owner, keys), why in culprits:
+                    del self._statements[owner]
+                    self._seen.difference_update(keys)
+                    out[index] = why
+            if scheme.sums_at_intake:
+                self._running = total
+            elif total is not None:
+                self._partials.append(total)
         return out
 
     def expect_release(self, setting: ReleaseOptions | None = None, **finish_options: Any) -> None:
@@ -566,7 +612,7 @@ class Proxy:
             if n < 2:
                 raise DataError(f"rows in total must be >= 2 (the centred scatter of one row is 0), got {n}")
         with self.timings_.measure(self.party, "aggregate"):
-            shares = [*self._shares.values(), *self._partials]
+            shares = [*self._shares.values(), *self._partials, *([] if self._running is None else [self._running])]
             # a few products (the pool's partial products, or a few shares) cost less here than a pool round trip
             mulmods = (len(shares) - 1) * sum(len(a.chunks) for a in shares[0].values()) if shares else 0
             executor = self.executor if mulmods >= POOL_MIN_MULMODS else None
@@ -577,6 +623,7 @@ class Proxy:
             self.n_ = n
             self._shares.clear()  # individual shares are no longer needed
             self._partials.clear()
+            self._running = None
             self._seen.clear()
         return n
 

@@ -224,3 +224,32 @@ def test_one_prime_round_trip_is_exact_at_the_range_edges():
     liar = BFVArray(pk, enc.chunks, 0, enc.noise, enc._vectors, None, [(len(values), top - 1)])
     with pytest.raises(MessageError, match=f"within the declared bound {top - 1}, got .* = {top}"):
         decrypt_bfv(sk, liar)
+
+
+def _negated(enc):
+    """An array whose ciphertexts are ``enc``'s negated (``a - (a + a)``): added to ``enc``, c1 cancels to 0."""
+    return BFVArray(enc.public_key, enc.chunks, 0, enc.noise,
+                    [[a - (a + a) for a in row] for row in enc.per_prime_vectors()], enc.layout, enc.segments)
+
+
+def test_a_transparent_result_is_a_one_line_message_error_never_a_bare_runtime_error(crt_keys):
+    """SEAL refuses a result whose c1 is 0 with a RuntimeError; every BFV addition says it in one MessageError."""
+    from dpdpca.crypto.lattice import views_of
+
+    pk, sk = crt_keys
+    enc = encrypt_bfv(pk, [5, -7, 11], bound=11)
+    neg = _negated(enc)
+    assert decrypt_bfv(sk, neg) == [-5, 7, -11]  # a valid ciphertext of its own
+    one_line = r"^BFV {} result must have a nonzero mask part c1, got c1 = 0 \(a transparent ciphertext[^\n]*$"
+    with pytest.raises(MessageError, match=one_line.format("add")):
+        enc.add(neg)
+    with pytest.raises(MessageError, match=one_line.format("add")):
+        sum_bfv([enc, neg])
+    with pytest.raises(MessageError, match=one_line.format("add_zeros")):
+        enc.add_zeros(neg.per_prime_vectors(), 0)
+    bfv = scheme_named("bfv")
+    with pytest.raises(MessageError, match=one_line.format("take_out")):
+        bfv.take_out(views_of(enc, ["x"]), views_of(enc, ["x"]))
+    # a sum that merely passes through a cancellation in another order is fine: (a + b) + (-a) = b
+    b = encrypt_bfv(pk, [1, 2, 3], bound=11)
+    assert decrypt_bfv(sk, sum_bfv([enc, b, neg])) == [1, 2, 3]

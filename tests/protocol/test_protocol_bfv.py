@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import numpy as np
@@ -327,7 +328,7 @@ def test_bfv_pooled_intake_is_the_serial_intake(bfv_user, make_owner, identity, 
     assert [o if isinstance(o, str) else o[0] for o in want] == ["alice", "bob", "ProtocolError", "ProtocolError",
                                                                  "MessageError", "c"]
     assert "duplicate" in want[2][1] and "fresh" in want[3][1]
-    assert pooled.received == serial.received == ["alice", "bob", "c"] and len(pooled._partials) == 2
+    assert pooled.received == serial.received == ["alice", "bob", "c"] and pooled._running is not None
     # the process kernel's form (its sums as bytes: intake_bytes / intake_from_bytes), run here on the whole batch
     from dpdpca.protocol.intake import intake_kernel
 
@@ -343,3 +344,90 @@ def test_bfv_pooled_intake_is_the_serial_intake(bfv_user, make_owner, identity, 
     from dpdpca.crypto.lattice import decrypt_bfv
 
     assert decrypt_bfv(bfv_user.private_key, ours) == decrypt_bfv(bfv_user.private_key, theirs)
+
+
+def _negated_by(share, identity, p, owner):
+    """``owner``'s share whose ciphertexts are those of ``share`` negated (``a - (a + a) = -a``), signed by ``owner``.
+
+    Added to ``share`` it cancels to ciphertexts whose mask part c1 is 0 (transparent): two colluding owners.
+    """
+    from dpdpca.crypto.lattice import BFVArray
+
+    m = Message.from_bytes(share)
+    packed = BFVArray.from_bytes(m.section("R"), p.public_key)
+    negated = BFVArray(p.public_key, packed.chunks, 0, packed.noise,
+                       [[a - (a + a) for a in row] for row in packed.per_prime_vectors()], packed.layout,
+                       packed.segments)
+    sections = {**m.sections, "R": negated.to_bytes()}
+    st = ShareStatement.sign(identity(owner), session=p.session_id, key_fingerprint=p.key_fingerprint, d=m.meta["d"],
+                             n_rows=None, ciphertext_sha256=ciphertext_digest(sections, share_sections("add-remove")))
+    return Message(m.type, m.session, m.key_fingerprint, f"owner:{owner}",
+                   {**m.meta, "owner_id": owner, "statement": st.to_json()}, sections).to_bytes()
+
+
+@pytest.mark.parametrize("intake", ["serial", "pooled-one-chunk", "pooled-chunk-per-share"])
+def test_colluding_owners_cancelling_ciphertexts_lose_one_share_not_the_session(bfv_user, make_owner, identity,
+                                                                               unit_rows, intake):
+    """Bob sends Alice's ciphertexts negated: their sum would be transparent (c1 = 0, SEAL refuses it).
+
+    Bob's share, the one whose addition completes the cancellation, is refused with one line, in the serial
+    intake, in a pool worker's chunk sum (one chunk) and in the main process's merge of chunk sums (a chunk per
+    share); Alice and Carol are admitted and the aggregate is exactly theirs.
+    """
+    from dpdpca.crypto import local_process_pool
+    from dpdpca.errors import DpdpcaError
+
+    p = bfv_user.params
+    parts = _parts(unit_rows, seed=11, sizes=(10, 12))
+    alice, carol = (make_owner(p, o, release="add-remove").share(X) for o, X in zip(("alice", "c"), parts))
+    bob = _negated_by(alice, identity, p, "bob")
+    batch = [alice, bob, carol]
+    honest = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
+    honest.receive_share(alice)
+    honest.receive_share(carol)
+    honest.close_collection()
+    with contextlib.ExitStack() as stack:
+        if intake == "serial":
+            proxy = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
+            got = [Proxy._try(proxy.receive_share, data) for data in batch]
+        else:
+            pool = stack.enter_context(local_process_pool(2))
+            proxy = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove", executor=pool)
+            # expected=2 on 2 workers: chunks of one share, so the cancellation is met when chunk sums are merged
+            got = proxy.receive_shares(iter(batch), expected=None if intake == "pooled-one-chunk" else 2)
+    assert got[0] == "alice" and got[2] == "c"
+    assert isinstance(got[1], MessageError) and isinstance(got[1], DpdpcaError)
+    assert "transparent" in str(got[1]) and "\n" not in str(got[1])
+    assert proxy.received == ["alice", "c"]
+    proxy.close_collection()
+    ours, theirs = proxy._aggregate["R"].packed, honest._aggregate["R"].packed
+    assert ours.ciphertext_blobs() == theirs.ciphertext_blobs() and ours.segments == theirs.segments
+    proxy.finish(epsilon=1.0, delta=1e-5)  # the session goes on to its release
+
+
+def test_a_share_of_transparent_ciphertexts_is_refused_in_one_line(bfv_user, make_owner, identity, unit_rows):
+    """A share whose ciphertexts have c1 = 0 (readable without the key; alone, a transparent aggregate that SEAL
+    refuses to add the noise to) is refused when loaded; the owner's honest share still goes in."""
+    import tenseal.sealapi  # noqa: F401  (SEAL's Modulus type, read below)
+
+    from dpdpca.crypto.lattice import BFVArray
+    from dpdpca.crypto.lattice_flood import trivial_ciphertext
+
+    p = bfv_user.params
+    share = make_owner(p, "alice", release="add-remove").share(_parts(unit_rows, seed=12)[0])
+    m = Message.from_bytes(share)
+    packed = BFVArray.from_bytes(m.section("R"), p.public_key)
+    blobs = []  # (c0, 0) written uncompressed, as large as an honest ciphertext: past the size check
+    for ctx in p.public_key.contexts:
+        seal = ctx.seal_context().data
+        k = len(seal.first_context_data().parms().coeff_modulus())
+        c0 = np.full((k, p.public_key.params.ring_degree), 12345, dtype="<u8")
+        blobs += [trivial_ciphertext(c0, list(seal.first_parms_id()), c) for c in packed.chunks]
+    bare = BFVArray(p.public_key, packed.chunks, 0, packed.noise, packed.per_prime_vectors(), packed.layout,
+                    packed.segments)
+    bare.ciphertext_blobs = lambda: blobs  # type: ignore[method-assign]
+    proxy = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
+    with pytest.raises(MessageError, match=r"^section R: BFV batch ciphertext\[0\] must have a nonzero mask part c1, "
+                                           r"got c1 = 0 \(a transparent ciphertext\)$"):
+        proxy.receive_share(_resigned(share, identity, p, {**m.sections, "R": bare.to_bytes()}))
+    assert proxy.receive_share(share) == "alice"
