@@ -169,6 +169,8 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
                 owner = new_owner(oid)  # its own DJN base, drawn while the previous owner's tasks run
                 if previous is not None and previous[1] is not None:
                     previous[1].wait()
+                if stop.is_set():  # the run ended meanwhile: queue nothing more
+                    return
                 # offline: the factors depend on the key, d and the release only
                 current = (owner, owner.start_precompute(d))
                 if previous is not None:

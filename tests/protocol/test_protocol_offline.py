@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 
 import gmpy2
 import numpy as np
@@ -241,3 +242,25 @@ def test_owner_precompute_in_two_steps_queues_collects_once_and_stays_exact(make
     fresh = make_owner(user.params, "1", release="add-remove").share(X)
     assert _plaintexts(share, user.params, user.private_key) == _plaintexts(fresh, user.params, user.private_key)
     assert made.sections == {}  # used by the share, then forgotten
+
+
+def test_run_with_an_executor_stops_making_factors_when_an_owner_fails(unit_rows):
+    # An owner's turn that fails ends the run with its error; the thread making the owners' factors ahead
+    # stops queuing more and the run returns (no hang on factors nobody will use).
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dpdpca.protocol.transport import InProcessTransport
+
+    class Broken(InProcessTransport):
+        def send(self, sender: str, recipient: str, payload: bytes) -> None:
+            if sender == "owner:2":
+                raise ConnectionError("owner 2's link is down")
+            super().send(sender, recipient, payload)
+
+    rng = np.random.default_rng(10)
+    parts = [unit_rows(rng, 5, 4) for _ in range(4)]
+    with ThreadPoolExecutor(2) as ex:
+        with pytest.raises(ConnectionError, match="owner 2's link is down"):
+            run_protocol(parts, n_components=2, epsilon=1.0, delta=1e-5, key_bits=768, insecure_test_key=True,
+                         executor=ex, transport=Broken())
+    assert not [t for t in threading.enumerate() if t.name == "dpdpca-owner-precompute"]  # joined, not left running
