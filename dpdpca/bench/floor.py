@@ -171,9 +171,15 @@ def floor_report(timings: Mapping[str, Any], model: Mapping[str, Mapping[str, Ma
 
 def intake_per_share(share_ciphertexts: int, share_bytes: int, primitives: Mapping[str, float], *,
                      verify_s: float, cores: int = 1) -> dict[str, Any]:
-    """The proxy's floor for one more share: its multiplications into the aggregate, the batched unit
-    test of its ciphertexts, the SHA-256 of its bytes and one signature verification, on ``cores``
-    (the proxy's pool checks and multiplies shares in its workers)."""
-    ops = {"mulmod_s": share_ciphertexts, "unit_check_s": share_ciphertexts, "sha256_byte_s": share_bytes}
+    """The proxy's floor for one more share: its multiplications into the aggregate, the SHA-256 of its bytes
+    and one signature verification, on ``cores`` (the proxy's pool checks and multiplies shares in its workers).
+
+    On one core the serial intake also takes one step of the batched unit test per ciphertext
+    (``unit_check_s``); a pool tests the product of a chunk it has already multiplied (one gcd per
+    chunk, nothing per ciphertext), so on ``cores > 1`` that step is not part of the floor.
+    """
+    ops = {"mulmod_s": share_ciphertexts, "sha256_byte_s": share_bytes}
+    if cores <= 1:
+        ops["unit_check_s"] = share_ciphertexts
     work = sum(float(primitives[k]) * v for k, v in ops.items()) + verify_s
     return {"ops": {**ops, "verify_s": 1}, "cores": cores, "work_s": work, "floor_s": work / cores}

@@ -100,9 +100,9 @@ def test_bench_timing_workers_give_the_parties_a_pool(capsys, monkeypatch):
     chunks: list[int] = []
     admit = Proxy._admit_chunk
 
-    def spy(self, verdicts, products, datas):
+    def spy(self, verdicts, products, datas, **kwargs):
         chunks.append(len(verdicts))
-        return admit(self, verdicts, products, datas)
+        return admit(self, verdicts, products, datas, **kwargs)
 
     monkeypatch.setattr(Proxy, "_admit_chunk", spy)
     assert main(["bench", "timing", "--owners", "4", "--workers", "2", "--key-bits", "768", "--insecure-test-key",
