@@ -33,6 +33,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from dpdpca._validation import param_error
+from dpdpca.crypto.encrypted import as_int_list
 from dpdpca.dp import (BLOCKS, AddRemoveCalibration, DistributedCalibration, block_scales, calibrate_distributed,
                        sample_discrete_gaussian)
 from dpdpca.dp.distributed import honest_present
@@ -83,9 +84,9 @@ def owner_noise(cal: DistributedCalibration, params: Any, source: Any = None) ->
 
 def add_block_noise(R_upper: Sequence[int], v: Sequence[int], n_scaled: int,
                     noise: Mapping[str, Sequence[int]] | None) -> tuple[list[int], list[int], int]:
-    """``(R + z_R, v + z_v, N 2**2f + z_N)`` in Python integers (no noise: unchanged)."""
-    r = [int(x) for x in R_upper]
-    vv = [int(x) for x in v]
+    """``(R + z_R, v + z_v, N 2**2f + z_N)`` in Python integers (no noise: unchanged; a non-integer raises)."""
+    r = as_int_list("R_upper", R_upper)  # one type check per distinct type, not an int() per value
+    vv = as_int_list("v", v)
     if noise is None:
         return r, vv, int(n_scaled)
     return ([a + z for a, z in zip(r, noise["R"])], [a + z for a, z in zip(vv, noise["v"])],
