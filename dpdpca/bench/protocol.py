@@ -60,7 +60,7 @@ import click
 import numpy as np
 import phe
 
-from dpdpca.bench._data import blas_threads_limited, real_or_synthetic
+from dpdpca.bench._data import blas_threads_limited, no_gc, real_or_synthetic
 from dpdpca.bench.floor import floor_report, operation_counts
 from dpdpca.crypto import local_process_pool, start_workers, upper_triangle_flatten
 from dpdpca.crypto.compute import dask_engine
@@ -345,10 +345,12 @@ def scheme_comparison(*, quick: bool, epsilon: float, delta: float, scheme: str 
             user = DataUser.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, scheme=current,
                                      **declared)
             keygen = time.process_time() - c0
-            c0, t0 = time.process_time(), time.perf_counter()
-            run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, user=user, release="add-remove",
-                               insecure_test_key=insecure_test_key)
-            cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+            # garbage collected before, the collector off during: neither scheme pays for the other's garbage
+            with no_gc():
+                c0, t0 = time.process_time(), time.perf_counter()
+                run = run_protocol(parts, n_components=10, epsilon=epsilon, delta=delta, user=user,
+                                   release="add-remove", insecure_test_key=insecure_test_key)
+                cpu, wall = time.process_time() - c0, time.perf_counter() - t0
         out[f"{key}_scheme_blas_threads"] = threads
         sent = dict(run.result.bytes_sent)
         shares = [b for party, b in sent.items() if party.startswith("owner:")]
