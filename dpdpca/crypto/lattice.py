@@ -675,6 +675,22 @@ class BFVArray:
 
     __add__ = add
 
+    def take_out(self, summand: "BFVArray") -> "BFVArray":
+        """``self`` minus ``summand``, one of the arrays summed into it: the other summands' sum, exactly.
+
+        Ciphertext by ciphertext (exact in the ring); segment bounds and the
+        noise bound less the summand's, so the difference's noise is the other
+        summands'.  MessageError if ``summand`` cannot be one (a bound above
+        this array's) or the difference is transparent (the others cancel).
+        """
+        self._check_other(summand, "take_out")
+        segments = [(n, b - sb) for (n, b), (_, sb) in zip(self.segments, summand.segments)]
+        if any(b < 0 for _, b in segments) or self.noise < summand.noise:
+            raise MessageError("take_out share must be a summand of the total, got bounds above the total's")
+        with refused_if_transparent("take_out"):  # the other summands cancel (c1 = 0)
+            vectors = [[a - b for a, b in zip(mine, theirs)] for mine, theirs in zip(self._vectors, summand._vectors)]
+        return BFVArray(self.public_key, self.chunks, 0, self.noise - summand.noise, vectors, self.layout, segments)
+
     def add_plain(self, values: Sequence[int], *, plain_bound: int | None = None,
                   executor: Any = None) -> "BFVArray":
         """Add a plaintext integer vector (its residues); bound ``+ plain_bound``, noise ``+ 1`` half-unit."""
@@ -815,7 +831,7 @@ class BFVArray:
         public_key.check_noise(noise, "BFV batch")
         ts = _ts()
         vectors: list[list[Any]] = []
-        want_digests, hashes = digests, []
+        hashes: list[bytes] = []
         for ctx in public_key.contexts:
             row = []
             for i, c in enumerate(chunks):
@@ -826,7 +842,7 @@ class BFVArray:
                 if pos + clen > len(data):
                     raise MessageError(f"BFV batch ciphertext must fit the message, got {clen} bytes past its end")
                 blob = data[pos:pos + clen]
-                if want_digests:
+                if digests:
                     hashes.append(hashlib.sha256(blob).digest())
                 try:
                     vec = ts.bfv_vector_from(ctx, blob)
@@ -843,7 +859,7 @@ class BFVArray:
             vectors.append(row)
         if pos != len(data):
             raise MessageError(f"BFV batch must end after its ciphertexts, got {len(data) - pos} trailing bytes")
-        return cls(public_key, chunks, bound, noise, vectors, layout, segments, hashes if want_digests else None)
+        return cls(public_key, chunks, bound, noise, vectors, layout, segments, hashes if digests else None)
 
     @property
     def nbytes(self) -> int:

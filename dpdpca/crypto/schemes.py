@@ -557,25 +557,10 @@ class BFVScheme(CipherScheme):
                                   lengths={name: sum(c) for name, c in chunks.items()}, replay_keys=False)
 
     def take_out(self, total: dict[str, Any], share: dict[str, Any]) -> dict[str, Any]:
-        """Each ciphertext minus the share's (exact in the ring); segment bounds and the noise bound less the share's.
+        """The packed total minus the packed share (:meth:`~dpdpca.crypto.lattice.BFVArray.take_out`)."""
+        from dpdpca.crypto.lattice import pack_of, views_of
 
-        The difference is the other summands' sum, ciphertext for ciphertext,
-        so its noise is theirs: at most the total's bound minus the share's.
-        """
-        from dpdpca.crypto.lattice import BFVArray, pack_of, refused_if_transparent, views_of
-
-        whole, part = pack_of(total), pack_of(share)
-        if part.public_key != whole.public_key or part.chunks != whole.chunks or \
-                [n for n, _ in part.segments] != [n for n, _ in whole.segments]:
-            raise MessageError("take_out operands must share one key and one packed layout, got two layouts")
-        segments = [(n, b - pb) for (n, b), (_, pb) in zip(whole.segments, part.segments)]
-        if any(b < 0 for _, b in segments) or whole.noise < part.noise:
-            raise MessageError("take_out share must be a summand of the total, got bounds above the total's")
-        with refused_if_transparent("take_out"):  # the other summands cancel (c1 = 0)
-            vectors = [[a - b for a, b in zip(mine, theirs)]
-                       for mine, theirs in zip(whole.per_prime_vectors(), part.per_prime_vectors())]
-        return views_of(BFVArray(whole.public_key, whole.chunks, 0, whole.noise - part.noise, vectors, whole.layout,
-                                 segments), list(total))
+        return views_of(pack_of(total).take_out(pack_of(share)), list(total))
 
     def rerandomize(self, array: Any, public_key: Any, *, executor: Any = None) -> Any:
         """A fresh encryption of 0 added, then the noise flooded (:func:`~dpdpca.crypto.lattice_flood.rerandomize_release`)."""
