@@ -8,14 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpdpca.crypto.bitproof import prove_packed_interval
 from dpdpca.crypto.rangeproof import ProverBase, SectionWitness, encrypt_for_proof
 from dpdpca.errors import ParameterError, ProofError
 from dpdpca.protocol import Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.messages import Message, MessageType
-from dpdpca.protocol.proofs import (PROOF_SECTION, join_proofs, proof_context, slot_statements,
-                                    split_proofs)
+from dpdpca.protocol.proofs import PROOF_SECTION, join_proofs, prove_share, slot_statements, split_proofs
 from dpdpca.protocol.releases import as_release
 from dpdpca.protocol.runner import run_protocol
 
@@ -30,24 +28,18 @@ def _exact_share(p, identity, owner_id, *, values, claimed=None, release="add-re
     claimed = values if claimed is None else claimed
     shapes = as_release(release).share_chunks(D, p.layout.slots)
     base = ProverBase.draw(p.public_key)
-    arrays, exps = {}, []
+    arrays, exps = {}, {}
     for name, chunks in shapes.items():
-        arrays[name], e = encrypt_for_proof(base, values[name], layout=p.layout, chunks=chunks,
-                                            bound=max(1, max(abs(v) for v in values[name])))
-        exps.extend(e)
+        arrays[name], exps[name] = encrypt_for_proof(base, values[name], layout=p.layout, chunks=chunks,
+                                                     bound=max(1, max(abs(v) for v in values[name])))
     sections = {name: arr.to_bytes() for name, arr in arrays.items()}
     digest = ciphertext_digest(sections, as_release(release).sections)
     st = ShareStatement.sign(identity(owner_id), session=p.session_id, key_fingerprint=p.key_fingerprint, d=D,
                              n_rows=None if release == "add-remove" else 3, ciphertext_sha256=digest, noise=noise)
-    ctx = proof_context(p, owner_id=owner_id, d=D, release=release, digest=digest)
-    flat = [v for name in shapes for v in claimed[name]]
-    proofs, pos = [], 0
-    for stmt, exp in zip(slot_statements(p, release, arrays, d=D, noise=noise), exps):
-        vals = flat[pos:pos + len(stmt.spans)]
-        pos += len(stmt.spans)
-        proofs.append(prove_packed_interval(base, stmt, values=vals, exponent=exp, context=ctx)
-                      .to_bytes(p.public_key, stmt))
-    sections[PROOF_SECTION] = join_proofs(*proofs, mode="exact")
+    # the owner's own prover (prove_share), handed the claimed values as its witness
+    sections[PROOF_SECTION] = prove_share(base, p, release, arrays,
+                                          {name: SectionWitness(claimed[name], exps[name]) for name in shapes},
+                                          owner_id=owner_id, d=D, digest=digest, noise=noise, mode="exact")
     meta = {"owner_id": owner_id, "d": D, "statement": st.to_json(), "release": release,
             "declared_bounds": {k: str(b) for k, b in p.share_bounds(release).items()}}
     return Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, f"owner:{owner_id}", meta=meta,
