@@ -84,15 +84,11 @@ def test_bfv_replay_duplicate_and_single_release(bfv_user, make_owner, identity,
     with pytest.raises(ProtocolError, match="duplicate or replayed"):
         proxy.receive_share(alice)
     # bob signs alice's ciphertexts with his own key: identical BFV ciphertexts are refused under any id
-    m = Message.from_bytes(alice)
-    stolen = ShareStatement.sign(identity("bob"), session=p.session_id, key_fingerprint=p.key_fingerprint, d=5,
-                                 n_rows=None, ciphertext_sha256=ciphertext_digest(m.sections,
-                                                                                  share_sections("add-remove")))
-    replay = Message(m.type, m.session, m.key_fingerprint, "owner:bob",
-                     {**m.meta, "owner_id": "bob", "statement": stolen.to_json()}, m.sections).to_bytes()
+    replay = _stolen(alice, identity, p, "bob")
     with pytest.raises(ProtocolError, match="ciphertexts must be fresh"):
         proxy.receive_share(replay)
     # a tampered ciphertext section no longer matches the owner's signed digest
+    m = Message.from_bytes(alice)
     sections = dict(m.sections)
     sections["R"] = sections["R"][:-1] + bytes([sections["R"][-1] ^ 1])
     tampered = Message(m.type, m.session, m.key_fingerprint, m.sender, m.meta, sections).to_bytes()
@@ -244,6 +240,15 @@ def test_bfv_owner_encryptions_of_zero_made_ahead_are_used_once_and_decrypt_exac
         owner.share(X)
 
 
+def _stolen(share, identity, p, thief):
+    """``share``'s ciphertexts as they are, sent and signed by ``thief`` under its own id (a replay)."""
+    m = Message.from_bytes(share)
+    st = ShareStatement.sign(identity(thief), session=p.session_id, key_fingerprint=p.key_fingerprint, d=m.meta["d"],
+                             n_rows=None, ciphertext_sha256=ciphertext_digest(m.sections, share_sections("add-remove")))
+    return Message(m.type, m.session, m.key_fingerprint, f"owner:{thief}",
+                   {**m.meta, "owner_id": thief, "statement": st.to_json()}, m.sections).to_bytes()
+
+
 def _resigned(share, identity, p, sections):
     """The share with other ciphertext sections, signed again by its (lying) owner."""
     m = Message.from_bytes(share)
@@ -306,12 +311,7 @@ def test_bfv_pooled_intake_is_the_serial_intake(bfv_user, make_owner, identity, 
     p = bfv_user.params
     parts = _parts(unit_rows, seed=9, sizes=(10, 12, 14))
     alice, bob, carol = (make_owner(p, o, release="add-remove").share(X) for o, X in zip(("alice", "bob", "c"), parts))
-    m = Message.from_bytes(alice)
-    stolen = ShareStatement.sign(identity("c"), session=p.session_id, key_fingerprint=p.key_fingerprint, d=5,
-                                 n_rows=None, ciphertext_sha256=ciphertext_digest(m.sections,
-                                                                                  share_sections("add-remove")))
-    replay = Message(m.type, m.session, m.key_fingerprint, "owner:c",
-                     {**m.meta, "owner_id": "c", "statement": stolen.to_json()}, m.sections).to_bytes()
+    replay = _stolen(alice, identity, p, "c")
     tampered = bytearray(bob)
     tampered[len(tampered) // 2] ^= 1
     batch = [alice, bob, alice, replay, bytes(tampered), carol]  # chunks of 4 and 2: both refusals in the first
