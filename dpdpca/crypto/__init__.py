@@ -23,7 +23,6 @@ from dpdpca.crypto.encrypted import (
     encryptions_of_zero,
     scalar_times_packed,
     scalars_times_packed,
-    start_encryptions_of_zero,
     sum_arrays,
 )
 from dpdpca.crypto.interop import from_phe, to_phe
@@ -65,7 +64,6 @@ __all__ = [
     "EncryptedArray",
     "encrypt",
     "encryptions_of_zero",
-    "start_encryptions_of_zero",
     "decrypt",
     "decrypt_many",
     "sum_arrays",

@@ -42,8 +42,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, TypeVar, Union
 
 import numpy as np
 
@@ -58,7 +57,6 @@ __all__ = [
     "ExecutorEngine",
     "DaskEngine",
     "Ints",
-    "Pending",
     "Placed",
     "EngineLike",
     "as_engine",
@@ -77,7 +75,6 @@ TASK_CIPHERTEXTS = 128
 MIN_TASK = 8
 
 T = TypeVar("T")
-U = TypeVar("U")
 
 
 class Ints:
@@ -154,37 +151,6 @@ class Placed:
         self.groups = []
 
 
-class Pending(Generic[T]):
-    """A batch handed to an engine and not yet collected: :meth:`wait` until its tasks have run,
-    :meth:`result` for its values (once).
-
-    An engine that runs tasks in other processes (:meth:`Engine.map_async` of
-    :class:`ExecutorEngine`) returns as soon as the tasks are queued, so the
-    caller can queue the next batch the moment this one's tasks are done and
-    only then decode and finish this one, while the workers are busy again.
-    Elsewhere the work is done by the time it is handed back.
-    """
-
-    def __init__(self, collect: Callable[[], T], done: Callable[[], None] = lambda: None) -> None:
-        self._collect: Callable[[], T] | None = collect
-        self._done = done
-
-    def wait(self) -> None:
-        """Block until every task has run (its values are not decoded yet)."""
-        self._done()
-
-    def result(self) -> T:
-        """The values, in task order; a second call raises (results are handed out once)."""
-        if self._collect is None:
-            raise ParameterError("pending batch must be collected once, got a second result() call")
-        collect, self._collect = self._collect, None
-        return collect()
-
-    def then(self, finish: Callable[[T], U]) -> Pending[U]:
-        """A pending batch whose :meth:`result` is ``finish`` applied to this one's (same :meth:`wait`)."""
-        return Pending(lambda: finish(self.result()), self._done)
-
-
 class Engine:
     """The interface every compute engine implements.
 
@@ -211,11 +177,6 @@ class Engine:
         arguments arrive as lists of ``mpz``.
         """
         raise NotImplementedError
-
-    def map_async(self, kernel: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]], out_width: int) -> Pending[list[bk.mpz]]:
-        """:meth:`map` as a :class:`Pending` batch (here: run now; an engine of other processes only queues it)."""
-        out = self.map(kernel, tasks, out_width)
-        return Pending(lambda: out)
 
     def tree_product(self, modulus: int, width: int, groups: Sequence[Sequence[Ints]]) -> list[bk.mpz]:
         """For each group, the position-wise product of its runs modulo ``modulus``, concatenated.
@@ -281,17 +242,9 @@ class ExecutorEngine(Engine):
         self.workers = int(getattr(executor, "_max_workers", 2) or 2)
 
     def map(self, kernel: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]], out_width: int) -> list[bk.mpz]:
-        return self.map_async(kernel, tasks, out_width).result()
-
-    def map_async(self, kernel: Callable[..., list[Any]], tasks: Sequence[tuple[Any, ...]], out_width: int) -> Pending[list[bk.mpz]]:
-        """Queue every task now; :meth:`Pending.wait` waits for them, :meth:`Pending.result` decodes."""
         futures = [self.executor.submit(run_packed, kernel, out_width, tuple(_pack_arg(a) for a in args))
                    for args in tasks]
-
-        def done() -> None:
-            wait_futures(futures)
-
-        return Pending(lambda: bk.bytes_to_ints(b"".join(f.result() for f in futures), out_width), done)
+        return bk.bytes_to_ints(b"".join(f.result() for f in futures), out_width)
 
 
 class DaskEngine(Engine):
@@ -698,13 +651,6 @@ def shared_table_powers(engine: Engine, base: int, modulus: int, exp_bits: int, 
     once, not once per worker, and no worker sees a whole exponent.  The
     digits are drawn here from ``os.urandom``.
     """
-    return start_shared_table_powers(engine, base, modulus, exp_bits, count, width).result()
-
-
-def start_shared_table_powers(engine: Engine, base: int, modulus: int, exp_bits: int, count: int,
-                              width: int) -> Pending[list[bk.mpz]]:
-    """:func:`shared_table_powers` as a :class:`Pending` batch: the workers' tasks queued now, the partial
-    products multiplied by :meth:`Pending.result`."""
     w = bk.FixedBaseTable.best_window(exp_bits, count)
     shape = bk.FixedBaseTable(1, 3, exp_bits, w, rows=(0, 0))  # digit extraction only
     digits = shape.random_digits(count).astype("<u2")
@@ -713,12 +659,8 @@ def start_shared_table_powers(engine: Engine, base: int, modulus: int, exp_bits:
     edges = [n_rows * k // parts for k in range(parts + 1)]
     tasks = [(int(modulus), int(base), int(exp_bits), w, a, b, np.ascontiguousarray(digits[:, a:b]).tobytes())
              for a, b in itertools.pairwise(edges)]
-    del digits  # the exponents' digits live only in the tasks now
-
-    def multiply(partial: list[bk.mpz]) -> list[bk.mpz]:
-        return bk.columnwise_prod_mod([partial[k * count:(k + 1) * count] for k in range(parts)], modulus)
-
-    return engine.map_async(djn_rows_kernel, tasks, width).then(multiply)
+    partial = engine.map(djn_rows_kernel, tasks, width)
+    return bk.columnwise_prod_mod([partial[k * count:(k + 1) * count] for k in range(parts)], modulus)
 
 
 def factors_kernel(n: int, hs: int, method: str, count: int, expected: int) -> list[bk.mpz]:

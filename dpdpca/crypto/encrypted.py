@@ -39,7 +39,6 @@ __all__ = [
     "EncryptedArray",
     "encrypt",
     "encryptions_of_zero",
-    "start_encryptions_of_zero",
     "decrypt",
     "decrypt_many",
     "sum_arrays",
@@ -617,20 +616,6 @@ def encryptions_of_zero(public_key: PublicKey, count: int, *, method: str = "djn
     >>> [int(m) for m in sk.raw_decrypt(zeros)]
     [0, 0, 0]
     """
-    return start_encryptions_of_zero(public_key, count, method=method, executor=executor).result()
-
-
-def start_encryptions_of_zero(public_key: PublicKey, count: int, *, method: str = "djn",
-                              executor: EngineLike = None) -> compute.Pending[list[bk.mpz]]:
-    """:func:`encryptions_of_zero` as a :class:`~dpdpca.crypto.compute.Pending` batch.
-
-    On a process pool the DJN factors' tasks are queued and this returns at
-    once: ``wait()`` blocks until the workers are done, ``result()`` makes the
-    factors of their partial products (once).  A caller making several
-    batches in turn queues the next one as soon as ``wait()`` returns, then
-    collects this one while the workers work.  Elsewhere the factors are made
-    before this returns.
-    """
     if not isinstance(public_key, PublicKey):
         raise type_error("public_key", "a PublicKey", type(public_key).__name__)
     if method not in METHODS:
@@ -639,14 +624,14 @@ def start_encryptions_of_zero(public_key: PublicKey, count: int, *, method: str 
     engine = compute.as_engine(executor)
     if method == "djn" and not isinstance(engine, compute.SerialEngine) and engine.workers > 1 and count:
         # one table for the whole batch, its rows split over the workers (built once, not once per worker)
-        return compute.start_shared_table_powers(engine, int(public_key.hs), int(public_key.nsquare),
-                                                 public_key.alpha_bits, count, public_key.ciphertext_bytes)
+        return compute.shared_table_powers(engine, int(public_key.hs), int(public_key.nsquare),
+                                           public_key.alpha_bits, count, public_key.ciphertext_bytes)
     compute.register_public(public_key)
     spans = compute.spans(count, engine, None if isinstance(engine, compute.SerialEngine)
                           else -(-count // max(1, 4 * engine.workers)) or 1)
     per_worker = -(-count // max(1, engine.workers))
-    return engine.map_async(compute.factors_kernel, [(int(public_key.n), int(public_key.hs), method, b - a, per_worker)
-                                                     for a, b in spans], public_key.ciphertext_bytes)
+    return engine.map(compute.factors_kernel, [(int(public_key.n), int(public_key.hs), method, b - a, per_worker)
+                                               for a, b in spans], public_key.ciphertext_bytes)
 
 
 def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLike = None) -> list[int]:

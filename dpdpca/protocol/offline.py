@@ -20,17 +20,16 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dpdpca._io import atomic_write_bytes
 from dpdpca._validation import check_int
-from dpdpca.crypto import PublicKey, start_encryptions_of_zero
+from dpdpca.crypto import PublicKey, encryptions_of_zero
 from dpdpca.crypto.ciphertexts import from_fixed_bytes, to_fixed_bytes
-from dpdpca.crypto.compute import EngineLike, Pending
+from dpdpca.crypto.compute import EngineLike
 from dpdpca.errors import FileAccessError, MessageError
 from dpdpca.protocol.releases import as_release
 
-__all__ = ["RANDOMNESS_FILE", "OwnerRandomness", "PendingRandomness"]
+__all__ = ["RANDOMNESS_FILE", "OwnerRandomness"]
 
 #: Default file name in the owner's directory.
 RANDOMNESS_FILE = "randomness.bin"
@@ -69,32 +68,17 @@ class OwnerRandomness:
 
         ``executor``: a local process pool (or any engine) shares the work.
         """
-        return cls.start(own_key, key_fingerprint=key_fingerprint, release=release, d=d, slots=slots,
-                         executor=executor).result()
-
-    @classmethod
-    def start(cls, own_key: PublicKey, *, key_fingerprint: str, release: str, d: int, slots: int,
-              executor: EngineLike = None) -> PendingRandomness:
-        """:meth:`make` with its tasks queued on ``executor`` and collected later (:class:`PendingRandomness`).
-
-        On a process pool this returns once the tasks are queued; elsewhere
-        the factors are made before it returns.
-        """
         d = check_int("d", d, minimum=1)
         shapes = as_release(release).share_chunks(d, slots)
         total = sum(len(c) for c in shapes.values())
-        pending = start_encryptions_of_zero(own_key, total, method="djn", executor=executor)
-
-        def split(factors: list[Any]) -> OwnerRandomness:
-            own_key.drop_table()
-            out: dict[str, list[int]] = {}
-            pos = 0
-            for name, chunks in shapes.items():
-                out[name] = factors[pos:pos + len(chunks)]
-                pos += len(chunks)
-            return cls(key_fingerprint, str(release), d, int(slots), out)
-
-        return PendingRandomness(pending.then(split))
+        factors = encryptions_of_zero(own_key, total, method="djn", executor=executor)
+        own_key.drop_table()
+        out: dict[str, list[int]] = {}
+        pos = 0
+        for name, chunks in shapes.items():
+            out[name] = factors[pos:pos + len(chunks)]
+            pos += len(chunks)
+        return cls(key_fingerprint, str(release), d, int(slots), out)
 
     def matches(self, *, key_fingerprint: str, release: str, d: int, slots: int) -> bool:
         """True if these factors were made for this key, release, d and layout."""
@@ -160,22 +144,3 @@ class OwnerRandomness:
             sections[name] = values[pos:pos + count]
             pos += count
         return cls(fingerprint, release, d, slots, sections)
-
-
-class PendingRandomness:
-    """An owner's factors being made (:meth:`OwnerRandomness.start`): :meth:`wait` until the workers are
-    done, :meth:`result` for the factors (once: the pending batch forgets them)."""
-
-    def __init__(self, pending: Pending[OwnerRandomness]) -> None:
-        self._pending = pending
-
-    def __repr__(self) -> str:  # never the factors
-        return "PendingRandomness()"
-
-    def wait(self) -> None:
-        """Block until every task has run (the factors are not assembled yet)."""
-        self._pending.wait()
-
-    def result(self) -> OwnerRandomness:
-        """The factors (a second call raises ParameterError)."""
-        return self._pending.result()

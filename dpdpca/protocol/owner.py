@@ -6,7 +6,6 @@ sends the result to the proxy over any transport.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,7 @@ from dpdpca.protocol import add_remove
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.messages import Message, MessageType
-from dpdpca.protocol.offline import OwnerRandomness, PendingRandomness
+from dpdpca.protocol.offline import OwnerRandomness
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.proofs import PROOF_SECTION, check_range_proof_mode, prove_share
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
@@ -118,7 +117,6 @@ class DataOwner:
         self.range_proof_mode = check_range_proof_mode(range_proof_mode)
         self._randomness: OwnerRandomness | None = None
         self._zeros: Any = None  # BFV: the next share's encryptions of zero, made ahead in memory (used once)
-        self._pending_precompute: tuple[PendingRandomness, float, float] | None = None
 
     def precompute(self, d: int) -> OwnerRandomness | None:
         """Offline: make the DJN factors of this owner's share for ``d`` features (timed as ``precompute``).
@@ -138,46 +136,10 @@ class DataOwner:
             with self.timings_.measure(self.party, "precompute"):
                 self._zeros = scheme.encryption_zeros(self.public_key, values)
             return None
-        self.start_precompute(d)
-        return self.finish_precompute()
-
-    def start_precompute(self, d: int) -> PendingRandomness | None:
-        """:meth:`precompute` in two steps: the factors' tasks queued on the owner's executor now.
-
-        Returns the pending batch (``wait()`` blocks until its tasks have
-        run), or None for a scheme without such factors (BFV: its
-        encryptions of zero are made in this process by :meth:`precompute`);
-        :meth:`finish_precompute` collects it.  A launcher running several
-        owners on one pool queues the next owner's tasks once this one's
-        ``wait()`` returns, then finishes this one while the workers are busy:
-        the workers never wait for a party's own bookkeeping.  The phase is
-        timed from here to the end of :meth:`finish_precompute` (this thread's
-        CPU time in both calls).
-        """
-        if not self.params.scheme.offline_factors:
-            return None
-        start, cpu = time.perf_counter(), time.thread_time()
-        pending = OwnerRandomness.start(self.public_key, key_fingerprint=self.params.key_fingerprint,
-                                        release=self.release, d=d, slots=self.params.layout.slots,
-                                        executor=self.executor)
-        self._pending_precompute = (pending, start, time.thread_time() - cpu)
-        return pending
-
-    def finish_precompute(self) -> OwnerRandomness:
-        """Collect the factors :meth:`start_precompute` queued (timed as ``precompute``).
-
-        Raises
-        ------
-        ProtocolError
-            No precompute was started.
-        """
-        if self._pending_precompute is None:
-            raise ProtocolError("finish_precompute needs a started precompute, got none")
-        (pending, start, cpu_s), self._pending_precompute = self._pending_precompute, None
-        cpu = time.thread_time()
-        self._randomness = pending.result()
-        self.timings_.add(self.party, "precompute", time.perf_counter() - start,
-                          cpu_s=cpu_s + time.thread_time() - cpu)
+        with self.timings_.measure(self.party, "precompute"):
+            self._randomness = OwnerRandomness.make(self.public_key, key_fingerprint=self.params.key_fingerprint,
+                                                    release=self.release, d=d, slots=self.params.layout.slots,
+                                                    executor=self.executor)
         return self._randomness
 
     def use_randomness(self, randomness: OwnerRandomness) -> None:

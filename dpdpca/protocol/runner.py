@@ -18,8 +18,7 @@ protocol's production randomness to a seeded source.
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -29,7 +28,6 @@ from dpdpca.dp.accountant import PrivacyLedger
 from dpdpca.errors import ParameterError
 from dpdpca.protocol.config import ProtocolOptions
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
-from dpdpca.protocol.offline import PendingRandomness
 from dpdpca.protocol.owner import DataOwner
 from dpdpca.protocol.plan import RunPlan, owner_ids, plan_run
 from dpdpca.protocol.proxy import Proxy
@@ -136,74 +134,35 @@ def _run_in_process(plan: RunPlan, *, user: DataUser | None, tick: Progress, led
     # cached per process, so in this one-process run it is made here, not in the first owner's turn.
     params.scheme.check_encryptor_policy(params.public_key, opts.key.insecure_test_key)
     tick("keygen")  # set-up ends here: keys, and the proxy's offline work that runs before any owner's turn
+    def ready_owner(oid: str) -> DataOwner:
+        owner = DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,
+                          insecure_test_key=opts.key.insecure_test_key, release=rel.mode, noise=owner_cal,
+                          record_noise_for_testing=dep.verify, range_proofs=opts.bounds.range_proofs,
+                          range_proof_mode=opts.bounds.range_proof_mode)
+        if not opts.bounds.range_proofs:  # a proving owner encrypts under a base whose n-th root it knows
+            owner.precompute(d)  # offline: its DJN factors depend on the key, d and the release only
+        return owner
 
-    def new_owner(oid: str) -> DataOwner:
-        return DataOwner(params, identities[oid], clip=opts.bounds.clip, executor=dep.executor,
-                         insecure_test_key=opts.key.insecure_test_key, release=rel.mode, noise=owner_cal,
-                         record_noise_for_testing=dep.verify, range_proofs=opts.bounds.range_proofs,
-                         range_proof_mode=opts.bounds.range_proof_mode)
-
-    # A proving owner encrypts under a base whose n-th root it knows: no factors made ahead.  BFV's encryptions
-    # of zero run in this process and hold the GIL: a thread ahead would only contend with the owner whose turn
-    # it is, so they are made in turn.
-    ahead = dep.executor is not None and not opts.bounds.range_proofs and params.scheme.offline_factors
-    made: dict[str, Future[DataOwner]] = {oid: Future() for oid in plan.present}
-    stop = threading.Event()
-
-    def make_ahead() -> None:
-        """The owners' offline work in the executor's processes, in turn, by a thread running ahead of their
-        turns (the next owner's factors are made while this one quantizes, encrypts and sends).  Each owner's
-        tasks are queued the moment the previous owner's have run, before that owner's factors are assembled
-        here: the workers never wait for this process's share of the work (key set-up, decoding, products)."""
-        previous: tuple[DataOwner, PendingRandomness | None] | None = None
-
-        def hand_over(owner: DataOwner, pending: PendingRandomness | None) -> None:
-            if pending is not None:  # a scheme with factors made ahead (Paillier)
-                owner.finish_precompute()
-            made[owner.owner_id].set_result(owner)
-
-        try:
-            for oid in plan.present:
-                if stop.is_set():
-                    return
-                owner = new_owner(oid)  # its own DJN base, drawn while the previous owner's tasks run
-                if previous is not None and previous[1] is not None:
-                    previous[1].wait()
-                if stop.is_set():  # the run ended meanwhile: queue nothing more
-                    return
-                # offline: the factors depend on the key, d and the release only
-                current = (owner, owner.start_precompute(d))
-                if previous is not None:
-                    hand_over(*previous)
-                previous = current
-            if previous is not None and not stop.is_set():
-                hand_over(*previous)
-        except BaseException as exc:  # the owner whose turn comes next sees it
-            for fut in made.values():
-                if not fut.done():
-                    fut.set_exception(exc)
-
-    # Without an executor, in turn (the table lookups hold the GIL, a thread would only contend for it).
-    maker = threading.Thread(target=make_ahead, name="dpdpca-owner-precompute", daemon=True) if ahead else None
-    if maker is not None:
-        maker.start()
+    # With an executor, the owners' offline work is made in its processes by a thread that runs ahead of their
+    # turns: the next owner's factors are made while this one quantizes, encrypts and sends (one core).
+    # Without one, or for BFV (its encryptions of zero run in this process and hold the GIL), in turn: a thread
+    # would only contend for the GIL with the owner whose turn it is.
+    ahead = (ThreadPoolExecutor(1, thread_name_prefix="dpdpca-owner-precompute")
+             if dep.executor is not None and params.scheme.offline_factors else None)
+    made = {oid: ahead.submit(ready_owner, oid) for oid in plan.present} if ahead is not None else {}
     try:
         for oid in plan.present:
-            if maker is not None:
-                owner = made[oid].result()
-            else:
-                owner = new_owner(oid)
-                if not opts.bounds.range_proofs:
-                    owner.precompute(d)  # offline: its DJN factors depend on the key, d and the release only
+            owner = made[oid].result() if oid in made else ready_owner(oid)
             owner_round(owner, plan.partitions[oid], net, tick=tick)
             if dep.verify and owner_cal is not None:
                 owner_noises[oid] = owner.noise_blocks_for_testing_
             rows_clipped[oid] = owner.rows_clipped_
             timings.merge(owner.timings_)
     finally:
-        if maker is not None:
-            stop.set()
-            maker.join()
+        if ahead is not None:
+            for fut in made.values():
+                fut.cancel()
+            ahead.shutdown(wait=True)
     late = proxy_round(ProxySteps(proxy, rel, owners=len(plan.ids), ledger=ledger, label=ledger_label), net, deadline_s=dep.deadline_s, tick=tick)
     result = user_round(user, net, n_components=plan.n_components, tick=tick)
     timings.merge(proxy.timings_)
