@@ -565,6 +565,18 @@ def _split(values: Any, chunks: Sequence[int]) -> list[list[int]]:
     return out
 
 
+def _plus_plain(vector: Any, values: list[int]) -> Any:
+    """``vector`` plus the plaintext ``values`` (residues, one per slot), as a new TenSEAL vector.
+
+    ``vector + values`` through TenSEAL's Python layer converts the list to
+    numpy, back to a list, to a C++ plain tensor and out to a list again before
+    the C++ addition (about 0.5 ms of 0.8 at N = 8192); the wrapped C++ vector
+    (``vector.data``) adds the list directly: the same SEAL encoding and
+    ``add_plain``, the same result (tested against the Python layer).
+    """
+    return type(vector)(data=vector.data + values)
+
+
 @contextlib.contextmanager
 def refused_if_transparent(operation: str) -> Iterator[None]:
     """Turn SEAL's refusal of a transparent result into a one-line MessageError naming ``operation``.
@@ -707,7 +719,7 @@ class BFVArray:
         for t, mine in zip(self.public_key.params.plain_moduli, self._vectors):
             parts = _split(_residues(vals, t), self.chunks)
             with refused_if_transparent("add_plain"):  # only if this array already is transparent
-                vectors.append([c + p for c, p in zip(mine, parts)])
+                vectors.append([_plus_plain(c, p) for c, p in zip(mine, parts)])
         return BFVArray(self.public_key, self.chunks, 0, noise, vectors, self.layout,
                         [(n, b) for (n, _), b in zip(self.segments, bounds)])
 
@@ -721,8 +733,7 @@ class BFVArray:
         """
         fresh = self.public_key.params.fresh_noise
         self.public_key.check_noise(self.noise + fresh, "rerandomize")
-        return self.add_zeros(_encrypt_residues(self.public_key, np.zeros(self.length, dtype=np.int64), self.chunks),
-                              fresh)
+        return self.add_zeros(_encryptions_of_zero(self.public_key, self.chunks), fresh)
 
     def per_prime_vectors(self) -> list[list[Any]]:
         """The TenSEAL vectors, a list per plaintext prime (chunk order); the lists are copies."""
@@ -866,6 +877,18 @@ class BFVArray:
         return len(self.to_bytes())
 
 
+def _encryptions_of_zero(public_key: BFVPublicKey, chunks: Sequence[int]) -> list[list[Any]]:
+    """Fresh public-key encryptions of 0, per plaintext prime, per chunk (laid out as :meth:`BFVArray.per_prime_vectors`).
+
+    One plaintext tensor of zeros per chunk size, reused: TenSEAL then skips
+    converting a list of zeros for every ciphertext; each encryption draws its
+    own randomness all the same.
+    """
+    ts = _ts()
+    plain = {c: ts.plain_tensor([0] * c, dtype="int") for c in set(chunks)}
+    return [[ts.bfv_vector(ctx, plain[c]) for c in chunks] for ctx in public_key.contexts]
+
+
 def _encrypt_residues(public_key: BFVPublicKey, values: Any, chunks: Sequence[int],
                       zeros: "EncryptionZeros | None" = None) -> list[list[Any]]:
     """Per plaintext prime, per chunk: an encryption of the values' residues (``zeros``: made ahead, used once)."""
@@ -877,7 +900,7 @@ def _encrypt_residues(public_key: BFVPublicKey, values: Any, chunks: Sequence[in
         if made is None:
             out.append([ts.bfv_vector(ctx, part) for part in parts])
         else:  # SEAL's encryptor adds the scaled plaintext to an encryption of 0 exactly as add_plain does
-            out.append([z + part for z, part in zip(made[i], parts)])
+            out.append([_plus_plain(z, part) for z, part in zip(made[i], parts)])
     return out
 
 
@@ -910,8 +933,7 @@ class EncryptionZeros:
         self.chunks = tuple(int(c) for c in chunks)
         if not self.chunks or any(not 1 <= c <= public_key.params.ring_degree for c in self.chunks):
             raise param_error("chunks", f"sizes 1..{public_key.params.ring_degree}", list(self.chunks)[:8])
-        self._vectors: list[list[Any]] | None = _encrypt_residues(public_key, np.zeros(sum(self.chunks), dtype=np.int64),
-                                                                  self.chunks)
+        self._vectors: list[list[Any]] | None = _encryptions_of_zero(public_key, self.chunks)
 
     def __repr__(self) -> str:  # never the ciphertexts
         state = "used" if self._vectors is None else "ready"

@@ -253,3 +253,30 @@ def test_a_transparent_result_is_a_one_line_message_error_never_a_bare_runtime_e
     # a sum that merely passes through a cancellation in another order is fine: (a + b) + (-a) = b
     b = encrypt_bfv(pk, [1, 2, 3], bound=11)
     assert decrypt_bfv(sk, sum_bfv([enc, b, neg])) == [1, 2, 3]
+
+
+def test_plaintext_addition_through_the_wrapped_vector_is_the_python_layers_byte_for_byte(crt_keys):
+    from dpdpca.crypto.lattice import _plus_plain
+
+    pk, sk = crt_keys
+    enc = encrypt_bfv(pk, [5, -7, 11] * 100, bound=11)
+    t = pk.params.plain_moduli[0]
+    plain = [(i * 104729) % t for i in range(300)]
+    vector = enc.per_prime_vectors()[0][0]
+    fast = _plus_plain(vector, plain)
+    assert type(fast) is type(vector)
+    assert fast.serialize() == (vector + plain).serialize()  # the same SEAL encoding and add_plain: same bytes
+    assert fast.serialize() != vector.serialize()
+
+
+def test_encryptions_of_zero_from_one_plaintext_tensor_each_draw_their_own_randomness(crt_keys):
+    from dpdpca.crypto.lattice import EncryptionZeros
+
+    pk, sk = crt_keys
+    n = pk.params.ring_degree
+    chunks = (n, n, 5)  # two chunks share one plaintext tensor of zeros
+    zeros = EncryptionZeros(pk, chunks).take(pk, chunks)
+    blobs = [v.serialize() for per_prime in zeros for v in per_prime]
+    assert len(blobs) == 3 * len(pk.params.plain_moduli) and len(set(blobs)) == len(blobs)
+    enc = BFVArray(pk, chunks, 0, pk.params.fresh_noise, zeros, None, [(2 * n + 5, 0)])
+    assert decrypt_bfv(sk, enc) == [0] * (2 * n + 5)
