@@ -83,8 +83,15 @@ def owner_noise(cal: DistributedCalibration, params: Any, source: Any = None) ->
 
 
 def add_block_noise(R_upper: Sequence[int], v: Sequence[int], n_scaled: int,
-                    noise: Mapping[str, Sequence[int]] | None) -> tuple[list[int], list[int], int]:
-    """``(R + z_R, v + z_v, N 2**2f + z_N)`` in Python integers (no noise: unchanged; a non-integer raises)."""
+                    noise: Mapping[str, Sequence[int]] | None) -> tuple[Sequence[int], Sequence[int], int]:
+    """``(R + z_R, v + z_v, N 2**2f + z_N)`` in Python integers (a non-integer raises).
+
+    Without noise the blocks are unchanged, and an int64 array stays one
+    (an encryption reads it without a Python integer per value).
+    """
+    if noise is None and all(isinstance(b, np.ndarray) and b.dtype == np.int64 and b.ndim == 1
+                             for b in (R_upper, v)):
+        return R_upper, v, int(n_scaled)
     r = as_int_list("R_upper", R_upper)  # one type check per distinct type, not an int() per value
     vv = as_int_list("v", v)
     if noise is None:

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from dpdpca._validation import check_data_matrix, param_error
-from dpdpca.crypto import EncryptedArray, upper_triangle_flatten
+from dpdpca.crypto import EncryptedArray
+from dpdpca.crypto.encrypted import as_int_list
 from dpdpca.crypto.compute import EngineLike
 from dpdpca.crypto.rangeproof import ProverBase, SectionWitness, encrypt_for_proof
 from dpdpca.data import clip_rows
@@ -24,7 +25,7 @@ from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.offline import OwnerRandomness
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.proofs import PROOF_SECTION, check_range_proof_mode, prove_share
-from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
+from dpdpca.protocol.quantize import exact_scatter_upper, quantize_rows
 from dpdpca.timing import Timings
 
 __all__ = ["DataOwner"]
@@ -216,7 +217,7 @@ class DataOwner:
         """
         with self.timings_.measure(self.party, "quantize"):
             Xq = self.prepare(X)
-            R, v, n = exact_scatter_share(Xq, self.params.frac_bits)
+            r_upper, v, n = exact_scatter_upper(Xq, self.params.frac_bits)
         d = Xq.shape[1]
         p = self.params
         layout = p.layout
@@ -225,7 +226,7 @@ class DataOwner:
             noise = None if self.noise is None else add_remove.owner_noise(self.noise, p)
             if self.record_noise_for_testing:
                 self.noise_blocks_for_testing_ = noise
-            values, n_sent = self.release.share_values(upper_triangle_flatten(R), [int(x) for x in v], int(n),
+            values, n_sent = self.release.share_values(r_upper, v, int(n),
                                                        frac_bits=p.frac_bits, slots=layout.slots, noise=noise)
         shapes = self.release.share_chunks(d, layout.slots)
         ready, self._randomness = self._randomness, None  # factors made ahead are used once
@@ -280,8 +281,8 @@ class DataOwner:
         base = ProverBase.draw(self.params.public_key)
         encrypted, witnesses = {}, {}
         for name, chunks in shapes.items():
-            encrypted[name], exps = encrypt_for_proof(base, values[name], layout=layout, chunks=chunks,
-                                                      bound=bounds[name])
-            witnesses[name] = SectionWitness(values[name], exps)
+            vals = as_int_list(name, values[name])  # the prover's arithmetic is in Python integers
+            encrypted[name], exps = encrypt_for_proof(base, vals, layout=layout, chunks=chunks, bound=bounds[name])
+            witnesses[name] = SectionWitness(vals, exps)
         base.public_key.drop_table()
         return encrypted, witnesses, base

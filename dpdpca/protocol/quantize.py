@@ -15,7 +15,7 @@ import numpy as np
 from dpdpca._validation import check_int
 from dpdpca.errors import DataError
 
-__all__ = ["quantize_rows", "exact_scatter_share"]
+__all__ = ["quantize_rows", "exact_scatter_share", "exact_scatter_upper"]
 
 _FLOAT_EXACT = 1 << 53  # every integer of magnitude < 2**53 is a float64
 #: Multiply-adds below which exact_scatter_share uses an int64 product instead of float64 BLAS.
@@ -82,9 +82,10 @@ def exact_scatter_share(Xq: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.
 
     float64 BLAS is exact on integers while every partial sum stays below
     ``2**53``; each product is at most ``||x||^2 <= 2**(2f)``, so rows are
-    processed in blocks of ``2**(53 - 2f) - 1`` and blocks are summed as
-    Python integers.  Small shares (``n d**2 <= 2**24`` multiply-adds) use an
-    exact int64 product instead, which keeps the BLAS thread pool asleep.
+    processed in blocks of ``2**(53 - 2f) - 1`` and blocks are summed exactly
+    (in int64 while ``N 2**(2f) < 2**62`` bounds every entry, else as Python
+    integers).  Small shares (``n d**2 <= 2**24`` multiply-adds) use an exact
+    int64 product instead, which keeps the BLAS thread pool asleep.
 
     Parameters
     ----------
@@ -103,21 +104,41 @@ def exact_scatter_share(Xq: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.
     ----------
     Wang & Chang, "Differentially private distributed PCA...", eq. (8).
     """
+    R, v, n = _scatter(Xq, frac_bits)
+    return R.astype(object), v.astype(object), n
+
+
+def exact_scatter_upper(Xq: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`exact_scatter_share` as an owner sends it: R's row-major upper triangle (``i <= j``), ``v``, ``N``.
+
+    The same exact integers, as int64 arrays when they fit (every entry of R
+    and v is at most ``N 2**(2f)`` in magnitude, checked before computing;
+    the protocol's sizes always fit), else object arrays of Python integers:
+    an encryption reads them without a Python integer per value.
+    """
+    R, v, n = _scatter(Xq, frac_bits)
+    return R[np.triu_indices(R.shape[0])], v, n
+
+
+def _scatter(Xq: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Exact R (full) and v: int64 when ``N 2**(2f) < 2**62`` (no entry can reach it), else object."""
     f = check_int("frac_bits", frac_bits, minimum=0, maximum=26)
     n, d = Xq.shape
-    if n * d * d <= _SMALL_INT_WORK and n < (1 << (62 - 2 * f)):
+    # |R_ij| <= sum |x_i x_j| <= sum ||x||^2 <= n 2**(2f), and |v_j| <= n 2**f: int64 holds them (with room to
+    # add the blocks) whenever n 2**(2f) < 2**62
+    fits = n < (1 << (62 - 2 * f))
+    v = (Xq.sum(axis=0, dtype=np.int64) if n < (1 << (62 - f))
+         else np.array([sum(int(x) for x in col) for col in Xq.T], dtype=object))
+    if n * d * d <= _SMALL_INT_WORK and fits:
         # A small share: int64 products are exact (|x_i x_j| <= 2**(2f), n of them sum below 2**62)
         # and numpy's integer matmul does not wake the BLAS thread pool, whose idle workers would
         # otherwise spin beside the encryption that follows.
-        R = Xq.astype(np.int64).T @ Xq.astype(np.int64)
-        v = np.array([int(s) for s in Xq.sum(axis=0, dtype=np.int64)], dtype=object)
-        return R.astype(object), v, int(n)
+        Xi = Xq.astype(np.int64)
+        return Xi.T @ Xi, v, int(n)
     block = max(1, (_FLOAT_EXACT >> (2 * f)) - 1)
-    R = np.zeros((d, d), dtype=object)
-    R[...] = 0
+    R: np.ndarray = np.zeros((d, d), dtype=np.int64 if fits else object)
     for start in range(0, n, block):
         Xb = Xq[start:start + block].astype(np.float64)
-        part = Xb.T @ Xb
-        R = R + np.rint(part).astype(np.int64).astype(object)
-    v = np.array([int(s) for s in Xq.sum(axis=0, dtype=np.int64)], dtype=object)
+        part = np.rint(Xb.T @ Xb).astype(np.int64)  # every partial sum below 2**53: exact
+        R = R + (part if fits else part.astype(object))
     return R, v, int(n)

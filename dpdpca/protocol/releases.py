@@ -212,9 +212,9 @@ class ProtocolRelease(str):
         return check_statements(statements, keyring, session=session, key_fingerprint=key_fingerprint, d=d,
                                 max_owners=max_owners, counted=False), None
 
-    def share_values(self, r_upper: Any, v: list[int], n: int, *, frac_bits: int, slots: int,
-                     noise: dict[str, list[int]] | None) -> tuple[dict[str, list[int]], int | None]:
-        """An owner's section values and the count it signs (None: N private)."""
+    def share_values(self, r_upper: Any, v: Any, n: int, *, frac_bits: int, slots: int,
+                     noise: dict[str, list[int]] | None) -> tuple[dict[str, Any], int | None]:
+        """An owner's section values (integer sequences; int64 arrays stay arrays) and the count it signs (None: N private)."""
         raise NotImplementedError
 
     def finish(self, proxy: Any, noise: ReleaseNoise) -> bytes:
@@ -279,8 +279,8 @@ class AddRemoveRelease(ProtocolRelease):
                                    calibration=setting.calibration)
         return ReleaseNoise(self, setting, cal.report("proxy"), cal.rho, 0.0, cal)
 
-    def share_values(self, r_upper: Any, v: list[int], n: int, *, frac_bits: int, slots: int,
-                     noise: dict[str, list[int]] | None) -> tuple[dict[str, list[int]], int | None]:
+    def share_values(self, r_upper: Any, v: Any, n: int, *, frac_bits: int, slots: int,
+                     noise: dict[str, list[int]] | None) -> tuple[dict[str, Any], int | None]:
         r, vv, n_scaled = add_remove.add_block_noise(r_upper, v, int(n) << (2 * frac_bits), noise)
         return {"R": r, "v": vv, "N": [n_scaled]}, None  # N is private: no count in the clear
 
@@ -366,11 +366,11 @@ class CentredRelease(ProtocolRelease):
         tv = mask_tv_bound(d, n, frac_bits=frac_bits, kappa=kappa)
         return ReleaseNoise(self, setting, report, rho, tv, mech)
 
-    def share_values(self, r_upper: Any, v: list[int], n: int, *, frac_bits: int, slots: int,
-                     noise: dict[str, list[int]] | None) -> tuple[dict[str, list[int]], int | None]:
+    def share_values(self, r_upper: Any, v: Any, n: int, *, frac_bits: int, slots: int,
+                     noise: dict[str, list[int]] | None) -> tuple[dict[str, Any], int | None]:
         if noise is not None:
             raise param_error("noise", "None unless release is 'add-remove'", type(noise).__name__)
-        return {"R": [int(x) for x in r_upper], "v": v}, int(n)
+        return {"R": [int(x) for x in r_upper], "v": [int(x) for x in v]}, int(n)
 
     def finish(self, proxy: Any, noise: ReleaseNoise) -> bytes:
         return proxy._finish_centred(noise)  # type: ignore[no-any-return]

@@ -10,7 +10,7 @@ from hypothesis.extra.numpy import arrays
 
 from dpdpca.errors import DataError
 from dpdpca.protocol.layout import row_chunk_spans
-from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
+from dpdpca.protocol.quantize import exact_scatter_share, exact_scatter_upper, quantize_rows
 
 rows_strategy = st.integers(1, 6).flatmap(
     lambda d: arrays(np.float64, st.tuples(st.integers(1, 12), st.just(d)),
@@ -63,6 +63,28 @@ def test_blocks_cover_many_rows_exactly_at_high_precision(scatter_path):
     x = int(Xq[0, 0])
     assert R[0, 1] == 40 * x * x and R[0, 1] > 2 ** 53
     assert v[1] == 40 * x and n == 40
+
+
+def test_entries_beyond_int64_are_summed_as_python_integers(scatter_path):
+    # f = 26 and 5000 rows: R[0, 1] = 5000 x**2 > 2**63, so neither R nor its upper triangle may be int64
+    Xq = quantize_rows(np.full((5000, 2), 0.7071), 26)
+    x = int(Xq[0, 0])
+    R, v, n = exact_scatter_share(Xq, 26)
+    upper, v_up, _ = exact_scatter_upper(Xq, 26)
+    assert R[0, 1] == 5000 * x * x and R[0, 1] > 2 ** 63 and n == 5000
+    assert upper.dtype == object and list(upper) == [R[0, 0], R[0, 1], R[1, 1]]
+    assert list(v_up) == list(v) == [5000 * x] * 2
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(X=rows_strategy, f=st.sampled_from([0, 8, 16, 26]))
+def test_the_upper_triangle_an_owner_sends_is_the_shares_in_int64(scatter_path, X, f):
+    Xq = quantize_rows(_unit(X), f)
+    R, v, n = exact_scatter_share(Xq, f)
+    upper, v_up, n_up = exact_scatter_upper(Xq, f)
+    assert upper.dtype == np.int64 and v_up.dtype == np.int64  # these sizes always fit
+    assert upper.tolist() == [R[i, j] for i in range(R.shape[0]) for j in range(i, R.shape[0])]
+    assert v_up.tolist() == list(v) and n_up == n
 
 
 def test_rounding_just_above_norm_one_is_pulled_inside():
