@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import wire
 from dpdpca.crypto.ciphertexts import divide_out, from_fixed_bytes, product_mod, to_fixed_bytes
-from dpdpca.crypto.encrypted import EncryptedArray, decrypt, decrypt_many, encrypt, sum_arrays
+from dpdpca.crypto.encrypted import EncryptedArray, as_int_list, decrypt, decrypt_many, encrypt, sum_arrays
 from dpdpca.crypto.keys import MIN_SECURE_BITS, PrivateKey, PublicKey, generate_keypair
 from dpdpca.crypto.packing import SlotLayout
 from dpdpca.errors import InsecureKeyError, MessageError, OverflowRiskError
@@ -473,7 +473,7 @@ class BFVScheme(CipherScheme):
         packed = pack_of(arrays)
         flat: list[int] = []
         for name, view in arrays.items():
-            part = [int(x) for x in values[name]]
+            part = as_int_list(f"values[{name!r}]", values[name])
             if len(part) != view.length:
                 raise param_error(f"values[{name!r}]", f"length {view.length}", len(part))
             flat.extend(part)

@@ -47,12 +47,12 @@ __all__ = ["owner_count_noise_bound", "owner_noise_bound", "owner_noise", "proxy
 
 def _draw(sigma_squared: dict[str, Any], counts: dict[str, int], source: Any = None) -> dict[str, list[int]]:
     # ``source`` is for tests only; production noise comes from OS entropy (None).
-    return {b: [int(z) for z in sample_discrete_gaussian(sigma_squared[b], counts[b], source)] for b in BLOCKS}
+    return {b: sample_discrete_gaussian(sigma_squared[b], counts[b], source) for b in BLOCKS}  # Python ints
 
 
 def check_noise_fits(noise: Mapping[str, Sequence[int]], allowance: int, *, who: str) -> None:
     """Raise OverflowRiskError if a drawn sample exceeds the public allowance (a 2**-80 tail event)."""
-    top = max((abs(z) for vals in noise.values() for z in vals), default=0)
+    top = max((max(max(vals), -min(vals)) for vals in noise.values() if len(vals)), default=0)
     if top > allowance:
         raise OverflowRiskError(f"{who} noise sample must be <= the allowance {allowance}, got {top} "
                                 f"(a 2**-80 tail event, or epsilon below the keygen min_epsilon)")
@@ -111,7 +111,7 @@ def centred_from_noisy(r_upper: Sequence[int], v: Sequence[int], n_scaled: int, 
     scales = block_scales(frac_bits)
     R = np.empty((d, d), dtype=np.float64)
     rows, cols = np.triu_indices(d)
-    vals = np.array([x / scales["R"] for x in r_upper], dtype=np.float64)
+    vals = np.array(r_upper, dtype=np.float64) / scales["R"]  # a power of two: the same floats as x / scale
     R[rows, cols] = vals
     R[cols, rows] = vals
     vf = np.array([x / scales["v"] for x in v], dtype=np.float64)
