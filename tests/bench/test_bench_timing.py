@@ -110,6 +110,12 @@ def test_bench_timing_workers_give_the_parties_a_pool(capsys, monkeypatch):
     result = json.loads(capsys.readouterr().out)
     assert result["workers"] == 2 and result["dpdpca_owner_max_s"][0] > 0 and result["dpdpca_critical_s"][0] > 0
     assert sum(chunks) == 4 + 4  # the warm-up run (2 x workers owners) and L = 4, every share through a chunk
+    # the owners' factors are made ahead on the pool: the online path holds each owner's own turn (its thread's
+    # CPU and its write), the wall segment's remainder is reported beside it
+    owner_online = result["dpdpca_owner_online_max_s"][0]
+    assert 0 < owner_online and result["dpdpca_owner_online_wall_max_s"][0] >= 0
+    assert result["dpdpca_online_critical_s"][0] == pytest.approx(
+        owner_online + result["dpdpca_proxy_s"][0] + result["dpdpca_user_s"][0])
     assert main(["bench", "timing", "--workers", "0"]) == 2
 
 
