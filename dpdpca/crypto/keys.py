@@ -350,10 +350,12 @@ class PrivateKey:
         self.public_key = public_key
         self.p, self.q = p, q
         self.psquare, self.qsquare = p * p, q * q
-        n = public_key.n
-        # hp = L_p(g**(p-1) mod p**2)**-1 mod p with g = n + 1 (Paillier 1999, §7).
-        self.hp = bk.invert((bk.powmod(n + 1, p - 1, self.psquare) - 1) // p, p)
-        self.hq = bk.invert((bk.powmod(n + 1, q - 1, self.qsquare) - 1) // q, q)
+        # hp = L_p(g**(p-1) mod p**2)**-1 mod p with g = n + 1 (Paillier 1999, §7).  By the binomial theorem
+        # (1 + n)**k = 1 + k n (mod n**2), so g**(p-1) - 1 = (p - 1) p q (mod p**2) and L_p = (p - 1) q = -q (mod p):
+        # the same hp without an exponentiation modulo p**2 (2.5 ms a key at 2048 bits, paid by every pool
+        # worker on its first decryption of a session).  Likewise hq = (-p)**-1 mod q.
+        self.hp = bk.invert((-q) % p, p)
+        self.hq = bk.invert((-p) % q, q)
         self.q_inv_p = bk.invert(q, p)
 
     def __repr__(self) -> str:
