@@ -480,7 +480,9 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
     (:mod:`dpdpca.bench.floor`).  The path's floor: the slowest owner's
     online encryption (one multiplication per ciphertext), the proxy's
     intake of L shares (:func:`~dpdpca.bench.floor.intake_per_share`), noise
-    and rerandomization, and the user's CRT decryption.  The proxy's
+    and rerandomization, and the user's CRT decryption (also alone, per L:
+    ``user_decrypt``, its phase's ``floor_s``, ``measured_s`` and
+    ``fraction_of_floor``).  The proxy's
     measured cost per share is the least-squares slope of its segment over
     the sweep (:func:`per_share_slope`; its fixed work cancels), with the
     part spent reading the share files (``reading_s``) and what a proxy of
@@ -503,6 +505,7 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
     release = as_release(resolve_release(None))
     cores = max(1, workers)
     floors, fractions, per_share = [], [], []
+    decrypt: dict[str, list[Any]] = {"floor_s": [], "measured_s": [], "fraction_of_floor": []}
     for L, r in zip(Ls, runs):
         slots = r["slots"]
         share = sum(len(c) for c in release.share_chunks(d, slots).values())
@@ -515,6 +518,9 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
                  + sum(proxy[ph]["floor_s"] for ph in ("noise", "rerandomize") if ph in proxy)
                  + rep["phases"]["user"]["decrypt"]["floor_s"])
         floors.append(floor)
+        user_decrypt = rep["phases"]["user"]["decrypt"]
+        for key in decrypt:
+            decrypt[key].append(user_decrypt[key])
         fractions.append(floor / r["online_critical_s"] if r["online_critical_s"] > 0 else None)
         per_share.append(intake["floor_s"])
     slope = per_share_slope(Ls, [r["proxy_s"] for r in runs])
@@ -523,6 +529,8 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
     work = per_share[-1] * cores  # one share's floor on one core
     return {
         "floor_s": floors, "fraction_of_floor": fractions, "of": "dpdpca_online_critical_s",
+        # the path's largest fixed part: the data user's decryption on its pool, against its CRT halves over the cores
+        "user_decrypt": decrypt,
         "proxy_per_share": {"floor_s": per_share[-1], "measured_s": slope,
                             "fraction_of_floor": per_share[-1] / slope if slope else None,
                             "reading_s": reading, "proxy_cores": cores,
@@ -611,6 +619,10 @@ def format_table(result: dict[str, Any]) -> str:
                  f"{lm['crossover_L']}); DPDPCA critical path grows {result['dpdpca_growth']:.2f}x, "
                  f"sequential {result['sequential_growth']:.2f}x from L={result['L'][0]} to L={result['L'][-1]}")
     lines.append(f"crossover_L_online (without the work made ahead): {result.get('crossover_L_online')}")
+    dec = result.get("floor", {}).get("user_decrypt")
+    if dec:
+        lines.append("user's decryption s (fraction of its floor): " + ", ".join(
+            f"{m:.3f} ({f:.2f})" for m, f in zip(dec["measured_s"], dec["fraction_of_floor"])))
     pps = result.get("floor", {}).get("proxy_per_share", {})
     if pps.get("measured_s"):
         lines.append(f"proxy per extra share: {pps['measured_s'] * 1e3:.3f} ms (reading the files "

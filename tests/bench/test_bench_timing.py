@@ -42,6 +42,12 @@ def test_bench_timing_quick_smoke(tmp_path, capsys):
     assert all(0 < f for f in fl["fraction_of_floor"])
     assert fl["floor_s"][1] > fl["floor_s"][0]  # one more share to check and multiply
     assert fl["proxy_per_share"]["floor_s"] > 0 and fl["primitives"]["verify_s"] > 0
+    dec = fl["user_decrypt"]  # the user's decryption phase against its floor, per L
+    assert all(len(dec[k]) == 2 for k in ("floor_s", "measured_s", "fraction_of_floor"))
+    assert all(f > 0 and m > 0 for f, m in zip(dec["floor_s"], dec["measured_s"]))
+    assert dec["fraction_of_floor"] == pytest.approx([f / m for f, m in zip(dec["floor_s"], dec["measured_s"])])
+    table = timing.format_table(result)  # what the command prints without --json
+    assert f"user's decryption s (fraction of its floor): {dec['measured_s'][0]:.3f}" in table
     pps = fl["proxy_per_share"]
     # the slope through both points; the part spent reading the share files is inside it
     assert pps["measured_s"] == pytest.approx(result["dpdpca_proxy_s"][1] - result["dpdpca_proxy_s"][0])
