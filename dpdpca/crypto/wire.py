@@ -130,7 +130,7 @@ _MAX_LAYOUTS = 64
 
 
 def _checked_layout(slot_bits: int, slots: int, carry: int, public_key: PublicKey) -> SlotLayout:
-    """The header's :class:`SlotLayout`, checked against the key (MessageError if invalid), once per header.
+    """The header's :class:`SlotLayout`, checked against the key (MessageError if invalid) once per layout and key.
 
     Every share of a session names the same few layouts; a valid one is kept
     (an invalid one is never cached, so it raises every time).

@@ -62,9 +62,10 @@ def intake_chunk_sizes(expected: int | None, workers: int) -> list[int]:
     Each worker's first chunk is small (:data:`FIRST_CHUNK`), so every worker
     starts after a few reads; the rest is split into equal chunks (sizes
     differ by at most one, at most :data:`MAX_CHUNK`), as many as a multiple
-    of ``workers``, so the workers end together: chunks of one size, the last
-    one whatever remained, left one worker checking up to a whole chunk alone.
-    Unknown ``expected``: the first chunks, then chunks of 16 (:func:`next_size`).
+    of ``workers``, so the workers end together (chunks of one size and a last
+    one of whatever remains would leave one worker checking up to a whole
+    chunk alone).  Unknown ``expected``: the first chunks, then chunks of 16
+    (:func:`_next_size`).
 
     Examples
     --------
@@ -86,7 +87,7 @@ def intake_chunk_sizes(expected: int | None, workers: int) -> list[int]:
     return first + [rest // parts + (k < rest % parts) for k in range(parts)] if parts else first
 
 
-def next_size(sizes: list[int], made: int) -> int:
+def _next_size(sizes: list[int], made: int) -> int:
     """The size of chunk number ``made`` of :func:`intake_chunk_sizes` (16 past its end: more shares than expected)."""
     return sizes[made] if made < len(sizes) else 16
 
@@ -302,7 +303,7 @@ class Proxy:
             chunk: list[bytes] = []
             for data in datas:
                 chunk.append(bytes(data))
-                if len(chunk) >= next_size(sizes, len(futures)):
+                if len(chunk) >= _next_size(sizes, len(futures)):
                     futures.append((pool.submit(kernel, context, self.d, chunk), chunk))
                     chunk = []
             if chunk:
