@@ -69,7 +69,13 @@ range checks of every share, message serialisation, bookkeeping):
 ``--workers N`` gives DPDPCA's parties a local process pool of N workers (the
 cores of each party's host; :meth:`~dpdpca.protocol.proxy.Proxy.receive_shares`
 is the proxy's parallel intake), started and warmed before the sweep; an
-owner's segment is then its wall-clock segment.  The chain gets none.
+owner's segment is then its wall-clock segment.  Its online turn (for
+``dpdpca_online_critical_s``) is, as without a pool, its thread's CPU time
+plus its fsync'd write when its factors were made ahead (Paillier: that turn
+sends nothing to the pool); the wall segment minus the factors, which also
+holds the wait for the look-ahead thread and the contention with the next
+owner's factors on the pool, is reported beside it
+(``dpdpca_owner_online_wall_max_s``).  The chain gets none.
 
 ``crossover_L`` is the smallest L of the sweep from which DPDPCA's critical
 path is below the sequential one at every larger L too (null if never);
@@ -271,17 +277,30 @@ def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure
     seg = segments(marks, t0)
     owner_ids = [label.split(" ", 1)[1] for label, _ in marks if label.startswith("owner ")]
     io_wall, io_cpu = net.io.to_dict()["parties"], net.io_cpu.to_dict()["parties"]
-    if pool is None:
-        owners = owner_segments(segments(cpu_marks, c0)["owners_s"],
+    on_own_cpu = owner_segments(segments(cpu_marks, c0)["owners_s"],
                                 [io_wall.get(f"owner:{o}", {}).get("send", 0.0) for o in owner_ids],
                                 [io_cpu.get(f"owner:{o}", {}).get("send", 0.0) for o in owner_ids])
+    if pool is None:
+        owners = on_own_cpu
     else:  # the owner's work runs in the pool's processes: its thread's CPU time would miss it
         owners = list(seg["owners_s"])
     phases = run.result.timings.to_dict()
     # An owner's offline work (its DJN factors, made before its data arrive) is inside its segment here.
     made_ahead = [phases["cpu_s" if pool is None else "parties"].get(f"owner:{o}", {}).get("precompute", 0.0)
                   for o in owner_ids]
-    owners_online = [max(0.0, s - m) for s, m in zip(owners, made_ahead)]
+    # With a pool the wall segment minus the factors also holds the wait for the look-ahead thread and the
+    # contention with the next owner's factors, made on the pool meanwhile (another owner's machine in a
+    # deployment): what remains of it is reported (owner_online_wall_max_s), never used for the online path.
+    owners_online_wall = [max(0.0, s - m) for s, m in zip(owners, made_ahead)]
+    if pool is None:
+        owners_online = owners_online_wall
+    elif scheme == "paillier" and all(m > 0 for m in made_ahead):
+        # Factors made ahead: a Paillier owner's online turn (quantize, one multiplication per ciphertext,
+        # sign, serialise) runs in its own thread and sends nothing to the pool (test_owner_online_turn_
+        # leaves_the_pool_alone), so its thread's CPU time plus its fsync'd write is its turn on its own host.
+        owners_online = on_own_cpu
+    else:
+        owners_online = owners_online_wall
     timings, keygen = _without_keygen(run.result.timings)
     proxy_phases = timings.to_dict()["parties"].get("proxy", {})
     # made in a background thread during the owners' turns, so not inside the proxy's own segment
@@ -300,6 +319,7 @@ def _dpdpca_once(parts: list[np.ndarray], root: Path, *, key_bits: int, insecure
             "proxy_s": seg["proxy_s"], "precompute_s": overlap,
             "online_critical_s": max(owners_online) + seg["proxy_s"] + seg["user_s"], "user_s": seg["user_s"],
             "owner_online_max_s": max(owners_online), "owner_precompute_max_s": max(made_ahead),
+            "owner_online_wall_max_s": max(owners_online_wall),
             "proxy_phases": proxy_phases, "io_s": net.io.total_s(), "io_per_message_s": io_per_message,
             "proxy_receive_s": io_parties.get("proxy", {}).get("receive", 0.0),
             "proxy_intake_cpu_s": float(run.extra.get("proxy_intake_cpu_s", 0.0)),
@@ -416,6 +436,8 @@ def run_timing(*, quick: bool = False, owners: Sequence[int] | None = None, key_
         "dpdpca_owner_max_s": [r["owner_max_s"] for r in best["dpdpca"]],
         "dpdpca_owner_median_s": [r["owner_median_s"] for r in best["dpdpca"]],
         "dpdpca_owner_wall_max_s": [r["owner_wall_max_s"] for r in best["dpdpca"]],
+        "dpdpca_owner_online_max_s": [r["owner_online_max_s"] for r in best["dpdpca"]],
+        "dpdpca_owner_online_wall_max_s": [r["owner_online_wall_max_s"] for r in best["dpdpca"]],
         "dpdpca_proxy_s": [r["proxy_s"] for r in best["dpdpca"]],
         "dpdpca_proxy_intake_cpu_s": [r["proxy_intake_cpu_s"] for r in best["dpdpca"]],
         "dpdpca_user_s": [r["user_s"] for r in best["dpdpca"]],
@@ -458,7 +480,9 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
     (:mod:`dpdpca.bench.floor`).  The path's floor: the slowest owner's
     online encryption (one multiplication per ciphertext), the proxy's
     intake of L shares (:func:`~dpdpca.bench.floor.intake_per_share`), noise
-    and rerandomization, and the user's CRT decryption.  The proxy's
+    and rerandomization, and the user's CRT decryption (also alone, per L:
+    ``user_decrypt``, its phase's ``floor_s``, ``measured_s`` and
+    ``fraction_of_floor``).  The proxy's
     measured cost per share is the least-squares slope of its segment over
     the sweep (:func:`per_share_slope`; its fixed work cancels), with the
     part spent reading the share files (``reading_s``) and what a proxy of
@@ -481,6 +505,7 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
     release = as_release(resolve_release(None))
     cores = max(1, workers)
     floors, fractions, per_share = [], [], []
+    decrypt: dict[str, list[Any]] = {"floor_s": [], "measured_s": [], "fraction_of_floor": []}
     for L, r in zip(Ls, runs):
         slots = r["slots"]
         share = sum(len(c) for c in release.share_chunks(d, slots).values())
@@ -493,6 +518,9 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
                  + sum(proxy[ph]["floor_s"] for ph in ("noise", "rerandomize") if ph in proxy)
                  + rep["phases"]["user"]["decrypt"]["floor_s"])
         floors.append(floor)
+        user_decrypt = rep["phases"]["user"]["decrypt"]
+        for key in decrypt:
+            decrypt[key].append(user_decrypt[key])
         fractions.append(floor / r["online_critical_s"] if r["online_critical_s"] > 0 else None)
         per_share.append(intake["floor_s"])
     slope = per_share_slope(Ls, [r["proxy_s"] for r in runs])
@@ -501,6 +529,8 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
     work = per_share[-1] * cores  # one share's floor on one core
     return {
         "floor_s": floors, "fraction_of_floor": fractions, "of": "dpdpca_online_critical_s",
+        # the path's largest fixed part: the data user's decryption on its pool, against its CRT halves over the cores
+        "user_decrypt": decrypt,
         "proxy_per_share": {"floor_s": per_share[-1], "measured_s": slope,
                             "fraction_of_floor": per_share[-1] / slope if slope else None,
                             "reading_s": reading, "proxy_cores": cores,
@@ -589,6 +619,10 @@ def format_table(result: dict[str, Any]) -> str:
                  f"{lm['crossover_L']}); DPDPCA critical path grows {result['dpdpca_growth']:.2f}x, "
                  f"sequential {result['sequential_growth']:.2f}x from L={result['L'][0]} to L={result['L'][-1]}")
     lines.append(f"crossover_L_online (without the work made ahead): {result.get('crossover_L_online')}")
+    dec = result.get("floor", {}).get("user_decrypt")
+    if dec:
+        lines.append("user's decryption s (fraction of its floor): " + ", ".join(
+            f"{m:.3f} ({f:.2f})" for m, f in zip(dec["measured_s"], dec["fraction_of_floor"])))
     pps = result.get("floor", {}).get("proxy_per_share", {})
     if pps.get("measured_s"):
         lines.append(f"proxy per extra share: {pps['measured_s'] * 1e3:.3f} ms (reading the files "

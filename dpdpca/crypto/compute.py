@@ -681,6 +681,32 @@ def decrypt_kernel(n: int, hs: int, p: int, q: int, ciphertexts: list[bk.mpz]) -
     return _private(n, hs, p, q).raw_decrypt(ciphertexts)
 
 
+def decrypt_halves_kernel(n: int, hs: int, p: int, q: int, mod_p: list[bk.mpz], mod_q: list[bk.mpz]) -> list[bk.mpz]:
+    """The plaintexts of ``mod_p`` modulo p, then those of ``mod_q`` modulo q (CRT halves; local engines only)."""
+    key = _private(n, hs, p, q)
+    return key.raw_decrypt_half(mod_p, "p") + key.raw_decrypt_half(mod_q, "q")
+
+
+def half_spans(count: int, engine: Engine) -> list[tuple[int, int]]:
+    """Tasks over the ``2 count`` CRT halves of a batch of decryptions (all halves modulo p, then modulo q).
+
+    A half is one exponentiation modulo ``p**2`` or ``q**2``, half a
+    decryption, so the batch splits evenly whatever ``count``: a small batch
+    (up to :data:`TASK_CIPHERTEXTS` halves a worker) as one equal task per
+    worker, with no tail of a last task while the others idle and one task's
+    overhead per worker; a larger one in :func:`guided_spans` over the halves.
+    """
+    halves = 2 * count
+    if halves == 0 or isinstance(engine, SerialEngine):
+        return guided_spans(halves, engine)
+    workers = max(1, engine.workers)
+    if halves > workers * TASK_CIPHERTEXTS:
+        return guided_spans(halves, engine)
+    parts = min(workers, halves)
+    edges = [halves * k // parts for k in range(parts + 1)]
+    return list(itertools.pairwise(edges))
+
+
 def power_kernel(modulus: int, ciphertexts: list[bk.mpz], exponents: list[int]) -> list[bk.mpz]:
     """``c_i ** e_i mod modulus`` (negative ``e_i`` through the inverse)."""
     return powers(ciphertexts, exponents, modulus)

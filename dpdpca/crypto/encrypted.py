@@ -698,10 +698,7 @@ def decrypt_many(private_key: PrivateKey, arrays: Sequence[EncryptedArray], *, e
     compute.check_local_for_secret(engine, "decrypt")
     compute.register_private(private_key)
     cts = [c for enc in arrays for c in enc.ciphertexts]
-    plain = engine.map(compute.decrypt_kernel,
-                       [(int(pub.n), int(pub.hs), int(private_key.p), int(private_key.q),
-                         compute.Ints(cts[a:b], pub.ciphertext_bytes)) for a, b in compute.guided_spans(len(cts), engine)],
-                       (pub.bits + 7) // 8)
+    plain = _decrypt_batch(private_key, cts, engine)
     n = pub.n
     results: list[list[int]] = []
     pos = 0
@@ -715,6 +712,30 @@ def decrypt_many(private_key: PrivateKey, arrays: Sequence[EncryptedArray], *, e
                                f"{enc.bound}, got a plaintext that does not fit (tampered, or a false declared bound)")
         results.append(out)
     return results
+
+
+def _decrypt_batch(private_key: PrivateKey, cts: list[bk.mpz], engine: compute.Engine) -> list[bk.mpz]:
+    """Plaintexts in ``[0, n)`` of ``cts`` on ``engine`` (local: the caller checked).
+
+    In process: :meth:`PrivateKey.raw_decrypt`.  On a pool the unit of work is
+    a CRT half (:func:`~dpdpca.crypto.compute.half_spans`: every ciphertext's
+    half modulo p, then every half modulo q), so the workers get equal work
+    even for a batch of a few dozen ciphertexts, where whole decryptions in
+    tasks of :data:`~dpdpca.crypto.compute.MIN_TASK` left one worker with the
+    last task alone; the halves are joined here (one multiplication modulo p each).
+    """
+    pub = private_key.public_key
+    key_args = (int(pub.n), int(pub.hs), int(private_key.p), int(private_key.q))
+    if isinstance(engine, compute.SerialEngine):
+        return engine.map(compute.decrypt_kernel, [(*key_args, compute.Ints(cts, pub.ciphertext_bytes))],
+                          (pub.bits + 7) // 8)
+    count = len(cts)
+    width = pub.ciphertext_bytes
+    tasks = [(*key_args, compute.Ints(cts[min(a, count):min(b, count)], width),
+              compute.Ints(cts[max(a, count) - count:max(b, count) - count], width))
+             for a, b in compute.half_spans(count, engine)]
+    halves = engine.map(compute.decrypt_halves_kernel, tasks, (pub.bits + 7) // 8)
+    return private_key.crt_join(halves[:count], halves[count:])
 
 
 def sum_arrays(arrays: Sequence[EncryptedArray], *, executor: EngineLike = None) -> EncryptedArray:

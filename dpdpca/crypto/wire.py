@@ -88,8 +88,9 @@ def decode_batch(data: bytes, public_key: PublicKey, *, check_units: bool = True
         raise MessageError(f"message magic must be {MAGIC!r}, got {magic!r}")
     if version != VERSION:
         raise MessageError(f"message version must be {VERSION}, got {version}")
-    body, trailer = data[:-_TRAILER], data[-_TRAILER:]
-    if not hmac.compare_digest(hashlib.sha256(body).digest(), trailer):
+    trailer = data[-_TRAILER:]
+    # the hash reads the body in place (a memoryview): slicing it off would copy the whole batch first
+    if not hmac.compare_digest(hashlib.sha256(memoryview(data)[:-_TRAILER]).digest(), trailer):
         raise MessageError("message SHA-256 trailer must match header and body, "
                            f"got a mismatch ({len(data)} bytes: corrupted or truncated)")
     if fingerprint.hex() != public_key.fingerprint:
@@ -110,21 +111,42 @@ def decode_batch(data: bytes, public_key: PublicKey, *, check_units: bool = True
     expected = pos + 4 * count + width * count + _TRAILER
     if len(data) != expected:
         raise MessageError(f"message length must be {expected} bytes for {count} ciphertexts, got {len(data)}")
-    try:
-        layout = SlotLayout(slot_bits=slot_bits, slots=slots, carry_bound=carry)
-        layout.check_key(public_key)
-    except ValueError as exc:
-        raise MessageError(f"message layout is invalid: {exc}") from exc
+    layout = _checked_layout(slot_bits, slots, carry, public_key)
     if bound > layout.limit:
         raise MessageError(f"message bound must be <= {layout.limit}, got {bound}")
     chunks = struct.unpack_from(f">{count}I", data, pos)
     pos += 4 * count
-    for k, c in enumerate(chunks):
-        if not 1 <= c <= slots:
-            raise MessageError(f"message chunk[{k}] must be in [1, {slots}], got {c}")
+    if chunks and not 1 <= min(chunks) <= max(chunks) <= slots:  # then name the first one out of range
+        k, c = next((k, c) for k, c in enumerate(chunks) if not 1 <= c <= slots)
+        raise MessageError(f"message chunk[{k}] must be in [1, {slots}], got {c}")
     ciphertexts = bk.bytes_to_ints(data[pos:pos + width * count], width)
     check_ciphertexts(ciphertexts, public_key, "message ciphertext", units=check_units)
     return kind, dim, layout, tuple(chunks), bound, ciphertexts
+
+
+#: Layouts a batch header named that were valid for their key: (slot_bits, slots, carry_bound, n) -> layout.
+_LAYOUTS: dict[tuple[int, int, int, int], SlotLayout] = {}
+_MAX_LAYOUTS = 64
+
+
+def _checked_layout(slot_bits: int, slots: int, carry: int, public_key: PublicKey) -> SlotLayout:
+    """The header's :class:`SlotLayout`, checked against the key (MessageError if invalid) once per layout and key.
+
+    Every share of a session names the same few layouts; a valid one is kept
+    (an invalid one is never cached, so it raises every time).
+    """
+    key = (slot_bits, slots, carry, int(public_key.n))
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        try:
+            layout = SlotLayout(slot_bits=slot_bits, slots=slots, carry_bound=carry)
+            layout.check_key(public_key)
+        except ValueError as exc:
+            raise MessageError(f"message layout is invalid: {exc}") from exc
+        if len(_LAYOUTS) >= _MAX_LAYOUTS:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = layout
+    return layout
 
 
 def ciphertext_bytes(data: bytes, count: int, width: int) -> list[bytes]:

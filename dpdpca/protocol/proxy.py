@@ -44,12 +44,52 @@ from dpdpca.timing import Timings
 
 _log = logging.getLogger("dpdpca.proxy")
 
-__all__ = ["Proxy", "POOL_MIN_MULMODS"]
+__all__ = ["Proxy", "POOL_MIN_MULMODS", "intake_chunk_sizes"]
 
 #: Fewest multiplications the aggregation sends to the proxy's engine (fewer: in process, about 4 ms at most).
 POOL_MIN_MULMODS = 1024
 #: Shares in each pool worker's first chunk of the intake (the later chunks are larger).
 FIRST_CHUNK = 4
+
+
+#: Most shares in one chunk of the pooled intake.
+MAX_CHUNK = 32
+
+
+def intake_chunk_sizes(expected: int | None, workers: int) -> list[int]:
+    """Shares per chunk of a pooled intake of ``expected`` shares on ``workers`` processes (then 16 each).
+
+    Each worker's first chunk is small (:data:`FIRST_CHUNK`), so every worker
+    starts after a few reads; the rest is split into equal chunks (sizes
+    differ by at most one, at most :data:`MAX_CHUNK`), as many as a multiple
+    of ``workers``, so the workers end together (chunks of one size and a last
+    one of whatever remains would leave one worker checking up to a whole
+    chunk alone).  Unknown ``expected``: the first chunks, then chunks of 16
+    (:func:`_next_size`).
+
+    Examples
+    --------
+    >>> intake_chunk_sizes(100, 2)
+    [4, 4, 23, 23, 23, 23]
+    >>> intake_chunk_sizes(5, 2)
+    [1, 1, 2, 1]
+    """
+    workers = max(1, int(workers))
+    if expected is None:
+        return [FIRST_CHUNK] * workers
+    left = max(1, int(expected))
+    size = min(FIRST_CHUNK, max(1, left // (2 * workers)))
+    first = [size] * min(workers, left // size)
+    rest = left - sum(first)
+    parts = -(-rest // MAX_CHUNK)
+    parts = -(-parts // workers) * workers if parts else 0
+    parts = min(parts, rest)
+    return first + [rest // parts + (k < rest % parts) for k in range(parts)] if parts else first
+
+
+def _next_size(sizes: list[int], made: int) -> int:
+    """The size of chunk number ``made`` of :func:`intake_chunk_sizes` (16 past its end: more shares than expected)."""
+    return sizes[made] if made < len(sizes) else 16
 
 
 class Proxy:
@@ -249,7 +289,7 @@ class Proxy:
                 return [self._try(self._receive_one, data) for data in datas]
             finally:
                 self.intake_cpu_s_ += time.process_time() - start
-        size = 16 if expected is None else max(1, min(32, -(-int(expected) // (2 * engine.workers))))
+        sizes = intake_chunk_sizes(expected, engine.workers)
         in_threads = self.params.scheme.intake_in_threads
         # threads share this process's context; processes get its bytes (each worker loads it once per session)
         context: Any = self._intake_context() if in_threads else self._intake_context().to_bytes()
@@ -263,8 +303,7 @@ class Proxy:
             chunk: list[bytes] = []
             for data in datas:
                 chunk.append(bytes(data))
-                # each worker's first chunk is small, so every worker starts after a few reads, not `size`
-                if len(chunk) >= (min(size, FIRST_CHUNK) if len(futures) < engine.workers else size):
+                if len(chunk) >= _next_size(sizes, len(futures)):
                     futures.append((pool.submit(kernel, context, self.d, chunk), chunk))
                     chunk = []
             if chunk:

@@ -42,6 +42,12 @@ def test_bench_timing_quick_smoke(tmp_path, capsys):
     assert all(0 < f for f in fl["fraction_of_floor"])
     assert fl["floor_s"][1] > fl["floor_s"][0]  # one more share to check and multiply
     assert fl["proxy_per_share"]["floor_s"] > 0 and fl["primitives"]["verify_s"] > 0
+    dec = fl["user_decrypt"]  # the user's decryption phase against its floor, per L
+    assert all(len(dec[k]) == 2 for k in ("floor_s", "measured_s", "fraction_of_floor"))
+    assert all(f > 0 and m > 0 for f, m in zip(dec["floor_s"], dec["measured_s"]))
+    assert dec["fraction_of_floor"] == pytest.approx([f / m for f, m in zip(dec["floor_s"], dec["measured_s"])])
+    table = timing.format_table(result)  # what the command prints without --json
+    assert f"user's decryption s (fraction of its floor): {dec['measured_s'][0]:.3f}" in table
     pps = fl["proxy_per_share"]
     # the slope through both points; the part spent reading the share files is inside it
     assert pps["measured_s"] == pytest.approx(result["dpdpca_proxy_s"][1] - result["dpdpca_proxy_s"][0])
@@ -110,6 +116,12 @@ def test_bench_timing_workers_give_the_parties_a_pool(capsys, monkeypatch):
     result = json.loads(capsys.readouterr().out)
     assert result["workers"] == 2 and result["dpdpca_owner_max_s"][0] > 0 and result["dpdpca_critical_s"][0] > 0
     assert sum(chunks) == 4 + 4  # the warm-up run (2 x workers owners) and L = 4, every share through a chunk
+    # the owners' factors are made ahead on the pool: the online path holds each owner's own turn (its thread's
+    # CPU and its write), the wall segment's remainder is reported beside it
+    owner_online = result["dpdpca_owner_online_max_s"][0]
+    assert 0 < owner_online and result["dpdpca_owner_online_wall_max_s"][0] >= 0
+    assert result["dpdpca_online_critical_s"][0] == pytest.approx(
+        owner_online + result["dpdpca_proxy_s"][0] + result["dpdpca_user_s"][0])
     assert main(["bench", "timing", "--workers", "0"]) == 2
 
 

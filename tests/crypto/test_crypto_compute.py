@@ -124,3 +124,28 @@ def test_decrypt_many_is_one_batch_with_each_arrays_integers(keys512, pool):
                                                                                    bound=9).ciphertexts))
     with pytest.raises(MessageError, match=r"section v2: ciphertext\[0\] must decrypt to 2 slots"):
         scheme_named("paillier").decrypt_sections(sk, {"R2": r, "v2": lying}, executor=pool)
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 43, 129, 300])
+def test_decryption_by_crt_halves_on_a_pool_gives_the_serial_plaintexts(keys512, pool, count):
+    # A pool decrypts CRT halves (all modulo p, then all modulo q), spread evenly over its workers, and joins
+    # them here: the plaintexts are exactly raw_decrypt's, small batches (one task per worker) and large
+    # (the guided schedule over halves) alike.
+    from dpdpca.crypto import _gmp as bk
+    from dpdpca.crypto.compute import ExecutorEngine, TASK_CIPHERTEXTS, half_spans
+    from dpdpca.crypto.encrypted import _decrypt_batch
+
+    pk, sk = keys512
+    cts = [bk.random_below(pk.nsquare) for _ in range(count)]
+    engine = ExecutorEngine(pool)
+    assert _decrypt_batch(sk, cts, engine) == sk.raw_decrypt(cts)
+    spans = half_spans(count, engine)
+    assert [(a, b) for a, b in spans if a < b] == spans  # contiguous, in order, covering every half
+    assert [a for a, _ in spans] == [0, *(b for _, b in spans[:-1])][:len(spans)]
+    assert (spans[-1][1] if spans else 0) == 2 * count
+    if 0 < 2 * count <= 2 * TASK_CIPHERTEXTS:  # a small batch: one equal task per worker, no tail
+        sizes = [b - a for a, b in spans]
+        assert len(spans) == min(2, 2 * count) and max(sizes) - min(sizes) <= 1
+    assert sk.crt_join(sk.raw_decrypt_half(cts, "p"), sk.raw_decrypt_half(cts, "q")) == sk.raw_decrypt(cts)
+    with pytest.raises(ParameterError, match="prime must be 'p' or 'q', got 'r'"):
+        sk.raw_decrypt_half(cts, "r")

@@ -123,3 +123,16 @@ def test_2048_bit_default(keys2048):
     assert pk.bits == 2048 and pk.alpha_bits == 1024
     assert sk.p % 4 == 3 and sk.q % 4 == 3
     assert sk.raw_decrypt(pk.raw_encrypt([12345, 0, int(pk.n) - 1])) == [12345, 0, pk.n - 1]
+
+
+def test_crt_constants_are_paillier_s_definition(toy_keys, keys512, keys1024):
+    # hp and hq come from a closed form ((-q)**-1 mod p, (-p)**-1 mod q): they must be the definition's
+    # L_p(g**(p-1) mod p**2)**-1 mod p with g = n + 1, and decryption must stay exact.
+    import gmpy2
+
+    for pk, sk in (toy_keys, keys512, keys1024):
+        p, q, n = int(sk.p), int(sk.q), int(pk.n)
+        assert int(sk.hp) == int(gmpy2.invert((pow(n + 1, p - 1, p * p) - 1) // p, p))
+        assert int(sk.hq) == int(gmpy2.invert((pow(n + 1, q - 1, q * q) - 1) // q, q))
+        ms = [0, 1, n - 1, n // 3]
+        assert [int(m) for m in sk.raw_decrypt(pk.raw_encrypt_with(ms, [pk.random_factors(1)[0]] * 4))] == ms

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import random
 import struct
 
@@ -156,3 +157,22 @@ def test_symmetric_matrix_bytes(keys512):
         EncryptedArray.from_bytes(enc.to_bytes(), pk)
     with pytest.raises(MessageError, match="must be a symmetric matrix"):
         EncryptedSymmetricMatrix.from_bytes(enc.array.to_bytes(), pk)
+
+
+def test_header_layout_and_chunks_are_checked_every_time(keys512, message):
+    # A valid header's layout is checked once and reused; an invalid one, or a chunk out of range, is refused
+    # on every message (never cached), naming the first chunk out of range.
+    pk, _ = keys512
+    enc, data = message
+    assert wire.decode_batch(data, pk)[2] is wire.decode_batch(data, pk)[2] == LAYOUT
+    cts = list(enc.ciphertexts)
+    for chunks, bad in (([12, 0, 1], "chunk[1] must be in [1, 12], got 0"),
+                        ([13, 12, 1], "chunk[0] must be in [1, 12], got 13")):
+        tampered = wire.encode_batch(pk, LAYOUT, chunks, 100, cts)
+        for _ in range(2):
+            with pytest.raises(MessageError, match=re.escape(bad)):
+                wire.decode_batch(tampered, pk)
+    too_wide = wire.encode_batch(pk, SlotLayout(slot_bits=400, slots=12), [12, 12, 1], 100, cts)
+    for _ in range(2):
+        with pytest.raises(MessageError, match="message layout is invalid: layout slots \\* slot_bits must be"):
+            wire.decode_batch(too_wide, pk)

@@ -183,3 +183,20 @@ def test_the_pool_workers_load_the_context_while_collection_is_open(make_user, m
     # per worker process its loads' sum, the largest of them (the workers load side by side)
     assert proxy._context_loads == []
     assert max(cpu for _, cpu in loads) - 1e-9 <= after - before <= sum(cpu for _, cpu in loads) + 1e-9
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+def test_pooled_intake_chunks_cover_the_shares_and_end_the_workers_together(workers):
+    # Small first chunks (one per worker), then equal chunks in a multiple of the workers: no worker is left
+    # checking the tail of a last, larger chunk alone.
+    from dpdpca.protocol.proxy import FIRST_CHUNK, MAX_CHUNK, intake_chunk_sizes
+
+    for expected in range(1, 400):
+        sizes = intake_chunk_sizes(expected, workers)
+        assert sum(sizes) == expected and 1 <= min(sizes) and max(sizes) <= MAX_CHUNK
+        first, rest = sizes[:workers], sizes[workers:]
+        assert max(first) <= FIRST_CHUNK
+        if rest:
+            assert len(rest) % workers == 0 or len(rest) == sum(rest)  # fewer shares than workers: one each
+            assert max(rest) - min(rest) <= 1
+    assert intake_chunk_sizes(None, workers) == [FIRST_CHUNK] * workers  # then 16 a chunk

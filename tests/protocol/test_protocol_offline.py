@@ -237,3 +237,29 @@ def test_run_with_an_executor_stops_making_factors_when_an_owner_fails(unit_rows
                          executor=ex, transport=Broken())
     # joined, not left running
     assert not [t for t in threading.enumerate() if t.name.startswith("dpdpca-owner-precompute")]
+
+
+@pytest.mark.parametrize("release", ["centred", "add-remove"])
+def test_owner_online_turn_leaves_the_pool_alone(make_user, make_owner, unit_rows, release):
+    # With its factors made ahead, a Paillier owner's share is made in its own thread: nothing goes to its
+    # executor (bench timing times that turn by the owner thread's CPU time, so it must hold all of it).
+    from concurrent.futures import ThreadPoolExecutor
+
+    class Counting(ThreadPoolExecutor):
+        submitted = 0
+
+        def submit(self, *args, **kwargs):  # type: ignore[override]
+            Counting.submitted += 1
+            return super().submit(*args, **kwargs)
+
+    user = make_user()
+    X = unit_rows(np.random.default_rng(4), 6, 5)
+    with Counting(2) as ex:
+        owner = make_owner(user.params, "1", release=release, executor=ex)
+        owner.precompute(5)
+        made = Counting.submitted
+        assert made > 0  # the factors were made on the pool
+        share = owner.share(X)
+        assert Counting.submitted == made
+    fresh = make_owner(user.params, "1", release=release).share(X)
+    assert _plaintexts(share, user.params, user.private_key) == _plaintexts(fresh, user.params, user.private_key)
