@@ -394,3 +394,27 @@ def test_keygen_refuses_to_overwrite_without_force(tmp_path, capsys):
     assert json.loads((tmp_path / "private.json").read_text())["p"] == first
     assert main([*argv, "--force"]) == 0
     assert json.loads((tmp_path / "private.json").read_text())["p"] != first
+
+
+def test_many_statements_checked_on_two_threads_catch_every_forgery_in_the_serial_order():
+    from dpdpca.protocol.counts import THREADED_VERIFY_MIN, check_statements
+
+    session, fp = "ab" * 16, "cd" * 32
+    ids = [OwnerIdentity.generate(f"o{i}") for i in range(2 * THREADED_VERIFY_MIN)]
+    ring = OwnerKeyring.from_identities(ids)
+    sts = [ShareStatement.sign(i, session=session, key_fingerprint=fp, d=5, n_rows=None,
+                               ciphertext_sha256="e" * 64).to_json() for i in ids]
+
+    def check(statements):
+        return check_statements(statements, ring, session=session, key_fingerprint=fp, d=5, max_owners=1000,
+                                counted=False)
+
+    assert [st.owner_id for st in check(sts)] == [i.owner_id for i in ids]
+    forged = dict(sts[-3], ciphertext_sha256="f" * 64)  # in the second thread's half
+    with pytest.raises(AuthenticationError, match="owner 'o61' must verify"):
+        check(sts[:-3] + [forged] + sts[-2:])
+    # a forgery early and a duplicate later: the forgery is named, as a serial check names it
+    with pytest.raises(AuthenticationError, match="owner 'o2' must verify"):
+        check(sts[:2] + [dict(sts[2], signature=sts[3]["signature"])] + sts[3:] + [sts[0]])
+    with pytest.raises(ProtocolError, match="unique"):
+        check(sts + [sts[0]])
