@@ -112,9 +112,9 @@ def exact_scatter_upper(Xq: np.ndarray, frac_bits: int) -> tuple[np.ndarray, np.
     """:func:`exact_scatter_share` as an owner sends it: R's row-major upper triangle (``i <= j``), ``v``, ``N``.
 
     The same exact integers, as int64 arrays when they fit (every entry of R
-    and v is at most ``N 2**(2f)`` in magnitude, checked before computing;
-    the protocol's sizes always fit), else object arrays of Python integers:
-    an encryption reads them without a Python integer per value.
+    and v is at most ``N 2**(2f)`` in magnitude, checked before computing: at
+    the default ``f = 16`` up to ``2**30`` rows), else object arrays of Python
+    integers: an encryption reads int64 without a Python integer per value.
     """
     R, v, n = _scatter(Xq, frac_bits)
     return R[np.triu_indices(R.shape[0])], v, n
