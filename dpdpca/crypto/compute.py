@@ -36,6 +36,7 @@ exponents", "multi-exponentiate this base by these packed vectors",
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import multiprocessing
 import os
@@ -460,18 +461,23 @@ def local_process_pool(max_workers: int | None = None, *,
                                initializer=init[0], initargs=init[1])
 
 
-def _worker_pid(pause_s: float) -> int:
+def _worker_pid(pause_s: float, modules: tuple[str, ...] = ()) -> int:
+    for name in modules:
+        importlib.import_module(name)
     time.sleep(pause_s)  # holds this worker, so the next task of the round goes to (and starts) another
     return os.getpid()
 
 
-def start_workers(pool: ProcessPoolExecutor, *, timeout_s: float = 120.0) -> float:
-    """Start every worker process of a local pool now, each with this module loaded; the seconds it took.
+def start_workers(pool: ProcessPoolExecutor, *, modules: Sequence[str] = (), timeout_s: float = 120.0) -> float:
+    """Start every worker process of a local pool now, each with this module and ``modules`` loaded; the seconds it took.
 
     A ``spawn`` pool starts its processes on demand, so without this the
     first batches pay for starting Python and importing the kernels (about
     half a second per worker): a long-lived service starts its pool once,
-    before any request, and a benchmark reports that apart.
+    before any request, and a benchmark reports that apart.  ``modules``:
+    where the caller's other kernels live, by name (the protocol's intake
+    kernels: ``"dpdpca.protocol.intake"``, 0.4 s to import), imported in
+    every worker too (each runs at least one of the warm-up tasks).
 
     Raises
     ------
@@ -484,7 +490,7 @@ def start_workers(pool: ProcessPoolExecutor, *, timeout_s: float = 120.0) -> flo
     while len(seen) < workers:
         if time.perf_counter() - start > timeout_s:
             raise TimeoutError(f"pool workers must start within {timeout_s} s, got {len(seen)} of {workers}")
-        seen.update(pool.map(_worker_pid, [0.02] * workers))
+        seen.update(pool.map(_worker_pid, [0.02] * workers, [tuple(modules)] * workers))
     return time.perf_counter() - start
 
 

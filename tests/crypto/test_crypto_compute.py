@@ -35,6 +35,18 @@ def test_start_workers_starts_every_process_before_any_batch():
         assert len(ex._processes) == 2  # both spawned and answering, not on demand at the first batch
 
 
+def test_start_workers_loads_the_named_modules_in_every_worker():
+    probe = "'dpdpca.protocol.intake' in __import__('sys').modules"
+    with local_process_pool(2) as ex:
+        start_workers(ex, modules=("dpdpca.protocol.intake",))
+        # every worker, each holding one probe (the sleep keeps the first busy while the second answers)
+        seen = list(ex.map(eval, [f"(__import__('time').sleep(0.2), {probe}, __import__('os').getpid())[1:]"] * 2))
+        assert len({pid for _, pid in seen}) == 2 and all(loaded for loaded, _ in seen)
+    with local_process_pool(1) as ex:
+        start_workers(ex)
+        assert ex.submit(eval, probe).result() is False  # not without being named (the probe is not vacuous)
+
+
 @pytest.mark.parametrize("kind", ["process", "thread"])
 def test_executor_matches_serial(keys512, pool, kind):
     pk, sk = keys512
