@@ -110,14 +110,10 @@ def djn_mulmods(alpha_bits: int, count: int, workers: int = 1) -> float:
     (1 - 2**-w)`` on average), plus ``parts - 1`` to multiply the parts'
     partial products together.
     """
-    bits = check_int("alpha_bits", alpha_bits, minimum=1)
-    count = check_int("count", count, minimum=0)
-    workers = check_int("workers", workers, minimum=1)
-    if count == 0:
+    split = _djn_split(alpha_bits, count, workers)
+    if split is None:
         return 0.0
-    w = bk.FixedBaseTable.best_window(bits, count)
-    rows = -(-bits // w)
-    parts = max(1, min(workers, rows))  # compute.shared_table_powers: the rows split over at most `workers` parts
+    w, rows, parts = split
     per_part = [rows * k // parts for k in range(parts + 1)]
     lookups = sum(bk.FixedBaseTable.lookup_mulmods(b - a, w) for a, b in zip(per_part, per_part[1:]))
     return float(rows * ((1 << w) - 1) + count * lookups + count * (parts - 1))
@@ -130,10 +126,20 @@ def djn_joining_mulmods(alpha_bits: int, count: int, workers: int = 1) -> float:
     (:func:`~dpdpca.crypto.compute.shared_table_powers`), so a floor divides the
     rest of :func:`djn_mulmods` by the workers and not these.
     """
+    split = _djn_split(alpha_bits, count, workers)
+    return 0.0 if split is None else float(count * (split[2] - 1))
+
+
+def _djn_split(alpha_bits: int, count: int, workers: int) -> tuple[int, int, int] | None:
+    """``(window, rows, parts)`` of the one table for ``count`` DJN factors split over ``workers`` (None: no factors).
+
+    :func:`compute.shared_table_powers` splits the table's rows over at most ``workers`` parts.
+    """
     bits = check_int("alpha_bits", alpha_bits, minimum=1)
     count = check_int("count", count, minimum=0)
     workers = check_int("workers", workers, minimum=1)
     if count == 0:
-        return 0.0
-    rows = -(-bits // bk.FixedBaseTable.best_window(bits, count))
-    return float(count * (max(1, min(workers, rows)) - 1))
+        return None
+    w = bk.FixedBaseTable.best_window(bits, count)
+    rows = -(-bits // w)
+    return w, rows, max(1, min(workers, rows))
