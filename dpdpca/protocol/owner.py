@@ -133,7 +133,7 @@ class DataOwner:
         """
         scheme = self.params.scheme
         if not scheme.offline_factors:
-            values = sum(sum(c) for c in self.release.share_chunks(d, self.params.layout.slots).values())
+            values = self.release.share_value_count(d, self.params.layout.slots)
             with self.timings_.measure(self.party, "precompute"):
                 self._zeros = scheme.encryption_zeros(self.public_key, values)
             return None

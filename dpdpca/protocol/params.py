@@ -235,7 +235,7 @@ class ProtocolParams:
         if d is None:
             return None
         rel = as_release(release if release != "any" else "add-remove")
-        return sum(sum(chunks) for chunks in rel.share_chunks(check_int("d", d, minimum=1), 1 << 40).values())
+        return rel.share_value_count(check_int("d", d, minimum=1), 1 << 40)
 
     @staticmethod
     def release_value_bound(*, max_owners: int, max_rows_per_owner: int, frac_bits: int = 16,

@@ -518,7 +518,7 @@ class Proxy:
             now = bool(wait) or (wait is None and self._randomizers.method == "djn")
             self._randomizers.fill(count, wait=now, executor=self.executor if now else None)
         else:  # BFV: the release's encryptions of 0 and its flood, sized for max_owners shares and the noise
-            values = sum(sum(c) for c in self.release.share_chunks(d, self.params.layout.slots).values())
+            values = self.release.share_value_count(d, self.params.layout.slots)
 
             def make_zeros() -> None:
                 start = time.thread_time()

@@ -151,6 +151,10 @@ class ProtocolRelease(str):
         """Section -> chunk sizes of one share (and of the proxy's aggregate), in digest order."""
         return {name: list(chunks) for name, chunks in _share_chunks(self, d, slots)}
 
+    def share_value_count(self, d: int, slots: int) -> int:
+        """Values in one owner's share: the sum of :meth:`share_chunks`."""
+        return sum(sum(chunks) for chunks in self.share_chunks(d, slots).values())
+
     def _chunks(self, d: int, slots: int) -> tuple[tuple[str, tuple[int, ...]], ...]:
         raise NotImplementedError
 
