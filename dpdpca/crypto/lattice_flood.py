@@ -57,7 +57,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpdpca._validation import check_int, param_error
-from dpdpca.crypto.lattice import BFVArray, BFVParameters, BFVPublicKey, EncryptionZeros, _ts
+from dpdpca.crypto.lattice import BFVArray, BFVParameters, BFVPublicKey, _encryptions_of_zero, _ts
 from dpdpca.errors import MessageError, OverflowRiskError
 
 __all__ = ["STATISTICAL_BITS", "MAX_COEFFICIENT_BITS", "RESERVE_BITS", "flood_exponent", "flood_bfv", "check_flood_room",
@@ -392,7 +392,7 @@ class ReleaseZeros:
         exponent = flood_exponent(self.max_noise + fresh, coefficients, statistical_bits=statistical_bits)
         self.added_noise = fresh + (2 << exponent)  # half-units: the encryption of 0, then |e| <= F
         _check_room(params, self.max_noise + self.added_noise, exponent, coefficients, statistical_bits)
-        fresh_zeros = EncryptionZeros(public_key, self.chunks).take(public_key, self.chunks)
+        fresh_zeros = _encryptions_of_zero(public_key, self.chunks)
         flood = _trivial_zeros(public_key, self.chunks, exponent)
         self._vectors: list[list[Any]] | None = [[a + e for a, e in zip(mine, theirs)]
                                                  for mine, theirs in zip(fresh_zeros, flood)]
