@@ -58,9 +58,6 @@ class CipherScheme:
     #: that made it), rather than keeping them to sum once the collection closes (Paillier: one batch of products
     #: on the proxy's engine).
     sums_at_intake = False
-    #: Whether a checked share's replay keys (:meth:`ciphertext_keys`) are runs of its own wire bytes (Paillier's
-    #: ciphertexts), so a pool worker need only say where they are; else (BFV's digests) they travel back.
-    replay_keys_in_wire = False
     #: Whether encryption randomness can be made ahead, offline (Paillier's DJN factors, :class:`RandomizerPool`).
     offline_factors = False
     #: Whether owners can prove their shares' ranges (:mod:`dpdpca.crypto.rangeproof`, packed Paillier).
@@ -187,6 +184,12 @@ class CipherScheme:
         """One key per ciphertext of a checked array: equal keys iff equal ciphertexts (replay check)."""
         raise NotImplementedError
 
+    def ciphertext_key_span(self, section: bytes, array: Any, public_key: Any) -> tuple[int, int, int] | None:
+        """Where :meth:`ciphertext_keys` lie in ``section``, when they are its own bytes: one run of keys,
+        ``(start, length, width)`` (Paillier's ciphertexts), so a pool worker need only say where they are; None
+        when they are not (BFV's digests: they travel back)."""
+        return None
+
     def check_units(self, arrays: dict[str, Any], public_key: Any) -> None:
         """Scheme-specific validity of every ciphertext (Paillier: units modulo n)."""
 
@@ -239,7 +242,6 @@ class PaillierScheme(CipherScheme):
     name = "paillier"
     centred_release = True
     pooled_intake = True
-    replay_keys_in_wire = True
     offline_factors = True
     range_proofs = True
 
@@ -290,6 +292,10 @@ class PaillierScheme(CipherScheme):
 
     def ciphertext_keys(self, section: bytes, array: Any, public_key: Any) -> list[bytes]:
         return wire.ciphertext_bytes(section, len(array.ciphertexts), public_key.ciphertext_bytes)
+
+    def ciphertext_key_span(self, section: bytes, array: Any, public_key: Any) -> tuple[int, int, int]:
+        width = public_key.ciphertext_bytes
+        return (*wire.ciphertext_span(len(section), len(array.ciphertexts), width), width)
 
     def check_units(self, arrays: dict[str, Any], public_key: Any) -> None:
         wire.check_units({f"section {name}: message ciphertext": arr.ciphertexts for name, arr in arrays.items()},

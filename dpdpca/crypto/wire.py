@@ -149,17 +149,29 @@ def _checked_layout(slot_bits: int, slots: int, carry: int, public_key: PublicKe
     return layout
 
 
+def ciphertext_span(length: int, count: int, width: int) -> tuple[int, int]:
+    """Where the ``count`` ciphertexts of an accepted batch of ``length`` bytes lie in it: ``(start, count * width)``.
+
+    They are the last ``count * width`` bytes before the trailer.
+
+    Examples
+    --------
+    >>> ciphertext_span(100, 2, 10)
+    (48, 20)
+    """
+    start = length - _TRAILER - count * width
+    if count < 0 or start < 0:
+        raise MessageError(f"message must hold {count} ciphertexts of {width} bytes, got {length} bytes")
+    return start, count * width
+
+
 def ciphertext_bytes(data: bytes, count: int, width: int) -> list[bytes]:
     """The ``count`` ciphertexts of a batch :func:`decode_batch` accepted, each as its ``width`` wire bytes.
 
-    They are the last ``count * width`` bytes before the trailer; equal bytes
-    are equal ciphertexts (fixed width, range checked).
+    Equal bytes are equal ciphertexts (fixed width, range checked).
     """
-    stop = len(data) - _TRAILER
-    start = stop - count * width
-    if count < 0 or start < 0:
-        raise MessageError(f"message must hold {count} ciphertexts of {width} bytes, got {len(data)} bytes")
-    return [data[i:i + width] for i in range(start, stop, width)]
+    start, size = ciphertext_span(len(data), count, width)
+    return [data[i:i + width] for i in range(start, start + size, width)]
 
 
 def check_ciphertexts(ciphertexts: Sequence[int], public_key: PublicKey, name: str, *, units: bool = True) -> None:

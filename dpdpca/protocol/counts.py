@@ -48,6 +48,7 @@ SHARE_DOMAIN = "dpdpca/owner-share/v3"
 NO_NOISE = "none"
 _NOISE = re.compile(r"[a-z]+(:[A-Za-z0-9_.,=+-]{1,200})?")
 _DIGITS = re.compile(r"[0-9]{1,20}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 #: The ciphertext sections of an owner share, in digest order.
 SHARE_SECTIONS = ("R", "v")
 
@@ -162,7 +163,7 @@ class ShareStatement:
             raise MessageError(f"share statement d must be an integer >= 1, got {str(d)[:40]!r}")
         if n is not None and (not isinstance(n, str) or _DIGITS.fullmatch(n) is None):
             raise MessageError(f"share statement n_rows must be a decimal string or null, got {str(n)[:40]!r}")
-        if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        if not isinstance(digest, str) or _HEX64.fullmatch(digest) is None:
             raise MessageError(f"share statement ciphertext_sha256 must be 64 hex characters, got {str(digest)[:80]!r}")
         if not isinstance(sig, str) or len(sig) > 128:
             raise MessageError(f"share statement signature must be a base64url string, got {type(sig).__name__}")
@@ -202,6 +203,10 @@ def check_statements(statements: Any, keyring: OwnerKeyring, *, session: str, ke
                      max_owners: int, counted: bool) -> list[ShareStatement]:
     """Verify every owner's signed statement; ``counted`` says whether they carry counts (replace-one) or not.
 
+    ``statements``: their JSON objects, or :class:`ShareStatement` values
+    already parsed by :meth:`ShareStatement.from_json` (the proxy's intake:
+    not parsed a second time).
+
     Raises
     ------
     MessageError
@@ -216,7 +221,7 @@ def check_statements(statements: Any, keyring: OwnerKeyring, *, session: str, ke
     if not isinstance(statements, list) or not 1 <= len(statements) <= max_owners:
         raise MessageError(f"share statements must be a list of 1 to {max_owners}, got "
                            f"{len(statements) if isinstance(statements, list) else type(statements).__name__}")
-    parsed = [ShareStatement.from_json(s) for s in statements]
+    parsed = [s if isinstance(s, ShareStatement) else ShareStatement.from_json(s) for s in statements]
     failed = _verify_all(parsed, keyring, session=session, key_fingerprint=key_fingerprint)
     seen: set[str] = set()
     for st, error in zip(parsed, failed):

@@ -28,6 +28,7 @@ secret key.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -46,7 +47,7 @@ from dpdpca.protocol.releases import CENTRED, ProtocolRelease, as_release
 from dpdpca.protocol.sections import check_share_units, load_share_arrays
 
 __all__ = ["IntakeContext", "CheckedShare", "check_share", "ciphertext_keys", "add_each", "check_and_sum", "intake_kernel",
-           "load_context", "error_from", "KeyRef", "key_ref", "keys_from_ref"]
+           "load_context", "error_from", "KeyRef", "keys_from_ref"]
 
 
 @dataclass(frozen=True)
@@ -78,15 +79,48 @@ class IntakeContext:
                    str(obj.get("range_proof_mode", "slack")))
 
 
+#: Where a share's replay keys are: runs ``(start, length)`` of the share's own bytes, or the keys concatenated.
+KeyRef = Union[bytes, tuple[tuple[int, int], ...]]
+
+
 @dataclass
 class CheckedShare:
-    """A share that passed :func:`check_share`: its owner, d, signed statement, arrays and ciphertext bytes."""
+    """A share that passed :func:`check_share`: its owner, d, signed statement, arrays and parsed message."""
 
     owner: str
     d: int
     statement: ShareStatement
     arrays: dict[str, EncryptedArray]
-    keys: list[bytes]
+    message: Message
+    public_key: Any
+
+    @functools.cached_property
+    def keys(self) -> list[bytes]:
+        """One replay key per ciphertext, section by section (:func:`ciphertext_keys`)."""
+        return ciphertext_keys(self.message, self.arrays, self.public_key)
+
+    def key_ref(self) -> tuple[KeyRef, int]:
+        """Where :attr:`keys` lie in the bytes this share was parsed from, and their width (:func:`keys_from_ref`).
+
+        Paillier's keys are its ciphertexts' wire bytes: one run
+        ``(start, length)`` per section, from where the message put the
+        section (:attr:`Message.offsets`) and where the scheme puts the
+        ciphertexts in it (:meth:`~dpdpca.crypto.CipherScheme.ciphertext_key_span`),
+        so no key is cut out or searched for.  Keys that are not wire bytes
+        (BFV's digests) come back concatenated.
+        """
+        scheme = scheme_of(self.public_key)
+        runs: list[tuple[int, int]] = []
+        width = 0
+        for name, arr in self.arrays.items():
+            section = self.message.section(name)
+            span = scheme.ciphertext_key_span(section, arr, self.public_key)
+            if span is None or name not in self.message.offsets:
+                keys = self.keys
+                return b"".join(keys), len(keys[0]) if keys else 1
+            start, length, width = span
+            runs.append((self.message.offsets[name] + start, length))
+        return tuple(runs), max(1, width)
 
 
 def ciphertext_keys(msg: Message, arrays: dict[str, Any], public_key: Any) -> list[bytes]:
@@ -154,7 +188,7 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
     if statement.ciphertext_sha256 != ciphertext_digest(msg.sections, ctx.release.sections):
         raise AuthenticationError(f"share statement of owner {owner!r} must cover these ciphertexts, "
                                   f"got another digest")
-    ctx.release.check_statements([statement.to_json()], ctx.owner_keys, session=p.session_id,
+    ctx.release.check_statements([statement], ctx.owner_keys, session=p.session_id,
                                  key_fingerprint=p.key_fingerprint, d=d, max_owners=1,
                                  max_rows_per_owner=p.max_rows_per_owner)
     arrays = load_share_arrays(msg, p, d, owners=1, release=ctx.release, check_units=check_units)
@@ -162,7 +196,7 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
         check_share_proof(msg, p, ctx.release, arrays, owner_id=owner, d=d, digest=statement.ciphertext_sha256,
                           mode=ctx.range_proof_mode,
                           noise=statement.noise)
-    return CheckedShare(owner, d, statement, arrays, ciphertext_keys(msg, arrays, p.public_key))
+    return CheckedShare(owner, d, statement, arrays, msg, p.public_key)
 
 
 def error_from(kind: str, message: str, party: str | None = None) -> DpdpcaError:
@@ -181,52 +215,8 @@ def error_from(kind: str, message: str, party: str | None = None) -> DpdpcaError
     return exc
 
 
-#: Where a share's replay keys are: runs ``(start, length)`` of the share's own bytes, or the keys concatenated.
-KeyRef = Union[bytes, tuple[tuple[int, int], ...]]
-
-
-def key_ref(data: bytes, keys: Sequence[bytes]) -> tuple[KeyRef, int]:
-    """Where a share's replay keys lie in its own bytes (so a worker need not send them back), and their width.
-
-    Paillier's keys are the ciphertexts' wire bytes, so they are runs of
-    ``data``: the result is those runs, ``(start, length)`` each, every key
-    found and compared here (the runs hold exactly ``keys``, in order).  Keys
-    that are not in ``data`` (BFV's digests) come back concatenated instead.
-    :func:`keys_from_ref` is the inverse.
-
-    Raises
-    ------
-    ValueError
-        Keys of different lengths (the width would be ambiguous).
-
-    Examples
-    --------
-    >>> key_ref(b"xxabcdyy", [b"ab", b"cd"])
-    (((2, 4),), 2)
-    >>> key_ref(b"xxabcdyy", [b"ab", b"zz"])
-    (b'abzz', 2)
-    """
-    width = len(keys[0]) if keys else 1
-    if len(set(map(len, keys))) > 1:
-        raise ValueError(f"replay keys must all have one width, got lengths {sorted(set(map(len, keys)))}")
-    runs: list[tuple[int, int]] = []
-    i, pos = 0, 0
-    while i < len(keys):
-        at = data.find(keys[i], pos)
-        if at < 0:
-            return b"".join(keys), width
-        end = at + width
-        i += 1
-        while i < len(keys) and data.startswith(keys[i], end):
-            end += width
-            i += 1
-        runs.append((at, end - at))
-        pos = end
-    return tuple(runs), width
-
-
 def keys_from_ref(data: bytes, ref: KeyRef, width: int) -> list[bytes]:
-    """The replay keys :func:`key_ref` located in ``data`` (or concatenated in ``ref``).
+    """The replay keys :meth:`CheckedShare.key_ref` located in ``data`` (or concatenated in ``ref``).
 
     Examples
     --------
@@ -292,7 +282,7 @@ def check_and_sum(ctx: IntakeContext, d_expected: int | None, datas: Sequence[by
     ``verdicts[i]`` is ``("ok", owner, d, statement_json, keys, width)``
     (``keys``: where every ciphertext's ``width``-byte replay key lies in the
     share's own bytes, section by section, which the caller holds:
-    :func:`key_ref`, so the keys need not travel back, and
+    :meth:`CheckedShare.key_ref`, so the keys need not travel back, and
     :func:`keys_from_ref` reads them; or, for a scheme whose keys are not
     wire bytes, the keys concatenated) or ``("error", class name, message,
     party)`` (``party``: the owner of a failing range proof, else None); the
@@ -314,9 +304,7 @@ def check_and_sum(ctx: IntakeContext, d_expected: int | None, datas: Sequence[by
             verdicts.append(("error", type(exc).__name__, str(exc), getattr(exc, "party", None)))
             continue
         checked.append(share)
-        keys = (key_ref(data, share.keys) if scheme.replay_keys_in_wire
-                else (b"".join(share.keys), len(share.keys[0]) if share.keys else 1))
-        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), *keys))
+        verdicts.append(("ok", share.owner, share.d, share.statement.to_json(), *share.key_ref()))
     sums: dict[int, dict[str, Any]] = {}
 
     def summed(group: dict[int, CheckedShare]) -> dict[str, Any] | None:

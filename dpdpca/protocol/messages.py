@@ -141,6 +141,8 @@ class Message:
     sender: str
     meta: Mapping[str, Any] = field(default_factory=dict)
     sections: Mapping[str, bytes] = field(default_factory=dict)
+    #: Where each section starts in the bytes :meth:`from_bytes` parsed (empty for a message built here).
+    offsets: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def round(self) -> int:
@@ -224,14 +226,16 @@ class Message:
             raise MessageError(f"message round must be {int(kind)} for {kind.name}, got {rnd}")
         pos = start + hlen
         sections: dict[str, bytes] = {}
+        offsets: dict[str, int] = {}
         for name, length in table:
             if length < 0 or pos + length > end or name in sections:
                 raise MessageError(f"message section {name!r} must fit the message, got length {length}")
             sections[name] = data[pos:pos + length]
+            offsets[name] = pos
             pos += length
         if pos != end:
             raise MessageError(f"message sections must cover the body exactly, got {end - pos} extra bytes")
-        return cls(kind, session, fingerprint, sender, meta, sections)
+        return cls(kind, session, fingerprint, sender, meta, sections, offsets)
 
     def expect(self, kind: MessageType, *, session: str, key_fingerprint: str) -> "Message":
         """Check type, session and key; return self.

@@ -148,25 +148,29 @@ def test_the_first_share_accepted_fixes_d_on_the_pool_too(make_user, make_owner,
 
 
 def test_a_workers_replay_keys_are_read_back_from_the_shares_own_bytes(make_user, make_owner, identity):
-    """key_ref locates every key in the share's bytes (compared there), whatever the order of its sections."""
-    from dpdpca.protocol.intake import check_share, key_ref, keys_from_ref
+    """A checked share says where its keys lie in its own bytes, whatever the order of its sections."""
+    from dpdpca.protocol.intake import check_share, keys_from_ref
 
     user = make_user(release="add-remove")
     p = user.params
     data = make_owner(p, "1", release="add-remove").share(np.full((3, 4), 0.2))
     proxy = Proxy(p, user.owner_keys, quorum=1, release="add-remove")
     ctx = proxy._intake_context()
-    keys = check_share(data, ctx).keys
-    ref, width = key_ref(data, keys)
+    share = check_share(data, ctx)
+    ref, width = share.key_ref()
+    keys = share.keys
     assert isinstance(ref, tuple) and width == p.public_key.ciphertext_bytes
-    assert sum(length for _, length in ref) == len(keys) * width  # the keys travel as a few offsets
+    assert len(ref) == len(share.arrays)  # one run per section: the keys travel as a few offsets
+    assert sum(length for _, length in ref) == len(keys) * width
     assert keys_from_ref(data, ref, width) == keys
+    assert keys == [c.to_bytes(width, "big") for name in share.arrays for c in share.arrays[name].ciphertexts]
     msg = Message.from_bytes(data)  # the same share with its sections in reverse order
     backwards = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta,
                         dict(reversed(list(msg.sections.items())))).to_bytes()
-    keys_b = check_share(backwards, ctx).keys
-    assert keys_b == keys
-    assert keys_from_ref(backwards, *key_ref(backwards, keys_b)) == keys
+    share_b = check_share(backwards, ctx)
+    assert share_b.keys == keys
+    assert share_b.key_ref()[0] != ref  # the runs moved with the sections
+    assert keys_from_ref(backwards, *share_b.key_ref()) == keys
 
 
 def test_the_pool_workers_load_the_context_while_collection_is_open(make_user, make_owner, pool):

@@ -418,3 +418,25 @@ def test_many_statements_checked_on_two_threads_catch_every_forgery_in_the_seria
         check(sts[:2] + [dict(sts[2], signature=sts[3]["signature"])] + sts[3:] + [sts[0]])
     with pytest.raises(ProtocolError, match="unique"):
         check(sts + [sts[0]])
+
+
+def test_statements_already_parsed_are_verified_as_their_json_is():
+    """The proxy's intake hands check_statements the ShareStatement it parsed: its signature is checked all the
+    same (a parsed forgery is refused), and so are d and the count."""
+    from dpdpca.protocol.counts import check_statements
+
+    session, fp = "ab" * 16, "cd" * 32
+    ident = OwnerIdentity.generate("o1")
+    ring = OwnerKeyring.from_identities([ident])
+    st = ShareStatement.sign(ident, session=session, key_fingerprint=fp, d=5, n_rows=None, ciphertext_sha256="e" * 64)
+
+    def check(statement, d=5):
+        return check_statements([statement], ring, session=session, key_fingerprint=fp, d=d, max_owners=4,
+                                counted=False)
+
+    assert check(st) == check(st.to_json()) == [st]
+    forged = ShareStatement.from_json(dict(st.to_json(), ciphertext_sha256="f" * 64))
+    with pytest.raises(AuthenticationError, match="owner 'o1' must verify"):
+        check(forged)
+    with pytest.raises(MessageError, match="must have d=6"):
+        check(st, d=6)
