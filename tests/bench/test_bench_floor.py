@@ -29,6 +29,24 @@ def test_primitives_are_positive_and_ordered(keys):
     assert "half_decrypt_s" not in time_primitives(pk, rounds=1, batch=16)
 
 
+def test_the_floor_takes_each_primitives_fastest_moment(keys):
+    """A primitive timed in a slow moment must not raise the floor: the faster of two timings counts, per
+    primitive, and a phase's floor follows it."""
+    from dpdpca.bench.floor import fastest
+
+    pk, sk = keys
+    now = time_primitives(pk, sk, rounds=1, batch=16)
+    slow = {k: 3 * v for k, v in now.items()}
+    assert fastest(slow, now) == fastest(now, slow) == now
+    mixed = fastest(slow, {"mulmod_s": now["mulmod_s"] / 2}, None)
+    assert mixed["mulmod_s"] == now["mulmod_s"] / 2 and mixed["half_decrypt_s"] == slow["half_decrypt_s"]
+    model = operation_counts(pk.bits, release="add-remove", d=6, slots=4, v_slots=4, owners=3, workers=1)
+    timings = {"parties": {"user": {"decrypt": 1.0}}}
+    high, low = (floor_report(timings, model, p, cores=1)["phases"]["user"]["decrypt"]["floor_s"]
+                 for p in (slow, fastest(slow, now)))
+    assert low == pytest.approx(high / 3)
+
+
 def test_djn_mulmods_counts_table_and_lookups(keys):
     pk, _ = keys
     a = pk.alpha_bits

@@ -42,6 +42,7 @@ def test_bench_timing_quick_smoke(tmp_path, capsys):
     assert all(0 < f for f in fl["fraction_of_floor"])
     assert fl["floor_s"][1] > fl["floor_s"][0]  # one more share to check and multiply
     assert fl["proxy_per_share"]["floor_s"] > 0 and fl["primitives"]["verify_s"] > 0
+    assert fl["primitives_timed"] == 2  # before and after the sweep: each primitive's faster timing counts
     dec = fl["user_decrypt"]  # the user's decryption phase against its floor, per L
     assert all(len(dec[k]) == 2 for k in ("floor_s", "measured_s", "fraction_of_floor"))
     assert all(f > 0 and m > 0 for f, m in zip(dec["floor_s"], dec["measured_s"]))
