@@ -189,6 +189,23 @@ def test_the_pool_workers_load_the_context_while_collection_is_open(make_user, m
     assert max(cpu for _, cpu in loads) - 1e-9 <= after - before <= sum(cpu for _, cpu in loads) + 1e-9
 
 
+def test_the_intake_context_is_serialized_once_at_prepare_not_per_batch(make_user, make_owner, pool, monkeypatch):
+    """The context's bytes are made when the proxy prepares (offline) and reused by every batch of shares."""
+    from dpdpca.protocol.intake import IntakeContext
+
+    user = make_user(release="add-remove")
+    p = user.params
+    made = []
+    to_bytes = IntakeContext.to_bytes
+    monkeypatch.setattr(IntakeContext, "to_bytes", lambda self: made.append(1) or to_bytes(self))
+    proxy = Proxy(p, user.owner_keys, quorum=2, release="add-remove", executor=pool)
+    proxy.prepare(2, wait=True)
+    assert len(made) == 1
+    for oid in ("1", "2"):  # two batches, one share each, through the pool
+        assert proxy.receive_shares([make_owner(p, oid, release="add-remove").share(np.full((3, 2), 0.2))]) == [oid]
+    assert len(made) == 1 and proxy.received == ["1", "2"]
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3, 8])
 def test_pooled_intake_chunks_cover_the_shares_and_end_the_workers_together(workers):
     # Small first chunks (one per worker), then equal chunks in a multiple of the workers: no worker is left
