@@ -66,6 +66,7 @@ __all__ = [
     "start_workers",
     "dask_engine",
     "split",
+    "equal_spans",
     "task_size",
     "TASK_CIPHERTEXTS",
 ]
@@ -540,6 +541,17 @@ def spans(count: int, engine: Engine, size: int | None = None) -> list[tuple[int
     return [(s, min(s + step, count)) for s in range(0, count, step)]
 
 
+def equal_spans(count: int, parts: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of ``parts`` consecutive spans covering ``range(count)``, their sizes differing by at most one.
+
+    Examples
+    --------
+    >>> equal_spans(7, 3)
+    [(0, 2), (2, 4), (4, 7)]
+    """
+    return list(itertools.pairwise(count * k // parts for k in range(parts + 1)))
+
+
 def guided_spans(count: int, engine: Engine, *, largest: int = TASK_CIPHERTEXTS) -> list[tuple[int, int]]:
     """Like :func:`spans`, but tasks shrink towards the end (guided scheduling): each takes about
     a quarter of what is left per worker, between :data:`MIN_TASK` and ``largest`` items.
@@ -662,9 +674,8 @@ def shared_table_powers(engine: Engine, base: int, modulus: int, exp_bits: int, 
     digits = shape.random_digits(count).astype("<u2")
     n_rows = shape.n_rows
     parts = max(1, min(engine.workers, n_rows))
-    edges = [n_rows * k // parts for k in range(parts + 1)]
     tasks = [(int(modulus), int(base), int(exp_bits), w, a, b, np.ascontiguousarray(digits[:, a:b]).tobytes())
-             for a, b in itertools.pairwise(edges)]
+             for a, b in equal_spans(n_rows, parts)]
     partial = engine.map(djn_rows_kernel, tasks, width)
     return bk.columnwise_prod_mod([partial[k * count:(k + 1) * count] for k in range(parts)], modulus)
 
@@ -708,9 +719,7 @@ def half_spans(count: int, engine: Engine) -> list[tuple[int, int]]:
     workers = max(1, engine.workers)
     if halves > workers * TASK_CIPHERTEXTS:
         return guided_spans(halves, engine)
-    parts = min(workers, halves)
-    edges = [halves * k // parts for k in range(parts + 1)]
-    return list(itertools.pairwise(edges))
+    return equal_spans(halves, min(workers, halves))
 
 
 def power_kernel(modulus: int, ciphertexts: list[bk.mpz], exponents: list[int]) -> list[bk.mpz]:

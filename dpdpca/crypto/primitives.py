@@ -19,6 +19,7 @@ from typing import Any
 
 from dpdpca._validation import check_int
 from dpdpca.crypto import _gmp as bk
+from dpdpca.crypto.compute import equal_spans
 from dpdpca.crypto.keys import PrivateKey, PublicKey
 
 __all__ = ["PRIMITIVES", "djn_joining_mulmods", "djn_mulmods", "time_primitives"]
@@ -114,8 +115,7 @@ def djn_mulmods(alpha_bits: int, count: int, workers: int = 1) -> float:
     if split is None:
         return 0.0
     w, rows, parts = split
-    per_part = [rows * k // parts for k in range(parts + 1)]
-    lookups = sum(bk.FixedBaseTable.lookup_mulmods(b - a, w) for a, b in zip(per_part, per_part[1:]))
+    lookups = sum(bk.FixedBaseTable.lookup_mulmods(b - a, w) for a, b in equal_spans(rows, parts))
     return float(rows * ((1 << w) - 1) + count * lookups + count * (parts - 1))
 
 
