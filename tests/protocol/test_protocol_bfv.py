@@ -84,7 +84,7 @@ def test_bfv_replay_duplicate_and_single_release(bfv_user, make_owner, identity,
     with pytest.raises(ProtocolError, match="duplicate or replayed"):
         proxy.receive_share(alice)
     # bob signs alice's ciphertexts with his own key: identical BFV ciphertexts are refused under any id
-    replay = _stolen(alice, identity, p, "bob")
+    replay = _signed_as(alice, identity, p, "bob")
     with pytest.raises(ProtocolError, match="ciphertexts must be fresh"):
         proxy.receive_share(replay)
     # a tampered ciphertext section no longer matches the owner's signed digest
@@ -240,22 +240,15 @@ def test_bfv_owner_encryptions_of_zero_made_ahead_are_used_once_and_decrypt_exac
         owner.share(X)
 
 
-def _stolen(share, identity, p, thief):
-    """``share``'s ciphertexts as they are, sent and signed by ``thief`` under its own id (a replay)."""
+def _signed_as(share, identity, p, owner, sections=None):
+    """``share`` sent and validly signed by ``owner`` under its own id, over ``sections`` (default its own
+    ciphertexts as they are: another owner's, a replay; other sections: the owner lying about its share)."""
     m = Message.from_bytes(share)
-    st = ShareStatement.sign(identity(thief), session=p.session_id, key_fingerprint=p.key_fingerprint, d=m.meta["d"],
-                             n_rows=None, ciphertext_sha256=ciphertext_digest(m.sections, share_sections("add-remove")))
-    return Message(m.type, m.session, m.key_fingerprint, f"owner:{thief}",
-                   {**m.meta, "owner_id": thief, "statement": st.to_json()}, m.sections).to_bytes()
-
-
-def _resigned(share, identity, p, sections):
-    """The share with other ciphertext sections, signed again by its (lying) owner."""
-    m = Message.from_bytes(share)
-    st = ShareStatement.sign(identity("alice"), session=p.session_id, key_fingerprint=p.key_fingerprint, d=m.meta["d"],
+    sections = m.sections if sections is None else sections
+    st = ShareStatement.sign(identity(owner), session=p.session_id, key_fingerprint=p.key_fingerprint, d=m.meta["d"],
                              n_rows=None, ciphertext_sha256=ciphertext_digest(sections, share_sections("add-remove")))
-    return Message(m.type, m.session, m.key_fingerprint, m.sender, {**m.meta, "statement": st.to_json()},
-                   sections).to_bytes()
+    return Message(m.type, m.session, m.key_fingerprint, f"owner:{owner}",
+                   {**m.meta, "owner_id": owner, "statement": st.to_json()}, sections).to_bytes()
 
 
 def test_bfv_share_is_one_packed_stream_and_a_lying_layout_is_refused(bfv_user, make_owner, identity, unit_rows):
@@ -274,15 +267,15 @@ def test_bfv_share_is_one_packed_stream_and_a_lying_layout_is_refused(bfv_user, 
     # v sent apart as well as inside the pack
     extra = {**m.sections, "v": encrypt_segments(p.public_key, [([0] * 5, 0)]).to_bytes()}
     with pytest.raises(MessageError, match="section v must be empty"):
-        proxy.receive_share(_resigned(share, identity, p, extra))
+        proxy.receive_share(_signed_as(share, identity, p, "alice", extra))
     # segments cut elsewhere (16 + 4 + 1): the proxy would add v's noise to R
     cut = encrypt_segments(p.public_key, [([0] * 16, 1), ([0] * 4, 1), ([0], 1)])
     with pytest.raises(MessageError, match=r"segments must have lengths \[15, 5, 1\]"):
-        proxy.receive_share(_resigned(share, identity, p, {**m.sections, "R": cut.to_bytes()}))
+        proxy.receive_share(_signed_as(share, identity, p, "alice", {**m.sections, "R": cut.to_bytes()}))
     # a segment declared above the public bound of its section
     wide = encrypt_segments(p.public_key, [([0] * 15, 1), ([0] * 5, bounds["v"] + 1), ([0], 1)])
     with pytest.raises(MessageError, match="section v bound must be <= the declared"):
-        proxy.receive_share(_resigned(share, identity, p, {**m.sections, "R": wide.to_bytes()}))
+        proxy.receive_share(_signed_as(share, identity, p, "alice", {**m.sections, "R": wide.to_bytes()}))
     assert proxy.receive_share(share) == "alice"  # the honest share still goes in
 
 
@@ -311,7 +304,7 @@ def test_bfv_pooled_intake_is_the_serial_intake(bfv_user, make_owner, identity, 
     p = bfv_user.params
     parts = _parts(unit_rows, seed=9, sizes=(10, 12, 14))
     alice, bob, carol = (make_owner(p, o, release="add-remove").share(X) for o, X in zip(("alice", "bob", "c"), parts))
-    replay = _stolen(alice, identity, p, "c")
+    replay = _signed_as(alice, identity, p, "c")
     tampered = bytearray(bob)
     tampered[len(tampered) // 2] ^= 1
     batch = [alice, bob, alice, replay, bytes(tampered), carol]  # chunks of 4 and 2: both refusals in the first
@@ -429,5 +422,5 @@ def test_a_share_of_transparent_ciphertexts_is_refused_in_one_line(bfv_user, mak
     proxy = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
     with pytest.raises(MessageError, match=r"^section R: BFV batch ciphertext\[0\] must have a nonzero mask part c1, "
                                            r"got c1 = 0 \(a transparent ciphertext\)$"):
-        proxy.receive_share(_resigned(share, identity, p, {**m.sections, "R": bare.to_bytes()}))
+        proxy.receive_share(_signed_as(share, identity, p, "alice", {**m.sections, "R": bare.to_bytes()}))
     assert proxy.receive_share(share) == "alice"
