@@ -15,7 +15,7 @@ Everything the proxy accepts is on disk before it is acknowledged, and every
 file is written whole or not at all (temporary file, fsync, rename, fsync of
 the directory).  Layout of ``state_dir``::
 
-    state.json          phase, deadline, session, accepted owners and N at closing
+    state.json          phase, deadline, session, the admission settings, accepted owners and N at closing
     shares/<id>.msg     each accepted owner share, byte for byte
     aggregate.msg       the aggregated ciphertexts and signed counts (PROXY_STATE)
     ledger.json         the release ledger (:mod:`dpdpca.protocol.ledger`)
@@ -25,8 +25,9 @@ Commit points, so a SIGKILL at any instant loses no accepted share and never
 releases twice:
 
 * a share is accepted when ``shares/<id>.msg`` exists (it is validated in
-  full first, signature included; a file that fails validation on restart was
-  never acknowledged and is removed);
+  full first, signature included; a file that fails validation on restart
+  under the same settings was never acknowledged, or was changed on disk, or
+  its owner left ``owner_keys``: it is removed, with a line in the log);
 * the collection is closed when ``state.json`` says so (aggregating again from
   the same share files after a crash gives the same aggregate);
 * the release is claimed in the ledger by :meth:`dpdpca.protocol.Proxy.finish`
@@ -34,6 +35,13 @@ releases twice:
   sees it; from then on every request gets those same bytes.  A kill between
   the claim and the write loses the release (phase ``lost``) rather than
   risking a second one: the ledger refuses to finish the session again.
+
+A session's admission settings (:data:`PINNED`: the release, who adds the
+noise, range proofs and their mode) decide which shares are valid, so they
+are kept in ``state.json`` at the first start and a restart with others is
+refused (one line naming the setting): shares acknowledged under one rule are
+never re-checked, and removed, under another, and a release is never made
+from shares admitted under two.
 
 Retries are idempotent: the same share again is ``duplicate`` (even after
 closing); another share under an accepted owner id is ``conflict``.
@@ -65,11 +73,14 @@ from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.proxy import Proxy
 from dpdpca.protocol.roles import ProxySteps
 
-__all__ = ["Collection", "Outcome", "Phase", "LOG"]
+__all__ = ["Collection", "Outcome", "Phase", "LOG", "PINNED"]
 
 #: The operator's log: one line per event (share accepted or refused, collection closed, release made,
 #: budget spent), never a secret, a share or a ciphertext.  ``dpdpca proxy serve`` sends it to stderr.
 LOG = logging.getLogger("dpdpca.proxy")
+#: The settings that decide which shares a session admits, kept in ``state.json`` at its first start (``proxy.toml``
+#: ``[protocol]`` names; ``range_proof_mode`` only counts with ``range_proofs`` on).
+PINNED = ("release_mode", "noise_by", "range_proofs", "range_proof_mode")
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -194,6 +205,11 @@ class Collection:
         if state.get("session") != params.session_id or state.get("key_fingerprint") != params.key_fingerprint:
             raise ProtocolError(f"state_dir {str(self.root)!r} must belong to session {params.session_id}, "
                                 f"got session {state.get('session')!r}")
+        settings = self._settings()
+        if "settings" not in state:  # a new state, or one written before the settings were kept
+            state = {**state, "settings": settings}
+            self._write_state(state)
+        self._check_settings(dict(state["settings"]), settings)
         self._state = state
         self._steps = self._new_steps()
         self._recover()
@@ -218,6 +234,19 @@ class Collection:
         proxy.excluded_.update({str(k): str(v) for k, v in dict(self._state.get("excluded", {})).items()})
         return ProxySteps(proxy, self.noise, ledger=self.budget,
                           label=f"proxy service session {self.params.session_id}")
+
+    def _settings(self) -> dict[str, Any]:
+        """The admission settings of this start, as ``state.json`` keeps them (keys: :data:`PINNED`)."""
+        return {"release_mode": self.noise.mode, "noise_by": self.noise.noise_by, "range_proofs": self.range_proofs,
+                "range_proof_mode": self.range_proof_mode if self.range_proofs else None}
+
+    def _check_settings(self, kept: dict[str, Any], given: dict[str, Any]) -> None:
+        """Refuse a (re)start whose admission settings differ from those the session started with."""
+        for key in PINNED:
+            if kept.get(key) != given[key]:
+                raise ParameterError(f"protocol.{key} must be {kept.get(key)!r}, the setting session "
+                                     f"{self.params.session_id} started with (kept in "
+                                     f"{str(self.root / 'state.json')!r}), got {given[key]!r}")
 
     def _read_state(self) -> dict[str, Any] | None:
         path = self.root / "state.json"
@@ -258,8 +287,11 @@ class Collection:
             for path in sorted((self.root / "shares").glob("*.msg"), key=lambda p: p.stat().st_mtime_ns):
                 try:
                     self._steps.accept(path.read_bytes())
-                except DpdpcaError:
-                    path.unlink()  # validated before every acknowledgement: this one never was
+                except DpdpcaError as exc:
+                    # validated before every acknowledgement under the same settings (PINNED): this file never
+                    # was, or was changed on disk, or its owner left owner_keys
+                    LOG.warning("stored share %s refused on restart and removed: %s", path.name, _one_line(str(exc)))
+                    path.unlink()
             self._close_if_due_locked()
 
     # -- queries ----------------------------------------------------------------

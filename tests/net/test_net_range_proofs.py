@@ -148,3 +148,64 @@ def test_proxy_serve_range_proof_mode_overrides_the_config(tmp_path, monkeypatch
                  "--range-proof-mode", "exact"]) == 0
     assert main(["proxy", "serve", "--config", str(path), "--insecure-http"]) == 0
     assert [(c.range_proofs, c.range_proof_mode) for c in seen] == [(True, "exact"), (False, "slack")]
+
+
+def test_a_restart_under_other_admission_settings_is_refused_and_loses_no_acknowledged_share(tmp_path, net_params,
+                                                                                             identities):
+    import pytest
+
+    from dpdpca.errors import ParameterError
+
+    owners = OwnerKeyring.from_identities([identities[o] for o in ("1", "2", "3")])
+
+    def service(release="centred", **proofs):
+        return Collection(net_params, tmp_path / "state", owner_keys=owners, quorum=2, collection_seconds=600.0,
+                          noise=NoiseConfig(epsilon=1.0, delta=1e-5, release=release), release="on-request", **proofs)
+
+    coll = service(range_proofs=True)
+    rows = np.full((4, 3), 0.3)
+    proved = DataOwner(net_params, identities["1"], insecure_test_key=True, range_proofs=True, release="centred")
+    assert coll.submit_share("1", proved.share(rows)).status == "accepted"
+    session = net_params.session_id
+    # before, each of these restarts re-checked the acknowledged share under the new rule: without proofs a later
+    # share would join unproved; in the other release the stored share failed and was deleted
+    for change, refused in [({"range_proofs": False}, "protocol.range_proofs must be True"),
+                            ({"range_proofs": True, "range_proof_mode": "exact"},
+                             "protocol.range_proof_mode must be 'slack'"),
+                            ({"range_proofs": True, "release": "add-remove"},
+                             "protocol.release_mode must be 'centred'")]:
+        with pytest.raises(ParameterError) as info:
+            service(**change)
+        assert str(info.value).startswith(f"{refused}, the setting session {session} started with (kept in ")
+        assert sorted(p.name for p in (tmp_path / "state" / "shares").iterdir()) == ["1.msg"]
+    again = service(range_proofs=True)
+    assert again.accepted() == ["1"] and again.status()["range_proofs"] is True
+    unproved = DataOwner(net_params, identities["2"], insecure_test_key=True, release="centred").share(rows)
+    assert again.submit_share("2", unproved).code == 400
+
+
+def test_proxy_serve_refuses_a_restart_without_the_sessions_range_proofs_in_one_line(tmp_path, net_params, monkeypatch,
+                                                                                      capsys):
+    import json
+    import types
+
+    import dpdpca.net.serve
+    from dpdpca.cli import main
+    from dpdpca.net.launch import write_proxy_toml
+    from dpdpca.protocol.identity import OwnerIdentity
+
+    (tmp_path / "public.json").write_text(json.dumps(net_params.to_json()))
+    path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
+                            owners={"a": OwnerIdentity.generate("a")}, user=OwnerIdentity.generate("user"), tls=None,
+                            port=0, state_dir=tmp_path / "state")
+    runs = []
+    fake = types.SimpleNamespace(run=lambda app, **kw: runs.append(app))
+    monkeypatch.setattr(dpdpca.net.serve, "require", lambda name: fake)
+    serve = ["proxy", "serve", "--config", str(path), "--insecure-http"]
+    assert main([*serve, "--range-proofs"]) == 0 and len(runs) == 1
+    capsys.readouterr()
+    assert main(serve) == 2 and len(runs) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "protocol.range_proofs must be True" in err[0] and "got False" in err[0], err
+    assert "Traceback" not in err[0]
+    assert main([*serve, "--range-proofs"]) == 0 and len(runs) == 2

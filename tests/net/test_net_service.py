@@ -274,7 +274,7 @@ def test_deadline_without_min_shares_fails_the_collection(tmp_path, net_params, 
 
 
 def test_restart_loses_no_share_and_never_releases_twice(tmp_path, net_params, net_keypair, identities, shares,
-                                                         owner_keyring):
+                                                         owner_keyring, caplog):
     coll, app = _service(tmp_path, net_params, identities)
     with TestClient(app) as tc:
         for oid in ("1", "2"):
@@ -287,8 +287,12 @@ def test_restart_loses_no_share_and_never_releases_twice(tmp_path, net_params, n
     for name in (".state.json.k1.tmp", ".ledger.json.k2.tmp", ".aggregate.msg.k3.tmp"):
         (root / name).write_bytes(b"{")  # a state write cut short
     del coll, app
-    coll, app = _service(tmp_path, net_params, identities)  # the restart
+    with caplog.at_level("WARNING", logger="dpdpca.proxy"):
+        coll, app = _service(tmp_path, net_params, identities)  # the restart
     assert coll.accepted() == ["1", "2"] and _stored(tmp_path) == ["1.msg", "2.msg"]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "stored share 3.msg refused on restart and removed: message digest must match its content, got a mismatch "
+        "(truncated or tampered)"]
     assert not list(root.glob(".*.tmp")) and not list(shares_dir.glob(".*.tmp"))
     with TestClient(app) as tc:
         assert _client(tc, identities["2"]).post_share("2", shares["2"][0])["status"] == "duplicate"
