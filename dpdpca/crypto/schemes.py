@@ -180,6 +180,18 @@ class CipherScheme:
         """Ciphertexts on the wire for ``chunks`` chunks."""
         return chunks
 
+    def min_sections_bytes(self, public_key: Any, chunks: Mapping[str, Sequence[int]]) -> int:
+        """The fewest bytes sections of these chunk sizes take on the wire: their ciphertexts at
+        :meth:`min_ciphertext_bytes` each (headers not counted), so a size limit below it admits none.
+
+        >>> from dpdpca.crypto import generate_keypair
+        >>> pk, _ = generate_keypair(512, insecure_test_key=True)
+        >>> PaillierScheme().min_sections_bytes(pk, {"R": [3, 3, 2], "v": [2]}) == 4 * pk.ciphertext_bytes
+        True
+        """
+        count = sum(self.ciphertext_count(public_key, len(c)) for c in chunks.values())
+        return count * self.min_ciphertext_bytes(public_key)
+
     def ciphertext_keys(self, section: bytes, array: Any, public_key: Any) -> list[bytes]:
         """One key per ciphertext of a checked array: equal keys iff equal ciphertexts (replay check)."""
         raise NotImplementedError
@@ -445,9 +457,8 @@ class BFVScheme(CipherScheme):
                 raise MessageError(f"section {name} must be empty (BFV packs every section into section {first}), "
                                    f"got {len(sections[name])} bytes")
         total = sum(lengths.values())
-        n = public_key.params.ring_degree
-        count = self.ciphertext_count(public_key, -(-total // n))
-        have, need = len(sections.get(first, b"")), count * self.min_ciphertext_bytes(public_key)
+        count = self.ciphertext_count(public_key, len(packed_chunks(public_key, total)))
+        have, need = len(sections.get(first, b"")), self.min_sections_bytes(public_key, {first: [total]})
         if have < need:  # before parsing anything sized by the declared d
             raise MessageError(f"section {first} must hold {count} ciphertexts ({need} bytes) for the declared d, "
                                f"got {have} bytes")
@@ -541,6 +552,14 @@ class BFVScheme(CipherScheme):
 
     def ciphertext_count(self, public_key: Any, chunks: int) -> int:
         return chunks * len(public_key.params.plain_moduli)
+
+    def min_sections_bytes(self, public_key: Any, chunks: Mapping[str, Sequence[int]]) -> int:
+        # every section's values are packed into one slot stream (load_sections)
+        from dpdpca.crypto.lattice import packed_chunks
+
+        total = sum(sum(int(c) for c in sizes) for sizes in chunks.values())
+        count = self.ciphertext_count(public_key, len(packed_chunks(public_key, total)))
+        return count * self.min_ciphertext_bytes(public_key)
 
     def ciphertext_keys(self, section: bytes, array: Any, public_key: Any) -> list[bytes]:
         # a packed share's ciphertexts are all in its first section; the others are empty views of the same pack

@@ -22,7 +22,7 @@ from dpdpca.net.config import ServiceConfig
 from dpdpca.net.guard import ConnectionGuard, guarded_protocol_factory
 from dpdpca.protocol.params import ProtocolParams
 
-__all__ = ["load_public", "build_service", "serve"]
+__all__ = ["load_public", "check_body_limit", "build_service", "serve"]
 
 
 def load_public(path: Path) -> ProtocolParams:
@@ -35,6 +35,35 @@ def load_public(path: Path) -> ProtocolParams:
         raise MessageError(f"public parameters file {str(path)!r} must be JSON, got {type(exc).__name__}") from None
 
 
+def check_body_limit(config: ServiceConfig, params: ProtocolParams) -> None:
+    """Refuse ``max_body_bytes`` below the fewest bytes a share of this session takes (one line, at start).
+
+    The bound counts the share's ciphertexts and, with range proofs, what
+    the proof section must hold (:func:`~dpdpca.protocol.sections.min_share_bytes`,
+    :func:`~dpdpca.protocol.proofs.min_proof_bytes`): a limit below it would
+    answer every owner 413, after each had encrypted (and proved) its share.
+
+    Raises
+    ------
+    ParameterError
+        ``server.max_body_bytes must be >= ...``, naming d, the release and the proofs.
+    """
+    from dpdpca.protocol.proofs import min_proof_bytes
+    from dpdpca.protocol.sections import min_share_bytes
+
+    if params.d is None:  # the collection refuses it, naming keygen --features
+        return
+    release = config.noise.mode
+    need = min_share_bytes(params, params.d, release)
+    what = f"d={params.d}, the {release} release"
+    if config.range_proofs and params.scheme.range_proofs:
+        need += min_proof_bytes(params, params.d, release, config.range_proof_mode)
+        what += f", {config.range_proof_mode} range proofs"
+    if config.max_body_bytes < need:
+        raise ParameterError(f"server.max_body_bytes must be >= {need}, the fewest bytes a share of this session "
+                             f"takes ({what}), got {config.max_body_bytes}")
+
+
 def build_service(config: ServiceConfig, *, executor: Executor | None = None,
                   params: ProtocolParams | None = None) -> tuple[Collection, Any]:
     """The collection (reopened from ``state_dir`` if it exists) and its ASGI application.
@@ -42,6 +71,7 @@ def build_service(config: ServiceConfig, *, executor: Executor | None = None,
     ``params``: the public parameters, if already loaded (default: read ``config.public_path``).
     """
     params = load_public(config.public_path) if params is None else params
+    check_body_limit(config, params)
     collection = Collection(params, config.state_dir, owner_keys=config.owner_keys, quorum=config.quorum,
                             min_shares=config.min_shares, deadline=config.deadline,
                             collection_seconds=config.collection_seconds, noise=config.noise,

@@ -50,7 +50,8 @@ from typing import Mapping
 from dpdpca.crypto import EncryptedArray
 from dpdpca.crypto.bitproof import (IntervalStatement, PackedIntervalStatement, prove_interval,
                                      prove_packed_interval, verify_interval)
-from dpdpca.crypto.rangeproof import ProofSection, ProverBase, SectionWitness, prove_ranges, verify_ranges
+from dpdpca.crypto.rangeproof import (REPETITIONS, ProofSection, ProverBase, SectionWitness, prove_ranges,
+                                       verify_ranges)
 from dpdpca._validation import param_error
 from dpdpca.dp import block_scales
 from dpdpca.errors import DpdpcaError, MessageError, ProofError
@@ -58,10 +59,11 @@ from dpdpca.protocol.add_remove import owner_count_noise_bound, owner_noise_boun
 from dpdpca.protocol.counts import NO_NOISE
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
+from dpdpca.protocol.releases import as_release
 
 __all__ = ["COUNT_SECTION", "PROOF_FORMAT_VERSION", "PROOF_SECTION", "RANGE_PROOF_MODES", "check_range_proof_mode",
-           "check_share_proof", "count_statement", "join_proofs", "proof_context", "proof_sections", "prove_share",
-           "slot_statements", "split_proofs"]
+           "check_share_proof", "count_statement", "join_proofs", "min_proof_bytes", "proof_context", "proof_sections",
+           "prove_share", "slot_statements", "split_proofs"]
 
 #: The message section that carries an owner's range proof (and its count proof).
 PROOF_SECTION = "rangeproof"
@@ -198,6 +200,20 @@ def slot_statements(params: ProtocolParams, release: str, arrays: Mapping[str, E
             out.append(PackedIntervalStatement(int(ct), params.layout.slot_bits, lo, sc, sp))
             start += int(c)
     return out
+
+
+def min_proof_bytes(params: ProtocolParams, d: int, release: str, mode: str = "slack") -> int:
+    """The fewest bytes the proof section of a share of ``d`` features takes, from what its format must hold.
+
+    Slack: the range proof's ``REPETITIONS`` (41) mask ciphertexts per ciphertext of the share (its responses,
+    commitments and the count proof come on top); exact: per ciphertext one interval proof, holding at least its
+    base, one ciphertext wide (its per-bit ciphertexts come on top).  With
+    :func:`dpdpca.protocol.sections.min_share_bytes`, a bound a service's body limit can be checked against
+    before any owner spends minutes proving a share it would refuse.
+    """
+    mode = check_range_proof_mode(mode)
+    ciphertexts = sum(as_release(release).share_counts(d, params.layout.slots).values())
+    return (REPETITIONS if mode == "slack" else 1) * ciphertexts * params.public_key.ciphertext_bytes
 
 
 def proof_context(params: ProtocolParams, *, owner_id: str, d: int, release: str, digest: str) -> bytes:

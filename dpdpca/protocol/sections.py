@@ -18,7 +18,7 @@ from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
 
 __all__ = ["check_section_sizes", "load_array", "share_sections", "load_share_arrays", "check_share_units",
-           "int_array"]
+           "int_array", "min_share_bytes"]
 
 
 def check_section_sizes(msg: Message, counts: dict[str, int], public_key: Any) -> None:
@@ -76,6 +76,16 @@ def load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[i
 def share_sections(release: str) -> tuple[str, ...]:
     """The ciphertext sections of a share, in signed-digest order (the release's ``sections``)."""
     return as_release(release).sections
+
+
+def min_share_bytes(params: ProtocolParams, d: int, release: str = "add-remove") -> int:
+    """The fewest bytes one owner's share of ``d`` features takes: its ciphertexts alone, at their smallest wire
+    size (:meth:`~dpdpca.crypto.CipherScheme.min_sections_bytes`; the header, the digest and any range proof come
+    on top), so a size limit below it refuses every share of the session.
+    """
+    rel = as_release(release)
+    return scheme_of(params.public_key).min_sections_bytes(params.public_key,
+                                                           rel.share_chunks(d, params.layout.slots))
 
 
 def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: int,

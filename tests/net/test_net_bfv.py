@@ -50,3 +50,17 @@ def test_bfv_session_over_the_service_and_a_paillier_share_refused(tmp_path, ide
     assert res.extra["release"] == "add-remove" and sorted(res.extra["owners"]) == OWNERS
     assert res.components.shape == (3, 2)
     assert abs(user.n_noisy_ - 60) < 10  # 60 rows plus noise far below 10 at epsilon = 20
+
+
+def test_a_bfv_share_is_never_smaller_than_the_bound_the_service_checks_its_body_limit_against(identities,
+                                                                                              owner_keyring, rows_for):
+    from dpdpca.protocol.messages import Message
+    from dpdpca.protocol.sections import min_share_bytes
+
+    user = DataUser.generate(scheme="bfv", owner_keys=owner_keyring, max_owners=4, max_rows_per_owner=64, d=3)
+    share = DataOwner(user.params, identities["1"], release="add-remove").share(rows_for(7, n=20, d=3))
+    packed = Message.from_bytes(share).section("R")  # every section packed into the first
+    low = min_share_bytes(user.params, 3, "add-remove")
+    # one ciphertext per plaintext prime; the bound is half the entropy of its uniform residues (compression
+    # cannot go below that), so a real one is about 2.4 times it here
+    assert 0 < low <= len(packed) < 4 * low

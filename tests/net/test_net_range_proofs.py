@@ -209,3 +209,53 @@ def test_proxy_serve_refuses_a_restart_without_the_sessions_range_proofs_in_one_
     assert len(err) == 1 and "protocol.range_proofs must be True" in err[0] and "got False" in err[0], err
     assert "Traceback" not in err[0]
     assert main([*serve, "--range-proofs"]) == 0 and len(runs) == 2
+
+
+def test_the_smallest_share_bounds_hold_for_real_shares_and_are_tight_for_the_ciphertexts(net_params, identities):
+    from dpdpca.protocol.messages import Message
+    from dpdpca.protocol.proofs import PROOF_SECTION, min_proof_bytes
+    from dpdpca.protocol.sections import min_share_bytes
+
+    rows = np.full((4, 3), 0.3)
+    width = net_params.public_key.ciphertext_bytes
+    for release in ("add-remove", "centred"):
+        plain = DataOwner(net_params, identities["1"], insecure_test_key=True, release=release).share(rows)
+        low = min_share_bytes(net_params, 3, release)
+        cipher = sum(len(b) for name, b in Message.from_bytes(plain).sections.items())
+        # the ciphertexts' own bytes, less the sections' headers and trailers: the bound is exactly them
+        assert low % width == 0 and low <= cipher < low + 400 and low < len(plain)
+        for mode in ("slack", "exact"):
+            proved = DataOwner(net_params, identities["1"], insecure_test_key=True, range_proofs=True,
+                               range_proof_mode=mode, release=release).share(rows)
+            proof = len(Message.from_bytes(proved).section(PROOF_SECTION))
+            assert min_proof_bytes(net_params, 3, release, mode) <= proof, (release, mode)
+    assert min_proof_bytes(net_params, 3, "centred", "slack") == 41 * low
+
+
+def test_a_body_limit_below_the_sessions_smallest_share_is_refused_at_start_in_one_line(tmp_path, net_params,
+                                                                                         monkeypatch, capsys):
+    import json
+    import types
+
+    import dpdpca.net.serve
+    from dpdpca.cli import main
+    from dpdpca.net.launch import write_proxy_toml
+    from dpdpca.protocol.identity import OwnerIdentity
+    from dpdpca.protocol.proofs import min_proof_bytes
+    from dpdpca.protocol.sections import min_share_bytes
+
+    (tmp_path / "public.json").write_text(json.dumps(net_params.to_json()))
+    path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
+                            owners={"a": OwnerIdentity.generate("a")}, user=OwnerIdentity.generate("user"), tls=None,
+                            port=0, state_dir=tmp_path / "state", max_body_bytes=4096)
+    runs = []
+    fake = types.SimpleNamespace(run=lambda app, **kw: runs.append(app))
+    monkeypatch.setattr(dpdpca.net.serve, "require", lambda name: fake)
+    serve = ["proxy", "serve", "--config", str(path), "--insecure-http"]
+    need = min_share_bytes(net_params, 3, "add-remove") + min_proof_bytes(net_params, 3, "add-remove")
+    assert 4096 < need  # a proved share does not fit 4 kB; a plain one does
+    assert main([*serve, "--range-proofs"]) == 2 and runs == [] and not (tmp_path / "state").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"dpdpca: error: server.max_body_bytes must be >= {need}, the fewest bytes a share of this session takes "
+                   f"(d=3, the add-remove release, slack range proofs), got 4096"], err
+    assert main(serve) == 0 and len(runs) == 1
