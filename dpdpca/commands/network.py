@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import click
 
-from dpdpca.commands.protocol_options import range_proof_mode_check_option
+from dpdpca.commands.protocol_options import range_proof_mode_check_option, workers_option
 
 __all__ = ["proxy_serve_cmd", "user_identity_cmd", "proxy_client_options", "client_from_options",
            "transport_from_options"]
@@ -64,8 +64,9 @@ def transport_from_options(proxy_url: str, identity: Any, ca_cert: str | None, t
               help="Require a valid range proof with every share (default: protocol.range_proofs of the config, "
                    "false if absent).")
 @range_proof_mode_check_option
+@workers_option
 def proxy_serve_cmd(config_path: str, insecure_http: bool, range_proofs: bool | None,
-                    range_proof_mode: str | None) -> None:
+                    range_proof_mode: str | None, workers: int) -> None:
     """Run the proxy as an HTTPS service: collect signed shares, close at quorum or deadline, release once."""
     import dataclasses
 
@@ -77,7 +78,7 @@ def proxy_serve_cmd(config_path: str, insecure_http: bool, range_proofs: bool | 
         config = dataclasses.replace(config, range_proofs=range_proofs)
     if range_proof_mode is not None:  # the config's protocol.range_proof_mode, overridden
         config = dataclasses.replace(config, range_proof_mode=range_proof_mode)
-    serve(config, insecure_http=insecure_http)
+    serve(config, insecure_http=insecure_http, workers=workers)
 
 
 @click.command("identity")

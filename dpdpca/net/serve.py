@@ -14,6 +14,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
+from dpdpca._validation import check_int
 from dpdpca.errors import MessageError, ParameterError
 from dpdpca.net import require
 from dpdpca.net.app import create_app
@@ -126,8 +127,16 @@ def _log_to_stderr() -> None:
 
 
 def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Executor | None = None,
-          log_level: str = "warning") -> None:
+          workers: int = 1, log_level: str = "warning") -> None:
     """Run the service until SIGINT/SIGTERM (uvicorn's graceful shutdown).
+
+    ``workers > 1`` (without an ``executor``): a local pool of that many
+    processes, started once after every check passed and before the first
+    request (the intake kernels loaded in each), runs the proxy's large
+    homomorphic batches: the aggregation at close, the rerandomizers made
+    while collection is open and the release (each share is still checked in
+    its request's thread as it arrives); it is shut down when the service
+    stops.
 
     Raises
     ------
@@ -142,17 +151,31 @@ def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Execu
     context = None
     if config.tls_cert is not None and config.tls_key is not None:
         context = _server_tls(config.tls_cert, config.tls_key)
+    check_int("workers", workers, minimum=1)
     params = load_public(config.public_path)
+    check_body_limit(config, params)
     _check_bindable(config.host, config.port)  # last: nothing is created before every check passed
     uvicorn = require("uvicorn")
-    collection, app = build_service(config, executor=executor, params=params)
-    scheme = "http" if config.tls_cert is None else "https"
-    _log_to_stderr()
-    print(f"dpdpca proxy: serving {scheme}://{config.host}:{config.port} (session {collection.params.session_id}, "
-          f"phase {collection.phase.value}, {len(collection.accepted())} shares accepted)", file=sys.stderr,
-          flush=True)
-    guard = ConnectionGuard(config.limits)
-    # timeout_graceful_shutdown: an idle TLS keep-alive connection must not hold SIGTERM up forever.
-    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level, lifespan="on",
-                timeout_graceful_shutdown=5, http=guarded_protocol_factory(guard, context),
-                h11_max_incomplete_event_size=config.limits.max_header_bytes)
+    pool = None
+    if executor is None and workers > 1:
+        from dpdpca.crypto import local_process_pool, start_workers
+
+        pool = executor = local_process_pool(workers)
+    try:
+        if pool is not None:
+            start_workers(pool, modules=("dpdpca.protocol.intake",))
+        collection, app = build_service(config, executor=executor, params=params)
+        scheme = "http" if config.tls_cert is None else "https"
+        _log_to_stderr()
+        pooled = f", {workers} worker processes" if pool is not None else ""
+        print(f"dpdpca proxy: serving {scheme}://{config.host}:{config.port} (session "
+              f"{collection.params.session_id}, phase {collection.phase.value}, {len(collection.accepted())} shares "
+              f"accepted{pooled})", file=sys.stderr, flush=True)
+        guard = ConnectionGuard(config.limits)
+        # timeout_graceful_shutdown: an idle TLS keep-alive connection must not hold SIGTERM up forever.
+        uvicorn.run(app, host=config.host, port=config.port, log_level=log_level, lifespan="on",
+                    timeout_graceful_shutdown=5, http=guarded_protocol_factory(guard, context),
+                    h11_max_incomplete_event_size=config.limits.max_header_bytes)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)

@@ -365,3 +365,48 @@ def test_an_owner_uploading_another_d_first_locks_nobody_out(tmp_path, net_param
     assert res.components.shape == (3, 2)
     with pytest.raises(ParameterError, match="public.json must declare d"):
         _service(tmp_path / "other", undeclared, identities)
+
+
+def test_proxy_serve_with_workers_runs_a_whole_session_on_a_process_pool_and_shuts_it_down(
+        tmp_path, net_params, net_keypair, identities, owner_keyring, rows_for, monkeypatch, capsys):
+    """``proxy serve --workers 2`` through the CLI: the service's collection gets a started pool, owners and the
+    user run a session against the served application, and the pool is shut down when the service stops."""
+    import types
+    from concurrent.futures import ProcessPoolExecutor
+
+    import dpdpca.net.serve
+    from dpdpca.cli import main
+    from dpdpca.net.client import ServiceTransport
+    from dpdpca.net.launch import write_proxy_toml
+    from dpdpca.protocol.roles import owner_round, user_round
+
+    (tmp_path / "public.json").write_text(json.dumps(net_params.to_json()))
+    path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
+                            owners={o: identities[o] for o in OWNERS}, user=identities["user"], tls=None, port=0,
+                            state_dir=tmp_path / "state", epsilon=20.0)
+    built, served = [], []
+    original = dpdpca.net.serve.build_service
+
+    def build(config, *, executor=None, params=None):
+        built.append(executor)
+        return original(config, executor=executor, params=params)
+
+    def run(app, **_):  # uvicorn.run, serving the application to in-process clients
+        with TestClient(app) as tc:
+            for oid in OWNERS:
+                owner = DataOwner(net_params, identities[oid], insecure_test_key=True)
+                owner_round(owner, rows_for(70 + int(oid), n=20, d=3), ServiceTransport(_client(tc, identities[oid])))
+            user = DataUser(net_keypair[1], net_params, owner_keys=owner_keyring)
+            served.append(user_round(user, ServiceTransport(_client(tc, identities["user"]), timeout_s=60),
+                                     n_components=2))
+
+    monkeypatch.setattr(dpdpca.net.serve, "build_service", build)
+    monkeypatch.setattr(dpdpca.net.serve, "require", lambda name: types.SimpleNamespace(run=run))
+    assert main(["proxy", "serve", "--config", str(path), "--insecure-http", "--workers", "2"]) == 0
+    [pool] = built
+    assert isinstance(pool, ProcessPoolExecutor) and pool._max_workers == 2
+    with pytest.raises(RuntimeError, match="shutdown"):
+        pool.submit(int)
+    assert sorted(served[0].extra["owners"]) == OWNERS and served[0].components.shape == (3, 2)
+    assert "2 worker processes)" in capsys.readouterr().err
+    assert main(["proxy", "serve", "--config", str(path), "--insecure-http", "--workers", "0"]) == 2
