@@ -169,7 +169,11 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
                                                                                 "style-src 'unsafe-inline'"})
 
     async def close_later() -> None:
-        await concurrency.run_in_threadpool(collection.close_if_due)
+        try:
+            await concurrency.run_in_threadpool(collection.close_if_due)
+        except Exception as exc:  # the share is stored and acknowledged; the deadline timer checks again
+            LOG.error("closing after an accepted share failed (%s: %s); the next check runs within %s s",
+                      type(exc).__name__, " ".join(str(exc).split())[:200], tick_s)
 
     async def post_share(request: Any) -> Any:
         owner_id = request.path_params["owner_id"]
@@ -192,9 +196,13 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
         async def deadline_timer() -> None:
-            while True:
+            while True:  # one failed tick is logged, never the end of the deadline's watch
                 await asyncio.sleep(tick_s)
-                await concurrency.run_in_threadpool(collection.close_if_due)
+                try:
+                    await concurrency.run_in_threadpool(collection.close_if_due)
+                except Exception as exc:
+                    LOG.error("the deadline check failed (%s: %s); it runs again in %s s", type(exc).__name__,
+                              " ".join(str(exc).split())[:200], tick_s)
 
         task = asyncio.create_task(deadline_timer())
         try:

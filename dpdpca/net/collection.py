@@ -3,7 +3,7 @@
 Phases::
 
     collecting --(quorum reached, or deadline with >= min_shares)--> closed --(finish)--> released
-    collecting --(deadline with < min_shares)--> failed
+    collecting --(deadline with < min_shares, or a close the release refuses)--> failed
     closed --(killed after the ledger claim, before result.msg)--> lost
 
 The proxy finishes (mask, DP noise under encryption) as soon as the
@@ -25,9 +25,12 @@ Commit points, so a SIGKILL at any instant loses no accepted share and never
 releases twice:
 
 * a share is accepted when ``shares/<id>.msg`` exists (it is validated in
-  full first, signature included; a file that fails validation on restart
-  under the same settings was never acknowledged, or was changed on disk, or
-  its owner left ``owner_keys``: it is removed, with a line in the log);
+  full first, signature included).  On restart a file that fails the
+  message's integrity check was cut short or corrupted, never acknowledged
+  whole: it is removed, with a line in the log.  A whole file the proxy no
+  longer accepts (its owner left ``owner_keys`` or was re-keyed, the file was
+  rewritten) stops the start with one line naming it, and nothing is
+  deleted: the operator restores ``owner_keys`` or removes the file;
 * the collection is closed when ``state.json`` says so (aggregating again from
   the same share files after a crash gives the same aggregate);
 * the release is claimed in the ledger by :meth:`dpdpca.protocol.Proxy.finish`
@@ -37,11 +40,19 @@ releases twice:
   risking a second one: the ledger refuses to finish the session again.
 
 A session's admission settings (:data:`PINNED`: the release, who adds the
-noise, range proofs and their mode) decide which shares are valid, so they
-are kept in ``state.json`` at the first start and a restart with others is
-refused (one line naming the setting): shares acknowledged under one rule are
-never re-checked, and removed, under another, and a release is never made
-from shares admitted under two.
+noise, range proofs and their mode, and with the owners' noise what their
+signed noise labels hold) decide which shares are valid, so they are kept in
+``state.json`` at the first start that succeeds (a start that fails writes
+nothing) and a restart with others is refused (one line naming the setting):
+shares acknowledged under one rule are never re-checked under another, and a
+release is never made from shares admitted under two.
+
+Faults at closing: a close the release refuses (the centred release over
+fewer than 2 rows) fails the session with its reason (409 to the data user);
+a failed write of ``aggregate.msg`` or ``result.msg`` answers 503 until a
+restart, which closes again from the share files (or finds the release
+``lost``).  ``dpdpca proxy serve`` holds ``state_dir/.lock`` for its life, so a
+second service on the same directory is refused at start.
 
 Retries are idempotent: the same share again is ``duplicate`` (even after
 closing); another share under an accepted owner id is ``conflict``.
@@ -49,6 +60,7 @@ closing); another share under an accepted owner id is ``conflict``.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import hashlib
 import json
@@ -64,7 +76,7 @@ from typing import Any
 
 from dpdpca._io import atomic_write_bytes
 from dpdpca.dp.accountant import BudgetExceededError, PrivacyLedger
-from dpdpca.errors import DpdpcaError, MessageError, ParameterError, ProofError, ProtocolError
+from dpdpca.errors import AuthenticationError, DpdpcaError, MessageError, ParameterError, ProofError, ProtocolError
 from dpdpca.protocol.identity import OwnerKeyring, check_owner_id
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message
@@ -79,8 +91,15 @@ __all__ = ["Collection", "Outcome", "Phase", "LOG", "PINNED"]
 #: budget spent), never a secret, a share or a ciphertext.  ``dpdpca proxy serve`` sends it to stderr.
 LOG = logging.getLogger("dpdpca.proxy")
 #: The settings that decide which shares a session admits, kept in ``state.json`` at its first start (``proxy.toml``
-#: ``[protocol]`` names; ``range_proof_mode`` only counts with ``range_proofs`` on).
-PINNED = ("release_mode", "noise_by", "range_proofs", "range_proof_mode")
+#: ``[protocol]`` names; ``range_proof_mode`` only counts with ``range_proofs`` on; with ``noise_by = "owners"`` also
+#: what the owners' signed noise label holds: epsilon, delta, honest_owners, min_shares, the number of owners).
+PINNED = ("release_mode", "noise_by", "range_proofs", "range_proof_mode", "epsilon", "delta", "honest_owners",
+          "min_shares", "owners")
+
+
+def _when(unix: float) -> str:
+    """A unix time as ISO 8601 UTC to the second (the log's deadlines)."""
+    return datetime.datetime.fromtimestamp(unix, tz=datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -195,23 +214,27 @@ class Collection:
         self.ledger = ReleaseLedger(self.root / "ledger.json")
         self._result: bytes | None = None
         state = self._read_state()
+        settings = self._settings()
         if state is None:
             if deadline is None and collection_seconds is None:
                 raise ProtocolError("deadline or collection_seconds must be given, got neither")
             due = float(deadline) if deadline is not None else self.clock() + float(collection_seconds or 0)
             state = {"phase": Phase.COLLECTING.value, "deadline_unix": due, "session": params.session_id,
                      "key_fingerprint": params.key_fingerprint, "owners": []}
-            self._write_state(state)
-        if state.get("session") != params.session_id or state.get("key_fingerprint") != params.key_fingerprint:
+        elif state.get("session") != params.session_id or state.get("key_fingerprint") != params.key_fingerprint:
             raise ProtocolError(f"state_dir {str(self.root)!r} must belong to session {params.session_id}, "
                                 f"got session {state.get('session')!r}")
-        settings = self._settings()
-        if "settings" not in state:  # a new state, or one written before the settings were kept
-            state = {**state, "settings": settings}
-            self._write_state(state)
-        self._check_settings(dict(state["settings"]), settings)
+        else:
+            self._check_settings(dict(state.get("settings", settings)), settings)
+            if deadline is not None and float(deadline) != float(state["deadline_unix"]):
+                LOG.warning("deadline %s of the config is not this session's: it keeps %s, fixed at its first start",
+                            _when(float(deadline)), _when(float(state["deadline_unix"])))
+        fresh = "settings" not in state  # a new state, or one written before the settings were kept
+        state = {**state, "settings": state.get("settings", settings)}
         self._state = state
-        self._steps = self._new_steps()
+        self._steps = self._new_steps()  # checks the settings against the public parameters: nothing is
+        if fresh:                        # written for a start that fails (a failed start pins nothing)
+            self._write_state(state)
         self._recover()
 
     # -- persistence -----------------------------------------------------------
@@ -237,16 +260,22 @@ class Collection:
 
     def _settings(self) -> dict[str, Any]:
         """The admission settings of this start, as ``state.json`` keeps them (keys: :data:`PINNED`)."""
-        return {"release_mode": self.noise.mode, "noise_by": self.noise.noise_by, "range_proofs": self.range_proofs,
-                "range_proof_mode": self.range_proof_mode if self.range_proofs else None}
+        out: dict[str, Any] = {"release_mode": self.noise.mode, "noise_by": self.noise.noise_by,
+                               "range_proofs": self.range_proofs,
+                               "range_proof_mode": self.range_proof_mode if self.range_proofs else None}
+        if self.noise.noise_by == "owners":  # what the owners' signed noise label holds (their shares' sigma)
+            out.update(epsilon=float(self.noise.epsilon), delta=float(self.noise.delta),
+                       honest_owners=self.noise.honest_owners, min_shares=self.min_shares, owners=len(self.owner_keys))
+        return out
 
     def _check_settings(self, kept: dict[str, Any], given: dict[str, Any]) -> None:
         """Refuse a (re)start whose admission settings differ from those the session started with."""
         for key in PINNED:
-            if kept.get(key) != given[key]:
-                raise ParameterError(f"protocol.{key} must be {kept.get(key)!r}, the setting session "
+            if kept.get(key) != given.get(key):
+                name = "owner_keys (how many owners it lists)" if key == "owners" else key
+                raise ParameterError(f"protocol.{name} must be {kept.get(key)!r}, the setting session "
                                      f"{self.params.session_id} started with (kept in "
-                                     f"{str(self.root / 'state.json')!r}), got {given[key]!r}")
+                                     f"{str(self.root / 'state.json')!r}), got {given.get(key)!r}")
 
     def _read_state(self) -> dict[str, Any] | None:
         path = self.root / "state.json"
@@ -273,9 +302,14 @@ class Collection:
         phase = Phase(self._state["phase"])
         result = self.root / "result.msg"
         if phase in (Phase.CLOSED, Phase.RELEASED, Phase.LOST):
-            self._steps = self._new_steps(Proxy.from_state(self.params, self.owner_keys,
-                                                           (self.root / "aggregate.msg").read_bytes(),
-                                                           executor=self.executor, ledger=self.ledger))
+            try:
+                proxy = Proxy.from_state(self.params, self.owner_keys, (self.root / "aggregate.msg").read_bytes(),
+                                         executor=self.executor, ledger=self.ledger)
+            except AuthenticationError as exc:  # an owner of the closed aggregate left owner_keys, or was re-keyed
+                raise ParameterError(f"protocol.owner_keys must hold the verify key of every owner of this "
+                                     f"session's closed aggregate ({str(self.root / 'aggregate.msg')!r}), got: "
+                                     f"{_one_line(str(exc))}") from None
+            self._steps = self._new_steps(proxy)
             if result.is_file():
                 self._result = result.read_bytes()
                 if phase is not Phase.RELEASED:  # killed between writing result.msg and state.json
@@ -285,13 +319,21 @@ class Collection:
             return
         if phase is Phase.COLLECTING:
             for path in sorted((self.root / "shares").glob("*.msg"), key=lambda p: p.stat().st_mtime_ns):
+                data = path.read_bytes()
                 try:
-                    self._steps.accept(path.read_bytes())
-                except DpdpcaError as exc:
-                    # validated before every acknowledgement under the same settings (PINNED): this file never
-                    # was, or was changed on disk, or its owner left owner_keys
+                    Message.from_bytes(data)
+                except MessageError as exc:  # cut short or corrupted: never acknowledged whole
                     LOG.warning("stored share %s refused on restart and removed: %s", path.name, _one_line(str(exc)))
                     path.unlink()
+                    continue
+                try:
+                    self._steps.accept(data)
+                except DpdpcaError as exc:
+                    # acknowledged under these settings (PINNED), so something else changed: an owner left
+                    # owner_keys or was re-keyed, or the file was rewritten; the operator decides, nothing is lost
+                    raise ParameterError(f"stored share {str(path)!r} must still be accepted on restart (it was "
+                                         f"acknowledged), got: {_one_line(str(exc))}; restore protocol.owner_keys, "
+                                         f"or remove the file to drop that share from the session") from None
             self._close_if_due_locked()
 
     # -- queries ----------------------------------------------------------------
@@ -433,8 +475,19 @@ class Collection:
             LOG.warning("collection failed: the deadline passed with %d share(s), fewer than min_shares=%d; "
                         "no release will be made", n, self.min_shares)
             return True
-        n_rows = self._steps.close()
-        durable_write(self.root / "aggregate.msg", self._steps.proxy.state_bytes())
+        try:
+            n_rows = self._steps.close()
+        except DpdpcaError as exc:  # e.g. the centred release over fewer than 2 rows: no release can be made
+            self._write_state({**self._state, "phase": Phase.FAILED.value, "owners": self._steps.received,
+                               "failed_because": _one_line(str(exc))})
+            LOG.warning("collection failed at closing: %s; no release will be made", _one_line(str(exc)))
+            return True
+        try:
+            durable_write(self.root / "aggregate.msg", self._steps.proxy.state_bytes())
+        except OSError as exc:  # the proxy closed in memory, not on disk: a restart closes again from the shares
+            self._broken = f"proxy storage failed at closing ({type(exc).__name__}); restart the service"
+            LOG.error("%s", self._broken)
+            return False
         self._write_state({**self._state, "phase": Phase.CLOSED.value, "owners": self._steps.proxy.owners_,
                            "n_rows": n_rows, "closed_unix": self.clock(),
                            "closed_because": "quorum" if n >= self.quorum else "deadline"})
@@ -458,7 +511,12 @@ class Collection:
             self._broken = f"proxy finish failed: {exc}"
             LOG.error("release failed: %s", _one_line(str(exc)))
             return False
-        durable_write(self.root / "result.msg", result)  # the commit point of the release
+        try:
+            durable_write(self.root / "result.msg", result)  # the commit point of the release
+        except OSError as exc:  # claimed in the ledger, not stored: a restart finds the session lost (410)
+            self._broken = f"proxy storage failed writing the release ({type(exc).__name__}); restart the service"
+            LOG.error("%s", self._broken)
+            return False
         self._result = result
         privacy = self._steps.proxy.privacy_
         self._write_state({**self._state, "phase": Phase.RELEASED.value, "released_unix": self.clock(),
@@ -493,8 +551,9 @@ class Collection:
             if self._broken is not None:
                 return Outcome(503, "unavailable", self._broken)
             if phase is Phase.FAILED:
-                return Outcome(409, "failed", f"collection failed: fewer than min_shares={self.min_shares} shares "
-                                              f"by the deadline")
+                why = self._state.get("failed_because")
+                return Outcome(409, "failed", f"collection failed: {why}" if why else
+                               f"collection failed: fewer than min_shares={self.min_shares} shares by the deadline")
             if phase is Phase.LOST:
                 return Outcome(410, "lost", "the proxy was stopped between claiming the release and storing it; "
                                             "the ledger refuses a second release of this session")

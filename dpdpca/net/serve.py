@@ -8,6 +8,7 @@ cap and the header timeout) instead of its own ``ssl`` options.
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import sys
 from concurrent.futures import Executor
@@ -23,7 +24,7 @@ from dpdpca.net.config import ServiceConfig
 from dpdpca.net.guard import ConnectionGuard, guarded_protocol_factory
 from dpdpca.protocol.params import ProtocolParams
 
-__all__ = ["load_public", "check_body_limit", "build_service", "serve"]
+__all__ = ["load_public", "lock_state_dir", "check_body_limit", "build_service", "serve"]
 
 
 def load_public(path: Path) -> ProtocolParams:
@@ -34,6 +35,30 @@ def load_public(path: Path) -> ProtocolParams:
         return ProtocolParams.from_json(json.loads(path.read_text()))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise MessageError(f"public parameters file {str(path)!r} must be JSON, got {type(exc).__name__}") from None
+
+
+def lock_state_dir(state_dir: Path) -> int:
+    """Hold ``state_dir/.lock`` exclusively for this process's life (its descriptor; closing it releases the lock).
+
+    Two services on one state directory would each acknowledge shares the
+    other's release leaves out: the second is refused at start.
+
+    Raises
+    ------
+    ParameterError
+        Another running service holds it (one line naming ``server.state_dir``).
+    """
+    import fcntl
+
+    state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise ParameterError(f"server.state_dir {str(state_dir)!r} must not be in use by another running proxy "
+                             f"service, got it locked by one") from None
+    return fd
 
 
 def check_body_limit(config: ServiceConfig, params: ProtocolParams) -> None:
@@ -156,13 +181,13 @@ def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Execu
     check_body_limit(config, params)
     _check_bindable(config.host, config.port)  # last: nothing is created before every check passed
     uvicorn = require("uvicorn")
+    lock = lock_state_dir(config.state_dir)
     pool = None
-    if executor is None and workers > 1:
-        from dpdpca.crypto import local_process_pool, start_workers
-
-        pool = executor = local_process_pool(workers)
     try:
-        if pool is not None:
+        if executor is None and workers > 1:
+            from dpdpca.crypto import local_process_pool, start_workers
+
+            pool = executor = local_process_pool(workers)
             start_workers(pool, modules=("dpdpca.protocol.intake",))
         collection, app = build_service(config, executor=executor, params=params)
         scheme = "http" if config.tls_cert is None else "https"
@@ -179,3 +204,4 @@ def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Execu
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+        os.close(lock)  # releases the state_dir's lock
