@@ -1,6 +1,9 @@
 """File input and output with one-line errors.
 
-Output is atomic: a file is either written whole or not at all.  Input is
+Output is atomic: a file is either written whole or not at all; a command
+whose work cannot be repeated reserves its output first
+(:class:`ReservedOutput`), so a path it cannot write is refused before the
+work.  Input is
 bounded: a file is refused before it is read if it is larger than the caller's
 limit, and a JSON file that is not JSON (or is nested deeper than the parser
 allows) is refused with one line, never a traceback.  Every failure is a
@@ -24,6 +27,138 @@ from dpdpca.errors import FileAccessError, MessageError
 MAX_JSON_BYTES = 1 << 20
 
 
+class ReservedOutput:
+    """An output file whose temporary file is made now and renamed into place by :meth:`write`, later.
+
+    A command whose work cannot be repeated (a session's one release, a budget
+    spent in a ledger) reserves its output *before* the work: making the
+    temporary file beside ``path`` proves the directory exists (it is made if
+    missing) and is writable, so a mistyped or unwritable path is refused in
+    one line while nothing has been spent.  The write itself stays atomic
+    (temporary file, fsync, rename).  What a reservation cannot promise: the
+    disk may still fill up before :meth:`write`.
+
+    The temporary file, and the directories made for it, are removed by
+    :meth:`discard` (the ``with`` block's exit): a failed command leaves no
+    partial output file (a process killed with SIGKILL leaves its
+    ``.<name>.*.tmp``).
+
+    Parameters
+    ----------
+    path : path-like
+        The output file.
+    mode : int
+        Its permissions, from the start (a secret is never readable by others).
+    exclusive : bool
+        Refuse an existing ``path`` (now, and at the final hard link, so a
+        concurrent writer cannot be overwritten either).
+    what : str
+        The output's name in errors (a command passes its option, ``"--out"``).
+
+    Raises
+    ------
+    FileAccessError
+        ``path`` is a directory, lies under a file, cannot be written, or
+        (``exclusive``) exists.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with ReservedOutput(Path(tempfile.mkdtemp()) / "out.bin") as out:
+    ...     out.write(b"result").read_bytes()    # after the work
+    b'result'
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, mode: int = 0o644, exclusive: bool = False,
+                 what: str = "output file") -> None:
+        self.path = Path(path)
+        self.what = what
+        self._exclusive = exclusive
+        self._tmp: str | None = None
+        self._fd: int | None = None
+        target = self.path
+        self._made: list[Path] = []  # the directories made for it, innermost first: removed again by discard
+        if target.is_dir():
+            raise FileAccessError(f"{what} {str(target)!r} must be a file, got a directory")
+        if exclusive and (target.exists() or target.is_symlink()):
+            raise FileAccessError(f"{what} {str(target)!r} must not exist already, got an existing file")
+        blocker = next((p for p in target.parents if p.exists() or p.is_symlink()), None)
+        if blocker is not None and not blocker.is_dir():
+            raise FileAccessError(f"{what} {str(target)!r} must be in a directory, got {str(blocker)!r}, "
+                                  f"which is not a directory")
+        try:
+            self._made = [p for p in target.parents if not (p.exists() or p.is_symlink())]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # kept open until the write: the bytes go to this file, whatever the name points to meanwhile
+            self._fd, self._tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            os.fchmod(self._fd, mode)
+        except OSError as exc:
+            self.discard()
+            raise FileAccessError(f"{what} {str(target)!r} must be writable, got {type(exc).__name__}: "
+                                  f"{exc.strerror or exc}") from None
+
+    def __enter__(self) -> ReservedOutput:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
+
+    def write(self, data: bytes) -> Path:
+        """Write ``data`` to the temporary file and rename it to :attr:`path` (once).
+
+        Raises
+        ------
+        FileAccessError
+            The write or the rename failed (the temporary file is removed), or
+            (``exclusive``) :attr:`path` appeared meanwhile.
+        ValueError
+            Called a second time, or after :meth:`discard`.
+        """
+        tmp, fd, target = self._tmp, self._fd, self.path
+        if tmp is None or fd is None:
+            raise ValueError(f"{self.what} {str(target)!r} must be written once, got a second write")
+        try:
+            self._fd = None  # the file object below closes it
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if self._exclusive:
+                os.link(tmp, target)
+                os.unlink(tmp)
+            else:
+                os.replace(tmp, target)
+            self._tmp, self._made = None, []
+        except BaseException as exc:
+            self.discard()
+            if isinstance(exc, FileExistsError):
+                raise FileAccessError(f"{self.what} {str(target)!r} must not exist already, got an existing "
+                                      f"file") from None
+            if isinstance(exc, OSError):
+                raise FileAccessError(f"{self.what} {str(target)!r} must be writable, got {type(exc).__name__}: "
+                                      f"{exc.strerror or exc}") from None
+            raise
+        return target
+
+    def discard(self) -> None:
+        """Remove the temporary file, and the directories made for it, if it was not written (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        made, self._made = self._made, []
+        for directory in made:
+            try:
+                directory.rmdir()
+            except OSError:  # not empty (something else was written there meanwhile), or gone: left as it is
+                break
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644,
                        exclusive: bool = False) -> Path:
     """Write ``data`` to ``path`` through a temporary file and an atomic rename.
@@ -32,7 +167,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
     is never readable by others, even briefly) and removed on any failure, so a
     failed command leaves no partial output file.  With ``exclusive=True`` the
     final step is a hard link, which fails if ``path`` exists (no overwrite,
-    even by a concurrent writer).
+    even by a concurrent writer).  A command that must know the output is
+    writable before it does its work reserves it first (:class:`ReservedOutput`).
 
     Raises
     ------
@@ -40,37 +176,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
         The directory cannot be created or written, or (``exclusive``) the
         target exists.
     """
-    target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise FileAccessError(f"output file {str(target)!r} must be writable, got {type(exc).__name__}: "
-                              f"{exc.strerror or exc}") from None
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if exclusive:
-            os.link(tmp, target)
-            os.unlink(tmp)
-        else:
-            os.replace(tmp, target)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        if isinstance(exc, FileExistsError):
-            raise FileAccessError(f"output file {str(target)!r} must not exist already, got an existing file") \
-                from None
-        if isinstance(exc, OSError):
-            raise FileAccessError(f"output file {str(target)!r} must be writable, got {type(exc).__name__}: "
-                                  f"{exc.strerror or exc}") from None
-        raise
-    return target
+    with ReservedOutput(path, mode=mode, exclusive=exclusive) as out:
+        return out.write(data)
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, mode: int = 0o644,

@@ -31,7 +31,7 @@ from typing import Any
 import click
 import numpy as np
 
-from dpdpca._io import atomic_write_bytes, atomic_write_json, read_bytes_file, read_json_file
+from dpdpca._io import ReservedOutput, atomic_write_bytes, atomic_write_json, read_bytes_file, read_json_file
 from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, transport_from_options, user_identity_cmd
 from dpdpca.commands.proxy_admin import proxy_init_cmd, proxy_status_cmd
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
@@ -417,7 +417,9 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
     state = Path(state_dir)
     params = load_public(str(state / "public.json"))
     keyring = OwnerKeyring.from_json(read_json_file(state / "owner-keys.json", "proxy owner keys"))
-    with Pool(workers, scheduler) as pool:
+    # --out is reserved (its temporary file made beside it) before the session's one release is claimed and any
+    # noise drawn: an unwritable --out is refused while the session can still be finished
+    with ReservedOutput(out_path, what="--out") as out, Pool(workers, scheduler) as pool:
         proxy = Proxy.from_state(params, keyring, read_bytes_file(str(state / "state.msg"), "proxy state"),
                                  executor=pool, ledger=ReleaseLedger(state / "ledger.json"),
                                  max_features=max_features)
@@ -435,7 +437,7 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
                                  sensitivity_mode=sensitivity_mode, noise_lattice=noise_lattice, release=proxy.release,
                                  noise_by=noise_by, honest_owners=honest_owners)
         data = ProxySteps(proxy, options, owners=owners, ledger=ledger, label=f"proxy finish {state_dir}").release()
-    PathTransport(outbox=[out_path]).send(PROXY, USER, data)
+        PathTransport(outbox=[out]).send(PROXY, USER, data)
     if ledger is not None:
         spent = proxy.ledger_entry_
         click.echo(f"privacy ledger {ledger.path}: {spent['releases']} releases, composed "

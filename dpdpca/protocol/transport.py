@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Mapping, Protocol, Sequence
 
-from dpdpca._io import atomic_write_bytes, read_bytes_file
+from dpdpca._io import ReservedOutput, atomic_write_bytes, read_bytes_file
 from dpdpca.errors import ProtocolError
 
 __all__ = ["Transport", "CountingTransport", "InProcessTransport", "FileTransport", "PipeTransport",
@@ -197,22 +197,26 @@ class PipeTransport(CountingTransport):
 class PathTransport(CountingTransport):
     """Named files, as the per-role commands exchange them by hand.
 
-    ``send`` writes each message to the next path of ``outbox`` (atomically);
+    ``send`` writes each message to the next path of ``outbox`` (atomically;
+    an outbox entry may be a :class:`~dpdpca._io.ReservedOutput` the command
+    made before its work, so that an unwritable path is refused first);
     ``receive`` reads the next path of ``inbox``, and returns None once they
     are all read.  The recipient does not choose the file: the command line
     does.
 
     Parameters
     ----------
-    outbox, inbox : sequence of path
+    outbox : sequence of path or ReservedOutput
+    inbox : sequence of path
     what : str
         What the inbox files hold, for the error of a missing or unreadable file.
     """
 
-    def __init__(self, *, outbox: Sequence[str | os.PathLike[str]] = (),
+    def __init__(self, *, outbox: Sequence[str | os.PathLike[str] | ReservedOutput] = (),
                  inbox: Sequence[str | os.PathLike[str]] = (), what: str = "message") -> None:
         super().__init__()
-        self._out = collections.deque(Path(p) for p in outbox)
+        self._out: collections.deque[Path | ReservedOutput] = collections.deque(
+            p if isinstance(p, ReservedOutput) else Path(p) for p in outbox)
         self._in = collections.deque(str(p) for p in inbox)
         self.what = what
 
@@ -220,7 +224,11 @@ class PathTransport(CountingTransport):
         if not self._out:
             raise ProtocolError(f"{sender} must have an output file for its message to {recipient}, got none")
         self._count(sender, recipient, payload)
-        atomic_write_bytes(self._out.popleft(), payload)
+        out = self._out.popleft()
+        if isinstance(out, ReservedOutput):
+            out.write(payload)
+        else:
+            atomic_write_bytes(out, payload)
 
     def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
         if not self._in:

@@ -294,6 +294,36 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
                   no_file=pcs)
 
 
+def test_proxy_finish_refuses_an_unwritable_out_before_the_release(keys, ids, tmp_path, capsys):
+    """A mistyped --out (a path under a file) is refused in one line before the session's one release is claimed
+    or the budget charged, so the session then finishes with a good --out.  Before, --out was first written
+    after the claim: the write failed, no result file existed, and every later finish was refused."""
+    rng = np.random.default_rng(5)
+    shares = [_share(keys, ids, tmp_path, _rows(rng, 6, 3), oid) for oid in ("1", "2")]
+    state = tmp_path / "state"
+    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *_verify_keys(ids, "1", "2"),
+                 "--out-dir", str(state), *map(str, shares)]) == 0
+    blocker = tmp_path / "notadir"
+    blocker.write_text("a file where --out wants a directory")
+    budget = tmp_path / "budget.json"
+    finish = ["proxy", "finish", "--state", str(state), "--epsilon", "1", "--delta", "1e-5", "--ledger", str(budget)]
+    for bad in (blocker / "result.msg", blocker / "sub" / "result.msg"):
+        _expect_error(capsys, finish + ["--out", str(bad)],
+                      f"--out {str(bad)!r} must be in a directory, got {str(blocker)!r}, which is not a directory")
+        assert not (state / "ledger.json").exists() and not budget.exists()  # nothing claimed, nothing charged
+    assert not list(tmp_path.rglob(".*.tmp"))  # no reserved temporary file is left behind
+    # a finish refused after the reservation removes its temporary file and the directory it made for it
+    fresh = tmp_path / "new" / "result.msg"
+    _expect_error(capsys, [*finish[:4], "--epsilon", "-1", "--delta", "1e-5", "--out", str(fresh)],
+                  "epsilon must be > 0")
+    assert not fresh.parent.exists() and not (state / "ledger.json").exists()
+    result = tmp_path / "result.msg"
+    assert main(finish + ["--out", str(result)]) == 0
+    assert result.is_file() and not list(tmp_path.rglob(".*.tmp"))
+    assert len(json.loads((state / "ledger.json").read_text())["dpdpca_release_ledger"]["releases"]) == 1
+    assert len(json.loads(budget.read_text())["entries"]) == 1
+
+
 def test_processes_bad_input_prints_one_line_and_no_child_traceback(tmp_path, capfd):
     big = tmp_path / "big.npy"
     np.save(big, np.array([[0.1, 0.2], [1.0, 1.0], [0.1, 0.1], [0.2, 0.2]]))
