@@ -24,7 +24,7 @@ from dpdpca.net.config import ServiceConfig
 from dpdpca.net.guard import ConnectionGuard, guarded_protocol_factory
 from dpdpca.protocol.params import ProtocolParams
 
-__all__ = ["load_public", "lock_state_dir", "check_body_limit", "build_service", "serve"]
+__all__ = ["load_public", "lock_state_dir", "check_against_params", "check_body_limit", "build_service", "serve"]
 
 
 def load_public(path: Path) -> ProtocolParams:
@@ -59,6 +59,26 @@ def lock_state_dir(state_dir: Path) -> int:
         raise ParameterError(f"server.state_dir {str(state_dir)!r} must not be in use by another running proxy "
                              f"service, got it locked by one") from None
     return fd
+
+
+def check_against_params(config: ServiceConfig, params: ProtocolParams) -> None:
+    """What ``proxy.toml`` asks that the public parameters must allow, checked at start (one line each).
+
+    ``protocol.quorum`` must be at most ``max_owners``: the slots hold no more
+    owners' shares, so a larger quorum is never reached (every owner past
+    ``max_owners`` would be refused after encrypting, and the collection could
+    only close at the deadline); then :func:`check_body_limit`.
+
+    Raises
+    ------
+    ParameterError
+        ``protocol.quorum must be <= ...``, or ``server.max_body_bytes must be >= ...``.
+    """
+    if config.quorum > params.max_owners:
+        raise ParameterError(f"protocol.quorum must be <= max_owners={params.max_owners} of the public parameters "
+                             f"(no more shares fit the slots, so a larger quorum is never reached), got "
+                             f"{config.quorum}")
+    check_body_limit(config, params)
 
 
 def check_body_limit(config: ServiceConfig, params: ProtocolParams) -> None:
@@ -97,7 +117,7 @@ def build_service(config: ServiceConfig, *, executor: Executor | None = None,
     ``params``: the public parameters, if already loaded (default: read ``config.public_path``).
     """
     params = load_public(config.public_path) if params is None else params
-    check_body_limit(config, params)
+    check_against_params(config, params)
     collection = Collection(params, config.state_dir, owner_keys=config.owner_keys, quorum=config.quorum,
                             min_shares=config.min_shares, deadline=config.deadline,
                             collection_seconds=config.collection_seconds, noise=config.noise,
@@ -178,7 +198,7 @@ def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Execu
         context = _server_tls(config.tls_cert, config.tls_key)
     check_int("workers", workers, minimum=1)
     params = load_public(config.public_path)
-    check_body_limit(config, params)
+    check_against_params(config, params)
     _check_bindable(config.host, config.port)  # last: nothing is created before every check passed
     uvicorn = require("uvicorn")
     lock = lock_state_dir(config.state_dir)

@@ -83,3 +83,32 @@ def test_public_status_switch_is_read_and_checked(tmp_path, parties):
     path.write_text(path.read_text().replace("public_status = false", 'public_status = "no"', 1))
     with pytest.raises(ParameterError, match="server.public_status must be true or false"):
         load_config(path)
+
+
+def test_a_quorum_above_max_owners_is_refused_at_start_in_one_line(tmp_path, monkeypatch, capsys):
+    """Three listed owners, quorum 3, but public.json's max_owners = 2: the slots hold two shares, so the quorum is
+    never reached (the third owner would be refused after encrypting). Refused before anything is created, by the
+    command and by build_service; quorum 2 starts."""
+    import types
+
+    import dpdpca.net.serve
+    from dpdpca.net.serve import build_service
+
+    params = ProtocolParams.create(generate_keypair(768, insecure_test_key=True)[0], release="any", max_owners=2,
+                                   max_rows_per_owner=4, d=3)
+    (tmp_path / "public.json").write_text(json.dumps(params.to_json()))
+    owners = {o: OwnerIdentity.generate(o) for o in ("a", "b", "c")}
+    toml = {q: write_proxy_toml(tmp_path / f"q{q}" / "proxy.toml", public=tmp_path / "public.json", owners=owners,
+                                user=OwnerIdentity.generate("user"), tls=None, port=0,
+                                state_dir=tmp_path / f"q{q}" / "state", quorum=q) for q in (3, 2)}
+    runs = []
+    fake_uvicorn = types.SimpleNamespace(run=lambda app, **kw: runs.append(app))
+    monkeypatch.setattr(dpdpca.net.serve, "require", lambda name: fake_uvicorn)
+    _one_line_error(capsys, ["proxy", "serve", "--config", str(toml[3]), "--insecure-http"],
+                    "protocol.quorum must be <= max_owners=2 of the public parameters (no more shares fit the slots, "
+                    "so a larger quorum is never reached), got 3")
+    assert runs == [] and not (tmp_path / "q3" / "state").exists()
+    with pytest.raises(ParameterError, match="protocol.quorum must be <= max_owners=2"):
+        build_service(load_config(toml[3]), params=params)
+    assert not (tmp_path / "q3" / "state").exists()
+    assert main(["proxy", "serve", "--config", str(toml[2]), "--insecure-http"]) == 0 and len(runs) == 1
