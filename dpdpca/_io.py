@@ -140,6 +140,10 @@ class ReservedOutput:
             raise
         return target
 
+    def write_json(self, obj: Any) -> Path:
+        """:meth:`write` ``obj`` as indented JSON (as :func:`atomic_write_json`)."""
+        return self.write((json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
     def discard(self) -> None:
         """Remove the temporary file, and the directories made for it, if it was not written (idempotent)."""
         fd, self._fd = self._fd, None
@@ -183,8 +187,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, mode: int = 0o644,
                       exclusive: bool = False) -> Path:
     """Serialize ``obj`` as indented JSON and write it atomically."""
-    return atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode(), mode=mode,
-                              exclusive=exclusive)
+    with ReservedOutput(path, mode=mode, exclusive=exclusive) as out:
+        return out.write_json(obj)
 
 
 def read_bytes_file(path: str | os.PathLike[str], what: str, *, max_bytes: int | None = None) -> bytes:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import click
 import numpy as np
 
-from dpdpca._io import atomic_write_json
+from dpdpca._io import ReservedOutput
 from dpdpca._validation import check_int, check_open_unit, param_error
 from dpdpca.data import SCALINGS, dataset_names, load_dataset, load_file, partition, preprocess
 from dpdpca.commands.privacy_options import apply_feature_bounds, ledger_options, open_ledger
@@ -344,6 +344,10 @@ def compare_cmd(dataset: str | None, data: str | None, sites: int, components: i
                 feature_bounds_file: str | None, ledger_path: str | None, budget_epsilon: float | None,
                 budget_delta: float | None, as_json: bool, relation: str | None, quiet: bool) -> None:
     """Run several pipelines on the same partitions and budget; report q/q_o, privacy and time."""
+    # --output is reserved (its temporary file made) before any method runs, whose costs a --ledger records: an
+    # --output it cannot write is refused first; the click context removes it when the command ends unwritten
+    reserved = None if output is None else \
+        click.get_current_context().with_resource(ReservedOutput(output, what="--output"))
     n_methods = (len(pipeline_names(kind=SUBSPACE, available=True)) if methods is None
                  else len([m for m in methods.split(",") if m.strip()]))
     with Progress("compare", total=n_methods * max(runs, 1), quiet=quiet) as progress:
@@ -355,10 +359,10 @@ def compare_cmd(dataset: str | None, data: str | None, sites: int, components: i
                               feature_bounds=feature_bounds, feature_bounds_file=feature_bounds_file,
                               ledger=open_ledger(ledger_path, budget_epsilon, budget_delta), relation=relation,
                               progress=progress)
-    if output is not None:
-        atomic_write_json(output, summary)
+    if reserved is not None:
+        reserved.write_json(summary)
         from dpdpca.commands._figures import compare_figure
 
-        for note in compare_figure(output, summary):
+        for note in compare_figure(reserved.path, summary):
             click.echo(note, err=True)
     click.echo(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_table(summary))

@@ -16,7 +16,7 @@ from typing import Any
 import click
 import numpy as np
 
-from dpdpca._io import atomic_write_bytes, atomic_write_json
+from dpdpca._io import ReservedOutput
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
     release_options
 from dpdpca.commands.protocol_options import (Pool, noise_options, packing_option, range_proofs_option, scheduler_option,
@@ -95,6 +95,12 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     check_int("components", components, minimum=1)
     rel = release_opts.mode
     release_opts.check_owners(owners=owners, quorum=quorum)
+    # --out is reserved (its files' temporary files made) before the run, whose cost a --ledger records: an --out
+    # it cannot write is refused first; the click context removes what was not written when the command ends
+    ctx = click.get_current_context()
+    outputs = {} if out_dir is None else {
+        name: ctx.with_resource(ReservedOutput(Path(out_dir) / name, what="--out"))
+        for name in ("components.npz", "result.json")}
     ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
     dataset_bounds = None
     if data_file is not None:
@@ -162,8 +168,8 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
     if out_dir is not None:
         buf = io.BytesIO()
         np.savez(buf, components=result.components, eigenvalues=result.eigenvalues)
-        atomic_write_bytes(Path(out_dir) / "components.npz", buf.getvalue())
-        atomic_write_json(Path(out_dir) / "result.json", summary)
+        outputs["components.npz"].write(buf.getvalue())
+        outputs["result.json"].write_json(summary)
         from dpdpca.commands._figures import run_figures
 
         for note in run_figures(out_dir, result=result, X_ref=X_ref, dataset=None if data_file else dataset):

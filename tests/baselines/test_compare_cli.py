@@ -141,6 +141,25 @@ def test_compare_errors_are_one_line(capsys, tmp_path, args, match):
     assert not out_file.exists() and list(tmp_path.iterdir()) == []  # no partial output
 
 
+def test_compare_refuses_an_unwritable_output_before_the_ledger_records_the_runs(capsys, tmp_path):
+    """compare --ledger records every run's cost: an --output under a file is refused before any method runs
+    (before, the ledger held the runs and the summary was lost), and nothing is left behind."""
+    blocker = tmp_path / "notadir"
+    blocker.write_text("a file where --output wants a directory")
+    budget = tmp_path / "budget.json"
+    args = ["--dataset", "digits", *BASE, "--methods", "capepca", "--ledger", str(budget)]
+    bad = blocker / "summary.json"
+    code, _, err = run_cli(capsys, *args, "--output", str(bad))
+    assert code == 2 and err == (f"dpdpca: error: --output {str(bad)!r} must be in a directory, got "
+                                 f"{str(blocker)!r}, which is not a directory\n")
+    assert not budget.exists()
+    good = tmp_path / "out" / "summary.json"
+    code, _, err = run_cli(capsys, *args, "--output", str(good))
+    assert code == 0, err
+    assert json.loads(good.read_text())["ledger"]["releases"] == 1 and len(json.loads(budget.read_text())["entries"]) == 1
+    assert not list(tmp_path.rglob(".*.tmp"))
+
+
 def test_compare_rejects_nan_file(capsys, tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("1,2\n3,nan\n5,6\n")

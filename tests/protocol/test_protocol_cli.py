@@ -133,6 +133,28 @@ def test_run_json_out_and_verify(tmp_path, capsys):
     assert json.loads((out / "result.json").read_text())["n_rows"] == 1797
 
 
+def test_run_refuses_an_unwritable_out_before_the_ledger_records_the_run(tmp_path, capsys):
+    """run --ledger records the run's cost: a --out under a file is refused before the run, not after it (before,
+    the ledger held a run whose output was lost), and a run refused after the reservation leaves nothing behind."""
+    data = tmp_path / "x.npy"
+    np.save(data, _rows(np.random.default_rng(6), 30, 3))
+    blocker = tmp_path / "notadir"
+    blocker.write_text("a file where --out wants a directory")
+    budget = tmp_path / "budget.json"
+    run = ["run", *KEY, "--data", str(data), "--owners", "2", "--quiet", "--ledger", str(budget)]
+    bad = blocker / "out"
+    _expect_error(capsys, [*run, "--components", "1", "--out", str(bad)],
+                  f"--out {str(bad / 'components.npz')!r} must be in a directory, got {str(blocker)!r}")
+    assert not budget.exists()
+    fresh = tmp_path / "new" / "out"  # refused after the reservation (k > d is known once the data are read)
+    _expect_error(capsys, [*run, "--components", "4", "--out", str(fresh)], "components must be <= 3")
+    assert not (tmp_path / "new").exists() and not budget.exists()
+    out = tmp_path / "out"
+    assert main([*run, "--components", "1", "--out", str(out)]) == 0
+    assert (out / "components.npz").is_file() and json.loads((out / "result.json").read_text())["n_rows"] == 30
+    assert len(json.loads(budget.read_text())["entries"]) == 1 and not list(tmp_path.rglob(".*.tmp"))
+
+
 @pytest.mark.slow
 def test_run_human_summary_with_processes(tmp_path, capsys):
     data = tmp_path / "x.npy"
