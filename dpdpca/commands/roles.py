@@ -503,6 +503,9 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
     if (result is None) == (proxy_url is None):
         raise ParameterError(f"exactly one of RESULT and --proxy must be given, got result={result!r:.80} "
                              f"proxy={proxy_url!r:.80}")
+    # --out is reserved before the wait for the release and the decryption: an --out it cannot write is refused
+    # before them, not after; the click context removes it (and the directories made for it) if never written
+    out = click.get_current_context().with_resource(ReservedOutput(out_path, what="--out"))
     service = None
     if proxy_url is not None:
         from dpdpca.protocol.identity import OwnerIdentity
@@ -530,7 +533,7 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
     buf = io.BytesIO()
     np.savez(buf, components=res.components, eigenvalues=res.eigenvalues,
              privacy=np.array(json.dumps(res.privacy.to_dict())))
-    atomic_write_bytes(out_path, buf.getvalue())
+    out.write(buf.getvalue())
     n_rows = res.extra["n_rows"] if "n_rows" in res.extra else f"private (noisy {res.extra['n_rows_noisy']:.1f})"
     summary: dict[str, Any] = {"components_shape": list(res.components.shape), "n_rows": n_rows,
                                "n_features": int(res.components.shape[0]),

@@ -346,6 +346,31 @@ def test_proxy_finish_refuses_an_unwritable_out_before_the_release(keys, ids, tm
     assert len(json.loads(budget.read_text())["entries"]) == 1
 
 
+def test_user_finish_refuses_an_unwritable_out_before_it_decrypts(keys, ids, tmp_path, capsys):
+    """The data user's --out is checked before the release is claimed in its ledger and decrypted (before, after:
+    nothing was lost, since the same release may be decrypted again, but the decryption, and with --proxy the wait
+    for the release, were done for nothing)."""
+    rng = np.random.default_rng(7)
+    shares = [_share(keys, ids, tmp_path, _rows(rng, 6, 3), oid) for oid in ("1", "2")]
+    state, result = tmp_path / "state", tmp_path / "result.msg"
+    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *_verify_keys(ids, "1", "2"),
+                 "--out-dir", str(state), *map(str, shares)]) == 0
+    assert main(["proxy", "finish", "--state", str(state), "--epsilon", "1", "--delta", "1e-5", "--out",
+                 str(result)]) == 0
+    blocker = tmp_path / "notadir"
+    blocker.write_text("a file where --out wants a directory")
+    ledger = tmp_path / "user-ledger.json"
+    fin = ["user", "finish", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"), str(result),
+           "--components", "1", "--ledger", str(ledger)]
+    bad = blocker / "pcs.npz"
+    _expect_error(capsys, [*fin, "--out", str(bad)],
+                  f"--out {str(bad)!r} must be in a directory, got {str(blocker)!r}, which is not a directory")
+    assert not ledger.exists()  # nothing claimed, nothing decrypted
+    pcs = tmp_path / "pcs.npz"
+    assert main([*fin, "--out", str(pcs)]) == 0
+    assert pcs.is_file() and not list(tmp_path.rglob(".*.tmp"))
+
+
 def test_processes_bad_input_prints_one_line_and_no_child_traceback(tmp_path, capfd):
     big = tmp_path / "big.npy"
     np.save(big, np.array([[0.1, 0.2], [1.0, 1.0], [0.1, 0.1], [0.2, 0.2]]))
