@@ -356,7 +356,12 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
                         release: str | None, max_features: int, range_proofs: bool, range_proof_mode: str,
                         workers: int,
                         scheduler: str | None, shares: tuple[str, ...]) -> None:
-    """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json)."""
+    """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json).
+
+    It takes no privacy setting, so it does not compare the shares' signed noise labels with the session's (the
+    service and dpdpca run refuse another label on arrival): proxy finish does, and refuses a state holding one;
+    aggregate again without that share.
+    """
     from dpdpca.protocol.proxy import Proxy
     from dpdpca.protocol.roles import ProxySteps, collect_shares
     from dpdpca.protocol.transport import PathTransport

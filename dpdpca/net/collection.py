@@ -54,6 +54,13 @@ restart, which closes again from the share files (or finds the release
 ``lost``).  ``dpdpca proxy serve`` holds ``state_dir/.lock`` for its life, so a
 second service on the same directory is refused at start.
 
+The proxy knows its release setting while collecting, so a share whose signed
+noise label is not the session's (owners' noise for another epsilon, delta,
+L = the listed owners, t or quorum = ``min_shares``; or the wrong kind) is
+refused on arrival (400 ``invalid``, as any invalid share) and never stored:
+it cannot make the session unreleasable, and its owner, not excluded, may
+send a share with the session's noise.
+
 Retries are idempotent: the same share again is ``duplicate`` (even after
 closing); another share under an accepted owner id is ``conflict``.
 """

@@ -42,7 +42,8 @@ from dpdpca.protocol.bounds import noise_tail_factor
 from dpdpca.protocol.counts import NO_NOISE
 
 __all__ = ["owner_count_noise_bound", "owner_noise_bound", "owner_noise", "proxy_noise", "check_noise_fits", "centred_from_noisy",
-           "add_block_noise", "owner_noise_calibration", "coalition_report", "owner_noise_label"]
+           "add_block_noise", "owner_noise_calibration", "coalition_report", "owner_noise_label", "session_noise_label",
+           "honest_owners"]
 
 
 def _draw(sigma_squared: dict[str, Any], counts: dict[str, int], source: Any = None) -> dict[str, list[int]]:
@@ -124,13 +125,49 @@ def owner_noise_label(cal: DistributedCalibration | None) -> str:
 
     ``"none"`` without owners' noise; else the parameters the share's noise
     was calibrated with, which fix its sigma: ``"owners:epsilon=1.0,delta=1e-05,owners=5,honest=5,quorum=5"``.
-    The proxy finishing with owners' noise computes the same label from its
-    own options and refuses a statement that differs.
+    The proxy computes the session's label from its own setting
+    (:func:`session_noise_label`, the same spelling) and refuses a statement
+    that differs: on arrival when it knows its setting while collecting, else
+    when it finishes.
     """
     if cal is None:
         return NO_NOISE
-    return (f"owners:epsilon={float(cal.epsilon)!r},delta={float(cal.delta)!r},owners={int(cal.owners)},"
-            f"honest={int(cal.honest)},quorum={int(cal.quorum)}")
+    return _label(epsilon=cal.epsilon, delta=cal.delta, owners=cal.owners, honest=cal.honest, quorum=cal.quorum)
+
+
+def _label(*, epsilon: float, delta: float, owners: int, honest: int, quorum: int) -> str:
+    """The one spelling of an owners' noise label (:func:`owner_noise_label`, :func:`session_noise_label`)."""
+    return (f"owners:epsilon={float(epsilon)!r},delta={float(delta)!r},owners={int(owners)},"
+            f"honest={int(honest)},quorum={int(quorum)}")
+
+
+def honest_owners(setting: Any, owners: int) -> int:
+    """t of a privacy setting (``setting.honest_owners``) in a session of ``owners`` owners: default L."""
+    return owners if setting.honest_owners is None else int(setting.honest_owners)
+
+
+def session_noise_label(setting: Any, *, owners: int, quorum: int) -> str:
+    """What every share statement of a session must say about its noise under ``setting`` (a ``ReleaseOptions``).
+
+    ``"none"`` unless ``setting.noise_by == "owners"``; else the
+    :func:`owner_noise_label` of the owners' calibration for the setting's
+    epsilon and delta, L = ``owners``, t (:func:`honest_owners`) and
+    ``quorum``, spelt from those parameters without calibrating (a
+    calibration takes about 0.2 s; the label names its parameters only).
+    The proxy's one source of the label, at intake and at finish.
+
+    Examples
+    --------
+    >>> from dpdpca.protocol.config import ReleaseOptions
+    >>> session_noise_label(ReleaseOptions(epsilon=1.0, delta=1e-5, noise_by="owners"), owners=3, quorum=2)
+    'owners:epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=2'
+    >>> session_noise_label(ReleaseOptions(epsilon=1.0, delta=1e-5), owners=3, quorum=2)
+    'none'
+    """
+    if setting.noise_by != "owners":
+        return NO_NOISE
+    return _label(epsilon=setting.epsilon, delta=setting.delta, owners=owners,
+                  honest=honest_owners(setting, owners), quorum=quorum)
 
 
 _LABEL = re.compile(r"owners:epsilon=([0-9.e+-]+),delta=([0-9.e+-]+),owners=([0-9]+),honest=([0-9]+),quorum=([0-9]+)")

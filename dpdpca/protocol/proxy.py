@@ -28,7 +28,7 @@ from dpdpca.dp.accountant import PrivacyLedger
 from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError, ProofError, ProtocolError
 from dpdpca.protocol import add_remove
 from dpdpca.protocol.config import ReleaseOptions
-from dpdpca.protocol.counts import NO_NOISE, ShareStatement, check_noise_statements
+from dpdpca.protocol.counts import ShareStatement, check_noise_statements
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.layout import row_chunk_spans, window_chunks
 from dpdpca.protocol.ledger import ReleaseLedger
@@ -191,6 +191,7 @@ class Proxy:
         self._prepared = False
         # Add/remove: the proxy's noise drawn ahead for one privacy setting (used once, then dropped).
         self._release_setting: ReleaseOptions | None = None
+        self._release_owners: int | None = None  # L for that setting (owners' noise), default the listed owners
         self._ready_noise: tuple[tuple[Any, ...], dict[str, list[int]]] | None = None
         self._ready_calibration: tuple[tuple[Any, ...], ReleaseNoise] | None = None
         self._noise_thread: threading.Thread | None = None
@@ -224,8 +225,12 @@ class Proxy:
             owner id, d, count and these ciphertexts.
         ProtocolError
             A duplicate owner id, a ciphertext already received in another
-            share (a replay under a new id), another session, or a share
-            arriving after the collection closed (late).
+            share (a replay under a new id), another session, a share
+            arriving after the collection closed (late), or, when the proxy
+            knows its release setting (:meth:`expect_release`), a share whose
+            signed noise label is not the session's (:meth:`statement_noise`;
+            the owner is not excluded: it may send a share with the session's
+            noise).
         OverflowRiskError
             More owners than ``max_owners`` (the declared slot width).
         DataError
@@ -378,12 +383,12 @@ class Proxy:
         if not self._seen.isdisjoint(keys):
             raise ProtocolError(f"ciphertexts must be fresh, got owner {owner!r} resending ciphertexts already "
                                 f"received in another share (a replay)")
-        expected = self._release_setting  # known at intake when a launcher said it (ProxySteps, the service)
-        if expected is not None and (expected.noise_by == "owners") == (statement.noise == NO_NOISE):
-            # refused here, not at finish: one disagreeing share must not make the session unreleasable
-            want = "the owners' noise" if expected.noise_by == "owners" else "no noise"
-            raise ProtocolError(f"share statement of owner {owner!r} must say its share holds {want} (this "
-                                f"session's noise is added by the {expected.noise_by}), got {statement.noise!r}")
+        expected = self.expected_statement_noise()  # known when a launcher said the setting (ProxySteps, the service)
+        if expected is not None:
+            # finish's own check, made on arrival: one share with another label (another epsilon, delta, L, t or
+            # quorum, or the wrong kind) must not make the session unreleasable.  Nothing of the share is kept
+            # (not its owner, not its ciphertexts): the owner may send a share with the session's noise.
+            check_noise_statements([statement], expected)
         self._seen.update(keys)
         self.d = d
         self._statements[owner] = statement
@@ -463,10 +468,40 @@ class Proxy:
                 self._partials.append(total)
         return out
 
-    def expect_release(self, setting: ReleaseOptions | None = None, **finish_options: Any) -> None:
-        """Say which release :meth:`finish` will make (its setting, or its keywords), so :meth:`prepare` can
-        draw its noise ahead."""
+    def expect_release(self, setting: ReleaseOptions | None = None, *, owners: int | None = None,
+                       **finish_options: Any) -> None:
+        """Say which release :meth:`finish` will make (its setting, or its keywords, and L as ``owners``), so
+        :meth:`prepare` can draw its noise ahead and the intake refuses a share whose signed noise label is not
+        the session's (:meth:`expected_statement_noise`).
+
+        ``owners`` must be the L that :meth:`finish` will be given (:class:`~dpdpca.protocol.roles.ProxySteps`
+        passes the same to both).  A proxy never told its setting (``dpdpca proxy aggregate``, which takes no
+        privacy options) checks the labels at :meth:`finish` only.
+        """
         self._release_setting = self._expected_setting(setting, finish_options)
+        self._release_owners = None if owners is None else check_int("owners", owners, minimum=1)
+
+    def statement_noise(self, setting: ReleaseOptions, *, owners: int | None = None) -> str:
+        """What every share statement of this session must say about its noise under ``setting``.
+
+        ``"none"`` (the proxy adds the noise), or the owners' noise label for
+        the setting, L = ``owners`` (default the listed owners) and this
+        proxy's quorum (:func:`~dpdpca.protocol.add_remove.session_noise_label`).
+        The one label both checks compare with: the intake's (when the setting
+        is known while collecting) and :meth:`finish`'s.
+        """
+        return add_remove.session_noise_label(setting, owners=self._owners(owners), quorum=self.quorum)
+
+    def expected_statement_noise(self) -> str | None:
+        """:meth:`statement_noise` of the setting :meth:`expect_release` gave, or None when none was given (the
+        intake then leaves the noise labels to :meth:`finish`)."""
+        if self._release_setting is None:
+            return None
+        return self.statement_noise(self._release_setting, owners=self._release_owners)
+
+    def _owners(self, owners: int | None) -> int:
+        """L: ``owners`` as given, default the number of listed owners."""
+        return len(self.owner_keys) if owners is None else check_int("owners", owners, minimum=1)
 
     def _expected_setting(self, setting: ReleaseOptions | None, options: dict[str, Any]) -> ReleaseOptions | None:
         """The setting given, or built (validated once) from :meth:`finish`'s keywords, or the expected one."""
@@ -741,7 +776,7 @@ class Proxy:
         """
         if self._aggregate is None:
             raise ProtocolError("finish must follow close_collection, got it first")
-        n_owners = len(self.owner_keys) if owners is None else check_int("owners", owners, minimum=1)
+        n_owners = self._owners(owners)
         setting.check_owners(owners=n_owners, quorum=self.quorum)  # owners' noise: t <= L and Q > L - t
         if self.n_ is not None:  # N is known (the centred release): delta must also be < 1/N
             check_delta("delta", setting.delta, n_rows=int(self.n_))
@@ -814,8 +849,8 @@ class Proxy:
                                 f"(the ledger holds one)")
         # The report promises this noise: every share must say it holds exactly its part of it (owners' noise),
         # or none (the proxy's): noiseless shares under an owners'-noise report would release exact values.
-        check_noise_statements(self.statements_, NO_NOISE if noise.distributed is None
-                               else add_remove.owner_noise_label(noise.distributed))
+        # (With the setting known while collecting, the intake already refused any other label.)
+        check_noise_statements(self.statements_, self.statement_noise(setting, owners=owners))
         if ledger is None:
             out = self.release.finish(self, noise)
         else:  # under the ledger's lock: another session sharing the budget cannot pass between check and record

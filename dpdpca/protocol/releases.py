@@ -274,7 +274,7 @@ class AddRemoveRelease(ProtocolRelease):
     def calibrate(self, setting: Any, *, d: int, frac_bits: int, kappa: int, n: int | None = None,
                   owners: int = 1, quorum: int | None = None, present: int | None = None) -> ReleaseNoise:
         if setting.noise_by == "owners":
-            t = owners if setting.honest_owners is None else setting.honest_owners
+            t = add_remove.honest_owners(setting, owners)
             dist = calibrate_distributed(epsilon=setting.epsilon, delta=setting.delta, d=d, frac_bits=frac_bits,
                                          owners=owners, honest=t, quorum=quorum)
             return ReleaseNoise(self, setting, dist.report(present=owners if present is None else present), None, 0.0, dist,

@@ -71,10 +71,13 @@ class ProxySteps:
     proxy : Proxy
     release : ReleaseOptions or None
         Must describe the same release as ``proxy.release``; needed by
-        :meth:`release` only (a proxy that only collects has none).
+        :meth:`release`.  Given, the proxy also refuses on arrival a share
+        whose signed noise label is not the session's
+        (:meth:`Proxy.expect_release`); a proxy that only collects has none
+        and leaves the labels to the release.
     owners : int or None
         L, the owners of the session (add/remove release with owners' noise);
-        default the listed owners.
+        default the listed owners.  The same L at intake and at the release.
     ledger : PrivacyLedger or None
         A budget ledger: :meth:`release` prices the release against it first
         and records it (:meth:`dpdpca.protocol.proxy.Proxy.finish`).
@@ -97,8 +100,8 @@ class ProxySteps:
         self.owners = owners
         self.ledger = ledger
         self.label = label
-        if release is not None:  # lets the proxy draw the release's noise while collection is open
-            proxy.expect_release(release)
+        if release is not None:  # lets the proxy draw the release's noise, and check the labels, while collecting
+            proxy.expect_release(release, owners=owners)
 
     @property
     def received(self) -> list[str]:

@@ -367,6 +367,68 @@ def test_an_owner_uploading_another_d_first_locks_nobody_out(tmp_path, net_param
         _service(tmp_path / "other", undeclared, identities)
 
 
+def _owners_noise_share(params, identity, rows_for, *, epsilon=1.0, quorum=2):
+    """Owner ``identity``'s add/remove share holding its part of the owners' noise (L = t = 3)."""
+    from dpdpca.dp import calibrate_distributed
+
+    cal = calibrate_distributed(epsilon=epsilon, delta=1e-5, d=3, frac_bits=params.frac_bits, owners=3, honest=3,
+                                quorum=quorum)
+    return DataOwner(params, identity, insecure_test_key=True, release="add-remove", noise=cal).share(
+        rows_for(int(identity.owner_id), n=20, d=3))
+
+
+def test_an_owner_signing_another_noise_setting_is_refused_on_arrival_and_the_session_is_released(
+        tmp_path, net_params, net_keypair, identities, owner_keyring, rows_for, clock, caplog):
+    """Audit: with noise_by = "owners", a listed owner's share whose signed noise label was for another epsilon
+    was accepted (201); once the collection closed the finish refused the whole session, 503 "proxy finish
+    failed" for ever, restarts included.  It is now refused on arrival (400 invalid, both labels named) and not
+    stored: the session is released with the honest owners at the deadline, and in another session the refused
+    owner, not excluded, resends a share with the session's noise (accepted, not a conflict).  A share the old
+    code stored with another label is removed on restart, with a line in the log, and the session goes on."""
+    noise = NoiseConfig(epsilon=1.0, delta=1e-5, noise_by="owners")
+    session = "owners:epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=2"  # L = the 3 owner keys, quorum = min_shares
+    bad = _owners_noise_share(net_params, identities["3"], rows_for, epsilon=8.0)
+    refused = (f"400 invalid: share statement of owner '3' must say its share holds the session's noise "
+               f"{session!r}, got 'owners:epsilon=8.0,delta=1e-05,owners=3,honest=3,quorum=2'")
+    coll, app = _service(tmp_path, net_params, identities, clock=clock, quorum=3, min_shares=2, noise=noise)
+    with TestClient(app) as tc:
+        for oid in ("1", "2"):
+            share = _owners_noise_share(net_params, identities[oid], rows_for)
+            assert _client(tc, identities[oid]).post_share(oid, share)["status"] == "accepted"
+        with pytest.raises(ProxyRefused) as err:
+            _client(tc, identities["3"]).post_share("3", bad)
+        assert err.value.code == 400 and refused in str(err.value) and "\n" not in str(err.value)
+        assert _stored(tmp_path) == ["1.msg", "2.msg"] and coll.status()["excluded"] == []
+        clock.now += 61.0
+        coll.close_if_due()
+        _, _, res = _user_finish(tc, identities, net_params, net_keypair, owner_keyring)
+    assert coll.phase.value == "released" and sorted(res.extra["owners"]) == ["1", "2"]
+
+    other = tmp_path / "resend"
+    coll, app = _service(other, net_params, identities, clock=clock, quorum=3, min_shares=2, noise=noise)
+    with TestClient(app) as tc:
+        with pytest.raises(ProxyRefused, match="400 invalid"):
+            _client(tc, identities["3"]).post_share("3", bad)
+        for oid in OWNERS:
+            share = _owners_noise_share(net_params, identities[oid], rows_for)
+            assert _client(tc, identities[oid]).post_share(oid, share)["status"] == "accepted"
+        _, _, res = _user_finish(tc, identities, net_params, net_keypair, owner_keyring)
+    assert sorted(res.extra["owners"]) == OWNERS
+
+    stored = tmp_path / "stored"
+    coll, app = _service(stored, net_params, identities, clock=clock, quorum=3, min_shares=2, noise=noise)
+    with TestClient(app) as tc:
+        share = _owners_noise_share(net_params, identities["1"], rows_for)
+        assert _client(tc, identities["1"]).post_share("1", share)["status"] == "accepted"
+    (stored / "state" / "shares" / "3.msg").write_bytes(bad)  # what the old code acknowledged and kept
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="dpdpca.proxy"):
+        coll, _ = _service(stored, net_params, identities, clock=clock, quorum=3, min_shares=2, noise=noise)
+    assert coll.accepted() == ["1"] and _stored(stored) == ["1.msg"]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"stored share 3.msg refused on restart and removed: {refused.removeprefix('400 invalid: ')}"]
+
+
 def test_proxy_serve_with_workers_runs_a_whole_session_on_a_process_pool_and_shuts_it_down(
         tmp_path, net_params, net_keypair, identities, owner_keyring, rows_for, monkeypatch, capsys):
     """``proxy serve --workers 2`` through the CLI: the service's collection gets a started pool, owners and the

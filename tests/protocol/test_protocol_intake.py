@@ -221,3 +221,41 @@ def test_pooled_intake_chunks_cover_the_shares_and_end_the_workers_together(work
             assert len(rest) % workers == 0 or len(rest) == sum(rest)  # fewer shares than workers: one each
             assert max(rest) - min(rest) <= 1
     assert intake_chunk_sizes(None, workers) == [FIRST_CHUNK] * workers  # then 16 a chunk
+
+
+@pytest.mark.parametrize("expected", [None, 4])
+def test_pool_intake_refuses_a_share_for_another_noise_setting_as_the_serial_one(make_user, make_owner, pool,
+                                                                                 expected):
+    """A share whose signed owners' noise label is not the session's (here: another epsilon) is refused by the
+    pooled intake with the serial intake's error, taken out of its chunk's sum (expected=None: one chunk of
+    four), and its owner's share with the session's noise is then accepted; the aggregates are the same."""
+    from dpdpca.dp import calibrate_distributed
+    from dpdpca.protocol.config import ReleaseOptions
+
+    user = make_user(release="add-remove")
+    p = user.params
+    setting = ReleaseOptions(epsilon=1.0, delta=1e-5, release="add-remove", noise_by="owners")
+    rng = np.random.default_rng(5)
+
+    def share(oid, epsilon):
+        cal = calibrate_distributed(epsilon=epsilon, delta=1e-5, d=3, frac_bits=p.frac_bits, owners=3, honest=3,
+                                    quorum=2)
+        return make_owner(p, oid, release="add-remove", noise=cal).share(0.5 * rng.uniform(-1, 1, size=(4, 3)))
+
+    batch = [share("1", 1.0), share("2", 8.0), share("3", 1.0), share("2", 1.0)]
+    serial = Proxy(p, user.owner_keys, quorum=2, release="add-remove")
+    parallel = Proxy(p, user.owner_keys, quorum=2, release="add-remove", executor=pool)
+    for proxy in (serial, parallel):
+        proxy.expect_release(setting, owners=3)
+    want = [Proxy._try(serial.receive_share, data) for data in batch]
+    got = parallel.receive_shares(iter(batch), expected=expected)
+    assert [_outcome(o) for o in got] == [_outcome(o) for o in want]
+    assert [_outcome(o) for o in want] == [
+        "1", ("ProtocolError", "share statement of owner '2' must say its share holds the session's noise "
+                               "'owners:epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=2', got "
+                               "'owners:epsilon=8.0,delta=1e-05,owners=3,honest=3,quorum=2'"), "3", "2"]
+    assert parallel.received == serial.received == ["1", "3", "2"]
+    serial.close_collection()
+    parallel.close_collection()
+    for name in share_sections("add-remove"):
+        assert parallel._aggregate[name].ciphertexts == serial._aggregate[name].ciphertexts

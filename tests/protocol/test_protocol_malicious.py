@@ -483,7 +483,7 @@ def test_a_share_whose_noise_disagrees_with_a_known_session_is_refused_at_intake
     cal = calibrate_distributed(epsilon=1.0, delta=1e-5, d=3, frac_bits=16, owners=3, honest=3, quorum=3)
     steps = ProxySteps(Proxy(p, user.owner_keys, quorum=3, release="add-remove"),
                        ReleaseOptions(epsilon=1.0, delta=1e-5, release="add-remove", noise_by="owners"), owners=3)
-    with pytest.raises(ProtocolError, match="must say its share holds the owners' noise .* got 'none'"):
+    with pytest.raises(ProtocolError, match="must say its share holds the session's noise 'owners:.*', got 'none'"):
         steps.accept(make_owner(p, "1", release="add-remove").share(_rows(0, 30, 3)))
     for k, oid in enumerate(("1", "2", "3")):
         steps.accept(make_owner(p, oid, release="add-remove", noise=cal).share(_rows(k, 30, 3)))
@@ -491,5 +491,52 @@ def test_a_share_whose_noise_disagrees_with_a_known_session_is_refused_at_intake
     user.finish(steps.release(), n_components=2)
     proxy_steps = ProxySteps(Proxy(p, user.owner_keys, quorum=3, release="add-remove"),
                              ReleaseOptions(epsilon=1.0, delta=1e-5, release="add-remove"))
-    with pytest.raises(ProtocolError, match="must say its share holds no noise .* got 'owners:epsilon=1.0"):
+    with pytest.raises(ProtocolError, match="must say its share holds the session's noise 'none', got 'owners:epsilon=1.0"):
         proxy_steps.accept(make_owner(p, "1", release="add-remove", noise=cal).share(_rows(0, 30, 3)))
+
+
+def test_a_share_signed_for_another_noise_setting_is_refused_at_intake_and_the_session_released(make_user,
+                                                                                                  make_owner):
+    """Audit: with the owners' noise the proxy compared a share's signed noise label with the session's only at
+    finish, after the collection closed, so one listed owner signing a label for another epsilon (delta, L, t or
+    quorum) was accepted and no release of the session was ever possible.  A proxy that knows its setting while
+    collecting (ProxySteps) now refuses such a share on arrival, in one line naming the owner and both labels;
+    nothing of it is kept, so the session is released with the honest owners, and the owner, not excluded, may
+    resend a share with the session's noise."""
+    from dpdpca.dp import calibrate_distributed
+    from dpdpca.protocol.config import ReleaseOptions
+    from dpdpca.protocol.roles import ProxySteps
+
+    user = make_user(max_owners=3, max_rows_per_owner=64, release="any")
+    p = user.params
+    setting = ReleaseOptions(epsilon=1.0, delta=1e-5, release="add-remove", noise_by="owners")  # t = L
+    session = "owners:epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=2"
+
+    def share(oid, **change):
+        kw = {"epsilon": 1.0, "delta": 1e-5, "owners": 3, "honest": 3, "quorum": 2, **change}
+        cal = calibrate_distributed(d=3, frac_bits=p.frac_bits, **kw)
+        return make_owner(p, oid, release="add-remove", noise=cal).share(_rows(int(oid), 30, 3))
+
+    honest = {oid: share(oid) for oid in ("1", "2", "3")}
+    steps = ProxySteps(Proxy(p, user.owner_keys, quorum=2, release="add-remove"), setting, owners=3)
+    for oid in ("1", "2"):
+        steps.accept(honest[oid])
+    for change, claimed in [({"epsilon": 8.0}, "epsilon=8.0,delta=1e-05,owners=3,honest=3,quorum=2"),
+                            ({"delta": 1e-3}, "epsilon=1.0,delta=0.001,owners=3,honest=3,quorum=2"),
+                            ({"owners": 4}, "epsilon=1.0,delta=1e-05,owners=4,honest=3,quorum=2"),
+                            ({"honest": 2}, "epsilon=1.0,delta=1e-05,owners=3,honest=2,quorum=2"),
+                            ({"quorum": 3}, "epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=3")]:
+        with pytest.raises(ProtocolError) as info:
+            steps.accept(share("3", **change))
+        assert str(info.value) == (f"share statement of owner '3' must say its share holds the session's noise "
+                                   f"{session!r}, got 'owners:{claimed}'")
+        assert steps.received == ["1", "2"] and not steps.proxy.excluded_
+    steps.close()
+    result = user.finish(steps.release(), n_components=2)  # before: "proxy finish failed" for ever
+    assert steps.proxy.owners_ == ["1", "2"] and result.extra["owners"] == ["1", "2"]
+    # the owner that was refused is not excluded: its share with the session's noise is accepted
+    again = ProxySteps(Proxy(p, user.owner_keys, quorum=2, release="add-remove"), setting, owners=3)
+    with pytest.raises(ProtocolError, match="got 'owners:epsilon=8.0"):
+        again.accept(share("3", epsilon=8.0))
+    assert again.accept(honest["3"]) == "3" and again.received == ["3"]
+    assert again.proxy.expected_statement_noise() == session
