@@ -14,6 +14,7 @@ with warnings.catch_warnings():  # starlette >= 1.x prefers the httpx2 fork for 
     from starlette.testclient import TestClient
 
 from dpdpca.dp.release import calibrate_add_remove
+from dpdpca.errors import ParameterError
 from dpdpca.net.app import create_app
 from dpdpca.net.auth import PartyKeys, sign_headers
 from dpdpca.net.client import ProxyClient, ProxyRefused
@@ -384,7 +385,8 @@ def test_an_owner_signing_another_noise_setting_is_refused_on_arrival_and_the_se
     failed" for ever, restarts included.  It is now refused on arrival (400 invalid, both labels named) and not
     stored: the session is released with the honest owners at the deadline, and in another session the refused
     owner, not excluded, resends a share with the session's noise (accepted, not a conflict).  A share the old
-    code stored with another label is removed on restart, with a line in the log, and the session goes on."""
+    code stored with another label stops a restart in one line naming its file (nothing is deleted: the operator
+    removes it), and the session then goes on."""
     noise = NoiseConfig(epsilon=1.0, delta=1e-5, noise_by="owners")
     session = "owners:epsilon=1.0,delta=1e-05,owners=3,honest=3,quorum=2"  # L = the 3 owner keys, quorum = min_shares
     bad = _owners_noise_share(net_params, identities["3"], rows_for, epsilon=8.0)
@@ -421,12 +423,15 @@ def test_an_owner_signing_another_noise_setting_is_refused_on_arrival_and_the_se
         share = _owners_noise_share(net_params, identities["1"], rows_for)
         assert _client(tc, identities["1"]).post_share("1", share)["status"] == "accepted"
     (stored / "state" / "shares" / "3.msg").write_bytes(bad)  # what the old code acknowledged and kept
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="dpdpca.proxy"):
-        coll, _ = _service(stored, net_params, identities, clock=clock, quorum=3, min_shares=2, noise=noise)
-    assert coll.accepted() == ["1"] and _stored(stored) == ["1.msg"]
-    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
-        f"stored share 3.msg refused on restart and removed: {refused.removeprefix('400 invalid: ')}"]
+    with pytest.raises(ParameterError) as stop:
+        _service(stored, net_params, identities, clock=clock, quorum=3, min_shares=2, noise=noise)
+    assert str(stop.value) == (f"stored share {str(stored / 'state' / 'shares' / '3.msg')!r} must still be accepted "
+                               f"on restart (it was acknowledged), got: {refused.removeprefix('400 invalid: ')}; "
+                               f"restore protocol.owner_keys, or remove the file to drop that share from the session")
+    assert _stored(stored) == ["1.msg", "3.msg"]
+    (stored / "state" / "shares" / "3.msg").unlink()  # the operator's decision
+    coll, _ = _service(stored, net_params, identities, clock=clock, quorum=3, min_shares=2, noise=noise)
+    assert coll.accepted() == ["1"]
 
 
 def test_proxy_serve_with_workers_runs_a_whole_session_on_a_process_pool_and_shuts_it_down(
