@@ -54,10 +54,14 @@ def lock_state_dir(state_dir: Path) -> int:
     fd = os.open(state_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BlockingIOError:
         os.close(fd)
         raise ParameterError(f"server.state_dir {str(state_dir)!r} must not be in use by another running proxy "
                              f"service, got it locked by one") from None
+    except OSError as exc:  # e.g. a file system without locks
+        os.close(fd)
+        raise ParameterError(f"server.state_dir {str(state_dir)!r} must be on a file system with file locks "
+                             f"(flock), got {type(exc).__name__}: {exc.strerror or exc}") from None
     return fd
 
 
