@@ -281,12 +281,18 @@ def test_proxy_aggregate_bad_shares(keys, ids, other_keys, tmp_path, capsys):
                            str(s1), str(s2)], "share signer must be a listed owner, got '2'", no_file=state / "state.msg")
 
 
-def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys):
-    rng = np.random.default_rng(3)
+def _aggregated(keys, ids, tmp_path, seed: int) -> Path:
+    """The proxy state of owners 1 and 2 (6 rows each), aggregated by ``proxy aggregate`` into tmp_path/state."""
+    rng = np.random.default_rng(seed)
     shares = [_share(keys, ids, tmp_path, _rows(rng, 6, 3), oid) for oid in ("1", "2")]
     state = tmp_path / "state"
     assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *_verify_keys(ids, "1", "2"),
                  "--out-dir", str(state), *map(str, shares)]) == 0
+    return state
+
+
+def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys):
+    state = _aggregated(keys, ids, tmp_path, 3)
     count = tmp_path / "count.msg"
     # the retired count round: refused with an explanation, nothing written
     _expect_error(capsys, ["user", "reveal-count", "--private", str(keys / "private.json"), str(state / "state.msg"),
@@ -320,11 +326,7 @@ def test_proxy_finish_refuses_an_unwritable_out_before_the_release(keys, ids, tm
     """A mistyped --out (a path under a file) is refused in one line before the session's one release is claimed
     or the budget charged, so the session then finishes with a good --out.  Before, --out was first written
     after the claim: the write failed, no result file existed, and every later finish was refused."""
-    rng = np.random.default_rng(5)
-    shares = [_share(keys, ids, tmp_path, _rows(rng, 6, 3), oid) for oid in ("1", "2")]
-    state = tmp_path / "state"
-    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *_verify_keys(ids, "1", "2"),
-                 "--out-dir", str(state), *map(str, shares)]) == 0
+    state = _aggregated(keys, ids, tmp_path, 5)
     blocker = tmp_path / "notadir"
     blocker.write_text("a file where --out wants a directory")
     budget = tmp_path / "budget.json"
