@@ -231,13 +231,14 @@ class Collection:
         elif state.get("session") != params.session_id or state.get("key_fingerprint") != params.key_fingerprint:
             raise ProtocolError(f"state_dir {str(self.root)!r} must belong to session {params.session_id}, "
                                 f"got session {state.get('session')!r}")
-        else:
-            self._check_settings(dict(state.get("settings", settings)), settings)
-            if deadline is not None and float(deadline) != float(state["deadline_unix"]):
-                LOG.warning("deadline %s of the config is not this session's: it keeps %s, fixed at its first start",
-                            _when(float(deadline)), _when(float(state["deadline_unix"])))
-        fresh = "settings" not in state  # a new state, or one written before the settings were kept
-        state = {**state, "settings": state.get("settings", settings)}
+        # a state written before (some of) the settings were kept adopts this start's for those
+        kept = {**settings, **dict(state.get("settings", {}))}
+        self._check_settings(kept, settings)
+        if deadline is not None and float(deadline) != float(state["deadline_unix"]):
+            LOG.warning("deadline %s of the config is not this session's: it keeps %s, fixed at its first start",
+                        _when(float(deadline)), _when(float(state["deadline_unix"])))
+        fresh = kept != state.get("settings")  # a new state, or one written before (some of) the settings were kept
+        state = {**state, "settings": kept}
         self._state = state
         self._steps = self._new_steps()  # checks the settings against the public parameters: nothing is
         if fresh:                        # written for a start that fails (a failed start pins nothing)

@@ -159,6 +159,16 @@ def test_owners_noise_settings_are_pinned_across_a_restart(tmp_path, net_params,
     with pytest.raises(ParameterError, match=r"protocol.owner_keys \(how many owners it lists\) must be 3, "):
         start(1.0, "1", "2")
     assert start().phase.value == "collecting"
+    # a state.json that kept only the first four settings adopts the others at its next start, then holds them
+    path = tmp_path / "state" / "state.json"
+    state = json.loads(path.read_text())
+    state["settings"] = {k: state["settings"][k] for k in ("release_mode", "noise_by", "range_proofs",
+                                                           "range_proof_mode")}
+    path.write_text(json.dumps(state))
+    start()
+    assert json.loads(path.read_text())["settings"]["epsilon"] == 1.0
+    with pytest.raises(ParameterError, match="protocol.epsilon must be 1.0"):
+        start(2.0)
 
 
 def test_a_second_service_on_one_state_dir_is_refused_in_one_line(tmp_path, net_params, identities, monkeypatch,
