@@ -457,7 +457,7 @@ class BFVScheme(CipherScheme):
                 raise MessageError(f"section {name} must be empty (BFV packs every section into section {first}), "
                                    f"got {len(sections[name])} bytes")
         total = sum(lengths.values())
-        count = self.ciphertext_count(public_key, len(packed_chunks(public_key, total)))
+        count = self._packed_ciphertexts(public_key, total)
         have, need = len(sections.get(first, b"")), self.min_sections_bytes(public_key, {first: [total]})
         if have < need:  # before parsing anything sized by the declared d
             raise MessageError(f"section {first} must hold {count} ciphertexts ({need} bytes) for the declared d, "
@@ -555,11 +555,13 @@ class BFVScheme(CipherScheme):
 
     def min_sections_bytes(self, public_key: Any, chunks: Mapping[str, Sequence[int]]) -> int:
         # every section's values are packed into one slot stream (load_sections)
-        from dpdpca.crypto.lattice import packed_chunks
-
         total = sum(sum(int(c) for c in sizes) for sizes in chunks.values())
-        count = self.ciphertext_count(public_key, len(packed_chunks(public_key, total)))
-        return count * self.min_ciphertext_bytes(public_key)
+        return self._packed_ciphertexts(public_key, total) * self.min_ciphertext_bytes(public_key)
+
+    def _packed_ciphertexts(self, public_key: Any, total: int) -> int:
+        """Ciphertexts of ``total`` values packed as one slot stream (``lattice.packed_chunks``' count, computed
+        without building the chunks: checked before anything sized by a declared d is allocated)."""
+        return self.ciphertext_count(public_key, -(-total // public_key.params.ring_degree))
 
     def ciphertext_keys(self, section: bytes, array: Any, public_key: Any) -> list[bytes]:
         # a packed share's ciphertexts are all in its first section; the others are empty views of the same pack
