@@ -49,7 +49,7 @@ from typing import Any
 
 from dpdpca.net import require
 from dpdpca.net.auth import AuthError, PartyKeys, SignedRequest
-from dpdpca.net.collection import LOG, Collection, Outcome
+from dpdpca.net.collection import LOG, Collection, Outcome, _one_line
 from dpdpca.net.status_page import render_status_page
 
 __all__ = ["OCTET", "create_app"]
@@ -168,12 +168,15 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
                                                      "content-security-policy": "default-src 'none'; "
                                                                                 "style-src 'unsafe-inline'"})
 
-    async def close_later() -> None:
+    async def close_if_due(what: str, then: str) -> None:
+        """The collection's close check off the event loop; a failure is one log line, never the caller's end."""
         try:
             await concurrency.run_in_threadpool(collection.close_if_due)
-        except Exception as exc:  # the share is stored and acknowledged; the deadline timer checks again
-            LOG.error("closing after an accepted share failed (%s: %s); the next check runs within %s s",
-                      type(exc).__name__, " ".join(str(exc).split())[:200], tick_s)
+        except Exception as exc:
+            LOG.error("%s failed (%s: %s); %s %s s", what, type(exc).__name__, _one_line(str(exc)), then, tick_s)
+
+    async def close_later() -> None:  # the share is stored and acknowledged; the deadline timer checks again
+        await close_if_due("closing after an accepted share", "the next check runs within")
 
     async def post_share(request: Any) -> Any:
         owner_id = request.path_params["owner_id"]
@@ -198,11 +201,7 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
         async def deadline_timer() -> None:
             while True:  # one failed tick is logged, never the end of the deadline's watch
                 await asyncio.sleep(tick_s)
-                try:
-                    await concurrency.run_in_threadpool(collection.close_if_due)
-                except Exception as exc:
-                    LOG.error("the deadline check failed (%s: %s); it runs again in %s s", type(exc).__name__,
-                              " ".join(str(exc).split())[:200], tick_s)
+                await close_if_due("the deadline check", "it runs again in")
 
         task = asyncio.create_task(deadline_timer())
         try:
