@@ -225,6 +225,10 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
         raise ProtocolError(f"--owner-id must be the identity's owner id {identity.owner_id!r}, got {owner_id!r:.80}")
     owner_id = identity.owner_id
     service = None if proxy_url is None else transport_from_options(proxy_url, identity, ca_cert, token)
+    # --out is reserved before the prepared randomness is consumed and the share encrypted: an --out it cannot
+    # write is refused while both are intact (the click context removes the reservation if never written)
+    sink = service if service is not None else PathTransport(outbox=[click.get_current_context().with_resource(
+        ReservedOutput(str(out_path), what="--out"))])
     ready = _randomness_path(identity_path, owner_id, randomness_path)
     ahead = _randomness_while_loading(params, resolve_release(release), d=params.d,
                                       wanted=randomness_path is None and not ready.exists() and not range_proofs)
@@ -277,7 +281,7 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
                 made = "made while the data loaded"
             progress.phase(f"encrypting and signing {X.shape[0]} rows x {X.shape[1]} features"
                            + ("" if service is None else ", then sending to the proxy"))
-            data = owner_round(owner, X, service if service is not None else PathTransport(outbox=[str(out_path)]),
+            data = owner_round(owner, X, sink,
                                tick=lambda label: progress("share encrypted, signed and "
                                                            + ("written" if service is None else "sent")))
             spent = ledger.record(cost) if ledger is not None and cost is not None else None

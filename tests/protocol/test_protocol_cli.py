@@ -436,6 +436,9 @@ def test_owner_prepare_then_share_uses_the_randomness_once(tmp_path, keys, capsy
     assert "used once" in capsys.readouterr().out
     _expect_error(capsys, ["owner", "prepare", *common, "--d", "4"], "must not exist yet")
     share = ["owner", "share", *common, "--data", str(tmp_path / "a.csv"), "--release", "centred"]
+    # an --out it cannot write (under a file) is refused before the randomness is read: the file is kept
+    _expect_error(capsys, [*share, "--out", str(tmp_path / "a.csv" / "share.msg")], "--out")
+    assert path.exists()
     assert main([*share, "--out", str(tmp_path / "ahead.msg")]) == 0
     assert not path.exists()  # read once, deleted
     assert main([*share, "--out", str(tmp_path / "fresh.msg")]) == 0  # no file left: fresh randomness
