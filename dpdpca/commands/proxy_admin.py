@@ -92,6 +92,14 @@ def proxy_init_cmd(out_dir: str, host: str, port: int, owners_dir: str | None, o
                              f"(*.verify.json from dpdpca owner keygen), got none in {owners_dir!r}")
     if quorum is not None and not 1 <= quorum <= len(owners):
         raise ParameterError(f"--quorum must be in [1, {len(owners)}] (the owners found), got {quorum}")
+    if public_path is not None:  # the check proxy serve makes at start, made here while the config is written
+        from dpdpca.commands.protocol_options import load_public
+
+        max_owners = load_public(public_path).max_owners
+        if (quorum or len(owners)) > max_owners:
+            raise ParameterError(f"--quorum must be <= max_owners={max_owners} of --public (no more shares fit the "
+                                 f"slots; the default is every owner found, {len(owners)}), got "
+                                 f"{quorum or len(owners)}")
     out.mkdir(parents=True, exist_ok=True)
     tls = None
     if dev_tls:

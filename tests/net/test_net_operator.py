@@ -94,6 +94,21 @@ def test_proxy_init_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, c
     assert not (out / "proxy.toml").exists() and not (out / "server.key").exists()
 
 
+def test_proxy_init_refuses_a_quorum_the_public_parameters_cannot_reach(tmp_path, capsys):
+    """Four owners found, max_owners 3: the default quorum (every owner) is refused at init, as proxy serve
+    would refuse it at start; a quorum within max_owners is written."""
+    _parties(tmp_path, owners=("alice", "bob", "carol", "dave"))
+    base = ["proxy", "init", "--out-dir", str(tmp_path / "p"), "--host", "127.0.0.1", "--owners-dir",
+            str(tmp_path / "ids"), "--public", str(tmp_path / "keys" / "public.json")]
+    capsys.readouterr()
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--quorum must be <= max_owners=3" in err and "got 4" in err, err
+    assert not (tmp_path / "p" / "proxy.toml").exists()
+    assert main([*base, "--quorum", "3"]) == 0
+    assert load_config(tmp_path / "p" / "proxy.toml").quorum == 3
+
+
 def test_proxy_init_without_owners_says_so(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["proxy", "init", "--out-dir", str(tmp_path / "p"), "--host", "127.0.0.1", "--owners-dir",
