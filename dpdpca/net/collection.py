@@ -179,7 +179,9 @@ class Collection:
         ``time.time``; tests pass a fake clock.
     range_proofs : bool
         Every share must carry a valid range proof (:mod:`dpdpca.protocol.proofs`);
-        an owner whose proof fails is refused and excluded (kept in ``state.json``).
+        an owner whose own signed proof fails is refused and excluded (kept in
+        ``state.json``); a proof section its owner did not sign (missing, or
+        changed in transit) is refused (400) without excluding anyone.
     range_proof_mode : {"slack", "exact"}
         The session's proof mode (:data:`dpdpca.protocol.proofs.RANGE_PROOF_MODES`);
         a share proved in the other mode is refused and its owner excluded.

@@ -6,8 +6,10 @@ of the share: its integrity, session and key, sender, the declared d, release
 and bounds, the owner's signature over the statement and the ciphertext
 digest, the public layout, the range of every ciphertext, (in process)
 that every ciphertext is a unit modulo n and, with range proofs on, the
-owner's proof that every slot is within the public bounds
-(:mod:`dpdpca.protocol.proofs`).  The proxy's bookkeeping then
+owner's signature over its proof section (missing or not verifying: an
+``AuthenticationError``, the owner is not excluded) and the owner's proof
+that every slot is within the public bounds (:mod:`dpdpca.protocol.proofs`;
+failing: a ``ProofError`` naming the owner, who is excluded).  The proxy's bookkeeping then
 decides (:meth:`dpdpca.protocol.proxy.Proxy.receive_share`): a late share, a
 second share of one owner, more than ``max_owners`` shares, another d, or a
 ciphertext already received in another share (a replay) is refused there.
@@ -42,7 +44,7 @@ from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.messages import Message, MessageType, check_owner_id
 from dpdpca.protocol.params import ProtocolParams, check_features
-from dpdpca.protocol.proofs import PROOF_SECTION, check_share_proof
+from dpdpca.protocol.proofs import PROOF_SECTION, check_proof_signature, check_share_proof
 from dpdpca.protocol.releases import CENTRED, ProtocolRelease, as_release
 from dpdpca.protocol.sections import check_share_units, load_share_arrays
 
@@ -191,6 +193,8 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
     ctx.release.check_statements([statement], ctx.owner_keys, session=p.session_id,
                                  key_fingerprint=p.key_fingerprint, d=d, max_owners=1,
                                  max_rows_per_owner=p.max_rows_per_owner)
+    if ctx.range_proofs:  # before the proofs: a proof section changed in transit must not exclude its owner
+        check_proof_signature(msg, p, ctx.owner_keys, owner_id=owner, d=d, digest=statement.ciphertext_sha256)
     arrays = load_share_arrays(msg, p, d, owners=1, release=ctx.release, check_units=check_units)
     if ctx.range_proofs:
         check_share_proof(msg, p, ctx.release, arrays, owner_id=owner, d=d, digest=statement.ciphertext_sha256,

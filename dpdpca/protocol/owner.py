@@ -24,7 +24,7 @@ from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.offline import OwnerRandomness
 from dpdpca.protocol.params import ProtocolParams
-from dpdpca.protocol.proofs import PROOF_SECTION, check_range_proof_mode, prove_share
+from dpdpca.protocol.proofs import PROOF_SECTION, PROOF_SIGNATURE, check_range_proof_mode, prove_share, sign_proof
 from dpdpca.protocol.quantize import exact_scatter_upper, quantize_rows
 from dpdpca.timing import Timings
 
@@ -201,6 +201,8 @@ class DataOwner:
         data's.  ``N^l`` travels in the clear inside a
         :class:`~dpdpca.protocol.counts.ShareStatement` signed by the owner,
         which also covers the session, the key, d and the ciphertexts' SHA-256.
+        With range proofs, the owner signs its proof section too
+        (:func:`dpdpca.protocol.proofs.sign_proof`, meta ``proof_signature``).
 
         Parameters
         ----------
@@ -254,6 +256,9 @@ class DataOwner:
         with self.timings_.measure(self.party, "serialize"):
             meta: dict[str, Any] = {"owner_id": self.owner_id, "d": d, "statement": statement.to_json(),
                                     "declared_bounds": {k: str(b) for k, b in bounds.items()}}
+            if PROOF_SECTION in sections:  # the proof section signed too: nobody can swap it in transit
+                meta[PROOF_SIGNATURE] = sign_proof(self.identity, p, d=d, digest=digest,
+                                                   proof=sections[PROOF_SECTION])
             meta["release"] = str(self.release)
             if p.scheme.name != "paillier":  # Paillier shares keep their historical bytes
                 meta["scheme"] = p.scheme.name

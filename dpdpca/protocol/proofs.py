@@ -21,6 +21,24 @@ signs), so neither can be replayed into another share.  The proxy checks
 them in its intake (:func:`dpdpca.protocol.intake.check_share`), in process
 or on its pool.
 
+The owner also signs the proof section itself (:func:`sign_proof`): a second
+Ed25519 statement, besides the share statement (whose format and domain do
+not change), carried base64url in the share's meta ``proof_signature``::
+
+    "dpdpca/owner-proof/v1" NUL {"ciphertext_sha256": ..., "d": ..., "key_fingerprint": ...,
+                                 "owner_id": ..., "proof_sha256": ..., "session": ...}
+
+``proof_sha256`` is the SHA-256 of the proof section's bytes.  Without it,
+whoever could rewrite a share in transit (a hand-carried share file) could
+replace a valid proof with garbage under the owner's valid share signature,
+and the proxy, seeing the owner's statement and a failing proof, would
+exclude an honest owner for good.  So the intake checks the proof signature
+first (:func:`check_proof_signature`): a missing proof section, a missing or
+non-verifying signature is an :class:`~dpdpca.errors.AuthenticationError`
+(the share is refused, its owner is not excluded and may send it again);
+only a proof its owner signed and that fails is a
+:class:`~dpdpca.errors.ProofError` naming the owner, who is then excluded.
+
 Exact mode (``--range-proof-mode exact``, :data:`RANGE_PROOF_MODES`): no
 slack anywhere.  Every ciphertext of the share carries one exact packed
 interval proof (:class:`dpdpca.crypto.bitproof.PackedIntervalStatement`,
@@ -44,6 +62,9 @@ range proof alone, ``b"DPRP"``) are refused with a line saying so.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import struct
 from typing import Mapping
 
@@ -54,16 +75,18 @@ from dpdpca.crypto.rangeproof import (REPETITIONS, ProofSection, ProverBase, Sec
                                        verify_ranges)
 from dpdpca._validation import param_error
 from dpdpca.dp import block_scales
-from dpdpca.errors import DpdpcaError, MessageError, ProofError
+from dpdpca.errors import AuthenticationError, DpdpcaError, MessageError, ProofError
 from dpdpca.protocol.add_remove import owner_count_noise_bound, owner_noise_bound
 from dpdpca.protocol.counts import NO_NOISE
+from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, statement_bytes
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.releases import as_release
 
-__all__ = ["COUNT_SECTION", "PROOF_FORMAT_VERSION", "PROOF_SECTION", "RANGE_PROOF_MODES", "check_range_proof_mode",
-           "check_share_proof", "count_statement", "join_proofs", "min_proof_bytes", "proof_context", "proof_sections",
-           "prove_share", "slot_statements", "split_proofs"]
+__all__ = ["COUNT_SECTION", "PROOF_DOMAIN", "PROOF_FORMAT_VERSION", "PROOF_SECTION", "PROOF_SIGNATURE",
+           "RANGE_PROOF_MODES", "check_proof_signature", "check_range_proof_mode", "check_share_proof",
+           "count_statement", "join_proofs", "min_proof_bytes", "proof_context", "proof_sections",
+           "proof_statement", "prove_share", "sign_proof", "slot_statements", "split_proofs"]
 
 #: The message section that carries an owner's range proof (and its count proof).
 PROOF_SECTION = "rangeproof"
@@ -73,6 +96,10 @@ COUNT_SECTION = "N"
 PROOF_FORMAT_VERSION = 3
 #: ``slack``: every slot within the slack range proof's bound, N exactly; ``exact``: every slot exactly.
 RANGE_PROOF_MODES = ("slack", "exact")
+#: Domain string of an owner's signature over its proof section (a signature on it verifies as nothing else).
+PROOF_DOMAIN = "dpdpca/owner-proof/v1"
+#: The share's meta field holding that signature (base64url, as the share statement's).
+PROOF_SIGNATURE = "proof_signature"
 _MAGIC = b"DPSP"
 _HEAD = struct.Struct(">4sBBI")  # magic, version, mode, number of proofs
 
@@ -268,10 +295,67 @@ def prove_share(base: ProverBase, params: ProtocolParams, release: str, arrays: 
     return join_proofs(proof.to_bytes(params.public_key), count)
 
 
+def proof_statement(params: ProtocolParams, *, owner_id: str, d: int, digest: str, proof: bytes) -> bytes:
+    """The bytes an owner signs over its proof section: session, key, owner, d, ciphertext and proof SHA-256."""
+    return statement_bytes(PROOF_DOMAIN, {"session": params.session_id, "key_fingerprint": params.key_fingerprint,
+                                          "owner_id": owner_id, "d": int(d), "ciphertext_sha256": digest,
+                                          "proof_sha256": hashlib.sha256(bytes(proof)).hexdigest()})
+
+
+def sign_proof(identity: OwnerIdentity, params: ProtocolParams, *, d: int, digest: str, proof: bytes) -> str:
+    """The owner's signature over its proof section ``proof`` (:func:`proof_statement`), base64url.
+
+    The share carries it in its meta :data:`PROOF_SIGNATURE`; ``digest`` is
+    the share's :func:`~dpdpca.protocol.counts.ciphertext_digest`.
+    """
+    raw = identity.sign(proof_statement(params, owner_id=identity.owner_id, d=d, digest=digest, proof=proof))
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def check_proof_signature(msg: Message, params: ProtocolParams, keyring: OwnerKeyring, *, owner_id: str, d: int,
+                          digest: str) -> None:
+    """Check that the owner signed this share's proof section (:func:`sign_proof`); before its proofs are checked.
+
+    ``owner_id``, ``d`` and ``digest`` are those of the share's statement,
+    whose signature was checked.
+
+    Raises
+    ------
+    AuthenticationError
+        No proof section, no signature over it, or one that does not verify
+        under the owner's listed key (the section was changed after the owner
+        signed it): one line naming the owner.  Not a
+        :class:`~dpdpca.errors.ProofError`: nothing shows the owner sent it, so
+        the share is refused and its owner is not excluded.
+    """
+    what = f"share of owner {owner_id!r} must carry its range proof signed by its owner"
+    if PROOF_SECTION not in msg.sections:
+        raise AuthenticationError(f"{what}, got no {PROOF_SECTION!r} section")
+    text = msg.meta.get(PROOF_SIGNATURE)
+    if text is None:
+        raise AuthenticationError(f"{what}, got no meta {PROOF_SIGNATURE!r}")
+    if not isinstance(text, str) or len(text) > 128:
+        raise AuthenticationError(f"{what}, got meta {PROOF_SIGNATURE!r} that is not a base64url signature "
+                                  f"({type(text).__name__})")
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise AuthenticationError(f"{what}, got meta {PROOF_SIGNATURE!r} that is not base64url") from None
+    payload = proof_statement(params, owner_id=owner_id, d=d, digest=digest, proof=msg.section(PROOF_SECTION))
+    try:
+        keyring.verify(owner_id, payload, raw)
+    except AuthenticationError:
+        raise AuthenticationError(f"{what}, got a signature that does not verify over this proof section (changed "
+                                  f"after the owner signed it?)") from None
+
+
 def check_share_proof(msg: Message, params: ProtocolParams, release: str, arrays: Mapping[str, EncryptedArray], *,
                       owner_id: str, d: int, digest: str, noise: str = NO_NOISE, mode: str = "slack"
                       ) -> dict[str, int]:
-    """Verify the proofs of a share whose signature was checked in the session's ``mode``; the proven bound per section.
+    """Verify the proofs of a share whose signatures were checked in the session's ``mode``; the proven bound per section.
+
+    Both signatures: the share statement's and :func:`check_proof_signature`'s,
+    so a failure here is the owner's own proof.
 
     ``noise`` is the share's signed noise label (:func:`count_statement`).
     The proven bound is the largest ``|slot|`` the proofs allow (exact mode:

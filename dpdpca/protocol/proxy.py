@@ -123,7 +123,9 @@ class Proxy:
     range_proofs : bool
         Every share must carry a valid range proof (:mod:`dpdpca.protocol.proofs`),
         checked in the intake; an owner whose proof fails is refused, logged
-        and excluded from the session (``excluded_``).
+        and excluded from the session (``excluded_``).  The owner signs its
+        proof section: one it did not sign (missing, or changed in transit)
+        is refused as an ``AuthenticationError`` and excludes nobody.
     range_proof_mode : {"slack", "exact"}
         The session's proof mode (:data:`dpdpca.protocol.proofs.RANGE_PROOF_MODES`):
         a share proved in the other mode is refused like a failing proof.
@@ -222,7 +224,13 @@ class Proxy:
             A share under another key.
         AuthenticationError
             No valid signature by a listed owner over this session, key,
-            owner id, d, count and these ciphertexts.
+            owner id, d, count and these ciphertexts; or, with range proofs,
+            none by the owner over its proof section (the owner is not
+            excluded: it may send its share again).
+        ProofError
+            With range proofs, a proof its owner signed that does not verify
+            (``exc.party``: the owner, now excluded), or a share of an
+            excluded owner.
         ProtocolError
             A duplicate owner id, a ciphertext already received in another
             share (a replay under a new id), another session, a share

@@ -9,6 +9,18 @@ from dpdpca.net.collection import Collection
 from dpdpca.net.config import NoiseConfig
 from dpdpca.protocol import DataOwner
 from dpdpca.protocol.identity import OwnerKeyring
+from dpdpca.protocol.messages import Message
+from dpdpca.protocol.proofs import PROOF_SECTION, PROOF_SIGNATURE, sign_proof
+
+
+def _owner_signed(msg, identity, params, **sections):
+    """``msg`` with ``sections`` in place of its own and its proof section signed by its owner: the owner itself
+    sends this proof (:func:`dpdpca.protocol.proofs.sign_proof`), so a proof that fails is its own."""
+    sections = dict(msg.sections, **sections)
+    sig = sign_proof(identity, params, d=msg.meta["d"], digest=msg.meta["statement"]["ciphertext_sha256"],
+                     proof=sections[PROOF_SECTION])
+    return Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, dict(msg.meta, **{PROOF_SIGNATURE: sig}),
+                   sections).to_bytes()
 
 
 def test_service_requires_proofs_reports_them_and_keeps_the_exclusion(tmp_path, net_params, identities):
@@ -25,7 +37,16 @@ def test_service_requires_proofs_reports_them_and_keeps_the_exclusion(tmp_path, 
     proved = DataOwner(net_params, identities["1"], insecure_test_key=True, range_proofs=True, release="centred").share(rows)
     assert coll.submit_share("1", proved).status == "accepted"
     unproved = DataOwner(net_params, identities["2"], insecure_test_key=True, release="centred").share(rows)
-    out = coll.submit_share("2", unproved)
+    out = coll.submit_share("2", unproved)  # refused, not excluded: nothing shows owner 2 left the proof out
+    assert out.code == 400 and out.detail.startswith("share of owner '2' must carry its range proof signed by its "
+                                                     "owner, got no 'rangeproof' section")
+    assert coll.status()["excluded"] == []
+    # owner 2 signs owner 1's proof as its own: a proof of its own that fails, so it is excluded
+    mine = Message.from_bytes(DataOwner(net_params, identities["2"], insecure_test_key=True, range_proofs=True,
+                                        release="centred").share(rows))
+    bad = _owner_signed(mine, identities["2"], net_params,
+                        **{PROOF_SECTION: Message.from_bytes(proved).sections[PROOF_SECTION]})
+    out = coll.submit_share("2", bad)
     assert out.code == 400 and out.detail.startswith("share of owner '2' must carry a valid range proof")
     assert coll.status()["excluded"] == ["2"]
     again = DataOwner(net_params, identities["2"], insecure_test_key=True, range_proofs=True, release="centred").share(rows)

@@ -10,12 +10,12 @@ import pytest
 
 from dpdpca.crypto import EncryptedArray, local_process_pool
 from dpdpca.crypto.rangeproof import ProverBase, SectionWitness, encrypt_for_proof
-from dpdpca.errors import DpdpcaError, ProofError
+from dpdpca.errors import AuthenticationError, DpdpcaError, ProofError
 from dpdpca.protocol import Proxy
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.releases import as_release
 from dpdpca.protocol.messages import Message, MessageType
-from dpdpca.protocol.proofs import PROOF_SECTION, prove_share
+from dpdpca.protocol.proofs import PROOF_SECTION, PROOF_SIGNATURE, prove_share, sign_proof
 from dpdpca.protocol.runner import run_protocol
 
 
@@ -23,6 +23,16 @@ from dpdpca.protocol.runner import run_protocol
 def pool():
     with local_process_pool(2) as ex:
         yield ex
+
+
+def _owner_signed(msg, identity, p, **sections):
+    """``msg`` with ``sections`` in place of its own and its proof section signed by its owner: the owner itself
+    sends this proof (:func:`dpdpca.protocol.proofs.sign_proof`), so a proof that fails is its own."""
+    sections = dict(msg.sections, **sections)
+    sig = sign_proof(identity(msg.meta["owner_id"]), p, d=msg.meta["d"],
+                     digest=msg.meta["statement"]["ciphertext_sha256"], proof=sections[PROOF_SECTION])
+    return Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, dict(msg.meta, **{PROOF_SIGNATURE: sig}),
+                   sections).to_bytes()
 
 
 def _poisoned_share(p, identity, owner_id, d, *, scale, n_rows=3, release="centred", proof_bounds=None):
@@ -61,7 +71,8 @@ def _poisoned_share(p, identity, owner_id, d, *, scale, n_rows=3, release="centr
     sections[PROOF_SECTION] = prove_share(base, _Inflated(), release, arrays, wits, owner_id=owner_id, d=d,
                                           digest=digest)
     meta = {"owner_id": owner_id, "d": d, "statement": st.to_json(),
-            "declared_bounds": {k: str(b) for k, b in bounds.items()}}
+            "declared_bounds": {k: str(b) for k, b in bounds.items()},
+            PROOF_SIGNATURE: sign_proof(identity(owner_id), p, d=d, digest=digest, proof=sections[PROOF_SECTION])}
     return Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, f"owner:{owner_id}", meta=meta,
                    sections=sections).to_bytes()
 
@@ -107,19 +118,21 @@ def test_a_poisoned_share_is_refused_named_logged_and_its_owner_excluded(make_us
     assert "range proofs: on" in note and "excluded owners: 3" in note
 
 
-def test_unproved_shares_and_proofs_moved_between_shares_are_refused(make_user, make_owner):
+def test_unproved_shares_and_proofs_moved_between_shares_are_refused(make_user, make_owner, identity):
+    """An unproved share is refused (its owner not excluded: nothing shows the owner, not someone on the way,
+    left the proof out); an owner signing another share's proof as its own is refused and excluded."""
     user = make_user()
     p = user.params
     proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
-    with pytest.raises(ProofError, match=r"owner '1' must carry a valid range proof, got: no range proof"):
+    with pytest.raises(AuthenticationError, match=r"^share of owner '1' must carry its range proof signed by its "
+                                                  r"owner, got no 'rangeproof' section"):
         proxy.receive_share(make_owner(p, "1", release="centred").share(np.full((3, 3), 0.3)))
     a = Message.from_bytes(make_owner(p, "2", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)))
     b = Message.from_bytes(make_owner(p, "4", range_proofs=True, release="centred").share(np.full((3, 3), -0.2)))
-    moved = Message(b.type, b.session, b.key_fingerprint, b.sender, b.meta,
-                    dict(b.sections, **{PROOF_SECTION: a.sections[PROOF_SECTION]})).to_bytes()
+    moved = _owner_signed(b, identity, p, **{PROOF_SECTION: a.sections[PROOF_SECTION]})
     with pytest.raises(ProofError, match="owner '4'"):
         proxy.receive_share(moved)
-    assert sorted(proxy.excluded_) == ["1", "4"]
+    assert sorted(proxy.excluded_) == ["4"]
     # a proxy without range proofs takes the same unproved share (the default)
     plain = make_owner(p, "5", release="centred").share(np.full((3, 3), 0.3))
     assert Proxy(p, user.owner_keys, quorum=1, release="centred").receive_share(plain) == "5"
@@ -286,7 +299,8 @@ def _count_share(p, identity, owner_id, d, *, n_value, claimed_rows=None, claime
     count = prove_interval(base, cst, value=claimed, exponent=wits["N"].exponents[0], context=ctx)
     sections[PROOF_SECTION] = join_proofs(rng.to_bytes(p.public_key), count.to_bytes(p.public_key, cst))
     meta = {"owner_id": owner_id, "d": d, "statement": st.to_json(), "release": release,
-            "declared_bounds": {k: str(b) for k, b in bounds.items()}}
+            "declared_bounds": {k: str(b) for k, b in bounds.items()},
+            PROOF_SIGNATURE: sign_proof(identity(owner_id), p, d=d, digest=digest, proof=sections[PROOF_SECTION])}
     return Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, f"owner:{owner_id}", meta=meta,
                    sections=sections).to_bytes()
 
@@ -313,7 +327,7 @@ def test_a_row_count_outside_zero_to_max_passes_the_slack_proof_but_not_the_coun
         assert Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="add-remove").receive_share(good) == "4"
 
 
-def test_an_old_format_proof_is_refused_with_its_version(make_user, make_owner):
+def test_an_old_format_proof_is_refused_with_its_version(make_user, make_owner, identity):
     from dpdpca.protocol.proofs import split_proofs
 
     user = make_user()
@@ -322,8 +336,7 @@ def test_an_old_format_proof_is_refused_with_its_version(make_user, make_owner):
     msg = Message.from_bytes(make_owner(p, "1", range_proofs=True, release="add-remove").share(np.full((3, 3), 0.3)))
     range_only, count = split_proofs(msg.sections[PROOF_SECTION])
     assert range_only[:4] == b"DPRP" and len(count) > 0
-    old = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta,
-                  dict(msg.sections, **{PROOF_SECTION: range_only})).to_bytes()
+    old = _owner_signed(msg, identity, p, **{PROOF_SECTION: range_only})
     with pytest.raises(ProofError, match=r"owner '1' must carry a valid range proof, got: range proof section must "
                                          r"be format version 3 .* got version 1"):
         proxy.receive_share(old)
@@ -402,7 +415,7 @@ def test_the_pool_intake_checks_the_count_proof_too(make_user, make_owner, ident
     assert parallel.excluded_.keys() == {"3"}
 
 
-def test_a_count_proof_on_a_share_without_an_encrypted_count_is_refused(make_user, make_owner):
+def test_a_count_proof_on_a_share_without_an_encrypted_count_is_refused(make_user, make_owner, identity):
     from dpdpca.protocol.proofs import join_proofs, split_proofs
 
     user = make_user()
@@ -410,8 +423,7 @@ def test_a_count_proof_on_a_share_without_an_encrypted_count_is_refused(make_use
     msg = Message.from_bytes(make_owner(p, "1", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)))
     range_only, count = split_proofs(msg.sections[PROOF_SECTION])
     assert count == b""
-    extra = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta,
-                    dict(msg.sections, **{PROOF_SECTION: join_proofs(range_only, b"x")})).to_bytes()
+    extra = _owner_signed(msg, identity, p, **{PROOF_SECTION: join_proofs(range_only, b"x")})
     proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
     with pytest.raises(ProofError, match="owner '1'.*a count proof for a share without an encrypted count"):
         proxy.receive_share(extra)
