@@ -280,3 +280,36 @@ def test_a_body_limit_below_the_sessions_smallest_share_is_refused_at_start_in_o
     assert err == [f"dpdpca: error: server.max_body_bytes must be >= {need}, the fewest bytes a share of this session takes "
                    f"(d=3, the add-remove release, slack range proofs), got 4096"], err
     assert main(serve) == 0 and len(runs) == 1
+
+
+def test_service_refuses_a_proof_changed_in_transit_without_excluding_and_takes_the_resent_share(tmp_path, net_params,
+                                                                                                 identities):
+    """docs/threat-model.md: a share whose proof section was swapped on its way is refused (400) naming the owner,
+    which is not excluded, not in state.json after a restart either, and whose own share is then accepted."""
+    import json
+
+    owners = OwnerKeyring.from_identities([identities[o] for o in ("1", "2", "3")])
+
+    def service():
+        return Collection(net_params, tmp_path / "state", owner_keys=owners, quorum=2, collection_seconds=600.0,
+                          noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="centred"), release="on-request",
+                          range_proofs=True)
+
+    coll = service()
+    rows = np.full((4, 3), 0.3)
+    one = DataOwner(net_params, identities["1"], insecure_test_key=True, range_proofs=True, release="centred").share(rows)
+    two = DataOwner(net_params, identities["2"], insecure_test_key=True, range_proofs=True, release="centred").share(rows)
+    assert coll.submit_share("1", one).status == "accepted"
+    msg = Message.from_bytes(two)
+    swapped = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta,
+                      dict(msg.sections, **{PROOF_SECTION: Message.from_bytes(one).sections[PROOF_SECTION]}))
+    out = coll.submit_share("2", swapped.to_bytes())
+    assert (out.code, out.status) == (400, "invalid")
+    assert out.detail.startswith("share of owner '2' must carry its range proof signed by its owner, got a signature "
+                                 "that does not verify")
+    assert coll.status()["excluded"] == [] and coll.accepted() == ["1"]
+    assert not json.loads((tmp_path / "state" / "state.json").read_text()).get("excluded")
+    restarted = service()
+    assert restarted.status()["excluded"] == [] and restarted.accepted() == ["1"]
+    assert restarted.submit_share("2", two).status == "accepted"
+    assert restarted.accepted() == ["1", "2"]

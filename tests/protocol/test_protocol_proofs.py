@@ -429,3 +429,120 @@ def test_a_count_proof_on_a_share_without_an_encrypted_count_is_refused(make_use
         proxy.receive_share(extra)
     with pytest.raises(DpdpcaError, match="must end after its last proof"):
         split_proofs(join_proofs(range_only, b"") + b"!")
+
+
+def _changed_in_transit(data, other):
+    """``data`` (an honest owner's proved share) as someone on the way rewrites its proof section: swapped with
+    ``other``'s, truncated, one byte flipped.  The owner's signatures are left as they were."""
+    msg, proof = Message.from_bytes(data), Message.from_bytes(other).sections[PROOF_SECTION]
+    own = msg.sections[PROOF_SECTION]
+    flipped = own[:-1] + bytes([own[-1] ^ 1])
+    return [Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta,
+                    dict(msg.sections, **{PROOF_SECTION: section})).to_bytes()
+            for section in (proof, own[:len(own) // 2], flipped)]
+
+
+def test_a_proof_section_changed_in_transit_is_refused_without_excluding_and_the_owner_may_resend(make_user,
+                                                                                                  make_owner):
+    """docs/threat-model.md: the owner signs its proof section, so whoever rewrites a share on its way (a
+    hand-carried share file) can only get it refused, as by deleting it; it cannot get an honest owner excluded."""
+    user = make_user()
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=2, range_proofs=True, release="centred")
+    one = make_owner(p, "1", range_proofs=True, release="centred").share(np.full((3, 3), 0.3))
+    two = make_owner(p, "2", range_proofs=True, release="centred").share(np.full((3, 3), -0.2))
+    assert proxy.receive_share(one) == "1"
+    for changed in _changed_in_transit(two, one):
+        with pytest.raises(AuthenticationError, match=r"^share of owner '2' must carry its range proof signed by its "
+                                                      r"owner, got a signature that does not verify"):
+            proxy.receive_share(changed)
+        assert proxy.excluded_ == {} and proxy.received == ["1"]
+    assert proxy.receive_share(two) == "2"  # the owner's own share, resent as it made it
+    proxy.close_collection()
+    assert proxy.owners_ == ["1", "2"]
+    note = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5)).meta["privacy"]["notes"]
+    assert "range proofs: on" in note and "excluded" not in note
+
+
+def test_a_share_with_proofs_but_no_valid_proof_signature_is_refused_when_proofs_are_required(make_user, make_owner,
+                                                                                              identity):
+    """The proof signature removed, not base64url, or another owner's (and the share statement still valid): refused
+    as unauthenticated, the owner not excluded; a proxy without range proofs takes the share as before."""
+    user = make_user()
+    p = user.params
+    msg = Message.from_bytes(make_owner(p, "2", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)))
+    statement = msg.meta["statement"]
+    bare = {k: v for k, v in msg.meta.items() if k != PROOF_SIGNATURE}
+    by_four = sign_proof(identity("4"), p, d=3, digest=statement["ciphertext_sha256"],
+                         proof=msg.sections[PROOF_SECTION])
+    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
+    for meta, why in ((bare, "got no meta 'proof_signature'"),
+                      (dict(bare, **{PROOF_SIGNATURE: "x"}), "got meta 'proof_signature' that is not base64url"),
+                      (dict(bare, **{PROOF_SIGNATURE: 7}), "got meta 'proof_signature' that is not a base64url"),
+                      (dict(bare, **{PROOF_SIGNATURE: by_four}), "got a signature that does not verify")):
+        data = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, meta, msg.sections).to_bytes()
+        with pytest.raises(AuthenticationError, match=rf"^share of owner '2' must carry its range proof signed by "
+                                                      rf"its owner, {why}"):
+            proxy.receive_share(data)
+    assert proxy.excluded_ == {}
+    assert Proxy(p, user.owner_keys, quorum=1, release="centred").receive_share(data) == "2"
+    assert proxy.receive_share(msg.to_bytes()) == "2"
+
+
+def test_the_pool_intake_refuses_a_proof_changed_in_transit_as_the_serial_one_and_excludes_only_a_signed_failure(
+        make_user, make_owner, identity, pool):
+    user = make_user()
+    p = user.params
+    one = make_owner(p, "1", range_proofs=True, release="centred").share(np.full((3, 3), 0.3))
+    two = make_owner(p, "2", range_proofs=True, release="centred").share(np.full((3, 3), -0.3))
+    batch = [one, _changed_in_transit(two, one)[0], _poisoned_share(p, identity, "3", 3, scale=10**5)]
+    serial = Proxy(p, user.owner_keys, quorum=2, range_proofs=True, release="centred")
+    want = [Proxy._try(serial.receive_share, data) for data in batch]
+    parallel = Proxy(p, user.owner_keys, quorum=2, range_proofs=True, executor=pool, release="centred")
+    got = parallel.receive_shares(iter(batch), expected=3)
+    assert [type(o).__name__ for o in got] == [type(o).__name__ for o in want] == ["str", "AuthenticationError",
+                                                                                    "ProofError"]
+    assert [str(o) for o in got] == [str(o) for o in want] and "owner '2'" in str(got[1])
+    assert getattr(got[1], "party", None) is None
+    assert parallel.excluded_.keys() == serial.excluded_.keys() == {"3"}
+    assert parallel.receive_shares(iter([two]), expected=1) == serial.receive_shares(iter([two])) == ["2"]
+    serial.close_collection()
+    parallel.close_collection()
+    assert parallel.owners_ == serial.owners_ == ["1", "2"]
+    for name in as_release("centred").sections:
+        assert parallel._aggregate[name].ciphertexts == serial._aggregate[name].ciphertexts
+
+
+def test_proxy_aggregate_refuses_a_share_file_whose_proof_was_changed_and_takes_it_resent(tmp_path, capsys):
+    """dpdpca proxy aggregate over hand-carried share files: a file whose proof section was swapped on its way
+    fails the command with one line naming the owner, nobody excluded; the owner's own file again is aggregated."""
+    from dpdpca.cli import main
+
+    key = ["--key-bits", "768", "--insecure-test-key"]
+    assert main(["keygen", "--out-dir", str(tmp_path / "keys"), *key, "--max-owners", "3",
+                 "--max-rows-per-owner", "20", "--release", "centred"]) == 0
+    for oid in ("1", "2"):
+        assert main(["owner", "keygen", "--owner-id", oid, "--out-dir", str(tmp_path / "ids")]) == 0
+        np.save(tmp_path / f"{oid}.npy", np.full((4, 3), 0.3 if oid == "1" else -0.2))
+        assert main(["owner", "share", "--public", str(tmp_path / "keys/public.json"), "--identity",
+                     str(tmp_path / f"ids/{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.npy"),
+                     "--insecure-test-key", "--release", "centred", "--range-proofs",
+                     "--out", str(tmp_path / f"{oid}.msg")]) == 0
+    made = (tmp_path / "2.msg").read_bytes()
+    (tmp_path / "2.msg").write_bytes(_changed_in_transit(made, (tmp_path / "1.msg").read_bytes())[0])
+    aggregate = ["proxy", "aggregate", "--public", str(tmp_path / "keys/public.json"), "--release", "centred",
+                 "--quorum", "1", "--range-proofs", "--out-dir", str(tmp_path / "state"),
+                 *(a for o in ("1", "2") for a in ("--owner-keys", str(tmp_path / f"ids/{o}.verify.json"))),
+                 str(tmp_path / "1.msg"), str(tmp_path / "2.msg")]
+    capsys.readouterr()
+    assert main(aggregate) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpdpca: error: share of owner '2' must carry its range proof signed by its owner, got a "
+                          "signature that does not verify") and err.count("\n") == 1
+    assert "refused owner" not in err and not (tmp_path / "state" / "state.msg").exists()
+    (tmp_path / "2.msg").write_bytes(made)  # the owner sends its file again
+    assert main(aggregate) == 0
+    out = capsys.readouterr()
+    assert "aggregated 2 signed shares (1, 2)" in out.out and "refused owner" not in out.err
+    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
+                 "--range-proofs", "--out", str(tmp_path / "r.msg")]) == 0
