@@ -14,6 +14,7 @@ setting: add/remove-one, rigorous sensitivity, analytic calibration
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Callable
 
 import click
@@ -115,7 +116,8 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
         if reason is not None:
             skip[m] = reason
     run_names = [m for m in names if m not in skip]
-    costs = _price(run_names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], n=X.shape[0], sites=sites,
+    costs = _price(run_names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], n=sum(p.shape[0] for p in parts),
+                   sites=sites,
                    settings=settings, label=name)
     if ledger is not None:
         ledger.check_all(costs)  # refused before any method runs
@@ -145,7 +147,7 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
                                             "scaling); " + summary["preprocessing"]["note"])
     if ledger is not None:
         spent: dict[str, Any] = {}
-        for cost in costs:
+        for cost in _as_ran(costs, summary["methods"]):
             spent = ledger.record(cost)
         summary["ledger"] = {"path": str(ledger.path), **spent}
     if f1_data is not None:
@@ -163,7 +165,7 @@ def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int,
     release); the plaintext pipelines release (epsilon, delta)-DP results
     under the comparison's relation and are priced by basic composition.
     """
-    from dpdpca.dp import ReleaseCost
+    from dpdpca.dp import GaussianMechanism, ReleaseCost
     from dpdpca.dp.settings import relation_of
     from dpdpca.protocol.costs import protocol_release_cost
 
@@ -181,12 +183,37 @@ def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int,
                                          noise_by=fixed.get("noise_by", "proxy"), d=d, n=n,
                                          calibration="classic" if calibration == "classic" else "analytic",
                                          owners=sites, label=f"compare {label} {name}")
-        else:
-            cost = ReleaseCost.from_rdp(lambda a: float("inf"), epsilon=epsilon, delta=delta,
+        else:  # at the delta its Gaussian calibration achieves (classic at epsilon >= 1: larger than asked)
+            achieved = GaussianMechanism(epsilon=epsilon, delta=delta, sensitivity=1.0,
+                                         calibration=calibration).achieved_delta
+            cost = ReleaseCost.from_rdp(lambda a: float("inf"), epsilon=epsilon, delta=achieved,
                                         neighbouring=relation_of(settings["relation"]), mechanism=name,
                                         label=f"compare {label} {name}")
         costs.extend([cost] * runs)
     return costs
+
+
+def _as_ran(costs: list[Any], methods: dict[str, dict[str, Any]]) -> list[Any]:
+    """``costs`` with each plaintext method's raised to what its own privacy report says ran, where that is more.
+
+    A plaintext pipeline's report is its calibration's own statement (its
+    mechanism's achieved delta); the price made before the run must never be
+    recorded below it.  Protocol releases keep their calibration's cost (an RDP curve).
+    """
+    from dpdpca.dp import ReleaseCost
+    from dpdpca.dp.costs import cost_from_report
+
+    out = []
+    for cost in costs:
+        report = methods.get(cost.label.rsplit(" ", 1)[-1], {}).get("privacy")
+        if report is not None and not all(math.isfinite(r) for r in cost.rdp):
+            ran = cost_from_report(report, label=cost.label)
+            if ran.neighbouring == cost.neighbouring and (ran.epsilon > cost.epsilon or ran.delta > cost.delta):
+                cost = ReleaseCost.from_rdp(lambda a: float("inf"), epsilon=max(ran.epsilon, cost.epsilon),
+                                            delta=max(ran.delta, cost.delta), neighbouring=cost.neighbouring,
+                                            mechanism=cost.mechanism, label=cost.label)
+        out.append(cost)
+    return out
 
 
 def _f1_split(X: np.ndarray, labels: Any, fraction: float, rng: np.random.Generator | None

@@ -160,6 +160,55 @@ def test_compare_refuses_an_unwritable_output_before_the_ledger_records_the_runs
     assert not list(tmp_path.rglob(".*.tmp"))
 
 
+def test_compare_ledger_records_the_delta_a_classic_calibration_really_achieves(tmp_path):
+    """Classic calibration at epsilon >= 1 achieves a larger delta than asked, as each method's report says: the
+    ledger records that delta (it recorded the requested one), and a budget between the two is refused up front."""
+    from dpdpca.commands.compare import run_compare
+    from dpdpca.dp import GaussianMechanism, PrivacyLedger
+    from dpdpca.errors import BudgetExceededError
+
+    eps, delta = 10.0, 1e-5
+    achieved = GaussianMechanism(epsilon=eps, delta=delta, sensitivity=1.0, calibration="classic").achieved_delta
+    assert achieved > 2 * delta
+    kw = dict(dataset="digits", sites=3, components=3, epsilon=eps, delta=delta, methods="pooled,dpdispca-full",
+              calibration="classic", relation="replace-one")
+    ledger = PrivacyLedger(tmp_path / "ledger.json", budget_epsilon=100.0, budget_delta=1e-3)
+    summary = run_compare(**kw, ledger=ledger)
+    recorded = [e["cost"]["delta"] for e in PrivacyLedger(tmp_path / "ledger.json").entries]
+    assert recorded == [summary["methods"][m]["privacy"]["delta"] for m in ("pooled", "dpdispca-full")]
+    assert recorded == [pytest.approx(achieved)] * 2
+    tight = PrivacyLedger(tmp_path / "tight.json", budget_epsilon=100.0, budget_delta=3 * delta)  # 2 x asked fits
+    with pytest.raises(BudgetExceededError):
+        run_compare(**kw, ledger=tight)
+    assert not (tmp_path / "tight.json").exists()
+
+
+def test_compare_prices_the_protocol_at_the_rows_it_runs_on(monkeypatch):
+    """--site-size runs the protocol on sites x site_size rows: its centred release is priced at that N (the mask's
+    delta term depends on N), not at the dataset's row count."""
+    import dpdpca.commands.compare as cmp
+
+    seen: dict = {}
+    price = cmp._price
+
+    class Stop(Exception):
+        pass
+
+    def spy(names, runs, **kw):
+        seen.update(kw)
+        return price(names, runs, **kw)
+
+    def stop(*args, **kwargs):
+        raise Stop
+
+    monkeypatch.setattr(cmp, "_price", spy)
+    monkeypatch.setattr(cmp, "compare", stop)
+    with pytest.raises(Stop):
+        cmp.run_compare(dataset="digits", sites=3, site_size=50, components=3, methods="dpdpca-centred",
+                        relation="replace-one")
+    assert seen["n"] == 150
+
+
 def test_compare_rejects_nan_file(capsys, tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("1,2\n3,nan\n5,6\n")
