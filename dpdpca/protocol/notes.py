@@ -27,6 +27,11 @@ def centred_report(mech: Any, *, epsilon: float, d: int, n: int, frac_bits: int,
                    sensitivity_mode: str, sens_real: float, sens_int: int) -> PrivacyReport:
     """The centred release's report: the mechanism's, with the mask's total-variation term added to delta.
 
+    With the paper's ``"integer"`` noise lattice the release is not DP (the
+    user learns ``v_i v_j mod N``): the report says ``epsilon = inf``,
+    ``delta = 1``, as the release's ledger cost does, and keeps the mechanism
+    and sigma that ran for information.
+
     Parameters
     ----------
     mech : DiscreteGaussianMechanism
@@ -42,8 +47,9 @@ def centred_report(mech: Any, *, epsilon: float, d: int, n: int, frac_bits: int,
     tv = mask_tv_bound(d, n, frac_bits=frac_bits, kappa=kappa)
     base = mech.privacy(noise_added_by="proxy")
     scale = (n << (2 * frac_bits)) if noise_lattice == "n-scaled" else (1 << (2 * frac_bits))
+    private = noise_lattice == "n-scaled"
     return PrivacyReport(
-        epsilon=epsilon, delta=min(1.0, base.delta + tv), mechanism=base.mechanism, calibration=base.calibration,
+        epsilon=epsilon if private else float("inf"), delta=min(1.0, base.delta + tv) if private else 1.0, mechanism=base.mechanism, calibration=base.calibration,
         sensitivity=sens_real, neighbouring=REPLACE_ONE, noise_added_by="proxy",
         sigma=float(mech.sigma) / scale, sensitivity_mode=sensitivity_mode,
         notes=(f"{lattice_note(noise_lattice)}; {base.notes + '; ' if base.notes else ''}integer sensitivity "

@@ -113,6 +113,7 @@ def test_integer_lattice_leaks_v_v_mod_n_and_n_scaled_does_not(make_user, unit_r
     # reference N*R - v v^T == -v v^T (mod N): the integer lattice reveals it exactly
     assert all(int(leak.noisy_scatter_int[i, j]) % n == int(ref[i, j]) % n for i in range(3) for j in range(3))
     assert "NOT differentially private" in leak.result.privacy.notes
+    assert leak.result.privacy.epsilon == float("inf") and safe.result.privacy.epsilon == 1.0
     matches = sum(int(safe.noisy_scatter_int[i, j]) % n == int(ref[i, j]) % n for i in range(3) for j in range(i, 3))
     assert matches < 6  # 6 entries each match with prob. ~1/17
 

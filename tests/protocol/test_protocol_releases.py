@@ -96,8 +96,12 @@ def test_the_setting_is_one_frozen_value_resolved_to_its_release():
 def test_the_papers_integer_lattice_is_not_dp_and_costs_everything(tmp_path):
     s = ReleaseOptions(epsilon=1.0, delta=1e-5, noise_lattice="integer")
     assert s.release is CENTRED
-    cost = s.kind.calibrate(s, d=5, frac_bits=16, kappa=40, n=100).cost()
+    noise = s.kind.calibrate(s, d=5, frac_bits=16, kappa=40, n=100)
+    cost = noise.cost()
     assert cost.epsilon == float("inf")
+    # the report says so too (it promised the requested (1, 1e-5) beside a note saying 'NOT DP')
+    assert (noise.report.epsilon, noise.report.delta) == (float("inf"), 1.0)
+    assert "NOT differentially private" in noise.report.notes and noise.report.sigma > 0
     with pytest.raises(BudgetExceededError):
         PrivacyLedger(tmp_path / "l.json", budget_epsilon=100.0, budget_delta=1e-3).check(cost)
 
