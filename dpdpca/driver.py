@@ -35,7 +35,7 @@ import numpy as np
 
 from dpdpca._validation import check_int, param_error, type_error
 from dpdpca.data.preprocessing import check_partitions
-from dpdpca.errors import ProtocolError, UnsupportedSettingError
+from dpdpca.errors import ParameterError, ProtocolError, UnsupportedSettingError
 from dpdpca.metrics import captured_energy_ratio, optimal_energy, q_comp, svm_f1
 from dpdpca.pipelines import PIPELINES, get_spec, pipeline_names
 from dpdpca.result import SUBSPACE, TENSOR_FACTORS, PCAResult, Result, TensorResult
@@ -153,6 +153,13 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
     or is named in ``skip`` (name -> reason), gets the row ``{"kind": ...,
     "skipped": reason}`` and is not run under anything else.
 
+    Every private method must release under one neighbouring relation: the
+    same (epsilon, delta) under add/remove-one and under replace-one are
+    different guarantees.  Pipelines' defaults differ (FPCA has only a
+    replace-one form), so a comparison that would mix them is refused after
+    the first run that differs; pass ``neighbouring`` in ``method_options``
+    (``dpdpca compare --relation`` does it for every method).
+
     Returns
     -------
     dict
@@ -177,6 +184,7 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
     opts = dict(method_options or {})
     refused = dict(skip or {})
     out: dict[str, Any] = {}
+    relation: tuple[str, str] | None = None  # (method, neighbouring) of the first private release
     for spec in specs:
         name = spec.name
         values, crit, total, f1s = [], [], [], []
@@ -194,6 +202,13 @@ def compare(methods: Sequence[str], partitions: Sequence[Any], *, n_components: 
                     raise
                 out[name] = {"kind": spec.kind, "skipped": str(exc)}
                 break
+            if math.isfinite(result.privacy.epsilon):
+                if relation is None:
+                    relation = (name, result.privacy.neighbouring)
+                elif result.privacy.neighbouring != relation[1]:
+                    raise ParameterError(f"methods of one comparison must release under one neighbouring relation "
+                                         f"({relation[0]}: {relation[1]}), got {result.privacy.neighbouring} from "
+                                         f"{name}; pass neighbouring in method_options")
             if progress is not None:
                 progress(f"{name} run {i + 1}/{n_runs}")
             values.append(score(result, X=X, center=center, q_optimal=q_o, truth=truth)[1])

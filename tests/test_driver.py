@@ -130,6 +130,19 @@ def test_compare_summary(parts):
         driver.compare(["nonprivate", "bogus"], parts, n_components=2, epsilon=1.0, delta=1e-5)
 
 
+def test_compare_refuses_to_mix_neighbouring_relations(parts):
+    """FPCA has only a replace-one form, the other pipelines default to add/remove-one: the same (epsilon, delta)
+    under the two relations are different guarantees, so a comparison mixing them is refused; one relation
+    passed to every method runs."""
+    with pytest.raises(ParameterError, match=r"one neighbouring relation \(capepca: add/remove-one\), got "
+                                             r"replace-one from fpca"):
+        driver.compare(["nonprivate", "capepca", "fpca"], parts, n_components=2, epsilon=1.0, delta=1e-5)
+    one = {m: {"neighbouring": "replace-one"} for m in ("capepca", "fpca")}
+    out = driver.compare(["nonprivate", "capepca", "fpca"], parts, n_components=2, epsilon=1.0, delta=1e-5,
+                         method_options=one)
+    assert {out["methods"][m]["privacy"]["neighbouring"] for m in ("capepca", "fpca")} == {"replace-one"}
+
+
 def test_seeded_runs_are_reproducible(parts):
     a = driver.run("capepca", parts, n_components=2, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(9))
     b = driver.run("capepca", parts, n_components=2, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(9))
