@@ -56,14 +56,18 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-from typing import Any, Sequence
+import math
+from typing import Any, Sequence, TypeVar
 
 import numpy as np
 
 from dpdpca._validation import check_data_matrix
 from dpdpca.errors import NotFittedError, ParameterError, ProtocolError
 from dpdpca.result import SUBSPACE, TENSOR_FACTORS, PCAResult, Result, TensorResult
+
+_R = TypeVar("_R", bound=Result)
 
 __all__ = ["BaseEstimator", "PCAEstimator", "TensorEstimator", "check_is_fitted", "as_partitions"]
 
@@ -119,6 +123,24 @@ class BaseEstimator:
             setattr(self, name, value)
         return self
 
+    def _noted(self, result: _R) -> _R:
+        """``result`` with its privacy report saying so when a seeded ``rng`` drew its DP noise.
+
+        A numpy Generator passed as ``rng`` makes the noise reproducible: an
+        experiment, not a production release.  The report states what ran, so
+        it gains a note (the estimators without an ``rng``, like the protocol's,
+        whose noise always comes from OS entropy, are unchanged).
+        """
+        from dpdpca.dp.randomness import resolve_source
+
+        rng = getattr(self, "rng", None)
+        if rng is None or not math.isfinite(result.privacy.epsilon) or resolve_source(rng).is_secure:
+            return result
+        note = ("noise drawn from a seeded numpy Generator (rng): a reproducible experiment, not a production "
+                "release")
+        notes = f"{result.privacy.notes}; {note}" if result.privacy.notes else note
+        return dataclasses.replace(result, privacy=dataclasses.replace(result.privacy, notes=notes))
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
@@ -148,6 +170,7 @@ class PCAEstimator(BaseEstimator):
         if result.explained_variance is None:
             raise ProtocolError(f"{type(self).__name__} must set PCAResult.explained_variance")
         d, k = result.components.shape
+        result = self._noted(result)
         self.result_ = result
         self.components_ = np.ascontiguousarray(result.components.T)
         self.explained_variance_ = np.asarray(result.explained_variance, dtype=np.float64)
@@ -216,6 +239,7 @@ class TensorEstimator(BaseEstimator):
         """Set the learned attributes from ``result``; return ``self`` (for fits that do not start from data)."""
         if not isinstance(result, TensorResult):
             raise ProtocolError(f"{type(self).__name__} must produce a TensorResult, got {type(result).__name__}")
+        result = self._noted(result)
         self.result_ = result
         self.weights_ = np.asarray(result.weights, dtype=np.float64)
         self.means_ = np.asarray(result.means, dtype=np.float64)

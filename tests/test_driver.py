@@ -143,6 +143,17 @@ def test_compare_refuses_to_mix_neighbouring_relations(parts):
     assert {out["methods"][m]["privacy"]["neighbouring"] for m in ("capepca", "fpca")} == {"replace-one"}
 
 
+@pytest.mark.parametrize("method", ["capepca", "pooled", "sketch"])
+def test_a_seeded_rng_is_named_in_the_privacy_report(parts, method):
+    """A Generator as rng makes the DP noise reproducible: the report says so (it read as an OS-entropy run's);
+    without one the report has no such note."""
+    seeded = driver.run(method, parts, n_components=2, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(3))
+    fresh = driver.run(method, parts, n_components=2, epsilon=1.0, delta=1e-5)
+    assert "seeded numpy Generator" in seeded.privacy.notes and "not a production release" in seeded.privacy.notes
+    assert "seeded" not in fresh.privacy.notes
+    assert (seeded.privacy.epsilon, seeded.privacy.delta) == (fresh.privacy.epsilon, fresh.privacy.delta)
+
+
 def test_seeded_runs_are_reproducible(parts):
     a = driver.run("capepca", parts, n_components=2, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(9))
     b = driver.run("capepca", parts, n_components=2, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(9))
