@@ -147,9 +147,19 @@ def parse_noise_sigmas(value: Any, blocks: Sequence[str]) -> dict[str, float]:
 
 
 def _refuse(check: str, what: str, statistic: float, tolerance: float) -> ImplausibleReleaseError:
+    """The refusal, naming the check and its tolerance, never the statistic.
+
+    The statistic is computed from decrypted plaintexts of a release the user
+    refuses, and a malicious proxy chooses what those are (it could put one
+    owner's encrypted count where N goes): printing it would echo a value
+    that is not the release.  ``statistic`` is accepted to keep the callers'
+    shape, and deliberately unused.
+    """
+    del statistic
     exc = ImplausibleReleaseError(f"release must pass the '{check}' check ({what}, allowing the noise's tail at "
-                                  f"false-alarm {FALSE_ALARM:g}), got {statistic:.6g} > {tolerance:.6g} "
-                                  f"(an owner's share outside the public bounds); nothing was published")
+                                  f"false-alarm {FALSE_ALARM:g}), got a statistic above its tolerance "
+                                  f"{tolerance:.6g} (an owner's share outside the public bounds, or a release "
+                                  f"not made from the shares); nothing was published")
     exc.check = check
     return exc
 
