@@ -72,7 +72,7 @@ def test_lemma_1_equal_sites(n_sites):
 def test_lemma_1_unequal_sites(method):
     sizes = [100, 200, 700]
     plan = CapeNoisePlan.from_budgets(epsilons=[1.0, 1.0, 1.0], deltas=[1e-5] * 3, sizes=sizes,
-                                      sensitivity_numerator=math.sqrt(2), method=method)
+                                      sensitivity_numerator=math.sqrt(2), method=method, variances="paper")
     assert plan.scheme == method
     pooled = (math.sqrt(2) / sum(sizes)) * (plan.tau_s2[0] ** 0.5 * sizes[0] / math.sqrt(2))
     assert plan.tau_c2 == pytest.approx(pooled ** 2, rel=1e-12)
@@ -108,11 +108,11 @@ def test_projection_reduces_to_eq_2_for_equal_sites():
 
 def test_proposition_1_gain():
     n_total, s = 1000, 5
-    plan = CapeNoisePlan.from_budgets(epsilons=[1.0] * s, deltas=[1e-5] * s, sizes=[200] * s)
+    plan = CapeNoisePlan.from_budgets(epsilons=[1.0] * s, deltas=[1e-5] * s, sizes=[200] * s, variances="paper")
     assert plan.gain_over_unweighted_average == pytest.approx(s) == pytest.approx(cape_gain([200] * s))
     extreme = [1] * (s - 1) + [n_total - s + 1]
     assert cape_gain(extreme) == pytest.approx(cape_gain_max(n_total, s), rel=1e-12)
-    plan = CapeNoisePlan.from_budgets(epsilons=[1.0] * s, deltas=[1e-5] * s, sizes=extreme)
+    plan = CapeNoisePlan.from_budgets(epsilons=[1.0] * s, deltas=[1e-5] * s, sizes=extreme, variances="paper")
     assert plan.gain_over_unweighted_average == pytest.approx(cape_gain_max(n_total, s), rel=1e-9)
     rng = np.random.default_rng(4)
     for _ in range(300):  # minimum S at the equal split, maximum at the extreme split
@@ -125,7 +125,7 @@ def test_paper_closed_form_is_infeasible_where_eq_2_works():
     sizes = [250] * 3 + [260]
     with pytest.raises(InfeasibleError, match=r"^tau_g2\[3\] must be >= 0, got -"):
         CapeNoisePlan.from_budgets(epsilons=[1.0] * 4, deltas=[1e-5] * 4, sizes=sizes, method="paper")
-    plan = CapeNoisePlan.from_budgets(epsilons=[1.0] * 4, deltas=[1e-5] * 4, sizes=sizes)
+    plan = CapeNoisePlan.from_budgets(epsilons=[1.0] * 4, deltas=[1e-5] * 4, sizes=sizes, variances="paper")
     assert plan.scheme == "projection" and plan.gain == pytest.approx(4.0)
 
 
