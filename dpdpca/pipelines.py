@@ -137,7 +137,8 @@ _SITES = ("n_sites",)
 _TENSOR = ("model", "noise_variance", "n_features", "sample_scale", "words", "n_restarts", "n_iter", "random_state")
 _PROTOCOL = ("key_bits", "frac_bits", "kappa", "clip", "calibration", "sensitivity_mode", "noise_lattice",
              "executor", "insecure_test_key", "quorum", "processes", "scheme")
-_CAPE = ("weights", "site_epsilons", "site_deltas", "dropped_sites", "scheme", "keep_noise", *_SITE_DP, "n_sites")
+_CAPE = ("weights", "site_epsilons", "site_deltas", "dropped_sites", "scheme", "cape_variances", "keep_noise",
+         *_SITE_DP, "n_sites")
 
 #: The built-in pipelines, in the order ``compare`` lists them.  One entry per pipeline.
 _BUILTIN = (
@@ -197,7 +198,7 @@ _BUILTIN = (
                  private=False, options=("ell",)),
     PipelineSpec("capeagn", "dpdpca.baselines.tensor.capeagn:CapeAGN",
                  "capeAGN: tensor decomposition (MOG/STM) with CAPE noise on M2 and M3",
-                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_NOISE, "budget_split", "scheme"),
+                 kind=TENSOR_FACTORS, options=(*_TENSOR, *_NOISE, "budget_split", "scheme", "cape_variances"),
                  fixed={"variant": "capeagn"}),
     PipelineSpec("capeagn-conv", "dpdpca.baselines.tensor.capeagn:CapeAGN",
                  "capeAGN's conv: every site noises its own moments, the aggregator averages",

@@ -15,8 +15,11 @@ is refused, never run under another one (:func:`refusal`).  Two settings:
   replace-one (the protocol to its centred release);
 * **paper** (``paper=True``, ``--paper``): replace-one, the papers'
   sensitivity and classic calibration, scaling by the largest row norm (which
-  reads the data, so it is not DP), and the exact pooled mean subtracted
-  before partitioning (free, not DP), as the papers' experiments do.
+  reads the data, so it is not DP), the exact pooled mean subtracted
+  before partitioning (free, not DP), as the papers' experiments do, and
+  CAPE's variances as the paper prints them (``cape_variances``: each release
+  checked alone; the reports carry the delta really achieved against the
+  aggregator's joint view, see :mod:`dpdpca.dp.cape`).
 
 Examples
 --------
@@ -55,7 +58,8 @@ def settings_for(*, paper: bool, calibration: str | None = None, sensitivity_mod
     -------
     dict
         ``paper``, ``relation`` (``"add-remove"`` or ``"replace-one"``),
-        ``calibration``, ``sensitivity_mode``, ``scaling`` (``"clip"`` or
+        ``calibration``, ``sensitivity_mode``, ``cape_variances``
+        (``"rigorous"`` or ``"paper"``), ``scaling`` (``"clip"`` or
         ``"max-norm"``), ``center`` and ``exact_mean``.
 
     Raises
@@ -68,6 +72,7 @@ def settings_for(*, paper: bool, calibration: str | None = None, sensitivity_mod
     return {"paper": bool(paper), "relation": rel,
             "calibration": calibration or (CLASSIC if paper else ANALYTIC),
             "sensitivity_mode": sensitivity_mode or (PAPER if paper else RIGOROUS),
+            "cape_variances": PAPER if paper else RIGOROUS,
             "scaling": scaling or ("max-norm" if paper else "clip"),
             "center": bool(center), "exact_mean": bool(center and exact)}
 
@@ -125,7 +130,9 @@ def centering_for(spec: PipelineSpec, settings: Mapping[str, Any]) -> tuple[dict
 
 
 def method_options(spec: PipelineSpec, settings: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    """Every setting option the method takes (relation, calibration, sensitivity mode, centring), and the centring text.
+    """Every setting option the method takes (relation, calibration, sensitivity mode, CAPE variances, centring).
+
+    Returns the options and the centring text.
 
     The protocol gets its release for the relation (``release``) where it
     chooses one; the plaintext pipelines get ``neighbouring``.
@@ -138,7 +145,7 @@ def method_options(spec: PipelineSpec, settings: Mapping[str, Any]) -> tuple[dic
             opts["release"] = protocol_release(spec, settings)
     elif "neighbouring" in spec.options:
         opts["neighbouring"] = settings.get("relation", ADD_REMOVE)
-    for name in ("calibration", "sensitivity_mode"):
+    for name in ("calibration", "sensitivity_mode", "cape_variances"):
         if name in spec.options and settings.get(name) is not None:
             opts[name] = settings[name]
     return opts, centring

@@ -40,7 +40,7 @@ from dpdpca.triangle import upper_triangle_size
 
 __all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "partial_square_root",
            "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "CENTERINGS", "symmetric_bytes",
-           "check_budget", "check_unit_rows"]
+           "check_budget", "check_unit_rows", "CAPE_TRUST", "CAPE_BASIS"]
 
 FLOAT_BYTES = 8
 
@@ -317,20 +317,31 @@ class NoisySiteEstimator(SiteEstimator):
         return params
 
 
+#: The trust assumption of every CAPE report (:mod:`dpdpca.baselines.capepca`).
+CAPE_TRUST = ("assumes a noise generator that does not collude with the aggregator, sites that do not collude with "
+              "the aggregator (a colluding site knows its own E_j, which removes the correlated noise) and secure "
+              "channels")
+#: How the per-site guarantees make the whole one under CAPE (the reports' ``basis``).
+CAPE_BASIS = ("a record is in one site, and the aggregator's joint view of all releases (correlated E_s) is one "
+              "Gaussian mechanism per site")
+
+
 def parallel_report(reports: Sequence[PrivacyReport], *, mechanism: str, noise_added_by: str,
-                    notes: str = "") -> PrivacyReport:
+                    notes: str = "", basis: str = "parallel composition over disjoint sites") -> PrivacyReport:
     """Report of a release built from per-site releases on **disjoint** data.
 
     A person's record is in one site only, so the whole release is
     (max epsilon_s, max delta_s)-DP (parallel composition, replace-one within a
     site; the site sizes are public).  ``sigma`` (``scale``) is the common
     per-site sigma (Laplace scale), or None when sites differ (see ``parts``).
+    ``basis`` opens the notes: why the per-site guarantees make the whole one
+    (CAPE's correlated releases are analysed jointly, not composed in parallel).
     """
     first = reports[0]
     sigmas = {r.sigma for r in reports}
     scales = {r.scale for r in reports}
     extra = "; ".join(sorted({r.notes for r in reports if r.notes}))
-    text = "; ".join(t for t in ("parallel composition over disjoint sites", notes, extra) if t)
+    text = "; ".join(t for t in (basis, notes, extra) if t)
     return PrivacyReport(epsilon=max(r.epsilon for r in reports), delta=max(r.delta for r in reports),
                          mechanism=mechanism, calibration=first.calibration,
                          sensitivity=max(r.sensitivity for r in reports), neighbouring=first.neighbouring,

@@ -105,10 +105,18 @@ class AddRemoveNoise:
         scales = self.scales()
         return source.standard_normal(scales.shape[0]) * scales  # type: ignore[no-any-return]
 
-    def privacy(self, noise_added_by: str, *, mechanism: str = "gaussian", notes: str = "") -> PrivacyReport:
-        """The report of one release of the pieces with this noise (add/remove-one, rigorous)."""
+    def privacy(self, noise_added_by: str, *, mechanism: str = "gaussian", notes: str = "",
+                joint_factor: float = 1.0) -> PrivacyReport:
+        """The report of one release of the pieces with this noise (add/remove-one, rigorous).
+
+        ``joint_factor``: the whitened sensitivity is ``sqrt(joint_factor)`` times
+        this noise's (CAPE's releases seen jointly by the aggregator,
+        :meth:`dpdpca.dp.CapeNoisePlan.joint_factor`); the delta reported is the
+        one really achieved, never below the requested one.
+        """
         cal = self.calibration
-        delta = max(cal.delta, self.achieved_delta)
+        achieved = gaussian_delta(cal.epsilon, 1.0, self.whitened_sensitivity * math.sqrt(joint_factor))
+        delta = max(cal.delta, achieved)
         split = ", ".join(f"{b} {cal.weights[b]:.3f}" for b in _BLOCKS)
         parts = tuple(PrivacyReport(epsilon=cal.epsilon, delta=delta, mechanism="gaussian",
                                     calibration=cal.calibration, sensitivity=1.0, neighbouring=ADD_REMOVE_ONE,
@@ -118,7 +126,7 @@ class AddRemoveNoise:
         text = (f"add/remove release: noisy uncentred R (upper triangle), v and N, centred afterwards by "
                 f"post-processing, with the protocol's calibration (split {split}; sigma_R={self.sigma('R'):.4g}, "
                 f"sigma_v={self.sigma('v'):.4g}, sigma_N={self.sigma('N'):.4g}); continuous Gaussian noise, "
-                f"delta of the whitened mechanism {self.achieved_delta:.3g}")
+                f"delta of the whitened mechanism {achieved:.3g}")
         return PrivacyReport(epsilon=cal.epsilon, delta=delta, mechanism=mechanism, calibration=cal.calibration,
                              sensitivity=1.0, neighbouring=ADD_REMOVE_ONE, noise_added_by=noise_added_by,
                              sigma=self.sigma("R"), sensitivity_mode="rigorous",

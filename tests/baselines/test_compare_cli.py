@@ -39,12 +39,13 @@ def test_compare_json_on_digits(capsys, tmp_path):
     assert summary["preprocessing"] == {"center": True, "scaling": "clip", "exact_mean": False,
                                         "note": "clip scaling is a public rule"}
     assert summary["settings"] == {"paper": False, "relation": "add-remove", "calibration": "analytic",
-                                   "sensitivity_mode": "rigorous", "scaling": "clip", "center": True,
+                                   "sensitivity_mode": "rigorous", "cape_variances": "rigorous", "scaling": "clip", "center": True,
                                    "exact_mean": False}
     for name in ("capepca", "conv", "local"):
         assert methods[name]["centering"] == "inside the release (DP)" and methods[name]["kind"] == "subspace"
         assert methods[name]["privacy"]["calibration"] == "analytic"
         assert methods[name]["privacy"]["neighbouring"] == "add/remove-one"
+    assert "DP against the aggregator's joint view" in methods["capepca"]["privacy"]["notes"]
     assert methods["nonprivate"]["centering"] == "exact pooled mean (not DP)"
     # the same seed gives the same numbers
     code, out2, _ = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "nonprivate,capepca,conv,local",
@@ -94,12 +95,17 @@ def test_compare_paper_moves_every_method_to_the_papers_settings(capsys):
     assert code == 0, err
     summary = json.loads(out)
     assert summary["settings"] == {"paper": True, "relation": "replace-one", "calibration": "classic",
-                                   "sensitivity_mode": "paper", "scaling": "max-norm", "center": True,
-                                   "exact_mean": True}
+                                   "sensitivity_mode": "paper", "cape_variances": "paper", "scaling": "max-norm",
+                                   "center": True, "exact_mean": True}
     for name in ("dpdispca", "capepca", "local"):
         row = summary["methods"][name]
         assert (row["privacy"]["calibration"], row["privacy"]["sensitivity_mode"]) == ("classic", "paper")
         assert row["centering"] == "exact pooled mean before partitioning (not DP)"
+    # the paper's CAPE variances, checked against the aggregator's joint view (at S = 4, epsilon = 1 the classic
+    # calibration's slack absorbs the joint factor 1.6, so the requested delta still holds)
+    cape = summary["methods"]["capepca"]["privacy"]
+    assert "the paper's CAPE variances" in cape["notes"] and "joint view has max_s" in cape["notes"]
+    assert cape["delta"] == 1e-5
     assert "max-norm scaling reads the data and is not DP" in summary["preprocessing"]["note"]
     # one item can still be moved explicitly, for every method alike
     code, out, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "dpdispca,capepca", "--paper",

@@ -156,7 +156,7 @@ def test_paper_switch_runs_every_method_under_the_papers_setting(tiny):
     result = utility.run_utility(quick=True, datasets=["synthetic"], methods="dpdispca,nonprivate", runs=1,
                                  sweeps=["delta"], fpca=False, paper=True)
     assert result["settings"] == {"paper": True, "relation": "replace-one", "calibration": "classic",
-                                  "sensitivity_mode": "paper", "scaling": "max-norm", "center": True,
+                                  "sensitivity_mode": "paper", "cape_variances": "paper", "scaling": "max-norm", "center": True,
                                   "exact_mean": True}
     row = result["datasets"]["synthetic"]["sweeps"]["delta"]["methods"]["dpdispca"]
     assert (row["calibration"], row["sensitivity_mode"]) == ("classic", "paper")

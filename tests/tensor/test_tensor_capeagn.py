@@ -14,7 +14,7 @@ from dpdpca.baselines.tensor import CapeAGN, make_mog, make_stm, sample_partitio
 from dpdpca.baselines.tensor.experiment import run_experiment
 from dpdpca.baselines.tensor.moments import SiteMoments
 from dpdpca.cli import main
-from dpdpca.dp import (CapeNoisePlan, calibrate_gaussian, entries_from_symmetric_tensor,
+from dpdpca.dp import (JOINT_SLACK, CapeNoisePlan, calibrate_gaussian, gaussian_delta, entries_from_symmetric_tensor,
                        tensor_moment_sensitivity)
 from dpdpca.dp.noise import symmetric_tensor_size
 from dpdpca.errors import ParameterError
@@ -90,7 +90,8 @@ def test_privacy_report_splits_the_budget_and_states_the_sensitivities():
     assert m3.sensitivity == pytest.approx((2 + 2 * math.sqrt(d + 8) * 0.0125) / n)
     tau = calibrate_gaussian(epsilon=0.3, delta=2.5e-4, sensitivity=math.sqrt(2) / n)
     assert m2.sigma == pytest.approx(tau)
-    assert est.noise_variances_["m2"]["aggregate_variance"] == pytest.approx(tau ** 2 / 16)
+    # the pooled level tau^2/S^2, times 1 + eta for the rigorous (joint-view) variances
+    assert est.noise_variances_["m2"]["aggregate_variance"] == pytest.approx(tau ** 2 / 16 * (1 + JOINT_SLACK))
     paper = CapeAGN(3, epsilon=1.2, delta=1e-3, noise_variance=0.05, sensitivity_mode="paper",
                     calibration="classic", rng=np.random.default_rng(2))
     paper.fit_moments(_zero_moments(d, n, 4), scale=2.0, scaled_noise_variance=0.0125)
@@ -108,7 +109,7 @@ def test_conv_noise_is_the_local_level_and_the_aggregate_is_s_times_noisier():
         est.fit_moments(_zero_moments(d, n, s), scale=1.0, scaled_noise_variance=0.01)
     for stage in ("m2", "m3"):
         assert conv.noise_variances_[stage]["aggregate_variance"] == pytest.approx(
-            s * cape.noise_variances_[stage]["aggregate_variance"])
+            s * cape.noise_variances_[stage]["aggregate_variance"] / (1 + JOINT_SLACK))
     assert conv.privacy_.parts[0].mechanism == "gaussian" and conv.privacy_.parts[0].noise_added_by == "site"
 
 
@@ -270,5 +271,28 @@ def test_unequal_sites_use_size_weights_and_per_site_reports():
     assert [p.sensitivity for p in m2_report.parts] == pytest.approx([math.sqrt(2) / n for n in (500, 1000, 2000)])
     # the pooled level: tau_c = calibrate(Delta / N), i.e. site 3's tau_s^2 times (N_3 / N)^2
     variances = est.noise_variances_["m2"]
-    assert variances["aggregate_variance"] == pytest.approx(variances["site_tau2"][2] * (2000 / 3500) ** 2)
+    assert variances["aggregate_variance"] == pytest.approx(
+        variances["site_tau2"][2] * (2000 / 3500) ** 2 * (1 + JOINT_SLACK))
     assert est.means_.shape == (2, 5)
+
+
+def test_stages_are_private_against_the_aggregators_joint_view():
+    d, n, s, eps, delta = 5, 800, 4, 1.0, 1e-4
+    est = CapeAGN(2, epsilon=eps, delta=delta, noise_variance=0.05, rng=np.random.default_rng(4))
+    est.fit_moments(_zero_moments(d, n, s), scale=1.0, scaled_noise_variance=0.01)
+    assert (est.privacy_.epsilon, est.privacy_.delta) == pytest.approx((eps, delta))
+    for stage in est.privacy_.parts:
+        assert "DP against the aggregator's joint view" in stage.notes and "sites that do not collude" in stage.notes
+    paper = CapeAGN(2, epsilon=eps, delta=delta, noise_variance=0.05, cape_variances="paper",
+                    rng=np.random.default_rng(4))
+    paper.fit_moments(_zero_moments(d, n, s), scale=1.0, scaled_noise_variance=0.01)
+    m2 = paper.privacy_.parts[0]
+    c = calibrate_gaussian(epsilon=eps / 2, delta=delta / 2, sensitivity=1.0)
+    assert m2.delta == pytest.approx(gaussian_delta(eps / 2, c, math.sqrt(2 * s / (s + 1))), rel=1e-6)
+    assert m2.delta > 5 * delta / 2 and "per-release claim" in m2.notes
+    assert paper.privacy_.delta == pytest.approx(sum(p.delta for p in paper.privacy_.parts))
+    assert est.noise_variances_["m2"]["aggregate_variance"] == pytest.approx(
+        (1 + JOINT_SLACK) * paper.noise_variances_["m2"]["aggregate_variance"])
+    with pytest.raises(ParameterError, match=r"^cape_variances must be 'rigorous' or 'paper', got 'x'$"):
+        CapeAGN(2, epsilon=eps, delta=delta, noise_variance=0.05, cape_variances="x").fit_moments(
+            _zero_moments(d, n, s), scale=1.0, scaled_noise_variance=0.01)

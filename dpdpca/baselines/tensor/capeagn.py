@@ -18,11 +18,21 @@ every noise term drawn by the party that owns it:
 
 The tensor power method with deflation on the result gives ``w_k`` and ``a_k``
 (:mod:`~dpdpca.baselines.tensor.power`).  Each site's two releases are
-``(epsilon_1, delta_1)`` and ``(epsilon_2, delta_2)``-DP against the aggregator
-and against everyone else; ``W`` is post-processing of stage 1, so by basic
-composition the whole run is ``(epsilon_1 + epsilon_2, delta_1 + delta_2)``-DP
-(and the sites' disjoint data compose in parallel).  The paper splits
+``(epsilon_1, delta_1)`` and ``(epsilon_2, delta_2)``-DP against the
+aggregator's joint view of all S releases of the stage (the ``E^s`` are
+correlated, so the sites do not compose in parallel against it; see
+:mod:`dpdpca.dp.cape`) and against everyone else; ``W`` is post-processing of
+stage 1, so by basic composition the whole run is
+``(epsilon_1 + epsilon_2, delta_1 + delta_2)``-DP.  The paper splits
 ``epsilon`` and ``delta`` equally (``budget_split=0.5``).
+
+``cape_variances="rigorous"`` (default) uses
+:meth:`dpdpca.dp.CapeNoisePlan.joint_safe` in both stages (``G^s`` 1% larger,
+so is the aggregate's noise variance; ``E^s`` inflated, it cancels);
+``"paper"`` keeps the paper's variances, whose reports carry the delta really
+achieved against the joint view.  Either way the guarantee assumes a noise
+generator and sites that do not collude with the aggregator (a colluding site
+knows its own ``E^j``, which removes the correlated noise).
 
 ``variant="conv"`` is the ``conv`` baseline: each site adds only its own
 ``G^s`` at the full local level ``tau_s`` and the aggregator averages;
@@ -44,13 +54,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpdpca._validation import check_int, check_nonnegative, check_open_unit, check_positive, param_error
-from dpdpca.baselines._common import parallel_report
+from dpdpca.baselines._common import CAPE_BASIS, CAPE_TRUST, parallel_report
 from dpdpca.baselines.tensor.models import check_components, check_model_kind
 from dpdpca.baselines.tensor.moments import (WORD_MODES, SiteMoments, default_mog_scale, mog_moments,
                                              prepare_mog_records, project, stm_moments)
 from dpdpca.baselines.tensor.power import (project_to_simplex_rows, recover_components, tensor_power_method,
                                            whiten)
-from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, PrivacyReport, calibrate_gaussian, compose_basic,
+from dpdpca.dp import (CAPE_VARIANCES, REPLACE_ONE, CapeNoisePlan, PrivacyReport, calibrate_gaussian, compose_basic,
                        resolve_source, symmetric_gaussian_matrix, symmetric_gaussian_tensor,
                        tensor_moment_sensitivity)
 from dpdpca.dp.mechanisms import check_sensitivity_mode
@@ -298,6 +308,11 @@ class CapeAGN(_MomentTensorEstimator):
     scheme : {"projection", "paper"}
         CAPE variance assignment for unequal sites
         (:meth:`dpdpca.dp.CapeNoisePlan.unequal`); equal sites always use eq. (2).
+    cape_variances : {"rigorous", "paper"}
+        ``"rigorous"`` (default): DP against the aggregator's joint view
+        (:meth:`dpdpca.dp.CapeNoisePlan.joint_safe`); ``"paper"``: the paper's
+        variances, for reproduction, reporting the delta really achieved
+        against that view.  Only ``variant="capeagn"`` uses it.
     n_restarts, n_iter : int
         Tensor power method settings.
     rng : None or numpy.random.Generator
@@ -353,8 +368,8 @@ class CapeAGN(_MomentTensorEstimator):
                  noise_variance: float | None = None, n_features: int | None = None,
                  sample_scale: float | None = None, words: str = "all", variant: str = "capeagn", site: int = 0,
                  budget_split: float = 0.5, sensitivity_mode: str = "rigorous", calibration: str = "analytic",
-                 scheme: str = "projection", n_restarts: int = 10, n_iter: int = 100, rng: Any = None,
-                 random_state: Any = None) -> None:
+                 scheme: str = "projection", cape_variances: str = "rigorous", n_restarts: int = 10,
+                 n_iter: int = 100, rng: Any = None, random_state: Any = None) -> None:
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -369,6 +384,7 @@ class CapeAGN(_MomentTensorEstimator):
         self.sensitivity_mode = sensitivity_mode
         self.calibration = calibration
         self.scheme = scheme
+        self.cape_variances = cape_variances
         self.n_restarts = n_restarts
         self.n_iter = n_iter
         self.rng = rng
@@ -384,6 +400,8 @@ class CapeAGN(_MomentTensorEstimator):
             raise param_error("calibration", "'analytic' or 'classic'", self.calibration)
         if self.scheme not in ("projection", "paper"):
             raise param_error("scheme", "'projection' or 'paper'", self.scheme)
+        if self.cape_variances not in CAPE_VARIANCES:
+            raise param_error("cape_variances", "'rigorous' or 'paper'", self.cape_variances)
         if self.variant not in VARIANTS:
             raise param_error("variant", "'capeagn', 'conv' or 'local'", self.variant)
         check_int("site", self.site, minimum=0)
@@ -449,7 +467,8 @@ class _NoisyStage:
         if correlated:
             self.plan = CapeNoisePlan.from_budgets(
                 epsilons=[epsilon] * len(sizes), deltas=[delta] * len(sizes), sizes=sizes,
-                sensitivity_numerator=numerator, calibration=est.calibration, method=est.scheme)
+                sensitivity_numerator=numerator, calibration=est.calibration, method=est.scheme,
+                variances=est.cape_variances)
 
     def aggregate(self, stats: list[np.ndarray], shape: tuple[int, ...], src: Any, post: Any) -> np.ndarray:
         """``sum_s mu_s (post(stat_s + noise_s) - post(F_s))``; ``post`` is linear (identity or projection)."""
@@ -478,7 +497,7 @@ class _NoisyStage:
             reports = [self.plan.privacy(i) for i in range(len(self.sizes))]
             reports = [_with_mode(r, self.est.sensitivity_mode) for r in reports]
             return parallel_report(reports, mechanism="cape", noise_added_by=_CAPE_PARTIES,
-                                   notes=f"capeAGN {label}")
+                                   notes=f"capeAGN {label}; {CAPE_TRUST}", basis=CAPE_BASIS)
         reports = [PrivacyReport(epsilon=self.epsilon, delta=self.delta, mechanism="gaussian",
                                  calibration=self.est.calibration, sensitivity=self.numerator / n,
                                  neighbouring=REPLACE_ONE, noise_added_by="site", sigma=tau,
