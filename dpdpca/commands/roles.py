@@ -228,7 +228,7 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
     # --out is reserved before the prepared randomness is consumed and the share encrypted: an --out it cannot
     # write is refused while both are intact (the click context removes the reservation if never written)
     sink = service if service is not None else PathTransport(outbox=[click.get_current_context().with_resource(
-        ReservedOutput(str(out_path), what="--out"))])
+        ReservedOutput(str(out_path), mode=0o600, what="--out"))])
     ready = _randomness_path(identity_path, owner_id, randomness_path)
     ahead = _randomness_while_loading(params, resolve_release(release), d=params.d,
                                       wanted=randomness_path is None and not ready.exists() and not range_proofs)
@@ -385,7 +385,7 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
     out = Path(out_dir)
     atomic_write_json(out / "public.json", params.to_json())
     atomic_write_json(out / "owner-keys.json", keyring.to_json())
-    atomic_write_bytes(out / "state.msg", state)
+    atomic_write_bytes(out / "state.msg", state, mode=0o600)  # the noiseless aggregate: the proxy's alone
     for owner, why in proxy.excluded_.items():
         click.echo(f"refused owner {owner}: {why}", err=True)
     click.echo(f"aggregated {len(proxy.owners_)} signed shares ({', '.join(proxy.owners_)}), "

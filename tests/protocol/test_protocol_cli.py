@@ -98,6 +98,9 @@ def test_per_role_sequence_as_separate_processes(tmp_path):
     assert pooled.returncode == 0, pooled.stderr
     assert (tmp_path / "state2" / "state.msg").read_bytes() == (tmp_path / "state" / "state.msg").read_bytes()
     assert stat.S_IMODE(os.stat(tmp_path / "keys" / "private.json").st_mode) == 0o600
+    # the noiseless aggregate and the shares are their writer's alone (they were 0644)
+    for name in ("state/state.msg", "state2/state.msg", "s1.msg", "s2.msg", "s3.msg"):
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o600, name
     assert stat.S_IMODE(os.stat(tmp_path / "ids" / "alice.identity.json").st_mode) == 0o600
     assert "p" not in json.loads((tmp_path / "keys" / "public.json").read_text())
     summary = json.loads(proc.stdout)
