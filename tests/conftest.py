@@ -21,3 +21,96 @@ def _prime_3mod4(bits: int, seed: int) -> int:
 def prime_3mod4() -> Callable[[int, int], int]:
     """``prime_3mod4(bits, seed)``: a reproducible Blum prime, for building moduli that attack the key checks."""
     return _prime_3mod4
+
+
+def _varint(x: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, x = x & 0x7F, x >> 7
+        out.append(low | (0x80 if x else 0))
+        if not x:
+            return bytes(out)
+
+
+def _proto_fields(data: bytes) -> list[tuple[int, bytes | int]]:
+    """The top-level ``(key, value)`` fields of a protobuf message: ints for varints, the raw bytes otherwise."""
+    def varint(pos: int) -> tuple[int, int]:
+        value = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value, pos
+    out: list[tuple[int, bytes | int]] = []
+    pos = 0
+    while pos < len(data):
+        key, pos = varint(pos)
+        if key & 7 == 0:
+            value, pos = varint(pos)
+            out.append((key, value))
+            continue
+        if key & 7 == 2:
+            size, pos = varint(pos)
+        else:  # fixed 64 or 32 bits
+            size = {1: 8, 5: 4}[key & 7]
+        out.append((key, data[pos:pos + size]))
+        pos += size
+    return out
+
+
+def _proto_encode(fields: list[tuple[int, bytes | int]]) -> bytes:
+    out = b""
+    for key, value in fields:
+        if isinstance(value, int):
+            out += _varint(key) + _varint(value)
+        else:
+            out += _varint(key) + (_varint(len(value)) if key & 7 == 2 else b"") + value
+    return out
+
+
+def _public_context_of_secret(blob: bytes, secret: str, workdir: str) -> bytes:
+    """The TenSEAL public context ``blob`` with its public key replaced by one made from the secret ``secret``.
+
+    ``secret``: ``"0"``, or a polynomial in SEAL's hex form (``"1"``, ``"1x^5"``): a key anyone decrypts under.
+    """
+    import os
+
+    import tenseal as ts
+    import tenseal.sealapi as sealapi
+
+    seal = ts.context_from(blob).seal_context().data
+    sk = sealapi.KeyGenerator(seal).secret_key()
+    if secret == "0":
+        sk.data().set_zero()
+    else:
+        plain = sealapi.Plaintext(secret)
+        sealapi.Evaluator(seal).transform_to_ntt_inplace(plain, seal.key_parms_id())
+        plain.save(os.path.join(workdir, "sk"))
+        sk = sealapi.SecretKey()
+        sk.load(seal, os.path.join(workdir, "sk"))
+    pk = sealapi.PublicKey()
+    sealapi.KeyGenerator(seal, sk).create_public_key(pk)
+    pk.save(os.path.join(workdir, "pk"))
+    with open(os.path.join(workdir, "pk"), "rb") as fh:
+        pk_bytes = fh.read()
+    # TenSEAL's context message: field 2 holds the public key, whose field 1 is SEAL's serialized PublicKey
+    return _proto_encode([(k, _proto_encode([(kk, pk_bytes if kk == (1 << 3 | 2) else vv) for kk, vv in _proto_fields(v)])
+                           if k == (2 << 3 | 2) and isinstance(v, bytes) else v) for k, v in _proto_fields(blob)])
+
+
+@pytest.fixture
+def transparent_bfv_key(tmp_path) -> Callable[..., dict]:
+    """``transparent_bfv_key(public_json, secret, contexts=None)``: the BFV key JSON (the ``public.json`` or the
+    key's ``to_json()``) with the public key of ``contexts`` (default every one) made from the publicly known secret
+    ``secret`` (``"0"``, ``"1"``, ``"1x^5"``): the data user's attack on the owners, as in a crafted ``public.json``."""
+    import base64
+
+    def make(public_json: dict, secret: str, contexts=None) -> dict:
+        blobs = list(public_json["contexts"])
+        for i in range(len(blobs)) if contexts is None else contexts:
+            raw = _public_context_of_secret(base64.b64decode(blobs[i]), secret, str(tmp_path))
+            blobs[i] = base64.b64encode(raw).decode()
+        return {**public_json, "contexts": blobs}
+    return make

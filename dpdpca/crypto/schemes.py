@@ -408,10 +408,13 @@ class BFVScheme(CipherScheme):
                 "plain_moduli_bits": [t.bit_length() for t in p.plain_moduli]}
 
     def check_encryptor_policy(self, public_key: Any, insecure_test_key: bool) -> None:
+        from dpdpca.crypto.lattice import check_not_transparent
         from dpdpca.crypto.lattice_flood import check_flood_room
 
         public_key.params.check_security()  # the key was checked when loaded; SEAL refuses weaker ones too
         check_flood_room(public_key.params)  # else the proxy would refuse to release, after every share was sent
+        # not made from a publicly known secret key (0, +-x^i): the analogue of Paillier's hs = 1, once per key
+        check_not_transparent(public_key)
 
     def encrypt(self, public_key: Any, values: Sequence[int], *, layout: SlotLayout, bound: int,
                 chunks: Sequence[int], executor: Any = None) -> Any:

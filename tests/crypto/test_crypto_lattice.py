@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+
+import numpy as np
 
 import pytest
 
@@ -280,3 +283,39 @@ def test_encryptions_of_zero_from_one_plaintext_tensor_each_draw_their_own_rando
     assert len(blobs) == 3 * len(pk.params.plain_moduli) and len(set(blobs)) == len(blobs)
     enc = BFVArray(pk, chunks, 0, pk.params.fresh_noise, zeros, None, [(2 * n + 5, 0)])
     assert decrypt_bfv(sk, enc) == [0] * (2 * n + 5)
+
+
+@pytest.mark.parametrize("secret, contexts", [("0", None), ("1", None), ("1x^5", [1]), ("1x^4095", None)])
+def test_a_public_key_made_from_a_publicly_known_secret_is_refused(crt_keys, transparent_bfv_key, secret, contexts):
+    # the data user publishes pk = (-(a s + e), a) with s = 0, 1 or x^i: every owner ciphertext decrypts under s
+    from dpdpca.crypto.lattice import check_not_transparent
+
+    pk, _ = crt_keys
+    evil = BFVPublicKey.from_json(transparent_bfv_key(pk.to_json(), secret, contexts))  # the loader's checks pass
+    name = secret.replace("1x^", "x^")
+    first = 0 if contexts is None else contexts[0]
+    with pytest.raises(InsecureKeyError, match=rf"^BFV public key must not be transparent \(context {first}'s "
+                                               rf"encryptions decrypt under the publicly known secret key "
+                                               rf"{re.escape(name)}\), got one that does$"):
+        check_not_transparent(evil)
+    check_not_transparent(pk)  # an honest key passes (and every BFV owner test checks one)
+
+
+def test_transparent_secret_names_every_publicly_known_key_and_no_honest_one():
+    from dpdpca.crypto.lattice import transparent_secret
+
+    rng = np.random.default_rng(7)
+    n = 4096
+    c1 = rng.random(n)
+
+    def shifted(i):  # x^i c1 mod x^N + 1, as fractions of q
+        return np.concatenate([-c1[n - i:], c1[:n - i]]) if i else c1
+
+    noise = rng.normal(0, 2.0**-20, n)  # the phase of a decryptable encryption: well below q/(2t)
+    assert transparent_secret(noise, c1) == "0"
+    for i in (0, 1, 777, n - 1):
+        name = "1" if i == 0 else f"x^{i}"
+        assert transparent_secret(noise - shifted(i), c1) == name  # c0 + x^i c1 = noise
+        assert transparent_secret(noise + shifted(i), c1) == f"-{name}"
+    for _ in range(5):
+        assert transparent_secret(rng.random(n), c1) is None  # uniform phases: an honest key

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("tenseal", reason="the [lattice] extra (TenSEAL) is not installed")
 
 from dpdpca.cli import main  # noqa: E402
-from dpdpca.errors import MessageError, ParameterError, ProtocolError  # noqa: E402
+from dpdpca.errors import InsecureKeyError, MessageError, ParameterError, ProtocolError  # noqa: E402
 from dpdpca.protocol import DataUser, Proxy, ProtocolParams  # noqa: E402
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest  # noqa: E402
 from dpdpca.protocol.messages import Message  # noqa: E402
@@ -424,3 +424,28 @@ def test_a_share_of_transparent_ciphertexts_is_refused_in_one_line(bfv_user, mak
                                            r"got c1 = 0 \(a transparent ciphertext\)$"):
         proxy.receive_share(_signed_as(share, identity, p, "alice", {**m.sections, "R": bare.to_bytes()}))
     assert proxy.receive_share(share) == "alice"
+
+
+def test_owner_refuses_a_transparent_public_key_in_one_line(bfv_user, make_owner, transparent_bfv_key, unit_rows,
+                                                          tmp_path, capsys):
+    # the data user publishes a key made from s = 0: every share would decrypt under the public key 0
+    evil = transparent_bfv_key(bfv_user.params.to_json(), "0")
+    params = ProtocolParams.from_json(json.loads(json.dumps(evil)))  # loads: parameters and contexts as declared
+    line = ("^BFV public key must not be transparent \\(context 0's encryptions decrypt under the publicly known "
+            "secret key 0\\), got one that does$")
+    with pytest.raises(InsecureKeyError, match=line):
+        make_owner(params, "alice", release="add-remove", insecure_test_key=False)
+    one = ProtocolParams.from_json(json.loads(json.dumps(transparent_bfv_key(bfv_user.params.to_json(), "1x^3"))))
+    with pytest.raises(InsecureKeyError, match="decrypt under the publicly known secret key x\\^3\\), got one"):
+        make_owner(one, "alice", release="add-remove")
+    # the CLI owner: exit 2, one line, no share written
+    (tmp_path / "public.json").write_text(json.dumps(evil))
+    np.save(tmp_path / "x.npy", _parts(unit_rows)[0])
+    assert main(["owner", "keygen", "--owner-id", "alice", "--out-dir", str(tmp_path / "ids")]) == 0
+    capsys.readouterr()
+    assert main(["owner", "share", "--public", str(tmp_path / "public.json"), "--identity",
+                 str(tmp_path / "ids/alice.identity.json"), "--data", str(tmp_path / "x.npy"),
+                 "--out", str(tmp_path / "s.msg")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "must not be transparent" in err and "secret key 0)" in err
+    assert not (tmp_path / "s.msg").exists()
