@@ -158,7 +158,7 @@ def _commands(files: dict) -> dict[str, list[str]]:
         "owner share": ["owner", "share", "--public", str(root / "keys" / "public.json"), "--identity",
                         str(root / "ids" / "alice.identity.json"), "--data", str(root / "a.csv"),
                         "--insecure-test-key", "--proxy", url, "--ca-cert", ca],
-        "user finish": ["user", "finish", "--private", str(root / "keys" / "private.json"), "--owner-keys",
+        "user finish": ["user", "finish", "--insecure-test-key", "--private", str(root / "keys" / "private.json"), "--owner-keys",
                         str(root / "ids" / "alice.verify.json"), "--components", "1", "--out",
                         str(root / "pcs.npz"), "--proxy", url, "--identity", str(root / "ids" / "user.identity.json"),
                         "--ca-cert", ca],

@@ -99,7 +99,8 @@ def _https(user: DataUser, owners: dict[str, OwnerIdentity], shares: dict[str, b
     port = free_port()
     url = f"https://127.0.0.1:{port}"
     config = write_proxy_toml(root / "proxy.toml", public=root / "public.json", owners=owners, user=me, tls=tls,
-                              port=port, state_dir=root / "state")  # DataOwner's default release, add/remove
+                              port=port, state_dir=root / "state",  # DataOwner's default release, add/remove
+                              insecure_test_key=user.params.public_key.bits < 2048)  # --quick's 1024-bit key
     watcher = ProxyClient(url, me, USER, ca_cert=tls.ca_cert, retries=8)
     server = ServerProcess(config, url).start(ready_client=watcher)
     try:

@@ -224,7 +224,7 @@ def run_strangers(*, owners: int = 200, slow: int = 1500, forged: int = 5, forge
         max_header_bytes = ConnectionLimits().max_header_bytes  # the default; big-header strangers send 4 times it
         config = write_proxy_toml(base / "proxy.toml", public=base / "public.json",
                                   owners={i.owner_id: i for i in identities}, user=me, tls=tls, port=port,
-                                  state_dir=base / "state", limits=limits)
+                                  state_dir=base / "state", limits=limits, insecure_test_key=key_bits < 2048)
         watcher = ProxyClient(url, me, USER, ca_cert=tls.ca_cert, retries=8)
         tick("key and shares")
         server = ServerProcess(config, url).start(ready_client=watcher)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import click
 
-from dpdpca.commands.protocol_options import range_proof_mode_check_option, workers_option
+from dpdpca.commands.protocol_options import insecure_test_key_option, range_proof_mode_check_option, workers_option
 
 __all__ = ["proxy_serve_cmd", "user_identity_cmd", "proxy_client_options", "client_from_options",
            "transport_from_options"]
@@ -65,8 +65,9 @@ def transport_from_options(proxy_url: str, identity: Any, ca_cert: str | None, t
                    "false if absent).")
 @range_proof_mode_check_option
 @workers_option
+@insecure_test_key_option("proxy")
 def proxy_serve_cmd(config_path: str, insecure_http: bool, range_proofs: bool | None,
-                    range_proof_mode: str | None, workers: int) -> None:
+                    range_proof_mode: str | None, workers: int, insecure_test_key: bool) -> None:
     """Run the proxy as an HTTPS service: collect signed shares, close at quorum or deadline, release once."""
     import dataclasses
 
@@ -78,6 +79,8 @@ def proxy_serve_cmd(config_path: str, insecure_http: bool, range_proofs: bool | 
         config = dataclasses.replace(config, range_proofs=range_proofs)
     if range_proof_mode is not None:  # the config's protocol.range_proof_mode, overridden
         config = dataclasses.replace(config, range_proof_mode=range_proof_mode)
+    if insecure_test_key:  # the operator's consent, as the config's protocol.insecure_test_key = true
+        config = dataclasses.replace(config, insecure_test_key=True)
     serve(config, insecure_http=insecure_http, workers=workers)
 
 

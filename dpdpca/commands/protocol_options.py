@@ -17,7 +17,8 @@ from dpdpca.errors import MessageError
 from dpdpca.protocol.proofs import RANGE_PROOF_MODES
 
 __all__ = ["range_proofs_option", "range_proof_mode_check_option", "NOISE_OPTIONS", "noise_options", "workers_option", "scheduler_option", "packing_option", "scheme_option",
-           "max_features_option", "owner_keys_option", "Pool", "load_public", "load_private", "load_owner_keys"]
+           "max_features_option", "owner_keys_option", "Pool", "load_public", "load_private", "load_owner_keys",
+           "insecure_test_key_option"]
 
 
 NOISE_OPTIONS = [
@@ -47,13 +48,31 @@ def noise_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 KEY_FILE_MAX_BYTES = 16 << 20
 
 
-def load_public(path: str) -> Any:
+#: How a command's refusal of a test key names its consent (``ProtocolParams.from_json``'s ``test_key_consent``).
+TEST_KEY_CONSENT = "this party passes --insecure-test-key"
+
+
+def insecure_test_key_option(party: str, key: str = "a data-user key") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--insecure-test-key``: THIS party (``party``: "owner", "proxy", "data user") accepts a test ``key``.
+
+    A key below 2048 bits is accepted only if the data user's public
+    parameters declare it a test key (``keygen --insecure-test-key``) and the
+    party that loads them passes this flag too.
+    """
+    return click.option("--insecure-test-key", is_flag=True,
+                        help=f"This {party} accepts {key} below 2048 bits (tests only).")
+
+
+def load_public(path: str, *, insecure_test_key: bool = False) -> Any:
+    """The public parameters of ``path``; a test key only with the caller's ``insecure_test_key`` too."""
     from dpdpca.protocol.params import ProtocolParams
 
-    return ProtocolParams.from_json(read_json_file(path, "public parameters", max_bytes=KEY_FILE_MAX_BYTES))
+    return ProtocolParams.from_json(read_json_file(path, "public parameters", max_bytes=KEY_FILE_MAX_BYTES),
+                                    insecure_test_key=insecure_test_key, test_key_consent=TEST_KEY_CONSENT)
 
 
-def load_private(path: str) -> tuple[Any, Any]:
+def load_private(path: str, *, insecure_test_key: bool = False) -> tuple[Any, Any]:
+    """The secret key and public parameters of ``path``; a test key only with the caller's ``insecure_test_key``."""
     from dpdpca.crypto import private_key_from_json
     from dpdpca.protocol.params import PARAMS_KEY, ProtocolParams
 
@@ -62,9 +81,11 @@ def load_private(path: str) -> tuple[Any, Any]:
             or not isinstance(data.get("pub"), dict)):
         raise MessageError(f"private key file {path!r} must be written by dpdpca keygen (objects "
                            f"{PARAMS_KEY!r} and 'pub'), got other JSON")
-    params = ProtocolParams.from_json({**data["pub"], PARAMS_KEY: data[PARAMS_KEY]})
+    params = ProtocolParams.from_json({**data["pub"], PARAMS_KEY: data[PARAMS_KEY]},
+                                      insecure_test_key=insecure_test_key, test_key_consent=TEST_KEY_CONSENT)
+    # the parameters passed both consents (or the key is at the floor): the secret key is read as they were
     sk = private_key_from_json({k: v for k, v in data.items() if k != PARAMS_KEY},
-                              insecure_test_key=bool(data[PARAMS_KEY].get("insecure_test_key", False)))
+                               insecure_test_key=bool(getattr(params.public_key, "insecure_test_key", False)))
     return sk, params
 
 

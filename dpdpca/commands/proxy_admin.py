@@ -24,6 +24,7 @@ from typing import Any
 import click
 
 from dpdpca._io import atomic_write_bytes
+from dpdpca.commands.protocol_options import insecure_test_key_option, load_public
 from dpdpca.errors import FileAccessError, ParameterError
 
 __all__ = ["format_session", "proxy_init_cmd", "proxy_status_cmd"]
@@ -59,10 +60,15 @@ def _toml_str(value: str) -> str:
 @click.option("--dev-tls", is_flag=True,
               help="Also write a THROWAWAY test CA and a server certificate for --host (testing only).")
 @click.option("--force", is_flag=True, help="Overwrite existing files.")
+@insecure_test_key_option("proxy")
 def proxy_init_cmd(out_dir: str, host: str, port: int, owners_dir: str | None, owner_keys: tuple[str, ...],
                    user_key: str | None, public_path: str | None, quorum: int | None, collection_seconds: float,
-                   epsilon: float, delta: float, dev_tls: bool, force: bool) -> None:
-    """Write a commented proxy.toml listing the owners' verify keys and the data user's key (and test TLS)."""
+                   epsilon: float, delta: float, dev_tls: bool, force: bool, insecure_test_key: bool) -> None:
+    """Write a commented proxy.toml listing the owners' verify keys and the data user's key (and test TLS).
+
+    A --public key below 2048 bits is refused (as proxy serve would refuse it) unless --insecure-test-key is
+    given; then the config says protocol.insecure_test_key = true.
+    """
     from dpdpca.net.auth import USER
     from dpdpca.net.devtls import check_host
     from dpdpca.protocol.identity import OwnerKeyring
@@ -93,9 +99,7 @@ def proxy_init_cmd(out_dir: str, host: str, port: int, owners_dir: str | None, o
     if quorum is not None and not 1 <= quorum <= len(owners):
         raise ParameterError(f"--quorum must be in [1, {len(owners)}] (the owners found), got {quorum}")
     if public_path is not None:  # the check proxy serve makes at start, made here while the config is written
-        from dpdpca.commands.protocol_options import load_public
-
-        max_owners = load_public(public_path).max_owners
+        max_owners = load_public(public_path, insecure_test_key=insecure_test_key).max_owners
         if (quorum or len(owners)) > max_owners:
             raise ParameterError(f"--quorum must be <= max_owners={max_owners} of --public (no more shares fit the "
                                  f"slots; the default is every owner found, {len(owners)}), got "
@@ -142,6 +146,9 @@ def proxy_init_cmd(out_dir: str, host: str, port: int, owners_dir: str | None, o
         f"epsilon = {epsilon!r}",
         f"delta = {delta!r}",
         'release_mode = "add-remove"    # the default release, as dpdpca run; "centred": the paper\'s',
+        *(["# TESTING ONLY (proxy init --insecure-test-key): accept a data-user key below 2048 bits that the",
+           "# public parameters declare a test key (dpdpca keygen --insecure-test-key).",
+           "insecure_test_key = true"] if insecure_test_key else []),
         "",
         "[user]",
         "# The data user's verify key (dpdpca user identity)." + ("" if user_file else " Copy it here."),

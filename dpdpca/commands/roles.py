@@ -36,7 +36,8 @@ from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, trans
 from dpdpca.commands.proxy_admin import proxy_init_cmd, proxy_status_cmd
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
     release_options
-from dpdpca.commands.protocol_options import (Pool, load_owner_keys, load_private, load_public, max_features_option,
+from dpdpca.commands.protocol_options import (Pool, insecure_test_key_option, load_owner_keys, load_private, load_public,
+                                              max_features_option,
                                               noise_options, owner_keys_option, packing_option, range_proof_mode_check_option,
                                               range_proofs_option,
                                               scheduler_option, scheme_option, workers_option)
@@ -139,8 +140,7 @@ def _randomness_path(identity_path: str, owner_id: str, given: str | None) -> Pa
               help="The release the share is for (default: the rigorous default, add-remove).")
 @click.option("--randomness", "randomness_path", default=None, type=click.Path(dir_okay=False),
               help="Where to write it (mode 0600; default <owner_id>.randomness.bin beside --identity).")
-@click.option("--insecure-test-key", is_flag=True,
-              help="This owner accepts a data-user key below 2048 bits (tests only).")
+@insecure_test_key_option("owner")
 def owner_prepare_cmd(public_path: str, identity_path: str, d: int, release: str | None,
                       randomness_path: str | None, insecure_test_key: bool) -> None:
     """Offline: make the encryptions of zero of one share before the data exist (the next 'owner share' uses them
@@ -152,7 +152,7 @@ def owner_prepare_cmd(public_path: str, identity_path: str, d: int, release: str
     from dpdpca.protocol.owner import DataOwner
 
     d = check_int("d", d, minimum=1)
-    params = load_public(public_path)
+    params = load_public(public_path, insecure_test_key=insecure_test_key)
     identity = OwnerIdentity.load(identity_path)
     owner = DataOwner(params, identity, insecure_test_key=insecure_test_key, release=resolve_release(release))
     path = _randomness_path(identity_path, identity.owner_id, randomness_path)
@@ -179,8 +179,7 @@ def owner_prepare_cmd(public_path: str, identity_path: str, d: int, release: str
 @click.option("--out", "out_path", default=None, type=click.Path(dir_okay=False),
               help="Write the share to this file; or send it with --proxy.")
 @click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")
-@click.option("--insecure-test-key", is_flag=True,
-              help="This owner accepts a data-user key below 2048 bits (tests only).")
+@insecure_test_key_option("owner")
 @click.option("--randomness", "randomness_path", default=None, type=click.Path(dir_okay=False),
               help="Encryptions of zero from 'owner prepare' (default <owner_id>.randomness.bin beside --identity, "
                    "if present); read once and deleted.")
@@ -219,7 +218,7 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
     if (out_path is None) == (proxy_url is None):
         raise ParameterError(f"exactly one of --out and --proxy must be given, got out={out_path!r} "
                              f"proxy={proxy_url!r:.80}")
-    params = load_public(public_path)
+    params = load_public(public_path, insecure_test_key=insecure_test_key)
     identity = OwnerIdentity.load(identity_path)
     if owner_id is not None and owner_id != identity.owner_id:
         raise ProtocolError(f"--owner-id must be the identity's owner id {identity.owner_id!r}, got {owner_id!r:.80}")
@@ -355,11 +354,12 @@ def proxy_group() -> None:
 @range_proofs_option
 @workers_option
 @scheduler_option
+@insecure_test_key_option("proxy")
 @click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
 def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: str, quorum: int | None,
                         release: str | None, max_features: int, range_proofs: bool, range_proof_mode: str,
                         workers: int,
-                        scheduler: str | None, shares: tuple[str, ...]) -> None:
+                        scheduler: str | None, insecure_test_key: bool, shares: tuple[str, ...]) -> None:
     """Check and aggregate signed owner shares; write the proxy state (state.msg, public.json, owner-keys.json).
 
     It takes no privacy setting, so it does not compare the shares' signed noise labels with the session's (the
@@ -370,7 +370,7 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
     from dpdpca.protocol.roles import ProxySteps, collect_shares
     from dpdpca.protocol.transport import PathTransport
 
-    params = load_public(public_path)
+    params = load_public(public_path, insecure_test_key=insecure_test_key)
     keyring = load_owner_keys(owner_keys)
     with Pool(workers, scheduler) as pool:
         # Default quorum: every share given (more than max_owners fail on receipt, naming the slot width).
@@ -410,11 +410,12 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
 @range_proof_mode_check_option
 @workers_option
 @scheduler_option
+@insecure_test_key_option("proxy")
 def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
                      noise_lattice: str, noise_by: str, honest_owners: int | None, owners: int | None,
                      ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None,
                      out_path: str, max_features: int, range_proofs: bool | None, range_proof_mode: str | None,
-                     workers: int, scheduler: str | None) -> None:
+                     workers: int, scheduler: str | None, insecure_test_key: bool) -> None:
     """Mask, build G and add the noise under encryption; write E[R''], E[v'] for the user (once per session)."""
     from dpdpca.protocol.identity import OwnerKeyring
     from dpdpca.protocol.ledger import ReleaseLedger
@@ -424,7 +425,7 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
     from dpdpca.protocol.transport import PathTransport
 
     state = Path(state_dir)
-    params = load_public(str(state / "public.json"))
+    params = load_public(str(state / "public.json"), insecure_test_key=insecure_test_key)
     keyring = OwnerKeyring.from_json(read_json_file(state / "owner-keys.json", "proxy owner keys"))
     # --out is reserved (its temporary file made beside it) before the session's one release is claimed and any
     # noise drawn: an unwritable --out is refused while the session can still be finished
@@ -489,13 +490,14 @@ def user_reveal_count_cmd(ignored: tuple[str, ...]) -> None:
 @click.option("--range-proofs/--no-range-proofs", "range_proofs", default=False, show_default=True,
               help="Refuse a release whose privacy report does not say the proxy checked owners' range proofs.")
 @range_proof_mode_check_option
+@insecure_test_key_option("data user", key="its own key")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
 @quiet_option
 @click.argument("result", type=click.Path(dir_okay=False), required=False)
 def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: int, out_path: str,
                     ledger_path: str | None, max_features: int, workers: int, proxy_url: str | None,
                     ca_cert: str | None, token: str | None, identity_path: str | None, range_proofs: bool,
-                    range_proof_mode: str | None, as_json: bool, quiet: bool,
+                    range_proof_mode: str | None, insecure_test_key: bool, as_json: bool, quiet: bool,
                     result: str | None) -> None:
     """Check the owners' signed counts, decrypt R'' and v' (once per session), write the components (.npz).
 
@@ -523,7 +525,7 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
             raise ParameterError("--identity must be given with --proxy (dpdpca user identity), got none")
         service = transport_from_options(proxy_url, OwnerIdentity.load(identity_path), ca_cert, token, user=True)
     try:
-        sk, params = load_private(private_path)
+        sk, params = load_private(private_path, insecure_test_key=insecure_test_key)
         keyring = load_owner_keys(owner_keys)
         ledger = ReleaseLedger(ledger_path if ledger_path is not None else
                                Path(private_path).parent / "releases.json")

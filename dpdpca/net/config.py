@@ -36,6 +36,7 @@ Example (relative paths are resolved against the file's directory):
     budget_ledger = "privacy-ledger.json"   # where the sessions' releases are recorded (this default)
     range_proofs = false           # true: every share must carry a valid range proof (README: its cost)
     range_proof_mode = "slack"     # or "exact": every slot within its declared interval (costlier; owners must match)
+    insecure_test_key = false      # true (tests only): accept a data-user key below 2048 bits declared a test key
 
     [user]
     verify_keys = "user.verify.json"   # from dpdpca user identity
@@ -128,6 +129,10 @@ class ServiceConfig:
         Serve the unauthenticated status page ``/`` and ``/v1/session``
         (default); ``false`` removes both routes (404), so a stranger learns
         nothing of the session, and operators use ``GET /v1/status`` (signed).
+    insecure_test_key : bool
+        This proxy accepts a data-user key below 2048 bits (tests only;
+        ``protocol.insecure_test_key``, or ``proxy serve --insecure-test-key``);
+        the public parameters must declare it a test key too.
     tls_cert, tls_key : Path or None
         Both or neither; without them the service speaks plain HTTP (tests of
         the application only; ``dpdpca proxy serve`` requires TLS unless told
@@ -157,6 +162,7 @@ class ServiceConfig:
     range_proofs: bool = False
     public_status: bool = True
     range_proof_mode: str = "slack"
+    insecure_test_key: bool = False
 
     def __post_init__(self) -> None:
         check_int("quorum", self.quorum, minimum=1, maximum=len(self.owner_keys))
@@ -281,7 +287,8 @@ def load_config(path: str | Path) -> ServiceConfig:
             tls_cert=path_of(server.get("tls_cert")), tls_key=path_of(server.get("tls_key")),
             range_proofs=_flag(proto.get("range_proofs", False), "protocol.range_proofs"),
             public_status=_flag(server.get("public_status", True), "server.public_status"),
-            range_proof_mode=proto.get("range_proof_mode", "slack"))
+            range_proof_mode=proto.get("range_proof_mode", "slack"),
+            insecure_test_key=_flag(proto.get("insecure_test_key", False), "protocol.insecure_test_key"))
     except (TypeError, ValueError) as exc:
         if isinstance(exc, ParameterError):
             raise

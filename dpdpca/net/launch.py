@@ -67,7 +67,7 @@ def write_proxy_toml(path: str | os.PathLike[str], *, public: str | os.PathLike[
                      release: str = "on-close", release_mode: str | None = None,
                      budget: tuple[float, float] | None = None,
                      budget_ledger: str | os.PathLike[str] | None = None,
-                     limits: Mapping[str, float] | None = None) -> Path:
+                     limits: Mapping[str, float] | None = None, insecure_test_key: bool = False) -> Path:
     """Write a ``proxy.toml`` (absolute paths) and the verify-key files it names, beside it.
 
     ``tokens`` maps owner ids (and ``"user"``) to bearer tokens; ``release``
@@ -75,7 +75,9 @@ def write_proxy_toml(path: str | os.PathLike[str], *, public: str | os.PathLike[
     (None: the default, add/remove); ``budget`` the service's total
     ``(epsilon, delta)`` over every session recorded in ``budget_ledger``;
     ``limits`` the ``[server]`` connection limits
-    (:class:`dpdpca.net.guard.ConnectionLimits` field names).
+    (:class:`dpdpca.net.guard.ConnectionLimits` field names);
+    ``insecure_test_key`` writes ``protocol.insecure_test_key = true`` (the
+    proxy accepts a test key below 2048 bits that ``public`` declares).
     """
     target = Path(path)
     owners_file, user_file = target.parent / "owners.verify.json", target.parent / "user.verify.json"
@@ -98,6 +100,8 @@ def write_proxy_toml(path: str | os.PathLike[str], *, public: str | os.PathLike[
         lines += [f"budget_epsilon = {float(budget[0])}", f"budget_delta = {float(budget[1])}"]
     if budget_ledger is not None:
         lines.append(f'budget_ledger = "{Path(budget_ledger).resolve()}"')
+    if insecure_test_key:
+        lines.append("insecure_test_key = true")
     lines += ["", "[user]", f'verify_keys = "{user_file.resolve()}"']
     if USER in tokens:
         lines.append(f'token = "{tokens.pop(USER)}"')

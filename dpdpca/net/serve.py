@@ -27,12 +27,21 @@ from dpdpca.protocol.params import ProtocolParams
 __all__ = ["load_public", "lock_state_dir", "check_against_params", "check_body_limit", "build_service", "serve"]
 
 
-def load_public(path: Path) -> ProtocolParams:
-    """The data user's public parameters named by ``proxy.toml`` (one-line errors)."""
+#: The proxy service's consent to a test key, as its errors name it.
+TEST_KEY_CONFIG = "proxy.toml sets protocol.insecure_test_key = true (or proxy serve --insecure-test-key)"
+
+
+def load_public(path: Path, *, insecure_test_key: bool = False) -> ProtocolParams:
+    """The data user's public parameters named by ``proxy.toml`` (one-line errors).
+
+    ``insecure_test_key``: the proxy's own consent to a test key
+    (``protocol.insecure_test_key``); the file's declaration alone is not enough.
+    """
     if not path.is_file():
         raise MessageError(f"public parameters file {str(path)!r} must exist, got no such file")
     try:
-        return ProtocolParams.from_json(json.loads(path.read_text()))
+        return ProtocolParams.from_json(json.loads(path.read_text()), insecure_test_key=insecure_test_key,
+                                        test_key_consent=TEST_KEY_CONFIG)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise MessageError(f"public parameters file {str(path)!r} must be JSON, got {type(exc).__name__}") from None
 
@@ -120,7 +129,7 @@ def build_service(config: ServiceConfig, *, executor: Executor | None = None,
 
     ``params``: the public parameters, if already loaded (default: read ``config.public_path``).
     """
-    params = load_public(config.public_path) if params is None else params
+    params = load_public(config.public_path, insecure_test_key=config.insecure_test_key) if params is None else params
     check_against_params(config, params)
     collection = Collection(params, config.state_dir, owner_keys=config.owner_keys, quorum=config.quorum,
                             min_shares=config.min_shares, deadline=config.deadline,
@@ -201,7 +210,7 @@ def serve(config: ServiceConfig, *, insecure_http: bool = False, executor: Execu
     if config.tls_cert is not None and config.tls_key is not None:
         context = _server_tls(config.tls_cert, config.tls_key)
     check_int("workers", workers, minimum=1)
-    params = load_public(config.public_path)
+    params = load_public(config.public_path, insecure_test_key=config.insecure_test_key)
     check_against_params(config, params)
     _check_bindable(config.host, config.port)  # last: nothing is created before every check passed
     uvicorn = require("uvicorn")

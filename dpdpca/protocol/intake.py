@@ -67,7 +67,12 @@ class IntakeContext:
         object.__setattr__(self, "release", as_release(self.release))
 
     def to_bytes(self) -> bytes:
-        """JSON of the public parameters and verify keys (nothing secret), for a worker process."""
+        """JSON of the public parameters and verify keys (nothing secret), for a worker process.
+
+        ``params`` were accepted by this process under its own key policy: a
+        worker reads them back as accepted (a test key is still one only if
+        they declare it) rather than deciding again.
+        """
         return json.dumps({"params": self.params.to_json(), "owner_keys": self.owner_keys.to_json(),
                            "release": str(self.release), "max_features": self.max_features,
                            "range_proofs": self.range_proofs, "range_proof_mode": self.range_proof_mode},
@@ -76,7 +81,9 @@ class IntakeContext:
     @classmethod
     def from_bytes(cls, data: bytes) -> "IntakeContext":
         obj = json.loads(data.decode())
-        return cls(ProtocolParams.from_json(obj["params"]), OwnerKeyring.from_json(obj["owner_keys"]),
+        # the parent's decision: its params' insecure_test_key is true only if it accepted a test key itself
+        return cls(ProtocolParams.from_json(obj["params"], insecure_test_key=True),
+                   OwnerKeyring.from_json(obj["owner_keys"]),
                    as_release(obj["release"]), int(obj["max_features"]), bool(obj.get("range_proofs", False)),
                    str(obj.get("range_proof_mode", "slack")))
 

@@ -16,9 +16,10 @@ from typing import Any, Mapping
 
 from dpdpca._validation import check_delta, check_int, check_positive, param_error
 from dpdpca.crypto import PublicKey, SlotLayout
+from dpdpca.crypto.keys import MIN_SECURE_BITS
 from dpdpca.crypto.schemes import CipherScheme, public_key_from_json, scheme_named, scheme_of
 from dpdpca.dp.release import check_noise_by
-from dpdpca.errors import DataError, DpdpcaError, MessageError, OverflowRiskError
+from dpdpca.errors import DataError, DpdpcaError, InsecureKeyError, MessageError, OverflowRiskError
 from dpdpca.protocol.bounds import (CALIBRATIONS, DEFAULT_MAX_FEATURES, NOISE_LATTICES, SENSITIVITY_MODES,
                                     TAIL_LOG2_ENTRIES, TAIL_LOG2_FAILURE, add_remove_sigma_bound,
                                     add_remove_value_bound, carry_value_bound, check_features, check_noise_options,
@@ -34,6 +35,9 @@ __all__ = ["slot_value_bound", "final_value_bound", "masked_sum_bound", "carry_v
            "add_remove_value_bound", "PARAM_RELEASES", "TAIL_LOG2_ENTRIES", "TAIL_LOG2_FAILURE",
            "MAX_ROWS_PER_OWNER", "MAX_OWNERS"]
 
+
+#: How :meth:`ProtocolParams.from_json`'s refusal names a caller's consent to a test key (a command: its option).
+TEST_KEY_CONSENT = "the caller passes insecure_test_key=True (CLI --insecure-test-key)"
 
 #: Largest declared ``max_rows_per_owner`` (2^40, about 10^12 rows) and ``max_owners`` (2^20): the slot
 #: bounds and the noise allowance grow with N_max = max_owners * max_rows_per_owner, and beyond these
@@ -328,13 +332,23 @@ class ProtocolParams:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "ProtocolParams":
+    def from_json(cls, data: Mapping[str, Any], *, insecure_test_key: bool = False,
+                  test_key_consent: str = TEST_KEY_CONSENT) -> "ProtocolParams":
         """Inverse of :meth:`to_json`; re-derives and checks the layout.
+
+        A key below the security floor (Paillier < 2048 bits) is accepted only
+        if both the parameters declare ``insecure_test_key`` (the data user's
+        ``keygen --insecure-test-key``) and the caller passes its own
+        ``insecure_test_key=True`` (CLI ``--insecure-test-key``): the file's
+        word alone exempts nobody.  ``test_key_consent`` names the caller's
+        consent in the refusal (a clause: a command's option, a config key).
 
         Raises
         ------
         MessageError
             Missing or inconsistent protocol fields.
+        InsecureKeyError
+            A key below the security floor without both consents.
         """
         if not isinstance(data, Mapping) or PARAMS_KEY not in data:
             raise MessageError(f"public parameters must contain {PARAMS_KEY!r}, got keys "
@@ -358,7 +372,7 @@ class ProtocolParams:
                                    f"{type(insecure).__name__}")
             allowance = decimal_int(f"{PARAMS_KEY}.noise_allowance", p["noise_allowance"], minimum=1)
             d = None if p.get("d") is None else strict_int(f"{PARAMS_KEY}.d", p["d"], minimum=1)
-            pk = public_key_from_json(jwk, insecure_test_key=insecure)
+            pk = _public_key(jwk, declared=insecure, allowed=bool(insecure_test_key), consent=test_key_consent)
             declared_scheme = scheme_named(_strict_text(f"{PARAMS_KEY}.scheme", p.get("scheme", "paillier")))
             if scheme_of(pk) is not declared_scheme:
                 raise MessageError(f"{PARAMS_KEY}.scheme must be the key's scheme {scheme_of(pk).name!r}, "
@@ -386,6 +400,25 @@ class ProtocolParams:
             raise OverflowRiskError(
                 f"epsilon must be large enough that the noise fits the declared allowance "
                 f"(keygen min_epsilon={self.min_epsilon}, min_delta={self.min_delta}), got {epsilon}")
+
+
+def _public_key(jwk: dict[str, Any], *, declared: bool, allowed: bool, consent: str) -> Any:
+    """The data user's key; below the floor only with the file's ``declared`` and the caller's ``allowed`` consent."""
+    try:
+        return public_key_from_json(jwk, insecure_test_key=declared and allowed)
+    except InsecureKeyError:
+        if declared == allowed:  # neither consented: the key's own error
+            raise
+    bits = jwk.get("bits")
+    paillier = jwk.get("kty") == "DAJ" and type(bits) is int
+    if declared:  # the data user's keygen did, this party did not
+        floor, got = ((f"public key bits must be >= {MIN_SECURE_BITS}", f"got {bits}") if paillier else
+                      ("public key must meet the security floor", "got a weaker one"))
+        raise InsecureKeyError(f"{floor} unless {consent}, {got} (the parameters' own {PARAMS_KEY}."
+                               f"insecure_test_key: true exempts no party that did not ask for test keys itself)")
+    what = f"a {bits}-bit key (below {MIN_SECURE_BITS} bits)" if paillier else "a key below the security floor"
+    raise InsecureKeyError(f"{PARAMS_KEY}.insecure_test_key must be true (dpdpca keygen --insecure-test-key) for "
+                           f"any party to use {what}, got false")
 
 
 def _strict_real(name: str, value: Any) -> float:

@@ -116,7 +116,7 @@ def _int_blocks(blocks: Any) -> dict[str, list[int]]:
 def _owner_main(ctrl: Connection, to_proxy: Connection) -> None:
     def body() -> None:
         cfg = json.loads(ctrl.recv_bytes().decode())
-        params = ProtocolParams.from_json(cfg["params"])
+        params = ProtocolParams.from_json(cfg["params"], insecure_test_key=cfg["insecure_test_key"])
         identity = OwnerIdentity.generate(cfg["owner_id"])  # the signing key never leaves this process
         _send_json(ctrl, {"verify_key": identity.verify_key_b64})
         X = _from_npy(ctrl.recv_bytes())
@@ -149,7 +149,7 @@ def _drain_late(steps: ProxySteps, net: Transport) -> int:
 def _proxy_main(ctrl: Connection, owner_conns: dict[str, Connection], to_user: Connection) -> None:
     def body() -> None:
         cfg = json.loads(ctrl.recv_bytes().decode())
-        params = ProtocolParams.from_json(cfg["params"])
+        params = ProtocolParams.from_json(cfg["params"], insecure_test_key=cfg["insecure_test_key"])
         release = ReleaseOptions.from_json(cfg["release"])
         proxy = Proxy(params, OwnerKeyring.from_json(cfg["owner_keys"]), quorum=cfg["quorum"],
                       record_noise_for_testing=cfg["verify"], release=release.mode,
@@ -285,7 +285,8 @@ def run_in_processes(plan: RunPlan, *, progress: Tick, ledger: PrivacyLedger | N
         # Each owner made its own signing key; only the verify keys come back.
         keyring = OwnerKeyring({oid: _raise_if_error(_recv_json(ctrl))["verify_key"]
                                 for oid, ctrl in owners.items()}).to_json()
-        _send_json(proxy, {"params": public, "owner_keys": keyring, "deadline_s": dep.deadline_s,
+        _send_json(proxy, {"params": public, "insecure_test_key": key.insecure_test_key,
+                           "owner_keys": keyring, "deadline_s": dep.deadline_s,
                            "verify": dep.verify, "quorum": plan.quorum, "release": rel.to_json(),
                            "owners": len(plan.ids), "range_proofs": opts.bounds.range_proofs,
                            "range_proof_mode": opts.bounds.range_proof_mode,
@@ -338,7 +339,7 @@ def _assemble(plan: RunPlan, public: Any, reports: dict[str, Any], components: n
     common: dict[str, Any] = dict(
         release=opts.release.mode, timings=timings, bytes_sent=bytes_sent, owners=prox["owners"],
         rows_clipped={o: int(owners[o]["rows_clipped"]) for o in plan.present}, n_owners=len(plan.ids),
-        used=[plan.partitions[o] for o in prox["owners"]], params=ProtocolParams.from_json(public),
+        used=[plan.partitions[o] for o in prox["owners"]], params=ProtocolParams.from_json(public, insecure_test_key=opts.key.insecure_test_key),
         clip=opts.bounds.clip, verify=verify)
     if opts.release.kind.noisy_blocks:
         noises = None

@@ -65,7 +65,7 @@ def test_http_commands_refuse_bad_input_in_one_line(tmp_path, parties, capsys):
     parties[0]["a"].save(tmp_path / "a.identity.json")
     (tmp_path / "x.csv").write_text("0.1,0.2\n0.3,0.1\n")
     share = ["owner", "share", "--public", str(tmp_path / "public.json"), "--identity",
-             str(tmp_path / "a.identity.json"), "--data", str(tmp_path / "x.csv")]
+             str(tmp_path / "a.identity.json"), "--data", str(tmp_path / "x.csv"), "--insecure-test-key"]
     _one_line_error(capsys, [*share, "--out", str(tmp_path / "s.msg"), "--proxy", "https://127.0.0.1:1"],
                     "exactly one of --out and --proxy")
     params = ProtocolParams.create(generate_keypair(768, insecure_test_key=True)[0], release="any", max_owners=2,
@@ -100,7 +100,7 @@ def test_a_quorum_above_max_owners_is_refused_at_start_in_one_line(tmp_path, mon
     owners = {o: OwnerIdentity.generate(o) for o in ("a", "b", "c")}
     toml = {q: write_proxy_toml(tmp_path / f"q{q}" / "proxy.toml", public=tmp_path / "public.json", owners=owners,
                                 user=OwnerIdentity.generate("user"), tls=None, port=0,
-                                state_dir=tmp_path / f"q{q}" / "state", quorum=q) for q in (3, 2)}
+                                insecure_test_key=True, state_dir=tmp_path / f"q{q}" / "state", quorum=q) for q in (3, 2)}
     runs = []
     fake_uvicorn = types.SimpleNamespace(run=lambda app, **kw: runs.append(app))
     monkeypatch.setattr(dpdpca.net.serve, "require", lambda name: fake_uvicorn)

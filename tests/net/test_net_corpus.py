@@ -37,7 +37,7 @@ def setup(tmp_path_factory) -> Path:
     user.save(root / "user.identity.json")
     tls = throwaway_tls(root)
     write_proxy_toml(root / "proxy.toml", public=root / "keys" / "public.json", owners=ids, user=user, tls=tls,
-                     port=8443, state_dir=root / "state")
+                     port=8443, insecure_test_key=True, state_dir=root / "state")
     np.savetxt(root / "a.csv", np.full((3, 2), 0.2), delimiter=",")
     (root / "junk.pem").write_text("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
     return root
@@ -72,7 +72,7 @@ def _share(*extra: str) -> Case:
 
 def _user(*extra: str, identity: bool = True) -> Case:
     def build(root: Path, work: Path) -> list[str]:
-        return ["user", "finish", "--private", str(root / "keys" / "private.json"), "--owner-keys",
+        return ["user", "finish", "--insecure-test-key", "--private", str(root / "keys" / "private.json"), "--owner-keys",
                 str(root / "owners.verify.json"), "--components", "1", "--out", str(work / "pcs.npz"),
                 *(["--identity", str(root / "user.identity.json")] if identity else []), *extra]
     return build

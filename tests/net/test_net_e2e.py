@@ -51,7 +51,7 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
     url = f"https://127.0.0.1:{port}"
     # The proxy finishes when the user asks, so the kill below lands between collection and finish.
     config = write_proxy_toml(tmp_path / "proxy.toml", public=keys / "public.json", owners=owners, user=user,
-                              tls=tls, port=port, state_dir=tmp_path / "state", release="on-request",
+                              tls=tls, port=port, insecure_test_key=True, state_dir=tmp_path / "state", release="on-request",
                               release_mode="centred")  # its status shows N, which the centred release makes public
     for oid, n in rows.items():
         np.savetxt(tmp_path / f"{oid}.csv", rows_for(int(oid), n=n, d=4), delimiter=",")
@@ -79,7 +79,7 @@ def test_owners_and_user_as_processes_with_a_proxy_killed_and_restarted(tmp_path
         retry = share("1")
         out, err = retry.communicate(timeout=300)
         assert retry.returncode != 0 and "409 conflict" in err and "Traceback" not in err
-        user_proc = _cli("user", "finish", "--private", str(keys / "private.json"), "--owner-keys",
+        user_proc = _cli("user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"), "--owner-keys",
                          str(ids / "1.verify.json"), "--owner-keys", str(ids / "2.verify.json"), "--owner-keys",
                          str(ids / "3.verify.json"), "--components", "2", "--out", str(tmp_path / "pcs.npz"),
                          "--proxy", url, "--identity", str(ids / "user.identity.json"), "--ca-cert",
@@ -112,7 +112,7 @@ def test_two_hundred_owners_at_once_are_each_counted_once(tmp_path, net_keypair,
     port = free_port()
     url = f"https://127.0.0.1:{port}"
     config = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json", owners=owners, user=user,
-                              tls=tls, port=port, state_dir=tmp_path / "state", release_mode="centred")
+                              tls=tls, port=port, insecure_test_key=True, state_dir=tmp_path / "state", release_mode="centred")
     shares = {oid: DataOwner(params, owners[oid], insecure_test_key=True, release="centred").share(rows_for(int(oid), n=n_rows, d=2))
               for oid in ids}
     retried = ids[::4]  # 50 owners send twice, at the same time as everyone else
@@ -151,12 +151,12 @@ def test_a_service_with_a_budget_refuses_a_second_sessions_release_past_it(tmp_p
         keys = tmp_path / f"keys-{session}"
         assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "1", "--max-rows-per-owner", "50",
                      "--features", "3"]) == 0
-        params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
+        params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()), insecure_test_key=True)
         port = free_port()
         url = f"https://127.0.0.1:{port}"
         config = write_proxy_toml(tmp_path / f"proxy-{session}.toml", public=keys / "public.json",
                                   owners={"1": owner}, user=user, tls=tls, port=port,
-                                  state_dir=tmp_path / f"state-{session}", release="on-request",
+                                  insecure_test_key=True, state_dir=tmp_path / f"state-{session}", release="on-request",
                                   budget=(1.5, 1e-5), budget_ledger=budget_ledger)
         watcher = ProxyClient(url, user, "user", ca_cert=tls.ca_cert)
         server = ServerProcess(config, url).start(ready_client=watcher)

@@ -183,7 +183,7 @@ def test_a_second_service_on_one_state_dir_is_refused_in_one_line(tmp_path, net_
     (tmp_path / "public.json").write_text(json.dumps(net_params.to_json()))
     path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
                             owners={o: identities[o] for o in ("1", "2", "3")}, user=identities["user"], tls=None,
-                            port=0, state_dir=tmp_path / "state")
+                            port=0, insecure_test_key=True, state_dir=tmp_path / "state")
     runs = []
     fake = types.SimpleNamespace(run=lambda app, **kw: runs.append(app))
     monkeypatch.setattr(dpdpca.net.serve, "require", lambda name: fake)

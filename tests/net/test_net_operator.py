@@ -45,7 +45,7 @@ def test_proxy_init_writes_a_loadable_config_and_test_tls_for_an_ip(tmp_path, ca
     out = tmp_path / "proxy"
     assert main(["proxy", "init", "--out-dir", str(out), "--host", "127.0.0.1", "--port", "9443", "--owners-dir",
                  str(tmp_path / "ids"), "--public", str(tmp_path / "keys" / "public.json"), "--quorum", "2",
-                 "--dev-tls"]) == 0
+                 "--dev-tls", "--insecure-test-key"]) == 0
     said = capsys.readouterr().out
     assert "3 owners (alice, bob, carol)" in said and "THROWAWAY" in said and "NOT FOR PRODUCTION" in said
     text = (out / "proxy.toml").read_text()
@@ -99,7 +99,7 @@ def test_proxy_init_refuses_a_quorum_the_public_parameters_cannot_reach(tmp_path
     would refuse it at start; a quorum within max_owners is written."""
     _parties(tmp_path, owners=("alice", "bob", "carol", "dave"))
     base = ["proxy", "init", "--out-dir", str(tmp_path / "p"), "--host", "127.0.0.1", "--owners-dir",
-            str(tmp_path / "ids"), "--public", str(tmp_path / "keys" / "public.json")]
+            str(tmp_path / "ids"), "--public", str(tmp_path / "keys" / "public.json"), "--insecure-test-key"]
     capsys.readouterr()
     assert main(base) == 2
     err = capsys.readouterr().err
@@ -157,7 +157,7 @@ def test_three_owners_and_the_user_as_docs_network_says_watched_by_status_log_an
     proxy = tmp_path / "proxy"
     assert main(["proxy", "init", "--out-dir", str(proxy), "--host", "127.0.0.1", "--port", str(port),
                  "--owners-dir", str(tmp_path / "ids"), "--public", str(tmp_path / "keys" / "public.json"),
-                 "--dev-tls"]) == 0
+                 "--dev-tls", "--insecure-test-key"]) == 0
     ca = str(proxy / "ca.pem")
     server = ServerProcess(proxy / "proxy.toml", url).start()
     try:
@@ -181,7 +181,7 @@ def test_three_owners_and_the_user_as_docs_network_says_watched_by_status_log_an
         verify = [a for o in ("alice", "bob", "carol") for a in ("--owner-keys", str(tmp_path / "ids" /
                                                                                     f"{o}.verify.json"))]
         capsys.readouterr()
-        assert main(["user", "finish", "--private", str(tmp_path / "keys" / "private.json"), *verify,
+        assert main(["user", "finish", "--insecure-test-key", "--private", str(tmp_path / "keys" / "private.json"), *verify,
                      "--components", "2", "--out", str(tmp_path / "pcs.npz"), "--proxy", url, "--identity",
                      str(tmp_path / "ids" / "user.identity.json"), "--ca-cert", ca, "--json", "--quiet"]) == 0
         assert json.loads(capsys.readouterr().out)["components_shape"] == [4, 2]

@@ -218,7 +218,7 @@ def test_proxy_serve_refuses_a_restart_without_the_sessions_range_proofs_in_one_
     (tmp_path / "public.json").write_text(json.dumps(net_params.to_json()))
     path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
                             owners={"a": OwnerIdentity.generate("a")}, user=OwnerIdentity.generate("user"), tls=None,
-                            port=0, state_dir=tmp_path / "state")
+                            port=0, insecure_test_key=True, state_dir=tmp_path / "state")
     runs = []
     fake = types.SimpleNamespace(run=lambda app, **kw: runs.append(app))
     monkeypatch.setattr(dpdpca.net.serve, "require", lambda name: fake)
@@ -268,7 +268,7 @@ def test_a_body_limit_below_the_sessions_smallest_share_is_refused_at_start_in_o
     (tmp_path / "public.json").write_text(json.dumps(net_params.to_json()))
     path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
                             owners={"a": OwnerIdentity.generate("a")}, user=OwnerIdentity.generate("user"), tls=None,
-                            port=0, state_dir=tmp_path / "state", max_body_bytes=4096)
+                            port=0, insecure_test_key=True, state_dir=tmp_path / "state", max_body_bytes=4096)
     runs = []
     fake = types.SimpleNamespace(run=lambda app, **kw: runs.append(app))
     monkeypatch.setattr(dpdpca.net.serve, "require", lambda name: fake)

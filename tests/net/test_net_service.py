@@ -450,7 +450,7 @@ def test_proxy_serve_with_workers_runs_a_whole_session_on_a_process_pool_and_shu
     (tmp_path / "public.json").write_text(json.dumps(net_params.to_json()))
     path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
                             owners={o: identities[o] for o in OWNERS}, user=identities["user"], tls=None, port=0,
-                            state_dir=tmp_path / "state", epsilon=20.0)
+                            insecure_test_key=True, state_dir=tmp_path / "state", epsilon=20.0)
     built, served = [], []
     original = dpdpca.net.serve.build_service
 

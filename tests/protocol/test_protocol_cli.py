@@ -83,17 +83,17 @@ def test_per_role_sequence_as_separate_processes(tmp_path):
         ["owner", "share", *owner, "--identity", "ids/alice.identity.json", "--data", "a.csv", "--out", "s1.msg"],
         ["owner", "share", *owner, "--identity", "ids/bob.identity.json", "--data", "b.npy", "--out", "s2.msg"],
         ["owner", "share", *owner, "--identity", "ids/carol.identity.json", "--data", "c.csv", "--out", "s3.msg"],
-        ["proxy", "aggregate", "--public", "keys/public.json", *verify, "--out-dir", "state",
+        ["proxy", "aggregate", "--insecure-test-key", "--public", "keys/public.json", *verify, "--out-dir", "state",
          "s1.msg", "s2.msg", "s3.msg"],
-        ["proxy", "finish", "--state", "state", "--epsilon", "100", "--delta", "1e-5", "--out", "result.msg"],
-        ["user", "finish", "--private", "keys/private.json", *verify, "result.msg", "--components", "2",
+        ["proxy", "finish", "--insecure-test-key", "--state", "state", "--epsilon", "100", "--delta", "1e-5", "--out", "result.msg"],
+        ["user", "finish", "--insecure-test-key", "--private", "keys/private.json", *verify, "result.msg", "--components", "2",
          "--out", "pcs.npz", "--json"],
     ]
     for argv in steps:
         proc = _cli(*argv, cwd=tmp_path)
         assert proc.returncode == 0, (argv, proc.stderr)
     # the proxy's parallel intake (a local pool of 2) writes the very same state, byte for byte
-    pooled = _cli("proxy", "aggregate", "--public", "keys/public.json", *verify, "--out-dir", "state2", "--workers",
+    pooled = _cli("proxy", "aggregate", "--insecure-test-key", "--public", "keys/public.json", *verify, "--out-dir", "state2", "--workers",
                   "2", "s1.msg", "s2.msg", "s3.msg", cwd=tmp_path)
     assert pooled.returncode == 0, pooled.stderr
     assert (tmp_path / "state2" / "state.msg").read_bytes() == (tmp_path / "state" / "state.msg").read_bytes()
@@ -276,11 +276,11 @@ def test_proxy_aggregate_bad_shares(keys, ids, other_keys, tmp_path, capsys):
     for shares, match in [([s1, s1], "duplicate or replayed"), ([s1, s4d], "d=3 features, got d=4"),
                           ([s1, foreign], "key_fingerprint"), ([s1, truncated], "digest"),
                           ([s1, tampered], "digest"), ([s1, s2, s3, s4], "max_owners=3")]:
-        _expect_error(capsys, ["proxy", "aggregate", "--public", pub, *_verify_keys(ids, "1", "2", "3", "4", "d4", "f"),
+        _expect_error(capsys, ["proxy", "aggregate", "--insecure-test-key", "--public", pub, *_verify_keys(ids, "1", "2", "3", "4", "d4", "f"),
                                "--out-dir", str(state), *map(str, shares)], match, no_file=state / "state.msg")
     assert not (state / "state.msg").exists()
     # an owner the proxy does not list is an unknown signer
-    _expect_error(capsys, ["proxy", "aggregate", "--public", pub, *_verify_keys(ids, "1"), "--out-dir", str(state),
+    _expect_error(capsys, ["proxy", "aggregate", "--insecure-test-key", "--public", pub, *_verify_keys(ids, "1"), "--out-dir", str(state),
                            str(s1), str(s2)], "share signer must be a listed owner, got '2'", no_file=state / "state.msg")
 
 
@@ -289,7 +289,7 @@ def _aggregated(keys, ids, tmp_path, seed: int) -> Path:
     rng = np.random.default_rng(seed)
     shares = [_share(keys, ids, tmp_path, _rows(rng, 6, 3), oid) for oid in ("1", "2")]
     state = tmp_path / "state"
-    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *_verify_keys(ids, "1", "2"),
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(keys / "public.json"), *_verify_keys(ids, "1", "2"),
                  "--out-dir", str(state), *map(str, shares)]) == 0
     return state
 
@@ -301,7 +301,7 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
     _expect_error(capsys, ["user", "reveal-count", "--private", str(keys / "private.json"), str(state / "state.msg"),
                            "--out", str(count)], "the count round no longer exists", no_file=count)
     result = tmp_path / "result.msg"
-    base = ["proxy", "finish", "--state", str(state), "--out", str(result)]
+    base = ["proxy", "finish", "--insecure-test-key", "--state", str(state), "--out", str(result)]
     _expect_error(capsys, base + ["--epsilon", "-1", "--delta", "1e-5"], "epsilon must be > 0", no_file=result)
     _expect_error(capsys, base + ["--epsilon", "1", "--delta", "2"], "delta must be in (0, 1)", no_file=result)
     _expect_error(capsys, base + ["--epsilon", "1e-8", "--delta", "1e-11"], "noise fits the declared allowance",
@@ -309,18 +309,18 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
     assert main(base + ["--epsilon", "1", "--delta", "1e-5"]) == 0
     # one release per session, even across processes: the ledger in the state refuses a second
     again = tmp_path / "again.msg"
-    _expect_error(capsys, ["proxy", "finish", "--state", str(state), "--out", str(again), "--epsilon", "1",
+    _expect_error(capsys, ["proxy", "finish", "--insecure-test-key", "--state", str(state), "--out", str(again), "--epsilon", "1",
                            "--delta", "1e-5"], "must be released once", no_file=again)
     pcs = tmp_path / "pcs.npz"
-    fin = ["user", "finish", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"), str(result),
+    fin = ["user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"), str(result),
            "--out", str(pcs), "--ledger", str(tmp_path / "user-ledger.json")]
     _expect_error(capsys, fin + ["--components", "0"], "components must be >= 1", no_file=pcs)
     _expect_error(capsys, fin + ["--components", "4"], "n_components must be <= 3", no_file=pcs)
     bad = tmp_path / "bad.msg"
     bad.write_bytes(result.read_bytes()[:-1])
-    _expect_error(capsys, ["user", "finish", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"),
+    _expect_error(capsys, ["user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"),
                            str(bad), "--out", str(pcs), "--components", "1"], "digest", no_file=pcs)
-    _expect_error(capsys, ["user", "finish", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"),
+    _expect_error(capsys, ["user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"),
                            str(state / "state.msg"), "--out", str(pcs), "--components", "1"], "MASKED_RESULT",
                   no_file=pcs)
 
@@ -333,7 +333,7 @@ def test_proxy_finish_refuses_an_unwritable_out_before_the_release(keys, ids, tm
     blocker = tmp_path / "notadir"
     blocker.write_text("a file where --out wants a directory")
     budget = tmp_path / "budget.json"
-    finish = ["proxy", "finish", "--state", str(state), "--epsilon", "1", "--delta", "1e-5", "--ledger", str(budget)]
+    finish = ["proxy", "finish", "--insecure-test-key", "--state", str(state), "--epsilon", "1", "--delta", "1e-5", "--ledger", str(budget)]
     for bad in (blocker / "result.msg", blocker / "sub" / "result.msg"):
         _expect_error(capsys, finish + ["--out", str(bad)],
                       f"--out {str(bad)!r} must be in a directory, got {str(blocker)!r}, which is not a directory")
@@ -341,7 +341,7 @@ def test_proxy_finish_refuses_an_unwritable_out_before_the_release(keys, ids, tm
     assert not list(tmp_path.rglob(".*.tmp"))  # no reserved temporary file is left behind
     # a finish refused after the reservation removes its temporary file and the directory it made for it
     fresh = tmp_path / "new" / "result.msg"
-    _expect_error(capsys, [*finish[:4], "--epsilon", "-1", "--delta", "1e-5", "--out", str(fresh)],
+    _expect_error(capsys, [*finish[:5], "--epsilon", "-1", "--delta", "1e-5", "--out", str(fresh)],
                   "epsilon must be > 0")
     assert not fresh.parent.exists() and not (state / "ledger.json").exists()
     result = tmp_path / "result.msg"
@@ -358,14 +358,14 @@ def test_user_finish_refuses_an_unwritable_out_before_it_decrypts(keys, ids, tmp
     rng = np.random.default_rng(7)
     shares = [_share(keys, ids, tmp_path, _rows(rng, 6, 3), oid) for oid in ("1", "2")]
     state, result = tmp_path / "state", tmp_path / "result.msg"
-    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *_verify_keys(ids, "1", "2"),
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(keys / "public.json"), *_verify_keys(ids, "1", "2"),
                  "--out-dir", str(state), *map(str, shares)]) == 0
-    assert main(["proxy", "finish", "--state", str(state), "--epsilon", "1", "--delta", "1e-5", "--out",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(state), "--epsilon", "1", "--delta", "1e-5", "--out",
                  str(result)]) == 0
     blocker = tmp_path / "notadir"
     blocker.write_text("a file where --out wants a directory")
     ledger = tmp_path / "user-ledger.json"
-    fin = ["user", "finish", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"), str(result),
+    fin = ["user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"), str(result),
            "--components", "1", "--ledger", str(ledger)]
     bad = blocker / "pcs.npz"
     _expect_error(capsys, [*fin, "--out", str(bad)],
@@ -446,7 +446,7 @@ def test_owner_prepare_then_share_uses_the_randomness_once(tmp_path, keys, capsy
     assert not path.exists()  # read once, deleted
     assert main([*share, "--out", str(tmp_path / "fresh.msg")]) == 0  # no file left: fresh randomness
     sk = load_private_key(keys / "private.json", insecure_test_key=True)
-    params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
+    params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()), insecure_test_key=True)
 
     def plain(name: str) -> dict[str, list[int]]:
         msg = Message.from_bytes((tmp_path / name).read_bytes())
@@ -476,7 +476,7 @@ def test_owner_share_makes_its_randomness_while_the_data_load_when_d_is_declared
                  "--insecure-test-key", "--data", str(tmp_path / "a.csv"), "--out", str(tmp_path / "a.msg")]) == 0
     assert "encryptions of zero made while the data loaded" in capsys.readouterr().out
     sk = load_private_key(keys / "private.json", insecure_test_key=True)
-    params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
+    params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()), insecure_test_key=True)
     msg = Message.from_bytes((tmp_path / "a.msg").read_bytes())
     v = EncryptedArray.from_bytes(msg.section("v"), params.public_key)
     from dpdpca.crypto import decrypt

@@ -110,15 +110,15 @@ def corpus(tmp_path_factory):
                          "--insecure-test-key", "--release", "centred",  # the corpus forges counts and N
                          "--out", str(root / f"{oid}{suffix}.msg")]) == 0
     verify = [a for o in ("alice", "bob") for a in ("--owner-keys", str(root / "ids" / f"{o}.verify.json"))]
-    assert main(["proxy", "aggregate", "--public", str(root / "keys" / "public.json"), *verify, "--out-dir",
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(root / "keys" / "public.json"), *verify, "--out-dir",
                  str(root / "state"), "--release", "centred", str(root / "alice.msg"), str(root / "bob.msg")]) == 0
     shutil.copytree(root / "state", root / "state-fresh")  # before any release
-    assert main(["proxy", "finish", "--state", str(root / "state"), "--epsilon", "1", "--delta", "1e-5",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(root / "state"), "--epsilon", "1", "--delta", "1e-5",
                  "--out", str(root / "result.msg")]) == 0
-    assert main(["proxy", "aggregate", "--public", str(root / "other" / "public.json"), *verify, "--out-dir",
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(root / "other" / "public.json"), *verify, "--out-dir",
                  str(root / "other-state"), "--release", "centred", str(root / "alice.other.msg"),
                  str(root / "bob.other.msg")]) == 0
-    assert main(["proxy", "finish", "--state", str(root / "other-state"), "--epsilon", "1", "--delta", "1e-5",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(root / "other-state"), "--epsilon", "1", "--delta", "1e-5",
                  "--out", str(root / "other-result.msg")]) == 0
     return root
 
@@ -197,7 +197,7 @@ def _aggregate(make: Callable[[Path], bytes] | None, *, keys: Callable[[Path, Pa
         verify = keys(root, d) if keys is not None else [
             a for o in ("alice", "bob") for a in ("--owner-keys", str(root / "ids" / f"{o}.verify.json"))]
         out = d / "state"
-        return ["proxy", "aggregate", "--public", str(root / "keys" / "public.json"), *verify,
+        return ["proxy", "aggregate", "--insecure-test-key", "--public", str(root / "keys" / "public.json"), *verify,
                 "--release", "centred", "--out-dir", str(out), *shares], out / "state.msg"
     return build
 
@@ -216,7 +216,7 @@ def _finish(replace: dict[str, Callable[[Path], bytes]] | None = None, *, releas
         if drop:
             (state / drop).unlink()
         out = d / "result.msg"
-        return ["proxy", "finish", "--state", str(state), *options, "--out", str(out)], out
+        return ["proxy", "finish", "--insecure-test-key", "--state", str(state), *options, "--out", str(out)], out
     return build
 
 
@@ -238,7 +238,7 @@ def _user(result: Callable[[Path], bytes] | None = None, *, private: Callable[[P
             ledger_path.write_bytes(ledger(root))
         out = d / "pcs.npz"
         verify = [a for o in ("alice", "bob") for a in ("--owner-keys", str(root / "ids" / f"{o}.verify.json"))]
-        return ["user", "finish", "--private", str(priv), *verify, "--ledger", str(ledger_path), str(res),
+        return ["user", "finish", "--insecure-test-key", "--private", str(priv), *verify, "--ledger", str(ledger_path), str(res),
                 "--components", "1", "--out", str(out)], out
     return build
 

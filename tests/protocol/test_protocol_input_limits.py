@@ -63,15 +63,15 @@ def test_proxy_finish_with_a_deeply_nested_ledger_is_one_line(files, tmp_path, c
                      "--insecure-test-key", "--out", str(tmp_path / f"{oid}.msg")]) == 0
         shares.append(str(tmp_path / f"{oid}.msg"))
     state = tmp_path / "state"
-    assert main(["proxy", "aggregate", "--public", str(files / "keys" / "public.json"), "--owner-keys",
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(files / "keys" / "public.json"), "--owner-keys",
                  str(files / "ids" / "a.verify.json"), "--owner-keys", str(files / "ids" / "b.verify.json"),
                  "--out-dir", str(state), *shares]) == 0
     result = tmp_path / "result.msg"
-    _refused(capsys, ["proxy", "finish", "--state", str(state), "--out", str(result), "--epsilon", "1", "--delta",
+    _refused(capsys, ["proxy", "finish", "--insecure-test-key", "--state", str(state), "--out", str(result), "--epsilon", "1", "--delta",
                       "1e-5", "--ledger", str(files / "deep.json")], "must be a dpdpca ledger, got RecursionError",
              absent=result)
     for delta in ("5e-324", "0.9999999999999999"):  # named as delta, not as epsilon's allowance
-        _refused(capsys, ["proxy", "finish", "--state", str(state), "--out", str(result), "--epsilon", "1",
+        _refused(capsys, ["proxy", "finish", "--insecure-test-key", "--state", str(state), "--out", str(result), "--epsilon", "1",
                           "--delta", delta], "delta must be in [1e-300, 0.5]", not_in="epsilon", absent=result)
 
 
@@ -144,11 +144,11 @@ def test_proxy_finish_of_a_centred_release_knows_n_and_bounds_delta_by_it(files,
                      "--insecure-test-key", "--release", "centred", "--out", str(tmp_path / f"{oid}.msg")]) == 0
         shares.append(str(tmp_path / f"{oid}.msg"))
     state = tmp_path / "state"
-    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), "--owner-keys",
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(keys / "public.json"), "--owner-keys",
                  str(files / "ids" / "a.verify.json"), "--owner-keys", str(files / "ids" / "b.verify.json"),
                  "--release", "centred", "--out-dir", str(state), *shares]) == 0
     result = tmp_path / "result.msg"
-    _refused(capsys, ["proxy", "finish", "--state", str(state), "--out", str(result), "--epsilon", "1", "--delta",
+    _refused(capsys, ["proxy", "finish", "--insecure-test-key", "--state", str(state), "--out", str(result), "--epsilon", "1", "--delta",
                       "0.06"], "delta must be < 1/N = 0.05 (N = 20 rows)", absent=result)
-    assert main(["proxy", "finish", "--state", str(state), "--out", str(result), "--epsilon", "1", "--delta",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(state), "--out", str(result), "--epsilon", "1", "--delta",
                  "1e-5"]) == 0

@@ -131,7 +131,7 @@ def test_loose_public_json_fields_are_refused(make_user, field, bad):
     obj = make_user(max_rows_per_owner=8, release="any").params.to_json()
     obj["dpdpca_protocol"] = dict(obj["dpdpca_protocol"], **{field: bad})
     with pytest.raises(MessageError, match=f"dpdpca_protocol.{field} must be"):
-        ProtocolParams.from_json(obj)
+        ProtocolParams.from_json(obj, insecure_test_key=True)
 
 
 def test_a_declared_d_is_kept_by_public_json_and_checked_by_the_user(make_user, make_owner):
@@ -139,7 +139,7 @@ def test_a_declared_d_is_kept_by_public_json_and_checked_by_the_user(make_user, 
     import dataclasses
 
     user = make_user(max_owners=2, max_rows_per_owner=64, release="any", d=3)
-    assert ProtocolParams.from_json(user.params.to_json()).d == 3
+    assert ProtocolParams.from_json(user.params.to_json(), insecure_test_key=True).d == 3
     free = dataclasses.replace(user.params, d=None)  # the same session and key, no declared d
     proxy = Proxy(free, user.owner_keys, quorum=2)
     for k, oid in enumerate(("1", "2")):
@@ -331,7 +331,7 @@ def test_an_overflowing_owner_end_to_end_is_refused_by_name_and_the_ledger_says_
         assert main(["owner", "share", "--public", str(keys / "public.json"), "--identity",
                      str(ids / f"{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.npy"), "--out", shares[-1],
                      "--insecure-test-key"]) == 0
-    params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()))
+    params = ProtocolParams.from_json(json.loads((keys / "public.json").read_text()), insecure_test_key=True)
     vals, d, n = honest_values(params, _rows(2, 50, 3), params.release if params.release != "any" else "add-remove")
     vals["R"][as_release("add-remove").share_chunks(d, params.layout.slots)["R"][0] - 1] = \
         1 << (params.layout.slot_bits + 2)
@@ -339,13 +339,13 @@ def test_an_overflowing_owner_end_to_end_is_refused_by_name_and_the_ledger_says_
     forged.write_bytes(forge_share(params, OwnerIdentity.load(ids / "3.identity.json"), vals, d=d, n_rows=n,
                                    release="add-remove"))
     state, result, pcs = tmp_path / "state", tmp_path / "result.msg", tmp_path / "pcs.npz"
-    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *verify, "--out-dir", str(state),
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(keys / "public.json"), *verify, "--out-dir", str(state),
                  *shares, str(forged)]) == 0
-    assert main(["proxy", "finish", "--state", str(state), "--epsilon", "1", "--delta", "1e-5",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(state), "--epsilon", "1", "--delta", "1e-5",
                  "--out", str(result)]) == 0
     capsys.readouterr()
     ledger = tmp_path / "user-ledger.json"
-    argv = ["user", "finish", "--private", str(keys / "private.json"), *verify, str(result), "--components", "2",
+    argv = ["user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"), *verify, str(result), "--components", "2",
             "--out", str(pcs), "--ledger", str(ledger)]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -456,11 +456,11 @@ def test_noise_by_owners_on_noiseless_shares_is_refused_by_the_cli(tmp_path, cap
                      str(ids / f"{oid}.identity.json"), "--data", str(tmp_path / f"{oid}.npy"), "--out", shares[-1],
                      "--insecure-test-key"]) == 0
     verify = [a for o in ("1", "2") for a in ("--owner-keys", str(ids / f"{o}.verify.json"))]
-    assert main(["proxy", "aggregate", "--public", str(keys / "public.json"), *verify, "--out-dir",
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(keys / "public.json"), *verify, "--out-dir",
                  str(tmp_path / "state"), *shares]) == 0
     capsys.readouterr()
     out = tmp_path / "result.msg"
-    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "1", "--delta", "1e-5",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(tmp_path / "state"), "--epsilon", "1", "--delta", "1e-5",
                  "--noise-by", "owners", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "must say its share holds the session's noise" in err, err

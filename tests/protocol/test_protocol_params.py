@@ -20,7 +20,7 @@ def params(keypair) -> ProtocolParams:
 
 
 def test_json_round_trip_rederives_the_same_layout(params):
-    back = ProtocolParams.from_json(params.to_json())
+    back = ProtocolParams.from_json(params.to_json(), insecure_test_key=True)
     assert back == params and back.layout == params.layout
     assert back.noise_allowance == params.noise_allowance and back.session_id == params.session_id
 
@@ -32,7 +32,7 @@ def test_tampered_public_parameters_are_refused(params, field, value):
     data = copy.deepcopy(params.to_json())
     data[PARAMS_KEY][field] = value
     with pytest.raises(MessageError):
-        ProtocolParams.from_json(data)
+        ProtocolParams.from_json(data, insecure_test_key=True)
 
 
 @pytest.mark.parametrize("old", [1, 2])
@@ -40,18 +40,18 @@ def test_earlier_parameter_versions_ask_for_a_new_keygen(params, old):
     data = copy.deepcopy(params.to_json())
     data[PARAMS_KEY]["version"] = old
     with pytest.raises(MessageError, match=f"version must be 3 .*run dpdpca keygen again.*got {old}"):
-        ProtocolParams.from_json(data)
+        ProtocolParams.from_json(data, insecure_test_key=True)
     data[PARAMS_KEY]["version"] = 3
     data[PARAMS_KEY]["release"] = "both"
     with pytest.raises(ParameterError, match=r"^release must be one of \('any', 'add-remove', 'centred'\), got 'both'$"):
-        ProtocolParams.from_json(data)
+        ProtocolParams.from_json(data, insecure_test_key=True)
 
 
 def test_missing_protocol_fields_are_refused(params):
     data = copy.deepcopy(params.to_json())
     del data[PARAMS_KEY]["kappa"]
     with pytest.raises(MessageError, match="every protocol field"):
-        ProtocolParams.from_json(data)
+        ProtocolParams.from_json(data, insecure_test_key=True)
     with pytest.raises(MessageError, match=PARAMS_KEY):
         ProtocolParams.from_json(params.public_key.to_json())
 
@@ -69,7 +69,7 @@ def test_layout_holds_the_largest_slot_value(params, keypair):
     assert not plain.layout.carries and plain.layout.max_abs >= slot_value_bound(d=1, **declared)
     assert plain.layout.slots * plain.layout.slot_bits <= plain.public_key.bits - 2
     assert params.layout.slots > plain.layout.slots  # 11 vs 6 at 768 bits; ~2x at 2048
-    assert ProtocolParams.from_json(plain.to_json()).layout == plain.layout
+    assert ProtocolParams.from_json(plain.to_json(), insecure_test_key=True).layout == plain.layout
     with pytest.raises(ParameterError, match="packing must be one of"):
         ProtocolParams.create(keypair[0], release="any", max_owners=5, max_rows_per_owner=100, packing="narrow")
 

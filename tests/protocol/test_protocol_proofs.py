@@ -202,35 +202,35 @@ def test_role_commands_and_run_take_range_proofs(tmp_path, capsys):
                      "--out", str(tmp_path / f"{oid}.msg")]) == 0
     import json as _json
 
-    params = ProtocolParams.from_json(_json.loads((tmp_path / "keys/public.json").read_text()))
+    params = ProtocolParams.from_json(_json.loads((tmp_path / "keys/public.json").read_text()), insecure_test_key=True)
     mallory = OwnerIdentity.load(str(tmp_path / "ids/3.identity.json"))
     (tmp_path / "3.msg").write_bytes(_poisoned_share(params, lambda _oid: mallory, "3", 3, scale=10**3))
     verify = [a for o in ("1", "2", "3") for a in ("--owner-keys", str(tmp_path / f"ids/{o}.verify.json"))]
     capsys.readouterr()
-    assert main(["proxy", "aggregate", "--public", str(tmp_path / "keys/public.json"), *verify, "--release",
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(tmp_path / "keys/public.json"), *verify, "--release",
                  "centred", "--quorum", "2", "--range-proofs", "--out-dir", str(tmp_path / "state"),
                  *(str(tmp_path / f"{o}.msg") for o in ("1", "3", "2"))]) == 0
     out = capsys.readouterr()
     assert "aggregated 2 signed shares (1, 2)" in out.out
     assert out.err.count("refused owner 3: share of owner '3' must carry a valid range proof") == 1
-    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
                  "--no-range-proofs", "--out", str(tmp_path / "r.msg")]) == 2
     assert "--range-proofs must match the aggregated state" in capsys.readouterr().err
-    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
                  "--range-proofs", "--out", str(tmp_path / "r.msg")]) == 0
     capsys.readouterr()
-    assert main(["user", "finish", "--private", str(tmp_path / "keys/private.json"), *verify, "--components", "2",
+    assert main(["user", "finish", "--insecure-test-key", "--private", str(tmp_path / "keys/private.json"), *verify, "--components", "2",
                  "--range-proofs", "--out", str(tmp_path / "pcs.npz"), "--json", str(tmp_path / "r.msg")]) == 0
     notes = _json.loads(capsys.readouterr().out)["privacy"]["notes"]
     assert "range proofs: on" in notes and "excluded owners: 3" in notes
     # a user that requires proofs refuses a release made without them
-    assert main(["proxy", "aggregate", "--public", str(tmp_path / "keys/public.json"), *verify, "--release",
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(tmp_path / "keys/public.json"), *verify, "--release",
                  "centred", "--out-dir", str(tmp_path / "state2"), str(tmp_path / "1.msg"),
                  str(tmp_path / "2.msg")]) == 0
-    assert main(["proxy", "finish", "--state", str(tmp_path / "state2"), "--epsilon", "10", "--delta", "1e-5",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(tmp_path / "state2"), "--epsilon", "10", "--delta", "1e-5",
                  "--out", str(tmp_path / "r2.msg")]) == 0
     capsys.readouterr()
-    assert main(["user", "finish", "--private", str(tmp_path / "keys/private.json"), *verify, "--components", "2",
+    assert main(["user", "finish", "--insecure-test-key", "--private", str(tmp_path / "keys/private.json"), *verify, "--components", "2",
                  "--range-proofs", "--ledger", str(tmp_path / "other-ledger.json"), "--out",
                  str(tmp_path / "pcs2.npz"), str(tmp_path / "r2.msg")]) == 2
     err = capsys.readouterr().err
@@ -530,7 +530,7 @@ def test_proxy_aggregate_refuses_a_share_file_whose_proof_was_changed_and_takes_
                      "--out", str(tmp_path / f"{oid}.msg")]) == 0
     made = (tmp_path / "2.msg").read_bytes()
     (tmp_path / "2.msg").write_bytes(_changed_in_transit(made, (tmp_path / "1.msg").read_bytes())[0])
-    aggregate = ["proxy", "aggregate", "--public", str(tmp_path / "keys/public.json"), "--release", "centred",
+    aggregate = ["proxy", "aggregate", "--insecure-test-key", "--public", str(tmp_path / "keys/public.json"), "--release", "centred",
                  "--quorum", "1", "--range-proofs", "--out-dir", str(tmp_path / "state"),
                  *(a for o in ("1", "2") for a in ("--owner-keys", str(tmp_path / f"ids/{o}.verify.json"))),
                  str(tmp_path / "1.msg"), str(tmp_path / "2.msg")]
@@ -544,5 +544,5 @@ def test_proxy_aggregate_refuses_a_share_file_whose_proof_was_changed_and_takes_
     assert main(aggregate) == 0
     out = capsys.readouterr()
     assert "aggregated 2 signed shares (1, 2)" in out.out and "refused owner" not in out.err
-    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
                  "--range-proofs", "--out", str(tmp_path / "r.msg")]) == 0

@@ -215,20 +215,20 @@ def test_role_commands_and_run_take_the_range_proof_mode(tmp_path, capsys):
                      "--out", str(tmp_path / f"{oid}.msg")]) == 0
     verify = [a for o in ("1", "2", "3") for a in ("--owner-keys", str(tmp_path / f"ids/{o}.verify.json"))]
     capsys.readouterr()
-    assert main(["proxy", "aggregate", "--public", str(tmp_path / "keys/public.json"), *verify, "--quorum", "2",
+    assert main(["proxy", "aggregate", "--insecure-test-key", "--public", str(tmp_path / "keys/public.json"), *verify, "--quorum", "2",
                  "--range-proofs", "--range-proof-mode", "exact", "--out-dir", str(tmp_path / "state"),
                  *(str(tmp_path / f"{o}.msg") for o in ("1", "3", "2"))]) == 0
     out = capsys.readouterr()
     assert "aggregated 2 signed shares (1, 2)" in out.out
     assert out.err.count("refused owner 3: share of owner '3' must carry a valid range proof, got: range proof "
                          "mode must be 'exact' (the session's), got 'slack'") == 1
-    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
                  "--range-proof-mode", "slack", "--out", str(tmp_path / "r.msg")]) == 2
     assert "--range-proof-mode must match the aggregated state (exact), got slack" in capsys.readouterr().err
-    assert main(["proxy", "finish", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
+    assert main(["proxy", "finish", "--insecure-test-key", "--state", str(tmp_path / "state"), "--epsilon", "10", "--delta", "1e-5",
                  "--range-proofs", "--range-proof-mode", "exact", "--out", str(tmp_path / "r.msg")]) == 0
     capsys.readouterr()
-    user = ["user", "finish", "--private", str(tmp_path / "keys/private.json"), *verify, "--components", "2"]
+    user = ["user", "finish", "--insecure-test-key", "--private", str(tmp_path / "keys/private.json"), *verify, "--components", "2"]
     # a user requiring the slack mode refuses this release (and decrypts nothing); requiring exact, it decrypts
     assert main([*user, "--range-proof-mode", "slack", "--out", str(tmp_path / "no.npz"), str(tmp_path / "r.msg")]) == 2
     assert "range proofs in mode 'slack' (--range-proof-mode)" in capsys.readouterr().err

@@ -214,7 +214,7 @@ def test_owner_refuses_a_weak_key_even_if_public_json_says_insecure(make_user, i
     user = make_user()
     public = user.params.to_json()
     assert public["dpdpca_protocol"]["insecure_test_key"] is True  # what the data user wrote
-    params = ProtocolParams.from_json(public)
+    params = ProtocolParams.from_json(public, insecure_test_key=True)
     with pytest.raises(InsecureKeyError, match="key bits must be >= 2048 for an owner to encrypt"):
         DataOwner(params, identity("1"))
     DataOwner(params, identity("1"), insecure_test_key=True)  # the owner's own, explicit choice
@@ -286,7 +286,7 @@ def test_owner_ignores_the_djn_base_in_public_json(make_user, make_owner):
     user = make_user()
     public = user.params.to_json()
     public["hs"] = base64.urlsafe_b64encode(b"\x01").decode().rstrip("=")
-    rigged = ProtocolParams.from_json(public)
+    rigged = ProtocolParams.from_json(public, insecure_test_key=True)
     assert int(rigged.public_key.hs) == 1
     share = Message.from_bytes(make_owner(rigged, "1").share(np.full((3, 2), 0.25)))
     n = int(rigged.public_key.n)
