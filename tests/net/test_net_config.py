@@ -112,3 +112,49 @@ def test_a_quorum_above_max_owners_is_refused_at_start_in_one_line(tmp_path, mon
         build_service(load_config(toml[3]), params=params)
     assert not (tmp_path / "q3" / "state").exists()
     assert main(["proxy", "serve", "--config", str(toml[2]), "--insecure-http"]) == 0 and len(runs) == 1
+
+
+def test_proxy_serve_refuses_a_weak_key_it_did_not_ask_for(tmp_path, monkeypatch, capsys):
+    """public.json declares its 768-bit key a test key: the service refuses it at start in one line naming
+    protocol.insecure_test_key, creating nothing, unless the operator's config says insecure_test_key = true
+    (or proxy serve --insecure-test-key); the file's own flag exempts no party."""
+    import types
+
+    import dpdpca.net.serve
+    from dpdpca.errors import InsecureKeyError
+    from dpdpca.net.serve import build_service, load_public
+
+    params = ProtocolParams.create(generate_keypair(768, insecure_test_key=True)[0], max_owners=2,
+                                   max_rows_per_owner=4, d=3)
+    public = tmp_path / "public.json"
+    public.write_text(json.dumps(params.to_json()))
+    assert params.to_json()["dpdpca_protocol"]["insecure_test_key"] is True
+    owners = {o: OwnerIdentity.generate(o) for o in ("a", "b")}
+
+    def config(name, **kwargs):
+        return write_proxy_toml(tmp_path / name / "proxy.toml", public=public, owners=owners,
+                                user=OwnerIdentity.generate("user"), tls=None, port=0,
+                                state_dir=tmp_path / name / "state", **kwargs)
+
+    toml = {False: config("False")}
+    runs = []
+    fake_uvicorn = types.SimpleNamespace(run=lambda app, **kw: runs.append(app))
+    monkeypatch.setattr(dpdpca.net.serve, "require", lambda name: fake_uvicorn)
+    refusal = ("public key bits must be >= 2048 unless proxy.toml sets protocol.insecure_test_key = true (or proxy "
+               "serve --insecure-test-key), got 768")
+    _one_line_error(capsys, ["proxy", "serve", "--config", str(toml[False]), "--insecure-http"], refusal)
+    assert runs == [] and not (tmp_path / "False" / "state").exists()
+    toml[True] = config("True", insecure_test_key=True)
+    assert load_config(toml[False]).insecure_test_key is False and load_config(toml[True]).insecure_test_key is True
+    with pytest.raises(InsecureKeyError, match="protocol.insecure_test_key"):
+        build_service(load_config(toml[False]))
+    with pytest.raises(InsecureKeyError, match="protocol.insecure_test_key"):
+        load_public(public)
+    assert load_public(public, insecure_test_key=True) == params
+    assert main(["proxy", "serve", "--config", str(toml[True]), "--insecure-http"]) == 0 and len(runs) == 1
+    assert main(["proxy", "serve", "--config", str(toml[False]), "--insecure-http", "--insecure-test-key"]) == 0
+    assert len(runs) == 2
+    bad = toml[True].read_text().replace("insecure_test_key = true", 'insecure_test_key = "yes"')
+    toml[True].write_text(bad)
+    with pytest.raises(ParameterError, match="protocol.insecure_test_key must be true or false"):
+        load_config(toml[True])

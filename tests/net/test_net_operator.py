@@ -109,6 +109,25 @@ def test_proxy_init_refuses_a_quorum_the_public_parameters_cannot_reach(tmp_path
     assert load_config(tmp_path / "p" / "proxy.toml").quorum == 3
 
 
+def test_proxy_init_refuses_a_weak_key_unless_asked_and_then_says_so_in_the_config(tmp_path, capsys):
+    """--public declares a 768-bit test key: proxy init refuses it as proxy serve would (one line naming
+    --insecure-test-key, nothing written); with --insecure-test-key it writes protocol.insecure_test_key = true,
+    marked TESTING ONLY, so the service it configures accepts the key."""
+    _parties(tmp_path)
+    out = tmp_path / "p"
+    base = ["proxy", "init", "--out-dir", str(out), "--host", "127.0.0.1", "--owners-dir", str(tmp_path / "ids"),
+            "--public", str(tmp_path / "keys" / "public.json")]
+    capsys.readouterr()
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unless this party passes --insecure-test-key, got 768" in err, err
+    assert not (out / "proxy.toml").exists()
+    assert main([*base, "--insecure-test-key"]) == 0
+    text = (out / "proxy.toml").read_text()
+    assert "insecure_test_key = true" in text and "TESTING ONLY (proxy init --insecure-test-key)" in text
+    assert load_config(out / "proxy.toml").insecure_test_key is True
+
+
 def test_proxy_init_without_owners_says_so(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["proxy", "init", "--out-dir", str(tmp_path / "p"), "--host", "127.0.0.1", "--owners-dir",

@@ -325,6 +325,35 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
                   no_file=pcs)
 
 
+def test_proxy_and_user_refuse_a_weak_key_they_did_not_ask_for(keys, ids, tmp_path, capsys):
+    """public.json declares its 1024-bit key a test key (keygen --insecure-test-key): proxy aggregate, proxy
+    finish and user finish refuse it in one line naming --insecure-test-key, writing nothing, unless they pass
+    --insecure-test-key themselves (the file's word exempts no party)."""
+    assert json.loads((keys / "public.json").read_text())["dpdpca_protocol"]["insecure_test_key"] is True
+    refusal = "public key bits must be >= 2048 unless this party passes --insecure-test-key, got 1024"
+    rng = np.random.default_rng(11)
+    shares = [str(_share(keys, ids, tmp_path, _rows(rng, 6, 3), oid)) for oid in ("1", "2")]
+    state = tmp_path / "state"
+    aggregate = ["proxy", "aggregate", "--public", str(keys / "public.json"), *_verify_keys(ids, "1", "2"),
+                 "--out-dir", str(state), *shares]
+    _expect_error(capsys, aggregate, refusal, no_file=state / "state.msg")
+    assert main([*aggregate, "--insecure-test-key"]) == 0
+    result = tmp_path / "result.msg"
+    finish = ["proxy", "finish", "--state", str(state), "--epsilon", "1", "--delta", "1e-5", "--out", str(result)]
+    _expect_error(capsys, finish, refusal, no_file=result)
+    assert main([*finish, "--insecure-test-key"]) == 0
+    pcs = tmp_path / "pcs.npz"
+    user = ["user", "finish", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"), str(result),
+            "--out", str(pcs), "--components", "1", "--ledger", str(tmp_path / "user-ledger.json")]
+    _expect_error(capsys, user, refusal, no_file=pcs)
+    assert not (tmp_path / "user-ledger.json").exists()  # refused before anything is decrypted or recorded
+    assert main([*user, "--insecure-test-key"]) == 0 and pcs.exists()
+    # the owner's commands, as before: its own flag (prepare refuses without it too)
+    _expect_error(capsys, ["owner", "prepare", "--public", str(keys / "public.json"), "--identity",
+                           str(ids / "3.identity.json"), "--d", "3", "--randomness", str(tmp_path / "r.bin")],
+                  refusal, no_file=tmp_path / "r.bin")
+
+
 def test_proxy_finish_refuses_an_unwritable_out_before_the_release(keys, ids, tmp_path, capsys):
     """A mistyped --out (a path under a file) is refused in one line before the session's one release is claimed
     or the budget charged, so the session then finishes with a good --out.  Before, --out was first written

@@ -220,6 +220,46 @@ def test_owner_refuses_a_weak_key_even_if_public_json_says_insecure(make_user, i
     DataOwner(params, identity("1"), insecure_test_key=True)  # the owner's own, explicit choice
 
 
+def test_every_loader_refuses_a_weak_key_its_party_did_not_ask_for(make_user, tmp_path):
+    """A data user publishing a 768-bit key marked ``insecure_test_key`` in public.json: the file's own word
+    exempts nobody; every loader (library, CLI public and private, a pool worker's context) accepts it only on
+    its caller's insecure_test_key=True, and a caller's flag alone does not accept a key the file does not
+    declare insecure."""
+    import json
+
+    from dpdpca._io import atomic_write_json
+    from dpdpca.commands.protocol_options import load_private, load_public
+    from dpdpca.protocol.intake import IntakeContext
+    from dpdpca.protocol.params import PARAMS_KEY
+
+    user = make_user()
+    public = user.params.to_json()
+    assert public[PARAMS_KEY]["insecure_test_key"] is True and public["bits"] == 768
+    with pytest.raises(InsecureKeyError, match=r"^public key bits must be >= 2048 unless the caller passes "
+                                               r"insecure_test_key=True \(CLI --insecure-test-key\), got 768 "):
+        ProtocolParams.from_json(public)
+    assert ProtocolParams.from_json(public, insecure_test_key=True) == user.params
+    atomic_write_json(tmp_path / "public.json", public)
+    atomic_write_json(tmp_path / "private.json", {**user.private_key.to_json(), PARAMS_KEY: public[PARAMS_KEY]},
+                      mode=0o600)
+    for load, path in ((load_public, "public.json"), (load_private, "private.json")):
+        with pytest.raises(InsecureKeyError, match="^public key bits must be >= 2048 unless this party passes "
+                                                   "--insecure-test-key, got 768"):
+            load(str(tmp_path / path))
+        load(str(tmp_path / path), insecure_test_key=True)
+    sk, params = load_private(str(tmp_path / "private.json"), insecure_test_key=True)
+    assert params.public_key == user.params.public_key and sk.public_key == user.params.public_key
+    # both consents needed: the file's flag false, the caller's true: refused, naming the file's field
+    undeclared = json.loads(json.dumps(public))
+    undeclared[PARAMS_KEY]["insecure_test_key"] = False
+    with pytest.raises(InsecureKeyError, match=r"dpdpca_protocol.insecure_test_key must be true .*768-bit key.*"
+                                               r"got false"):
+        ProtocolParams.from_json(undeclared, insecure_test_key=True)
+    # a pool worker reads back what its parent accepted, without deciding again
+    ctx = IntakeContext(ProtocolParams.from_json(public, insecure_test_key=True), user.owner_keys, "add-remove", 64)
+    assert IntakeContext.from_bytes(ctx.to_bytes()).params == user.params
+
+
 # -- 8. rerandomization independent of the owners' encryptor --------------------------------------
 
 def _jacobi(c: int, n: int) -> int:
