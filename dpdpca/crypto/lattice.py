@@ -404,8 +404,7 @@ def public_secret_correlations(c0: Any, c1: Any) -> tuple[float, np.ndarray, np.
 
     Examples
     --------
-    >>> rng = np.random.default_rng(0)
-    >>> c1 = rng.random(8)
+    >>> c1 = (np.arange(8) ** 2 * 0.4142135624) % 1  # any phases (a Weyl sequence here)
     >>> c0 = -np.concatenate([-c1[-3:], c1[:-3]])  # c0 + x^3 c1 = 0: s = x^3 decrypts
     >>> zero, plus, minus = public_secret_correlations(c0, c1)
     >>> int(np.argmax(plus)), round(float(plus[3]), 6)
@@ -431,13 +430,13 @@ def transparent_secret(c0: Any, c1: Any) -> str | None:
 
     Examples
     --------
-    >>> rng = np.random.default_rng(1)
-    >>> c1 = rng.random(64)
-    >>> transparent_secret(rng.random(64), c1) is None  # an honest key: uniform phases
+    >>> c1 = (np.arange(64) ** 2 * 0.4142135624) % 1  # equidistributed phases, standing for uniform ones
+    >>> small = 1e-6 * np.sin(np.arange(64))  # an error far below q / (2t)
+    >>> transparent_secret((np.arange(64) ** 3 * 0.7320508076) % 1, c1) is None  # an honest key
     True
-    >>> transparent_secret(rng.normal(0, 1e-6, 64), c1)  # pk = (-e, a): s = 0
+    >>> transparent_secret(small, c1)  # pk = (-e, a): s = 0
     '0'
-    >>> transparent_secret(c1 + rng.normal(0, 1e-6, 64), c1)  # c0 - c1 = small: s = -1
+    >>> transparent_secret(c1 + small, c1)  # c0 - c1 = small: s = -1
     '-1'
     """
     zero, plus, minus = public_secret_correlations(c0, c1)
