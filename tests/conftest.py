@@ -23,36 +23,20 @@ def prime_3mod4() -> Callable[[int, int], int]:
     return _prime_3mod4
 
 
-def _varint(x: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, x = x & 0x7F, x >> 7
-        out.append(low | (0x80 if x else 0))
-        if not x:
-            return bytes(out)
-
-
 def _proto_fields(data: bytes) -> list[tuple[int, bytes | int]]:
     """The top-level ``(key, value)`` fields of a protobuf message: ints for varints, the raw bytes otherwise."""
-    def varint(pos: int) -> tuple[int, int]:
-        value = shift = 0
-        while True:
-            byte = data[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                return value, pos
+    from dpdpca.crypto.lattice_flood import _read_varint
+
     out: list[tuple[int, bytes | int]] = []
     pos = 0
     while pos < len(data):
-        key, pos = varint(pos)
+        key, pos = _read_varint(data, pos)
         if key & 7 == 0:
-            value, pos = varint(pos)
+            value, pos = _read_varint(data, pos)
             out.append((key, value))
             continue
         if key & 7 == 2:
-            size, pos = varint(pos)
+            size, pos = _read_varint(data, pos)
         else:  # fixed 64 or 32 bits
             size = {1: 8, 5: 4}[key & 7]
         out.append((key, data[pos:pos + size]))
@@ -61,6 +45,8 @@ def _proto_fields(data: bytes) -> list[tuple[int, bytes | int]]:
 
 
 def _proto_encode(fields: list[tuple[int, bytes | int]]) -> bytes:
+    from dpdpca.crypto.lattice_flood import _varint
+
     out = b""
     for key, value in fields:
         if isinstance(value, int):
@@ -114,3 +100,20 @@ def transparent_bfv_key(tmp_path) -> Callable[..., dict]:
             blobs[i] = base64.b64encode(raw).decode()
         return {**public_json, "contexts": blobs}
     return make
+
+
+@pytest.fixture
+def owner_signed() -> Callable[..., bytes]:
+    """``owner_signed(msg, identity, params, **sections)``: ``msg`` with ``sections`` in place of its own and its
+    proof section signed by its owner ``identity`` (an OwnerIdentity): the owner itself sends this proof
+    (:func:`dpdpca.protocol.proofs.sign_proof`), so a proof that fails is its own."""
+    from dpdpca.protocol.messages import Message
+    from dpdpca.protocol.proofs import PROOF_SECTION, PROOF_SIGNATURE, sign_proof
+
+    def sign(msg: Message, identity, params, **sections: bytes) -> bytes:
+        sections = dict(msg.sections, **sections)
+        sig = sign_proof(identity, params, d=msg.meta["d"], digest=msg.meta["statement"]["ciphertext_sha256"],
+                         proof=sections[PROOF_SECTION])
+        return Message(msg.type, msg.session, msg.key_fingerprint, msg.sender,
+                       dict(msg.meta, **{PROOF_SIGNATURE: sig}), sections).to_bytes()
+    return sign

@@ -10,26 +10,21 @@ from dpdpca.net.config import NoiseConfig
 from dpdpca.protocol import DataOwner
 from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.messages import Message
-from dpdpca.protocol.proofs import PROOF_SECTION, PROOF_SIGNATURE, sign_proof
+from dpdpca.protocol.proofs import PROOF_SECTION
 
 
-def _owner_signed(msg, identity, params, **sections):
-    """``msg`` with ``sections`` in place of its own and its proof section signed by its owner: the owner itself
-    sends this proof (:func:`dpdpca.protocol.proofs.sign_proof`), so a proof that fails is its own."""
-    sections = dict(msg.sections, **sections)
-    sig = sign_proof(identity, params, d=msg.meta["d"], digest=msg.meta["statement"]["ciphertext_sha256"],
-                     proof=sections[PROOF_SECTION])
-    return Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, dict(msg.meta, **{PROOF_SIGNATURE: sig}),
-                   sections).to_bytes()
+def _proving_service(net_params, root, owners):
+    """A centred session of quorum 2 requiring range proofs, released on request, its state under ``root``."""
+    return Collection(net_params, root / "state", owner_keys=owners, quorum=2, collection_seconds=600.0,
+                      noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="centred"), release="on-request",
+                      range_proofs=True)
 
 
-def test_service_requires_proofs_reports_them_and_keeps_the_exclusion(tmp_path, net_params, identities):
+def test_service_requires_proofs_reports_them_and_keeps_the_exclusion(tmp_path, net_params, identities, owner_signed):
     owners = OwnerKeyring.from_identities([identities[o] for o in ("1", "2", "3")])
 
     def service():
-        return Collection(net_params, tmp_path / "state", owner_keys=owners, quorum=2, collection_seconds=600.0,
-                          noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="centred"), release="on-request",
-                          range_proofs=True)
+        return _proving_service(net_params, tmp_path, owners)
 
     coll = service()
     assert coll.status()["range_proofs"] is True and coll.status()["excluded"] == []
@@ -44,7 +39,7 @@ def test_service_requires_proofs_reports_them_and_keeps_the_exclusion(tmp_path, 
     # owner 2 signs owner 1's proof as its own: a proof of its own that fails, so it is excluded
     mine = Message.from_bytes(DataOwner(net_params, identities["2"], insecure_test_key=True, range_proofs=True,
                                         release="centred").share(rows))
-    bad = _owner_signed(mine, identities["2"], net_params,
+    bad = owner_signed(mine, identities["2"], net_params,
                         **{PROOF_SECTION: Message.from_bytes(proved).sections[PROOF_SECTION]})
     out = coll.submit_share("2", bad)
     assert out.code == 400 and out.detail.startswith("share of owner '2' must carry a valid range proof")
@@ -291,9 +286,7 @@ def test_service_refuses_a_proof_changed_in_transit_without_excluding_and_takes_
     owners = OwnerKeyring.from_identities([identities[o] for o in ("1", "2", "3")])
 
     def service():
-        return Collection(net_params, tmp_path / "state", owner_keys=owners, quorum=2, collection_seconds=600.0,
-                          noise=NoiseConfig(epsilon=1.0, delta=1e-5, release="centred"), release="on-request",
-                          range_proofs=True)
+        return _proving_service(net_params, tmp_path, owners)
 
     coll = service()
     rows = np.full((4, 3), 0.3)

@@ -25,16 +25,6 @@ def pool():
         yield ex
 
 
-def _owner_signed(msg, identity, p, **sections):
-    """``msg`` with ``sections`` in place of its own and its proof section signed by its owner: the owner itself
-    sends this proof (:func:`dpdpca.protocol.proofs.sign_proof`), so a proof that fails is its own."""
-    sections = dict(msg.sections, **sections)
-    sig = sign_proof(identity(msg.meta["owner_id"]), p, d=msg.meta["d"],
-                     digest=msg.meta["statement"]["ciphertext_sha256"], proof=sections[PROOF_SECTION])
-    return Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, dict(msg.meta, **{PROOF_SIGNATURE: sig}),
-                   sections).to_bytes()
-
-
 def _poisoned_share(p, identity, owner_id, d, *, scale, n_rows=3, release="centred", proof_bounds=None):
     """A share whose R is ``scale`` times the legitimate maximum, encrypted, signed and 'proved' by its owner.
 
@@ -118,7 +108,7 @@ def test_a_poisoned_share_is_refused_named_logged_and_its_owner_excluded(make_us
     assert "range proofs: on" in note and "excluded owners: 3" in note
 
 
-def test_unproved_shares_and_proofs_moved_between_shares_are_refused(make_user, make_owner, identity):
+def test_unproved_shares_and_proofs_moved_between_shares_are_refused(make_user, make_owner, identity, owner_signed):
     """An unproved share is refused (its owner not excluded: nothing shows the owner, not someone on the way,
     left the proof out); an owner signing another share's proof as its own is refused and excluded."""
     user = make_user()
@@ -129,7 +119,7 @@ def test_unproved_shares_and_proofs_moved_between_shares_are_refused(make_user, 
         proxy.receive_share(make_owner(p, "1", release="centred").share(np.full((3, 3), 0.3)))
     a = Message.from_bytes(make_owner(p, "2", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)))
     b = Message.from_bytes(make_owner(p, "4", range_proofs=True, release="centred").share(np.full((3, 3), -0.2)))
-    moved = _owner_signed(b, identity, p, **{PROOF_SECTION: a.sections[PROOF_SECTION]})
+    moved = owner_signed(b, identity(b.meta["owner_id"]), p, **{PROOF_SECTION: a.sections[PROOF_SECTION]})
     with pytest.raises(ProofError, match="owner '4'"):
         proxy.receive_share(moved)
     assert sorted(proxy.excluded_) == ["4"]
@@ -327,7 +317,7 @@ def test_a_row_count_outside_zero_to_max_passes_the_slack_proof_but_not_the_coun
         assert Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="add-remove").receive_share(good) == "4"
 
 
-def test_an_old_format_proof_is_refused_with_its_version(make_user, make_owner, identity):
+def test_an_old_format_proof_is_refused_with_its_version(make_user, make_owner, identity, owner_signed):
     from dpdpca.protocol.proofs import split_proofs
 
     user = make_user()
@@ -336,7 +326,7 @@ def test_an_old_format_proof_is_refused_with_its_version(make_user, make_owner, 
     msg = Message.from_bytes(make_owner(p, "1", range_proofs=True, release="add-remove").share(np.full((3, 3), 0.3)))
     range_only, count = split_proofs(msg.sections[PROOF_SECTION])
     assert range_only[:4] == b"DPRP" and len(count) > 0
-    old = _owner_signed(msg, identity, p, **{PROOF_SECTION: range_only})
+    old = owner_signed(msg, identity(msg.meta["owner_id"]), p, **{PROOF_SECTION: range_only})
     with pytest.raises(ProofError, match=r"owner '1' must carry a valid range proof, got: range proof section must "
                                          r"be format version 3 .* got version 1"):
         proxy.receive_share(old)
@@ -415,7 +405,7 @@ def test_the_pool_intake_checks_the_count_proof_too(make_user, make_owner, ident
     assert parallel.excluded_.keys() == {"3"}
 
 
-def test_a_count_proof_on_a_share_without_an_encrypted_count_is_refused(make_user, make_owner, identity):
+def test_a_count_proof_on_a_share_without_an_encrypted_count_is_refused(make_user, make_owner, identity, owner_signed):
     from dpdpca.protocol.proofs import join_proofs, split_proofs
 
     user = make_user()
@@ -423,7 +413,7 @@ def test_a_count_proof_on_a_share_without_an_encrypted_count_is_refused(make_use
     msg = Message.from_bytes(make_owner(p, "1", range_proofs=True, release="centred").share(np.full((3, 3), 0.3)))
     range_only, count = split_proofs(msg.sections[PROOF_SECTION])
     assert count == b""
-    extra = _owner_signed(msg, identity, p, **{PROOF_SECTION: join_proofs(range_only, b"x")})
+    extra = owner_signed(msg, identity(msg.meta["owner_id"]), p, **{PROOF_SECTION: join_proofs(range_only, b"x")})
     proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
     with pytest.raises(ProofError, match="owner '1'.*a count proof for a share without an encrypted count"):
         proxy.receive_share(extra)

@@ -48,16 +48,6 @@ def _exact_share(p, identity, owner_id, *, values, claimed=None, release="add-re
                    sections=sections).to_bytes()
 
 
-def _owner_signed(msg, identity, p, **sections):
-    """``msg`` with ``sections`` in place of its own and its proof section signed by its owner: the owner itself
-    sends this proof (:func:`dpdpca.protocol.proofs.sign_proof`), so a proof that fails is its own."""
-    sections = dict(msg.sections, **sections)
-    sig = sign_proof(identity(msg.meta["owner_id"]), p, d=msg.meta["d"],
-                     digest=msg.meta["statement"]["ciphertext_sha256"], proof=sections[PROOF_SECTION])
-    return Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, dict(msg.meta, **{PROOF_SIGNATURE: sig}),
-                   sections).to_bytes()
-
-
 def _values(p, release="add-remove", **slots):
     """Zeros in every slot, but for ``name=(index, value)`` overrides."""
     shapes = as_release(release).share_chunks(D, p.layout.slots)
@@ -152,7 +142,7 @@ def test_the_honest_exact_prover_refuses_a_slot_outside(make_user, make_owner):
         prove_share(base, p, "add-remove", arrays, wits, owner_id="1", d=D, digest="x", mode="exact")
 
 
-def test_proofs_moved_replayed_or_in_the_other_mode_are_refused(make_user, make_owner, identity):
+def test_proofs_moved_replayed_or_in_the_other_mode_are_refused(make_user, make_owner, identity, owner_signed):
     user = make_user()
     p = user.params
     a = Message.from_bytes(make_owner(p, "2", range_proofs=True, range_proof_mode="exact").share(np.full((3, 3), 0.3)))
@@ -161,7 +151,7 @@ def test_proofs_moved_replayed_or_in_the_other_mode_are_refused(make_user, make_
     proxy = _proxy(user)
     assert proxy.receive_share(a.to_bytes()) == "2"
     # a's proofs on b's ciphertexts (same data: other ciphertexts, other digest), signed by b's owner as its own
-    moved = _owner_signed(b, identity, p, **{PROOF_SECTION: a.sections[PROOF_SECTION]})
+    moved = owner_signed(b, identity(b.meta["owner_id"]), p, **{PROOF_SECTION: a.sections[PROOF_SECTION]})
     with pytest.raises(ProofError, match="owner '4'.*interval proof"):
         proxy.receive_share(moved)
     # a slack-mode share sent to an exact-mode proxy, and the reverse
@@ -288,7 +278,7 @@ def test_slots_within_their_intervals_pass_even_when_no_rows_give_them(make_user
     assert _proxy(user).receive_share(_exact_share(p, identity, "3", values=values)) == "3"
 
 
-def test_a_short_or_old_format_proof_section_is_refused_naming_the_owner(make_user, make_owner, identity):
+def test_a_short_or_old_format_proof_section_is_refused_naming_the_owner(make_user, make_owner, identity, owner_signed):
     import struct
 
     user = make_user()
@@ -299,6 +289,6 @@ def test_a_short_or_old_format_proof_section_is_refused_naming_the_owner(make_us
     old = b"DPSP\x02" + b"".join(struct.pack(">Q", len(x)) + x for x in proofs[:2])  # version 2: no mode byte
     for section, why in ((join_proofs(*proofs[:2], mode="exact"), "one exact proof per ciphertext \\(3\\), got 2"),
                          (old, "got version 2 \\(slack proofs without a mode")):
-        bad = _owner_signed(msg, identity, p, **{PROOF_SECTION: section})
+        bad = owner_signed(msg, identity(msg.meta["owner_id"]), p, **{PROOF_SECTION: section})
         with pytest.raises(ProofError, match=rf"^share of owner '2' must carry a valid range proof, got: .*{why}"):
             _proxy(user).receive_share(bad)
