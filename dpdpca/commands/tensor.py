@@ -25,13 +25,14 @@ __all__ = ["tensor_cmd", "run_tensor", "format_table"]
 def run_tensor(*, model: str, dim: int, components: int, sites: int, samples_per_site: int, epsilon: float,
                delta: float, runs: int, seed: int | None = None, noise_variance: float = 0.05,
                words_per_document: int = 3, budget_split: float = 0.5, sensitivity_mode: str = "rigorous",
-               calibration: str = "analytic", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+               calibration: str = "analytic", cape_variances: str = "rigorous",
+               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """What ``dpdpca tensor`` computes, as a JSON-ready dict (one epsilon); ``progress`` is called after each run."""
     out = run_experiment(model=model, n_features=dim, n_components=components, n_sites=sites,
                          samples_per_site=samples_per_site, epsilons=[epsilon], delta=delta, runs=runs, seed=seed,
                          noise_variance=noise_variance, words_per_document=words_per_document,
                          budget_split=budget_split, sensitivity_mode=sensitivity_mode, calibration=calibration,
-                         progress=progress)
+                         cape_variances=cape_variances, progress=progress)
     methods = {name: {"q_comp": v["q_comp"][0], "q_comp_std": v["q_comp_std"][0],
                       "q_comp_runs": v["q_comp_runs"][0]} for name, v in out["methods"].items()}
     settings = dict(out["settings"], epsilon=float(epsilon),
@@ -72,16 +73,20 @@ def format_table(summary: dict[str, Any]) -> str:
               show_default=True, help="Rigorous sensitivities or the paper's appendix-C values.")
 @click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic",
               show_default=True, help="Gaussian calibration (classic = the paper's formula).")
+@click.option("--cape-variances", type=click.Choice(["rigorous", "paper"]), default="rigorous", show_default=True,
+              help="capeAGN's CAPE variances: DP against the aggregator's joint view, or the paper's (reproduction; "
+                   "the report carries the delta they really give).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @quiet_option
 def tensor_cmd(model: str, dim: int, components: int, sites: int, samples_per_site: int, epsilon: float,
                delta: float, runs: int, seed: int | None, noise_variance: float, words_per_document: int,
-               budget_split: float, sensitivity_mode: str, calibration: str, as_json: bool, quiet: bool) -> None:
+               budget_split: float, sensitivity_mode: str, calibration: str, cape_variances: str, as_json: bool,
+               quiet: bool) -> None:
     """capeAGN (distributed DP tensor decomposition) against conv, local, nonprivate and random."""
     with Progress("tensor", total=runs, quiet=quiet) as progress:
         summary = run_tensor(model=model, dim=dim, components=components, sites=sites,
                              samples_per_site=samples_per_site, epsilon=epsilon, delta=delta, runs=runs, seed=seed,
                              noise_variance=noise_variance, words_per_document=words_per_document,
                              budget_split=budget_split, sensitivity_mode=sensitivity_mode, calibration=calibration,
-                             progress=progress)
+                             cape_variances=cape_variances, progress=progress)
     click.echo(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_table(summary))

@@ -226,6 +226,22 @@ def test_cli_json_shape(capsys):
     assert out["settings"]["stage_budgets"] == {"m2": [0.5, 0.005], "m3": [0.5, 0.005]}
 
 
+def test_cli_cape_variances_selects_the_papers_for_reproduction(capsys):
+    """--cape-variances paper reproduces the paper's capeAGN: its report carries the delta the paper's variances
+    really give against the aggregator's joint view (more than asked); the default is the rigorous variances."""
+    base = ["tensor", "--model", "mog", "--dim", "6", "--components", "2", "--sites", "4", "--samples-per-site",
+            "300", "--epsilon", "1", "--delta", "0.01", "--runs", "1", "--seed", "0", "--json"]
+    reports = {}
+    for variances in ("rigorous", "paper"):
+        assert main([*base, "--cape-variances", variances]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["settings"]["cape_variances"] == variances
+        reports[variances] = out["privacy"]["capeagn"]
+    assert reports["rigorous"]["delta"] == pytest.approx(0.01)
+    assert reports["paper"]["delta"] > 0.01 and reports["paper"]["epsilon"] == pytest.approx(1.0)
+    assert main([*base[:-1], "--cape-variances", "other"]) == 2
+
+
 @pytest.mark.parametrize("args,message", [
     (["--model", "mog", "--dim", "4", "--components", "5"], "n_components must be <= n_features = 4"),
     (["--model", "stm", "--dim", "6", "--components", "2", "--words-per-document", "2"],

@@ -29,7 +29,9 @@ from dpdpca._validation import check_int, check_open_unit, check_positive, param
 from dpdpca.baselines.tensor.capeagn import check_budget_split, site_moments
 from dpdpca.baselines.tensor.models import (check_components, check_model_kind, check_words_per_document,
                                             make_mog, make_stm, random_components, sample_partitions)
+from dpdpca.dp.cape import CAPE_VARIANCES
 from dpdpca.dp.mechanisms import check_sensitivity_mode
+from dpdpca.dp.settings import RIGOROUS
 from dpdpca.baselines.tensor.moments import SiteMoments, exact_symmetric2, exact_symmetric3
 from dpdpca.metrics import q_comp
 from dpdpca.pipelines import get_spec
@@ -46,7 +48,7 @@ REGISTRY_NAMES = {"capeagn": "capeagn", "conv": "capeagn-conv", "local": "capeag
 def check_settings(*, model: str, n_features: int, n_components: int, n_sites: int, samples_per_site: int,
                    epsilons: Sequence[float], delta: float, runs: int, noise_variance: float,
                    words_per_document: int, budget_split: float, sensitivity_mode: str,
-                   calibration: str) -> None:
+                   calibration: str, cape_variances: str = RIGOROUS) -> None:
     """Validate every setting before any work (one-line :class:`~dpdpca.errors.ParameterError`)."""
     kind = check_model_kind(model)
     check_components(n_components, n_features)
@@ -66,13 +68,16 @@ def check_settings(*, model: str, n_features: int, n_components: int, n_sites: i
     check_sensitivity_mode(sensitivity_mode)
     if calibration not in ("analytic", "classic"):
         raise param_error("calibration", "'analytic' or 'classic'", calibration)
+    if cape_variances not in CAPE_VARIANCES:
+        raise param_error("cape_variances", "'rigorous' or 'paper'", cape_variances)
 
 
 def run_experiment(*, model: str, n_features: int, n_components: int, n_sites: int, samples_per_site: int,
                    epsilons: Sequence[float], delta: float, runs: int, seed: int | None = None,
                    noise_variance: float = 0.05, words_per_document: int = 3, budget_split: float = 0.5,
                    sensitivity_mode: str = "rigorous", calibration: str = "analytic",
-                   words: str = "all", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                   words: str = "all", cape_variances: str = RIGOROUS,
+                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every method ``runs`` times at each epsilon, at one site size (``progress``: as :func:`run_grid`).
 
     Parameters
@@ -96,6 +101,10 @@ def run_experiment(*, model: str, n_features: int, n_components: int, n_sites: i
         STM ``L``.
     budget_split, sensitivity_mode, calibration, words
         As in :class:`~dpdpca.baselines.tensor.CapeAGN`.
+    cape_variances : {"rigorous", "paper"}
+        capeAGN's CAPE variances (:class:`~dpdpca.baselines.tensor.CapeAGN`):
+        DP against the aggregator's joint view (default), or the paper's, for
+        reproducing its figures (their report carries the delta they give).
 
     Returns
     -------
@@ -108,7 +117,7 @@ def run_experiment(*, model: str, n_features: int, n_components: int, n_sites: i
                     points=[(samples_per_site, e) for e in epsilons], delta=delta, runs=runs, seed=seed,
                     noise_variance=noise_variance, words_per_document=words_per_document,
                     budget_split=budget_split, sensitivity_mode=sensitivity_mode, calibration=calibration,
-                    words=words, progress=progress)
+                    words=words, cape_variances=cape_variances, progress=progress)
     methods = {name: {key: [pt["methods"][name][key] for pt in grid["points"]]
                       for key in ("q_comp", "q_comp_std", "q_comp_runs")} for name in METHODS}
     settings = dict(grid["settings"], samples_per_site=samples_per_site)
@@ -120,8 +129,9 @@ def run_grid(*, model: str, n_features: int, n_components: int, n_sites: int,
              points: Sequence[tuple[int, float]], delta: float, runs: int, seed: int | None = None,
              noise_variance: float = 0.05, words_per_document: int = 3, budget_split: float = 0.5,
              sensitivity_mode: str = "rigorous", calibration: str = "analytic",
-             words: str = "all", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Every method at each ``(N_s, epsilon)`` point, ``runs`` times.
+             words: str = "all", cape_variances: str = RIGOROUS,
+             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Every method at each ``(N_s, epsilon)`` point, ``runs`` times (``cape_variances``: as :func:`run_experiment`).
 
     ``progress``, if given, is called with a label after each run.
 
@@ -142,7 +152,8 @@ def run_grid(*, model: str, n_features: int, n_components: int, n_sites: int,
     check_settings(model=model, n_features=n_features, n_components=n_components, n_sites=n_sites,
                    samples_per_site=sizes[-1], epsilons=[e for _, e in points], delta=delta, runs=runs,
                    noise_variance=noise_variance, words_per_document=words_per_document,
-                   budget_split=budget_split, sensitivity_mode=sensitivity_mode, calibration=calibration)
+                   budget_split=budget_split, sensitivity_mode=sensitivity_mode, calibration=calibration,
+                   cape_variances=cape_variances)
     seq = np.random.SeedSequence(seed)
     model_seq, *run_seqs = seq.spawn(runs + 1)
     model_rng = np.random.default_rng(model_seq)
@@ -173,10 +184,11 @@ def run_grid(*, model: str, n_features: int, n_components: int, n_sites: int,
                 scores.setdefault((n, eps, "nonprivate"), []).append(q_np)
                 scores.setdefault((n, eps, "random"), []).append(q_rand)
                 for name in PRIVATE_METHODS:
+                    cape = {"cape_variances": cape_variances} if name == "capeagn" else {}
                     est = get_spec(REGISTRY_NAMES[name]).make(
                         n_components=n_components, epsilon=eps, delta=delta, rng=noise_rng,
                         budget_split=budget_split, sensitivity_mode=sensitivity_mode, calibration=calibration,
-                        random_state=starts, **common)
+                        random_state=starts, **common, **cape)
                     est.fit_moments(nested[size], **fit_kw)
                     scores.setdefault((n, eps, name), []).append(q_comp(est.means_, truth.means))
                     privacy[name] = est.privacy_.to_dict()
@@ -193,7 +205,7 @@ def run_grid(*, model: str, n_features: int, n_components: int, n_sites: int,
                 "noise_variance": noise_variance if model == "mog" else None,
                 "words_per_document": words_per_document if model == "stm" else None,
                 "budget_split": budget_split, "sensitivity_mode": sensitivity_mode, "calibration": calibration,
-                "words": words if model == "stm" else None,
+                "cape_variances": cape_variances, "words": words if model == "stm" else None,
                 "sample_scale": scale if model == "mog" else None,
                 "noise": "seeded numpy Generator (experiment)" if seed is not None else "OS entropy"}
     return {"points": out_points, "privacy": privacy, "settings": settings}
