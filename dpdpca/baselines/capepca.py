@@ -404,7 +404,10 @@ class CapePCA(NoisySiteEstimator):
                                    notes="conventional averaging: each site adds its own full noise")
         reports = []
         for i, m in enumerate(mechs):
-            report = dataclasses.replace(m.privacy(noise_added_by=_CAPE_PARTIES), mechanism="cape")
+            # sigma: the plan's tau_s, which the draws are sized by (calibrated to the largest site's sensitivity
+            # numerator, so at least this site's own mechanism's sigma)
+            report = dataclasses.replace(m.privacy(noise_added_by=_CAPE_PARTIES), mechanism="cape",
+                                         sigma=math.sqrt(plan.tau_s2[i]))
             # the joint view's whitened sensitivity: the site's sensitivity over the plan's tau_s, times sqrt(factor)
             real = plan.joint_delta(i, epsilon=report.epsilon, sigma=math.sqrt(plan.tau_s2[i]),
                                     sensitivity=report.sensitivity)

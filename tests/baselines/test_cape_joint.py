@@ -64,3 +64,17 @@ def test_rigorous_noise_still_cancels_and_dropout_is_noted(parts):
     assert drop.privacy_.delta == DELTA and "joint view of fewer releases keeps the guarantee" in drop.privacy_.notes
     with pytest.raises(ParameterError, match=r"^cape_variances must be 'rigorous' or 'paper', got 'joint'$"):
         _fit(parts, cape_variances="joint")
+
+
+def test_replace_one_unequal_sites_report_the_sigma_the_plan_draws():
+    """Replace-one, unequal sites: the plan sizes every site's noise by the largest site's sensitivity numerator,
+    so a small site's noise is larger than its own mechanism's; each part of the report states the plan's tau_s
+    (it stated the smaller sigma of the site's own mechanism)."""
+    X = clip_rows(np.random.default_rng(0).normal(size=(700, 5)) / 3)[0]
+    parts = [X[:100], X[100:300], X[300:700]]
+    est = CapePCA(2, 1.0, 1e-5, neighbouring="replace-one", rng=np.random.default_rng(1)).fit(parts)
+    plan = est._plan([100, 200, 400], [1.0] * 3, [1e-5] * 3, [1 / 7, 2 / 7, 4 / 7])
+    for i, part in enumerate(est.privacy_.parts):
+        own = est._mechanism(parts[i].shape[0], 1.0, 1e-5).sigma
+        assert part.sigma == pytest.approx(math.sqrt(plan.tau_s2[i]), rel=1e-12) and part.sigma >= own
+    assert est.privacy_.parts[0].sigma > est._mechanism(100, 1.0, 1e-5).sigma * (1 + 1e-3)
