@@ -81,7 +81,7 @@ from dpdpca.baselines._common import (CAPE_BASIS, CAPE_TRUST, FLOAT_BYTES, Noisy
                                       symmetric_bytes)
 from dpdpca.baselines.release import moment_from_pieces, scatter_pieces
 from dpdpca.errors import UnsupportedSettingError
-from dpdpca.dp import CAPE_VARIANCES, REPLACE_ONE, CapeNoisePlan, PrivacyReport, resolve_source
+from dpdpca.dp import REPLACE_ONE, CapeNoisePlan, PrivacyReport, check_cape_variances, resolve_source
 from dpdpca.dp.settings import RIGOROUS
 from dpdpca.linalg import pack_upper as upper_from_symmetric
 from dpdpca.linalg import top_eigenpairs, upper_triangle_size
@@ -233,16 +233,13 @@ class CapePCA(NoisySiteEstimator):
                                           weights=mus, calibration=self.calibration, neighbouring=REPLACE_ONE,
                                           method=self.scheme, variances=self.cape_variances)
 
-    def _check_variances(self) -> None:
-        if self.correlated and self.cape_variances not in CAPE_VARIANCES:
-            raise param_error("cape_variances", "'rigorous' or 'paper'", self.cape_variances)
-
     # -- the pipeline -----------------------------------------------------------
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
         S, d = len(parts), parts[0].shape[1]
         if self.correlated and S < 2:
             raise param_error("n_sites", ">= 2 for capePCA (use conv or local for one site)", S)
-        self._check_variances()
+        if self.correlated:
+            check_cape_variances(self.cape_variances)
         if self._add_remove:
             return self._fit_add_remove(parts, k)
         sizes = [int(X.shape[0]) for X in parts]
@@ -409,8 +406,7 @@ class CapePCA(NoisySiteEstimator):
             report = dataclasses.replace(m.privacy(noise_added_by=_CAPE_PARTIES), mechanism="cape",
                                          sigma=math.sqrt(plan.tau_s2[i]))
             # the joint view's whitened sensitivity: the site's sensitivity over the plan's tau_s, times sqrt(factor)
-            real = plan.joint_delta(i, epsilon=report.epsilon, sigma=math.sqrt(plan.tau_s2[i]),
-                                    sensitivity=report.sensitivity)
+            real = plan.joint_delta(i, epsilon=report.epsilon, sigma=report.sigma, sensitivity=report.sensitivity)
             if real > report.delta * (1 + 1e-6):
                 report = dataclasses.replace(
                     report, delta=min(1.0, real * (1 + 1e-9)),

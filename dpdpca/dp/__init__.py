@@ -15,7 +15,7 @@ from dpdpca.dp.calibration import (
     rounding_tv_bound,
     zcdp_delta,
 )
-from dpdpca.dp.cape import CAPE_VARIANCES, JOINT_SLACK, CapeNoisePlan, cape_gain, cape_gain_max, exact_zero_sum
+from dpdpca.dp.cape import CAPE_VARIANCES, JOINT_SLACK, CapeNoisePlan, check_cape_variances, cape_gain, cape_gain_max, exact_zero_sum
 from dpdpca.dp.distributed import DistributedCalibration, calibrate_distributed, ddg_rdp, ddg_tau
 from dpdpca.dp.discrete import bernoulli_exp_neg, sample_discrete_gaussian, sample_discrete_laplace
 from dpdpca.dp.mechanisms import (
@@ -77,6 +77,6 @@ __all__ = [
     "entries_from_symmetric_tensor",
     "second_moment_sensitivity", "scatter_sensitivity", "centred_scatter_sensitivity",
     "quadratic_sketch_sensitivity", "tensor_moment_sensitivity",
-    "CapeNoisePlan", "CAPE_VARIANCES", "JOINT_SLACK", "cape_gain", "cape_gain_max", "exact_zero_sum",
+    "CapeNoisePlan", "CAPE_VARIANCES", "JOINT_SLACK", "check_cape_variances", "cape_gain", "cape_gain_max", "exact_zero_sum",
     "modsulq_omega", "streaming_modsulq_omega", "modsulq_min_batch",
 ]

@@ -91,7 +91,7 @@ from dpdpca.dp.report import REPLACE_ONE, PrivacyReport
 from dpdpca.dp.settings import PAPER, RIGOROUS
 from dpdpca.errors import InfeasibleError
 
-__all__ = ["CapeNoisePlan", "CAPE_VARIANCES", "JOINT_SLACK", "cape_gain", "cape_gain_max", "exact_zero_sum"]
+__all__ = ["CapeNoisePlan", "CAPE_VARIANCES", "JOINT_SLACK", "check_cape_variances", "cape_gain", "cape_gain_max", "exact_zero_sum"]
 
 _REL_TOL = 1e-9
 #: The rigorous plans' slack ``eta`` on every site's own noise: ``tau_g2`` grows by ``1 + eta``, and so does
@@ -101,6 +101,13 @@ JOINT_SLACK = 0.01
 #: ``"paper"`` (the paper's, each release checked alone; for reproduction).
 CAPE_VARIANCES = (RIGOROUS, PAPER)
 _MAX_INFLATION = 2.0 ** 60
+
+
+def check_cape_variances(value: Any, name: str = "cape_variances") -> str:
+    """``value`` if it is one of :data:`CAPE_VARIANCES`, else a one-line ParameterError naming ``name``."""
+    if value not in CAPE_VARIANCES:
+        raise param_error(name, "'rigorous' or 'paper'", value)
+    return str(value)
 
 
 def cape_gain(sizes: Sequence[int]) -> float:
@@ -196,8 +203,7 @@ class CapeNoisePlan:
     g_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.variances not in CAPE_VARIANCES:
-            raise param_error("variances", "'rigorous' or 'paper'", self.variances)
+        check_cape_variances(self.variances, "variances")
         s = len(self.tau_s2)
         if s < 2:
             raise param_error("n_sites", ">= 2", s)
@@ -348,8 +354,7 @@ class CapeNoisePlan:
             A negative variance, a failed per-release constraint, or (rigorous)
             no inflation of the correlated noise reaching ``joint_factor() <= 1``.
         """
-        if variances not in CAPE_VARIANCES:
-            raise param_error("variances", "'rigorous' or 'paper'", variances)
+        check_cape_variances(variances, "variances")
         eps = [check_positive("epsilons[i]", v) for v in epsilons]
         dels = [check_open_unit("deltas[i]", v) for v in deltas]
         ns = [check_int("sizes[i]", v, minimum=1) for v in sizes]

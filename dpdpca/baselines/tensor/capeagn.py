@@ -60,7 +60,7 @@ from dpdpca.baselines.tensor.moments import (WORD_MODES, SiteMoments, default_mo
                                              prepare_mog_records, project, stm_moments)
 from dpdpca.baselines.tensor.power import (project_to_simplex_rows, recover_components, tensor_power_method,
                                            whiten)
-from dpdpca.dp import (CAPE_VARIANCES, REPLACE_ONE, CapeNoisePlan, PrivacyReport, calibrate_gaussian, compose_basic,
+from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, PrivacyReport, calibrate_gaussian, check_cape_variances, compose_basic,
                        resolve_source, symmetric_gaussian_matrix, symmetric_gaussian_tensor,
                        tensor_moment_sensitivity)
 from dpdpca.dp.mechanisms import check_sensitivity_mode
@@ -400,8 +400,7 @@ class CapeAGN(_MomentTensorEstimator):
             raise param_error("calibration", "'analytic' or 'classic'", self.calibration)
         if self.scheme not in ("projection", "paper"):
             raise param_error("scheme", "'projection' or 'paper'", self.scheme)
-        if self.cape_variances not in CAPE_VARIANCES:
-            raise param_error("cape_variances", "'rigorous' or 'paper'", self.cape_variances)
+        check_cape_variances(self.cape_variances)
         if self.variant not in VARIANTS:
             raise param_error("variant", "'capeagn', 'conv' or 'local'", self.variant)
         check_int("site", self.site, minimum=0)

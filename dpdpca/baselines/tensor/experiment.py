@@ -29,7 +29,7 @@ from dpdpca._validation import check_int, check_open_unit, check_positive, param
 from dpdpca.baselines.tensor.capeagn import check_budget_split, site_moments
 from dpdpca.baselines.tensor.models import (check_components, check_model_kind, check_words_per_document,
                                             make_mog, make_stm, random_components, sample_partitions)
-from dpdpca.dp.cape import CAPE_VARIANCES
+from dpdpca.dp.cape import check_cape_variances
 from dpdpca.dp.mechanisms import check_sensitivity_mode
 from dpdpca.dp.settings import RIGOROUS
 from dpdpca.baselines.tensor.moments import SiteMoments, exact_symmetric2, exact_symmetric3
@@ -68,8 +68,7 @@ def check_settings(*, model: str, n_features: int, n_components: int, n_sites: i
     check_sensitivity_mode(sensitivity_mode)
     if calibration not in ("analytic", "classic"):
         raise param_error("calibration", "'analytic' or 'classic'", calibration)
-    if cape_variances not in CAPE_VARIANCES:
-        raise param_error("cape_variances", "'rigorous' or 'paper'", cape_variances)
+    check_cape_variances(cape_variances)
 
 
 def run_experiment(*, model: str, n_features: int, n_components: int, n_sites: int, samples_per_site: int,
