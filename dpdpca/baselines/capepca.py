@@ -399,20 +399,11 @@ class CapePCA(NoisySiteEstimator):
             reports = [m.privacy(noise_added_by=f"site:{i + 1}") for i, m in enumerate(mechs)]
             return parallel_report(reports, mechanism="gaussian", noise_added_by="site",
                                    notes="conventional averaging: each site adds its own full noise")
-        reports = []
-        for i, m in enumerate(mechs):
-            # sigma: the plan's tau_s, which the draws are sized by (calibrated to the largest site's sensitivity
-            # numerator, so at least this site's own mechanism's sigma)
-            report = dataclasses.replace(m.privacy(noise_added_by=_CAPE_PARTIES), mechanism="cape",
-                                         sigma=math.sqrt(plan.tau_s2[i]))
-            # the joint view's whitened sensitivity: the site's sensitivity over the plan's tau_s, times sqrt(factor)
-            real = plan.joint_delta(i, epsilon=report.epsilon, sigma=report.sigma, sensitivity=report.sensitivity)
-            if real > report.delta * (1 + 1e-6):
-                report = dataclasses.replace(
-                    report, delta=min(1.0, real * (1 + 1e-9)),
-                    notes="; ".join(t for t in (report.notes, f"delta {real:.3e} against the aggregator's joint view "
-                                                f"(the paper's per-release claim: {m.delta:.3e})") if t))
-            reports.append(report)
+        # sigma: the plan's tau_s, which the draws are sized by (calibrated to the largest site's sensitivity
+        # numerator, so at least this site's own mechanism's sigma); the delta: against the joint view
+        reports = [plan.against_joint_view(i, dataclasses.replace(m.privacy(noise_added_by=_CAPE_PARTIES),
+                                                                  mechanism="cape", sigma=math.sqrt(plan.tau_s2[i])))
+                   for i, m in enumerate(mechs)]
         notes = (f"CAPE scheme {plan.scheme}: each release is protected by E_s+G_s against the aggregator and "
                  f"F_s+G_s against others; {plan.joint_note()}; {CAPE_TRUST}")
         if dropped:

@@ -617,6 +617,24 @@ class CapeNoisePlan:
                 + (f"{factor:.4g} > 1, so the delta reported is the one really achieved against it" if factor > 1
                    else f"{factor:.4g} <= 1, so the requested delta holds against it"))
 
+    def against_joint_view(self, site: int, report: PrivacyReport) -> PrivacyReport:
+        """Site ``site``'s per-release ``report`` with the delta it really has against the joint view, if larger.
+
+        ``report``'s ``sigma`` and ``sensitivity`` are the release's noise and
+        the sensitivity it was calibrated to (:meth:`joint_delta`); where the
+        joint view's delta at ``report.epsilon`` exceeds ``report.delta`` (the
+        paper's variances), it replaces it and a note names the per-release claim.
+        """
+        if report.sigma is None:
+            raise param_error("report.sigma", "the release's noise standard deviation", None)
+        real = self.joint_delta(site, epsilon=report.epsilon, sigma=report.sigma, sensitivity=report.sensitivity)
+        if real <= report.delta * (1 + 1e-6):
+            return report
+        note = (f"delta {real:.3e} against the aggregator's joint view at epsilon={report.epsilon:g} (the paper's "
+                f"per-release claim: {report.delta:.3e})")
+        return replace(report, delta=min(1.0, real * (1 + 1e-9)),
+                       notes="; ".join(t for t in (report.notes, note) if t))
+
     def privacy(self, site: int, *, noise_added_by: str = "noise-generator,aggregator,site") -> PrivacyReport:
         """The report of site ``site``'s release against the aggregator's joint view (needs :meth:`from_budgets`).
 
@@ -627,16 +645,9 @@ class CapeNoisePlan:
         i = check_int("site", site, minimum=0, maximum=self.n_sites - 1)
         if not self.epsilons:
             raise param_error("plan", "built with from_budgets() to report privacy", "a plan without budgets")
-        sigma = math.sqrt(self.tau_s2[i])
-        delta = self.deltas[i]
-        real = self.joint_delta(i, epsilon=self.epsilons[i], sigma=sigma, sensitivity=self.sensitivities[i])
-        notes = [f"CAPE {self.scheme}: per release, min(tau_e2+tau_g2, tau_f2+tau_g2) >= tau_s2; "
-                 f"aggregator variance {self.aggregator_noise_variance:.6g}", self.joint_note()]
-        if real > delta * (1 + 1e-6):
-            notes.append(f"delta {real:.3e} against the aggregator's joint view at epsilon={self.epsilons[i]:g} "
-                         f"(the paper's per-release claim: {delta:.3e})")
-            delta = min(1.0, real * (1 + 1e-9))
-        return PrivacyReport(epsilon=self.epsilons[i], delta=delta, mechanism="cape",
-                             calibration=self.calibration, sensitivity=self.sensitivities[i],
-                             neighbouring=self.neighbouring, noise_added_by=noise_added_by,
-                             sigma=sigma, notes="; ".join(notes))
+        notes = (f"CAPE {self.scheme}: per release, min(tau_e2+tau_g2, tau_f2+tau_g2) >= tau_s2; "
+                 f"aggregator variance {self.aggregator_noise_variance:.6g}; {self.joint_note()}")
+        return self.against_joint_view(i, PrivacyReport(
+            epsilon=self.epsilons[i], delta=self.deltas[i], mechanism="cape", calibration=self.calibration,
+            sensitivity=self.sensitivities[i], neighbouring=self.neighbouring, noise_added_by=noise_added_by,
+            sigma=math.sqrt(self.tau_s2[i]), notes=notes))
