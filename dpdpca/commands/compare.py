@@ -13,6 +13,7 @@ setting: add/remove-one, rigorous sensitivity, analytic calibration
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any, Callable
@@ -117,8 +118,7 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
             skip[m] = reason
     run_names = [m for m in names if m not in skip]
     costs = _price(run_names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], n=sum(p.shape[0] for p in parts),
-                   sites=sites,
-                   settings=settings, label=name)
+                   sites=sites, settings=settings, label=name)
     if ledger is not None:
         ledger.check_all(costs)  # refused before any method runs
     summary = compare(names, parts, n_components=components, epsilon=epsilon, delta=delta, runs=runs, rng=rng,
@@ -200,7 +200,6 @@ def _as_ran(costs: list[Any], methods: dict[str, dict[str, Any]]) -> list[Any]:
     mechanism's achieved delta); the price made before the run must never be
     recorded below it.  Protocol releases keep their calibration's cost (an RDP curve).
     """
-    from dpdpca.dp import ReleaseCost
     from dpdpca.dp.costs import cost_from_report
 
     out = []
@@ -209,9 +208,8 @@ def _as_ran(costs: list[Any], methods: dict[str, dict[str, Any]]) -> list[Any]:
         if report is not None and not all(math.isfinite(r) for r in cost.rdp):
             ran = cost_from_report(report, label=cost.label)
             if ran.neighbouring == cost.neighbouring and (ran.epsilon > cost.epsilon or ran.delta > cost.delta):
-                cost = ReleaseCost.from_rdp(lambda a: float("inf"), epsilon=max(ran.epsilon, cost.epsilon),
-                                            delta=max(ran.delta, cost.delta), neighbouring=cost.neighbouring,
-                                            mechanism=cost.mechanism, label=cost.label)
+                cost = dataclasses.replace(cost, epsilon=max(ran.epsilon, cost.epsilon),
+                                           delta=max(ran.delta, cost.delta))
         out.append(cost)
     return out
 

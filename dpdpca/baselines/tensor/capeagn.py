@@ -60,8 +60,8 @@ from dpdpca.baselines.tensor.moments import (WORD_MODES, SiteMoments, default_mo
                                              prepare_mog_records, project, stm_moments)
 from dpdpca.baselines.tensor.power import (project_to_simplex_rows, recover_components, tensor_power_method,
                                            whiten)
-from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, PrivacyReport, calibrate_gaussian, check_cape_variances, compose_basic,
-                       resolve_source, symmetric_gaussian_matrix, symmetric_gaussian_tensor,
+from dpdpca.dp import (REPLACE_ONE, CapeNoisePlan, PrivacyReport, calibrate_gaussian, check_cape_variances,
+                       compose_basic, resolve_source, symmetric_gaussian_matrix, symmetric_gaussian_tensor,
                        tensor_moment_sensitivity)
 from dpdpca.dp.mechanisms import check_sensitivity_mode
 from dpdpca.errors import DataError
