@@ -36,10 +36,9 @@ from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, trans
 from dpdpca.commands.proxy_admin import proxy_init_cmd, proxy_status_cmd
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
     release_options
-from dpdpca.commands.protocol_options import (Pool, insecure_test_key_option, load_owner_keys, load_private, load_public,
-                                              max_features_option,
-                                              noise_options, owner_keys_option, packing_option, range_proof_mode_check_option,
-                                              range_proofs_option,
+from dpdpca.commands.protocol_options import (Pool, insecure_test_key_option, load_owner_keys, load_private,
+                                              load_public, max_features_option, noise_options, owner_keys_option,
+                                              packing_option, range_proof_mode_check_option, range_proofs_option,
                                               scheduler_option, scheme_option, workers_option)
 from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, ParameterError, ProtocolError

@@ -339,7 +339,8 @@ def _assemble(plan: RunPlan, public: Any, reports: dict[str, Any], components: n
     common: dict[str, Any] = dict(
         release=opts.release.mode, timings=timings, bytes_sent=bytes_sent, owners=prox["owners"],
         rows_clipped={o: int(owners[o]["rows_clipped"]) for o in plan.present}, n_owners=len(plan.ids),
-        used=[plan.partitions[o] for o in prox["owners"]], params=ProtocolParams.from_json(public, insecure_test_key=opts.key.insecure_test_key),
+        used=[plan.partitions[o] for o in prox["owners"]],
+        params=ProtocolParams.from_json(public, insecure_test_key=opts.key.insecure_test_key),
         clip=opts.bounds.clip, verify=verify)
     if opts.release.kind.noisy_blocks:
         noises = None
