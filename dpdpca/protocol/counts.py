@@ -27,8 +27,6 @@ data user never decrypts anything on the proxy's behalf.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import os
 import re
@@ -37,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from dpdpca.errors import AuthenticationError, DpdpcaError, MessageError, ProtocolError
-from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, check_owner_id, statement_bytes
+from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, b64url, check_owner_id, statement_bytes, unb64url
 
 __all__ = ["SHARE_DOMAIN", "SHARE_SECTIONS", "NO_NOISE", "check_noise_statements", "ShareStatement", "ciphertext_digest", "check_counts",
            "check_statements"]
@@ -121,7 +119,7 @@ class ShareStatement:
         """The owner's statement, signed with its identity."""
         payload = cls.payload_for(session=session, key_fingerprint=key_fingerprint, owner_id=identity.owner_id,
                                   d=d, n_rows=n_rows, ciphertext_sha256=ciphertext_sha256, noise=noise)
-        sig = base64.urlsafe_b64encode(identity.sign(payload)).decode().rstrip("=")
+        sig = b64url(identity.sign(payload))
         return cls(identity.owner_id, d, n_rows, ciphertext_sha256, sig, noise)
 
     def verify(self, keyring: OwnerKeyring, *, session: str, key_fingerprint: str) -> None:
@@ -132,11 +130,10 @@ class ShareStatement:
         AuthenticationError
             Unknown owner, malformed or non-verifying signature.
         """
-        try:
-            raw = base64.urlsafe_b64decode(self.signature + "=" * (-len(self.signature) % 4))
-        except (binascii.Error, ValueError):
+        raw = unb64url(self.signature)
+        if raw is None:
             raise AuthenticationError(f"signature of owner {self.owner_id!r} must be base64url, got a malformed "
-                                      f"value") from None
+                                      f"value")
         keyring.verify(self.owner_id, self.payload(session=session, key_fingerprint=key_fingerprint), raw)
 
     def to_json(self) -> dict[str, Any]:

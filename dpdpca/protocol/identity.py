@@ -45,7 +45,7 @@ import nacl.signing
 from dpdpca._io import atomic_write_json, read_json_file
 from dpdpca.errors import AuthenticationError, MessageError, ProtocolError
 
-__all__ = ["OwnerIdentity", "OwnerKeyring", "statement_bytes", "check_owner_id", "SIGNATURE_BYTES",
+__all__ = ["OwnerIdentity", "OwnerKeyring", "statement_bytes", "check_owner_id", "b64url", "unb64url", "SIGNATURE_BYTES",
            "IDENTITY_KEY", "KEYRING_KEY"]
 
 #: Length of an Ed25519 signature.
@@ -70,18 +70,26 @@ def check_owner_id(owner_id: Any) -> str:
     return owner_id
 
 
-def _b64(raw: bytes) -> str:
+def b64url(raw: bytes) -> str:
+    """``raw`` as unpadded base64url: how signatures and keys travel in JSON."""
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def unb64url(text: str) -> bytes | None:
+    """The bytes of unpadded base64url ``text`` (:func:`b64url`), or None if it is not base64url."""
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _unb64_public(name: str, text: Any, length: int) -> bytes:
     """Decode a public base64url field of exactly ``length`` bytes (the value may be echoed: it is public)."""
     if not isinstance(text, str) or len(text) > 4 * length:
         raise MessageError(f"{name} must be a base64url string of {length} bytes, got {type(text).__name__}")
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
-        raise MessageError(f"{name} must be base64url, got {text!r}") from None
+    raw = unb64url(text)
+    if raw is None:
+        raise MessageError(f"{name} must be base64url, got {text!r}")
     if len(raw) != length:
         raise MessageError(f"{name} must decode to {length} bytes, got {len(raw)}")
     return raw
@@ -146,7 +154,7 @@ class OwnerIdentity:
     @property
     def verify_key_b64(self) -> str:
         """The public verify key, base64url without padding."""
-        return _b64(bytes(self._signing_key.verify_key))
+        return b64url(bytes(self._signing_key.verify_key))
 
     def sign(self, message: bytes) -> bytes:
         """The 64-byte detached Ed25519 signature of ``message`` (use :func:`statement_bytes`)."""
@@ -156,7 +164,7 @@ class OwnerIdentity:
     def to_json(self) -> dict[str, Any]:
         """The identity file's content (holds the secret seed: write it with mode 0600)."""
         return {IDENTITY_KEY: {"version": 1, "owner_id": self.owner_id,
-                               "signing_key": _b64(bytes(self._signing_key)),
+                               "signing_key": b64url(bytes(self._signing_key)),
                                "verify_key": self.verify_key_b64}}
 
     @classmethod
@@ -177,11 +185,10 @@ class OwnerIdentity:
         seed_text = obj.get("signing_key")
         if not isinstance(seed_text, str):
             raise MessageError(f"{IDENTITY_KEY}.signing_key must be a base64url string, got {type(seed_text).__name__}")
-        try:
-            seed = base64.urlsafe_b64decode(seed_text + "=" * (-len(seed_text) % 4))
-        except (binascii.Error, ValueError):
+        seed = unb64url(seed_text)
+        if seed is None:
             raise MessageError(f"{IDENTITY_KEY}.signing_key must be base64url, got a malformed value "
-                               f"of {len(seed_text)} characters") from None
+                               f"of {len(seed_text)} characters")
         if len(seed) != _KEY_BYTES:
             raise MessageError(f"{IDENTITY_KEY}.signing_key must decode to {_KEY_BYTES} bytes, got {len(seed)}")
         ident = cls(check_owner_id(obj.get("owner_id")), nacl.signing.SigningKey(seed))
@@ -229,7 +236,7 @@ class OwnerKeyring(Mapping[str, str]):
             except (nacl.exceptions.CryptoError, ValueError, TypeError):
                 raise MessageError(f"verify key of owner {oid!r} must be an Ed25519 public key, got {text!r}") \
                     from None
-            self._keys[oid] = _b64(raw)
+            self._keys[oid] = b64url(raw)
 
     def __getitem__(self, owner_id: str) -> str:
         return self._keys[owner_id]

@@ -62,8 +62,6 @@ range proof alone, ``b"DPRP"``) are refused with a line saying so.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import struct
 from typing import Mapping
@@ -78,7 +76,7 @@ from dpdpca.dp import block_scales
 from dpdpca.errors import AuthenticationError, DpdpcaError, MessageError, ProofError
 from dpdpca.protocol.add_remove import owner_count_noise_bound, owner_noise_bound
 from dpdpca.protocol.counts import NO_NOISE
-from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, statement_bytes
+from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, b64url, statement_bytes, unb64url
 from dpdpca.protocol.messages import Message
 from dpdpca.protocol.params import ProtocolParams
 from dpdpca.protocol.releases import as_release
@@ -309,7 +307,7 @@ def sign_proof(identity: OwnerIdentity, params: ProtocolParams, *, d: int, diges
     the share's :func:`~dpdpca.protocol.counts.ciphertext_digest`.
     """
     raw = identity.sign(proof_statement(params, owner_id=identity.owner_id, d=d, digest=digest, proof=proof))
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return b64url(raw)
 
 
 def check_proof_signature(msg: Message, params: ProtocolParams, keyring: OwnerKeyring, *, owner_id: str, d: int,
@@ -337,10 +335,9 @@ def check_proof_signature(msg: Message, params: ProtocolParams, keyring: OwnerKe
     if not isinstance(text, str) or len(text) > 128:
         raise AuthenticationError(f"{what}, got meta {PROOF_SIGNATURE!r} that is not a base64url signature "
                                   f"({type(text).__name__})")
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
-        raise AuthenticationError(f"{what}, got meta {PROOF_SIGNATURE!r} that is not base64url") from None
+    raw = unb64url(text)
+    if raw is None:
+        raise AuthenticationError(f"{what}, got meta {PROOF_SIGNATURE!r} that is not base64url")
     payload = proof_statement(params, owner_id=owner_id, d=d, digest=digest, proof=msg.section(PROOF_SECTION))
     try:
         keyring.verify(owner_id, payload, raw)
