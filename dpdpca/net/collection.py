@@ -41,11 +41,15 @@ releases twice:
 
 A session's admission settings (:data:`PINNED`: the release, who adds the
 noise, range proofs and their mode, and with the owners' noise what their
-signed noise labels hold) decide which shares are valid, so they are kept in
-``state.json`` at the first start that succeeds (a start that fails writes
-nothing) and a restart with others is refused (one line naming the setting):
-shares acknowledged under one rule are never re-checked under another, and a
-release is never made from shares admitted under two.
+signed noise labels hold) decide which shares are valid, and its privacy
+setting (epsilon, delta, calibration, sensitivity mode, noise lattice,
+neighbouring relation) is what the status page tells the owners while they
+send; both are kept in ``state.json`` at the first start that succeeds (a
+start that fails writes nothing) and a restart with others is refused (one
+line naming the setting): shares acknowledged under one rule are never
+re-checked under another, a release is never made from shares admitted under
+two, and shares sent under one announced epsilon are never released under
+another.
 
 Faults at closing: a close the release refuses (the centred release over
 fewer than 2 rows) fails the session with its reason (409 to the data user);
@@ -97,11 +101,12 @@ __all__ = ["Collection", "Outcome", "Phase", "LOG", "PINNED"]
 #: The operator's log: one line per event (share accepted or refused, collection closed, release made,
 #: budget spent), never a secret, a share or a ciphertext.  ``dpdpca proxy serve`` sends it to stderr.
 LOG = logging.getLogger("dpdpca.proxy")
-#: The settings that decide which shares a session admits, kept in ``state.json`` at its first start (``proxy.toml``
-#: ``[protocol]`` names; ``range_proof_mode`` only counts with ``range_proofs`` on; with ``noise_by = "owners"`` also
-#: what the owners' signed noise label holds: epsilon, delta, honest_owners, min_shares, the number of owners).
-PINNED = ("release_mode", "noise_by", "range_proofs", "range_proof_mode", "epsilon", "delta", "honest_owners",
-          "min_shares", "owners")
+#: The settings kept in ``state.json`` at a session's first start (``proxy.toml`` ``[protocol]`` names): those that
+#: decide which shares it admits (``range_proof_mode`` only counts with ``range_proofs`` on; with ``noise_by =
+#: "owners"`` also what the owners' signed noise label holds: honest_owners, min_shares, the number of owners) and
+#: the privacy setting of its one release, which the status page shows the owners while they send.
+PINNED = ("release_mode", "noise_by", "range_proofs", "range_proof_mode", "epsilon", "delta", "calibration",
+          "sensitivity_mode", "noise_lattice", "neighbouring", "honest_owners", "min_shares", "owners")
 
 
 def _when(unix: float) -> str:
@@ -270,12 +275,16 @@ class Collection:
 
     def _settings(self) -> dict[str, Any]:
         """The admission settings of this start, as ``state.json`` keeps them (keys: :data:`PINNED`)."""
-        out: dict[str, Any] = {"release_mode": self.noise.mode, "noise_by": self.noise.noise_by,
+        noise = self.noise
+        out: dict[str, Any] = {"release_mode": noise.mode, "noise_by": noise.noise_by,
                                "range_proofs": self.range_proofs,
-                               "range_proof_mode": self.range_proof_mode if self.range_proofs else None}
-        if self.noise.noise_by == "owners":  # what the owners' signed noise label holds (their shares' sigma)
-            out.update(epsilon=float(self.noise.epsilon), delta=float(self.noise.delta),
-                       honest_owners=self.noise.honest_owners, min_shares=self.min_shares, owners=len(self.owner_keys))
+                               "range_proof_mode": self.range_proof_mode if self.range_proofs else None,
+                               # the release's privacy setting, as announced while the owners send
+                               "epsilon": float(noise.epsilon), "delta": float(noise.delta),
+                               "calibration": noise.calibration, "sensitivity_mode": noise.sensitivity_mode,
+                               "noise_lattice": noise.noise_lattice, "neighbouring": noise.neighbouring}
+        if noise.noise_by == "owners":  # what the owners' signed noise label holds (their shares' sigma)
+            out.update(honest_owners=noise.honest_owners, min_shares=self.min_shares, owners=len(self.owner_keys))
         return out
 
     def _check_settings(self, kept: dict[str, Any], given: dict[str, Any]) -> None:

@@ -171,6 +171,25 @@ def test_owners_noise_settings_are_pinned_across_a_restart(tmp_path, net_params,
         start(2.0)
 
 
+def test_the_privacy_setting_of_a_proxy_noised_session_is_pinned_across_a_restart(tmp_path, net_params, identities):
+    # the status page announces epsilon and delta while the owners send: a restart must not release their shares
+    # under another privacy setting
+    def start(**noise):
+        noise = {"epsilon": 1.0, "delta": 1e-5, "release": "add-remove", **noise}
+        return Collection(net_params, tmp_path / "state", owner_keys=_ring(identities, "1", "2", "3"), quorum=3,
+                          collection_seconds=60.0, noise=NoiseConfig(**noise))
+
+    assert start().phase.value == "collecting"
+    assert json.loads((tmp_path / "state" / "state.json").read_text())["settings"]["epsilon"] == 1.0
+    with pytest.raises(ParameterError, match="protocol.epsilon must be 1.0, the setting session .* got 8.0"):
+        start(epsilon=8.0)
+    with pytest.raises(ParameterError, match="protocol.delta must be 1e-05, .* got 0.001"):
+        start(delta=1e-3)
+    with pytest.raises(ParameterError, match="protocol.calibration must be 'analytic', .* got 'classic'"):
+        start(calibration="classic")
+    assert start().phase.value == "collecting"
+
+
 def test_a_second_service_on_one_state_dir_is_refused_in_one_line(tmp_path, net_params, identities, monkeypatch,
                                                                    capsys):
     import os
