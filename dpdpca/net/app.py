@@ -7,6 +7,7 @@ without a message body are one JSON object ``{"status", "detail"}``):
 route                       method  party            answer
 ==========================  ======  ===============  ==========================================
 ``/v1/status``              GET     any known party  phase, accepted count, quorum, deadline
+                                                     (N of a centred release: ``user`` only)
 ``/v1/shares/{owner_id}``   POST    ``owner:<id>``   201 accepted, 200 duplicate, 409 conflict,
                                                      410 late, 400 invalid, 413 too large
 ``/v1/result``              GET     ``user``         the ``MASKED_RESULT`` (released once, the same
@@ -156,7 +157,7 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
         auth = await authenticated(request, None)
         if not isinstance(auth, tuple):
             return auth
-        return responses.JSONResponse(await concurrency.run_in_threadpool(collection.status))
+        return responses.JSONResponse(await concurrency.run_in_threadpool(collection.status, auth[0]))
 
     async def session(request: Any) -> Any:
         return responses.JSONResponse(await concurrency.run_in_threadpool(collection.session),

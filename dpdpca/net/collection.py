@@ -88,6 +88,7 @@ from typing import Any
 from dpdpca._io import atomic_write_bytes
 from dpdpca.dp.accountant import BudgetExceededError, PrivacyLedger
 from dpdpca.errors import AuthenticationError, DpdpcaError, MessageError, ParameterError, ProofError, ProtocolError
+from dpdpca.net.auth import USER
 from dpdpca.protocol.identity import OwnerKeyring, check_owner_id
 from dpdpca.protocol.ledger import ReleaseLedger
 from dpdpca.protocol.messages import Message
@@ -370,8 +371,14 @@ class Collection:
             return self._steps.received
         return list(self._state.get("owners", []))
 
-    def status(self) -> dict[str, Any]:
-        """Public progress: phase, counts, quorum and deadline (no owner data).
+    def status(self, party: str | None = None) -> dict[str, Any]:
+        """Progress for ``party`` (``/v1/status``): phase, counts, quorum and deadline (no owner data).
+
+        ``n_rows``, the centred release's total N, is shown to the data user
+        only (the release gives it N exactly): an owner who knows its own
+        count would read the other owners' total from it, and the threat model
+        says an owner learns nothing.  Under the add/remove release N is never
+        known to the proxy, so it is None for everyone.
 
         Reads without the lock (one consistent dict), so it answers while the
         proxy finishes.
@@ -379,7 +386,8 @@ class Collection:
         state = self._state
         phase = Phase(state["phase"])
         accepted = len(self._steps.received) if phase is Phase.COLLECTING else len(state.get("owners", []))
-        return {"phase": phase.value, "accepted": accepted, "quorum": self.quorum, "n_rows": state.get("n_rows"),
+        n_rows = state.get("n_rows") if party == USER else None
+        return {"phase": phase.value, "accepted": accepted, "quorum": self.quorum, "n_rows": n_rows,
                 "min_shares": self.min_shares, "expected": len(self.owner_keys),
                 "range_proofs": self.range_proofs, "range_proof_mode": self.range_proof_mode, "excluded": sorted(state.get("excluded", {})),
                 "deadline_unix": float(state["deadline_unix"]), "session": self.params.session_id,

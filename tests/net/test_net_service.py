@@ -108,6 +108,10 @@ def test_three_owners_and_the_user_over_the_asgi_client(tmp_path, net_params, ne
             assert _client(tc, identities[oid]).post_share(oid, shares[oid][0])["status"] == "accepted"
         user, result, res = _user_finish(tc, identities, net_params, net_keypair, owner_keyring)
         assert _client(tc, identities["user"]).status()["accepted"] == 3
+        # the centred release's N goes to the data user only: owner 1, knowing its own 20 rows, would read the
+        # other owners' total from it
+        assert _client(tc, identities["user"]).status()["n_rows"] == 60
+        assert [_client(tc, identities[oid]).status()["n_rows"] for oid in OWNERS] == [None] * 3
         assert res.components.shape == (3, 2)
         assert user.n_ == 60  # 20 rows per owner, counted once each
         assert sorted(res.extra["owners"]) == OWNERS
