@@ -91,6 +91,32 @@ def test_forged_or_implausible_n_is_refused(make_user, make_owner):
     assert user.n_ == 7 and M.shape == (2, 2)
 
 
+def test_a_validly_signed_row_count_outside_its_range_is_refused_by_the_proxy_and_the_user(make_user, make_owner,
+                                                                                           identity):
+    # owner 1 signs its own statement with a count of 0 or past max_rows_per_owner (64): the signature verifies, so
+    # only the range check stands between the lie and the release's N
+    user = make_user()
+    p = user.params
+    proxy = Proxy(p, user.owner_keys, quorum=2)
+    honest = {oid: make_owner(p, oid).share(np.full((n, 2), 0.3)) for oid, n in (("1", 3), ("2", 4))}
+    for share in honest.values():
+        proxy.receive_share(share)
+    proxy.close_collection()
+    result = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5))
+    statements = result.meta["statements"]
+    mine = ShareStatement.from_json(statements[0])
+    assert mine.owner_id == "1"
+    for n in (0, 65, 10**6):
+        lie = ShareStatement.sign(identity("1"), session=p.session_id, key_fingerprint=p.key_fingerprint, d=2,
+                                  n_rows=n, ciphertext_sha256=mine.ciphertext_sha256).to_json()
+        refused = rf"owner '1' row count must be in \[1, 64\], got {n}"
+        with pytest.raises(MessageError, match=refused):
+            Proxy(p, user.owner_keys, quorum=1).receive_share(_rewrap(honest["1"], meta={"statement": lie}))
+        with pytest.raises(MessageError, match=refused):  # a proxy forwarding it: refused before any decryption
+            user.reconstruct(_rewrap(result.to_bytes(), meta={"N": str(n + 4), "statements": [lie, statements[1]]}))
+    assert user.ledger.releases() == {}
+
+
 # -- 2. owner identity: replays and unknown signers ----------------------------------------------
 
 def test_replayed_share_under_a_new_id_is_refused(make_user, make_owner, identity):
