@@ -46,6 +46,11 @@ def _rewrap(share: bytes, *, owner_id: str | None = None, meta: dict | None = No
 
 # -- 1. no decryption oracle ------------------------------------------------------------------
 
+#: The data user's public methods: each decrypts only a release for its own use (``reconstruct*``, ``finish``) or
+#: makes its key (``generate``); none decrypts for, or answers, another party.  A new one must be added here on purpose.
+USER_METHODS = {"generate", "reconstruct", "reconstruct_add_remove", "finish"}
+
+
 def test_crafted_count_request_gets_nothing(make_user, make_owner):
     """Version 1's attack: E[v_i] of one owner plus a known shift, sent as a count request."""
     user = make_user(max_rows_per_owner=8)
@@ -59,13 +64,19 @@ def test_crafted_count_request_gets_nothing(make_user, make_owner):
     raw[7] = 2  # the retired COUNT_REQUEST type
     with pytest.raises(MessageError, match=r"message type must be one of \[1, 4, 5\], got 2"):
         Message.from_bytes(bytes(raw) + hashlib.sha256(bytes(raw)).digest())
-    assert not hasattr(user, "reveal_count")  # nothing in the data user decrypts for another party
-    # and passed off as a result, the crafted ciphertext is refused before any decryption
-    fake = Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, "proxy",
-                   meta={"owners": ["1"], "d": 1, "N": "3", "frac_bits": 16, "statements": []},
-                   sections={"R2": crafted.to_bytes(), "v2": crafted.to_bytes()}).to_bytes()
-    with pytest.raises(MessageError, match="share statements must be a list of 1 to"):
-        user.reconstruct(fake)
+    # nothing in the data user decrypts for another party: its public methods are these, none answers a message
+    public = {name for name in dir(DataUser) if not name.startswith("_") and callable(getattr(DataUser, name))}
+    assert public == USER_METHODS, public ^ USER_METHODS
+    # and passed off as a result, the crafted ciphertext is refused before any decryption: without statements,
+    # and with owner 1's own valid statement (a proxy holds them) as sections of the wrong size
+    statement = share.meta["statement"]
+    for statements, refused in (([], "share statements must be a list of 1 to"),
+                                ([statement], "section R2 must hold 2 ciphertexts")):
+        fake = Message(MessageType.MASKED_RESULT, p.session_id, p.key_fingerprint, "proxy",
+                       meta={"owners": ["1"], "d": 2, "N": "5", "frac_bits": 16, "statements": statements},
+                       sections={"R2": crafted.to_bytes(), "v2": crafted.to_bytes()}).to_bytes()
+        with pytest.raises(MessageError, match=refused):
+            user.reconstruct(fake)
     assert user.ledger.releases() == {}
 
 
@@ -114,6 +125,11 @@ def test_a_validly_signed_row_count_outside_its_range_is_refused_by_the_proxy_an
             Proxy(p, user.owner_keys, quorum=1).receive_share(_rewrap(honest["1"], meta={"statement": lie}))
         with pytest.raises(MessageError, match=refused):  # a proxy forwarding it: refused before any decryption
             user.reconstruct(_rewrap(result.to_bytes(), meta={"N": str(n + 4), "statements": [lie, statements[1]]}))
+    # a statement owner 1 signed for this session under another key (the session id is all a user could reuse)
+    other_key = ShareStatement.sign(identity("1"), session=p.session_id, key_fingerprint="0" * 64, d=2, n_rows=3,
+                                    ciphertext_sha256=mine.ciphertext_sha256).to_json()
+    with pytest.raises(AuthenticationError, match="must verify"):
+        user.reconstruct(_rewrap(result.to_bytes(), meta={"statements": [other_key, statements[1]]}))
     assert user.ledger.releases() == {}
 
 
