@@ -279,8 +279,10 @@ class Proxy:
         :class:`~dpdpca.crypto.compute.ExecutorEngine`), chunks of shares are
         checked and summed in its workers while ``datas`` is still being
         read (:func:`~dpdpca.protocol.intake.intake_kernel`; under a scheme
-        whose intake releases the GIL, BFV, in as many threads of this
-        process: :func:`~dpdpca.protocol.intake.check_and_sum`), and only the
+        whose shares cost more to copy than to check, BFV, in as many threads
+        of this process, which overlap only the hashing and the signature
+        check, the parts that release the GIL:
+        :func:`~dpdpca.protocol.intake.check_and_sum`), and only the
         bookkeeping stays here: Wang & Chang's proxy aggregating "in
         parallel", under either scheme.  A share the bookkeeping refuses
         after its worker summed it in is taken out again (Paillier: times
