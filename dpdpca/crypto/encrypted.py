@@ -643,7 +643,8 @@ def decrypt(private_key: PrivateKey, enc: EncryptedArray, *, executor: EngineLik
         ``enc`` was made under another key.
     MessageError
         A plaintext that does not fit the declared layout or bound (tampering,
-        or a false declared bound).
+        or a false declared bound); the message names the array and its
+        bound, never which ciphertext or slot (that is a function of the plaintexts).
     OverflowRiskError
         Several slots per ciphertext whose bound exceeds the layout's
         ``max_abs`` (a carrying layout's intermediate value: subtract the known
@@ -708,7 +709,8 @@ def decrypt_many(private_key: PrivateKey, arrays: Sequence[EncryptedArray], *, e
         out, bad = unpack_many([centred(m, n) for m in mine], enc.chunks, enc.layout.slot_bits, enc.bound)
         if bad is not None:
             where = f"{names[k]}: " if names is not None else f"array {k}: " if len(arrays) > 1 else ""
-            raise MessageError(f"{where}ciphertext[{bad}] must decrypt to {enc.chunks[bad]} slots with |slot| <= "
+            # never which ciphertext: the first that does not fit is a function of the plaintexts
+            raise MessageError(f"{where}every ciphertext must decrypt to its declared slots with |slot| <= "
                                f"{enc.bound}, got a plaintext that does not fit (tampered, or a false declared bound)")
         results.append(out)
     return results

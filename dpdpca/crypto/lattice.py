@@ -1195,7 +1195,8 @@ def decrypt_bfv(private_key: BFVPrivateKey, enc: BFVArray) -> list[int]:
     KeyMismatchError
         ``enc`` under another key.
     MessageError
-        A value beyond the declared bound (tampering or a false declaration).
+        A value beyond the declared bound (tampering or a false declaration):
+        the message names the segment and its bound, never the value.
     """
     if enc.public_key != private_key.public_key:
         raise KeyMismatchError(f"decrypt needs the key {enc.public_key.fingerprint[:16]}, got "
@@ -1219,8 +1220,8 @@ def decrypt_bfv(private_key: BFVPrivateKey, enc: BFVArray) -> list[int]:
     for i, ((_, bound), top) in enumerate(zip(enc.segments, tops)):
         if top > bound:
             where = f" in segment {i}" if len(enc.segments) > 1 else ""
-            raise MessageError(f"decrypted values must be within the declared bound {bound}{where}, got "
-                               f"|value| = {top}")
+            raise MessageError(f"decrypted values must be within the declared bound {bound}{where}, got a value "
+                               f"beyond it (tampering or a false declaration)")  # never the value: a plaintext
     return out
 
 

@@ -225,8 +225,9 @@ def test_one_prime_round_trip_is_exact_at_the_range_edges():
     enc = encrypt_bfv(pk, values, bound=top)
     assert len(enc.chunks) == 2 and decrypt_bfv(sk, enc) == values
     liar = BFVArray(pk, enc.chunks, 0, enc.noise, enc._vectors, None, [(len(values), top - 1)])
-    with pytest.raises(MessageError, match=f"within the declared bound {top - 1}, got .* = {top}"):
+    with pytest.raises(MessageError, match=f"within the declared bound {top - 1}, got a value beyond it") as info:
         decrypt_bfv(sk, liar)
+    assert str(top) not in str(info.value).replace(str(top - 1), "")  # the bound, never the decrypted value
 
 
 def _negated(enc):
