@@ -19,7 +19,7 @@ deviations (the proxy states them in its release, ``noise_sigma_int``), so
 each check allows the noise's tail at a false-alarm rate of
 :data:`FALSE_ALARM` / 4 (a union bound: an honest release is refused with
 probability at most :data:`FALSE_ALARM` = 1e-9).  The tolerances are
-functions of the sigmas and d only, never of the data.
+functions of public parameters only (the sigmas, d, f, N_max), never of the data.
 
 Tails used (the discrete Gaussian ``N_Z(0, s**2)`` is ``s**2``-sub-Gaussian,
 Canonne, Kamath & Steinke 2020, Prop. 1, and so is a sum of independent ones
@@ -38,7 +38,16 @@ with the variance proxies added):
   and Ex. 4.4.3), each at half the check's rate.
 
 The psd check computes ``lambda_min`` in floating point; it allows
-``8 D eps ||K||_F`` more for the rounding of ``eigvalsh`` (backward stable).
+``8 D eps F`` more for the rounding of ``eigvalsh`` (backward stable), where
+``F`` is a public bound on ``||K||_F``, never ``||K||_F`` itself (a proxy that
+chose the plaintexts would read them back from it): on the event the noise
+bound ``b`` holds (``||E||_op <= b``), an honest ``K = K_true + E`` has
+``||K||_F <= tr K_true + sqrt(D) b`` (``K_true`` is psd, ``E`` has rank
+``<= D``), and ``tr K_true <= (c**2 + 1) N_max 2**2f`` (add/remove,
+``N <= N_max = max_owners * max_rows_per_owner``) or ``N_max**2 2**2f``
+(centred).  So every tolerance is a function of d, f, N_max and the stated
+sigmas only: a refusal prints it, and prints nothing computed from a
+decrypted value (:func:`_refuse`, :func:`slot_range_refusal`).
 
 Under the centred release the user learns N exactly (signed counts, checked
 before decrypting) and ``v' = v + b`` (masked), so the mean-norm check
@@ -61,6 +70,8 @@ __all__ = [
     "CHECKS",
     "FALSE_ALARM",
     "PlausibilityReport",
+    "add_remove_tolerances",
+    "centred_tolerances",
     "check_add_remove_release",
     "check_centred_release",
     "one_sided_tail",
@@ -146,16 +157,17 @@ def parse_noise_sigmas(value: Any, blocks: Sequence[str]) -> dict[str, float]:
     return out
 
 
-def _refuse(check: str, what: str, statistic: float, tolerance: float) -> ImplausibleReleaseError:
-    """The refusal, naming the check and its tolerance, never the statistic.
+def _refuse(check: str, what: str, tolerance: float) -> ImplausibleReleaseError:
+    """The refusal, naming the check and its public tolerance, never the statistic.
 
     The statistic is computed from decrypted plaintexts of a release the user
     refuses, and a malicious proxy chooses what those are (it could put one
-    owner's encrypted count where N goes): printing it would echo a value
-    that is not the release.  ``statistic`` is accepted to keep the callers'
-    shape, and deliberately unused.
+    owner's encrypted count where N goes): printing it, or anything computed
+    from it, would echo a value that is not the release.  So this takes no
+    statistic, and ``tolerance`` must be a function of public parameters only
+    (d, f, N_max and the stated sigmas: :func:`add_remove_tolerances`,
+    :func:`centred_tolerances`).
     """
-    del statistic
     exc = ImplausibleReleaseError(f"release must pass the '{check}' check ({what}, allowing the noise's tail at "
                                   f"false-alarm {FALSE_ALARM:g}), got a statistic above its tolerance "
                                   f"{tolerance:.6g} (an owner's share outside the public bounds, or a release "
@@ -164,23 +176,77 @@ def _refuse(check: str, what: str, statistic: float, tolerance: float) -> Implau
     return exc
 
 
-def slot_range_refusal(reason: str) -> ImplausibleReleaseError:
-    """The refusal of a release whose plaintexts do not decrypt into the public range (a slot overflowed)."""
-    exc = ImplausibleReleaseError(f"release must pass the 'slot range' check (every slot within the public bound "
-                                  f"of the aggregate), got {reason[:160]} (an owner's share outside the public "
-                                  f"bounds); nothing was published")
+def slot_range_refusal() -> ImplausibleReleaseError:
+    """The refusal of a release whose plaintexts do not decrypt into the public range (a slot overflowed).
+
+    Fixed text: the crypto layer's reason is not forwarded, since which
+    ciphertext, slot or section failed first, and by how much, are functions of
+    plaintexts a malicious proxy chose (it could make the index of the first
+    overflowing ciphertext encode one owner's count).
+    """
+    exc = ImplausibleReleaseError("release must pass the 'slot range' check (every decrypted slot within the bound "
+                                  "its section declares, at most the public bound of the aggregate), got a plaintext "
+                                  "outside it (an owner's share outside the public bounds, or a release not made "
+                                  "from the shares); nothing was published")
     exc.check = "slot range"
     return exc
 
 
-def _lambda_min(K: np.ndarray) -> tuple[float, float]:
-    """``(lambda_min(K), 8 D eps ||K||_F)``: the smallest eigenvalue and the room for its rounding."""
-    lam = float(np.linalg.eigvalsh(K)[0])
-    return lam, 8.0 * K.shape[0] * float(np.finfo(np.float64).eps) * float(np.linalg.norm(K))
+def _lambda_min(K: np.ndarray) -> float:
+    """The smallest eigenvalue of the symmetric ``K``, in floating point (``eigvalsh``: backward stable)."""
+    return float(np.linalg.eigvalsh(K)[0])
+
+
+def _rounding_allowance(dim: int, frobenius_bound: float) -> float:
+    """``8 D eps F``: the room for ``lambda_min``'s rounding when ``||K||_F <= F`` (``F`` public)."""
+    return 8.0 * dim * float(np.finfo(np.float64).eps) * frobenius_bound
+
+
+def _row_zero_weight(sigma_int: Mapping[str, float], frac_bits: int) -> float:
+    """``c`` of the psd check's ``D = diag(c, 1, ..., 1)``: row 0's noise evened out against R's (public)."""
+    s_r, s_v, s_n = (float(sigma_int[b]) for b in ("R", "v", "N"))
+    sv_int = math.ldexp(s_v, frac_bits)
+    return min(s_r / sv_int if sv_int > 0 else 1.0, math.sqrt(s_r / s_n) if s_n > 0 else 1.0) if s_r > 0 else 1.0
+
+
+def add_remove_tolerances(*, d: int, frac_bits: int, sigma_int: Mapping[str, float],
+                          n_max: int) -> dict[str, float]:
+    """The four checks' tolerances on the add/remove release, from public parameters only (integer units).
+
+    Parameters
+    ----------
+    d, frac_bits : int
+    sigma_int : mapping with keys "R", "v", "N"
+        The stated noise sigmas (integer units).
+    n_max : int >= 1
+        ``max_owners * max_rows_per_owner``: bounds the psd check's rounding allowance.
+    """
+    f = frac_bits
+    s_r, s_v, s_n = (float(sigma_int[b]) for b in ("R", "v", "N"))
+    c = _row_zero_weight(sigma_int, f)
+    sv_int = math.ldexp(s_v, f)
+    noise = symmetric_noise_norm_bound([(c * c * s_n, 1, 0), (c * sv_int, 0, d), (s_r, d, d * (d - 1) // 2)],
+                                       d + 1, _PER_CHECK)
+    frobenius = math.ldexp((c * c + 1.0) * float(n_max), 2 * f) + math.sqrt(d + 1) * noise
+    return {"row count": one_sided_tail(s_n ** 2, _PER_CHECK),
+            "trace": one_sided_tail(d * s_r ** 2 + s_n ** 2, _PER_CHECK),
+            "mean norm": (math.ldexp(vector_norm_tail(s_v, d, _PER_CHECK / 2), f)
+                          + one_sided_tail(s_n ** 2, _PER_CHECK / 2)),
+            "psd": noise + _rounding_allowance(d + 1, frobenius)}
+
+
+def centred_tolerances(*, d: int, frac_bits: int, sigma_int: float, n_max: int) -> dict[str, float]:
+    """The centred release's tolerances (trace and psd of ``M``), from public parameters only (integer units)."""
+    s = float(sigma_int)
+    noise = symmetric_noise_norm_bound([(s, d, d * (d - 1) // 2)], d, _PER_CHECK)
+    frobenius = math.ldexp(float(n_max) ** 2, 2 * frac_bits) + math.sqrt(d) * noise
+    return {"row count": 0.0,  # exact: N is the sum of signed counts in [1, max_rows]
+            "trace": one_sided_tail(d * s * s, _PER_CHECK),
+            "psd": noise + _rounding_allowance(d, frobenius)}
 
 
 def check_add_remove_release(r_upper: Sequence[int], v: Sequence[int], n_scaled: int, *, d: int, frac_bits: int,
-                             sigma_int: Mapping[str, float]) -> PlausibilityReport:
+                             sigma_int: Mapping[str, float], n_max: int) -> PlausibilityReport:
     """The four checks on the decrypted add/remove release (integer units, exact ints in).
 
     Parameters
@@ -195,6 +261,8 @@ def check_add_remove_release(r_upper: Sequence[int], v: Sequence[int], n_scaled:
     sigma_int : mapping with keys "R", "v", "N"
         The noise's standard deviation per block, integer units (every entry
         of a block independent, sub-Gaussian with that sigma).
+    n_max : int >= 1
+        The declared ``max_owners * max_rows_per_owner`` (the psd check's rounding allowance).
 
     Returns
     -------
@@ -203,33 +271,27 @@ def check_add_remove_release(r_upper: Sequence[int], v: Sequence[int], n_scaled:
     Raises
     ------
     ImplausibleReleaseError
-        The first check that fails, named, with its statistic and tolerance.
+        The first check that fails, named, with its (public) tolerance.
     """
     f = frac_bits
-    s_r, s_v, s_n = (float(sigma_int[b]) for b in ("R", "v", "N"))
+    tols = add_remove_tolerances(d=d, frac_bits=f, sigma_int=sigma_int, n_max=n_max)
     stats: dict[str, float] = {}
-    tols: dict[str, float] = {}
     # row count: N 2**2f >= 0
-    stats["row count"], tols["row count"] = float(-n_scaled), one_sided_tail(s_n ** 2, _PER_CHECK)
+    stats["row count"] = float(-n_scaled)
     if stats["row count"] > tols["row count"]:
-        raise _refuse("row count", "N >= 0, here -N~ in integer units", stats["row count"], tols["row count"])
+        raise _refuse("row count", "N >= 0, here -N~ in integer units", tols["row count"])
     # trace: tr R - N 2**2f <= 0; noise sum_i z_ii - z_N
     diag = [int(r_upper[k]) for k in _diagonal_positions(d)]
     stats["trace"] = float(sum(diag) - int(n_scaled))
-    tols["trace"] = one_sided_tail(d * s_r ** 2 + s_n ** 2, _PER_CHECK)
     if stats["trace"] > tols["trace"]:
-        raise _refuse("trace", "tr R <= N, here tr R~ - N~ in integer units", stats["trace"], tols["trace"])
+        raise _refuse("trace", "tr R <= N, here tr R~ - N~ in integer units", tols["trace"])
     # mean norm: 2**f ||v|| - N 2**2f <= 0; noise <= 2**f ||z_v|| - z_N
     norm_v = math.sqrt(float(sum(int(x) * int(x) for x in v)))
     stats["mean norm"] = math.ldexp(norm_v, f) - float(n_scaled)
-    tols["mean norm"] = (math.ldexp(vector_norm_tail(s_v, d, _PER_CHECK / 2), f)
-                         + one_sided_tail(s_n ** 2, _PER_CHECK / 2))
     if stats["mean norm"] > tols["mean norm"]:
-        raise _refuse("mean norm", "||v|| <= N, here 2^f ||v~|| - N~ in integer units", stats["mean norm"],
-                      tols["mean norm"])
+        raise _refuse("mean norm", "||v|| <= N, here 2^f ||v~|| - N~ in integer units", tols["mean norm"])
     # psd: D K D >= 0 with D = diag(c, 1, ..., 1), c evening out the noise of row 0 against R's
-    sv_int = math.ldexp(s_v, f)
-    c = min(s_r / sv_int if sv_int > 0 else 1.0, math.sqrt(s_r / s_n) if s_n > 0 else 1.0) if s_r > 0 else 1.0
+    c = _row_zero_weight(sigma_int, f)
     K = np.empty((d + 1, d + 1), dtype=np.float64)
     rows, cols = np.triu_indices(d)
     vals = np.array([float(x) for x in r_upper], dtype=np.float64)
@@ -237,17 +299,15 @@ def check_add_remove_release(r_upper: Sequence[int], v: Sequence[int], n_scaled:
     K[1 + cols, 1 + rows] = vals
     K[0, 0] = c * c * float(n_scaled)
     K[0, 1:] = K[1:, 0] = np.array([c * math.ldexp(float(x), f) for x in v], dtype=np.float64)
-    lam, rounding = _lambda_min(K)
-    stats["psd"] = -lam
-    tols["psd"] = symmetric_noise_norm_bound([(c * c * s_n, 1, 0), (c * sv_int, 0, d), (s_r, d, d * (d - 1) // 2)],
-                                             d + 1, _PER_CHECK) + rounding
+    stats["psd"] = -_lambda_min(K)
     if stats["psd"] > tols["psd"]:
         raise _refuse("psd", "R - v v^T / N >= 0, here -lambda_min of [[N~, v~^T], [v~, R~]] in integer units",
-                      stats["psd"], tols["psd"])
+                      tols["psd"])
     return PlausibilityReport(stats, tols)
 
 
-def check_centred_release(M: np.ndarray, n: int, *, frac_bits: int, sigma_int: float) -> PlausibilityReport:
+def check_centred_release(M: np.ndarray, n: int, *, frac_bits: int, sigma_int: float,
+                          n_max: int) -> PlausibilityReport:
     """The checks the centred release allows: trace and psd of ``M = N S_int + G''`` (N is exact and signed).
 
     Parameters
@@ -259,27 +319,24 @@ def check_centred_release(M: np.ndarray, n: int, *, frac_bits: int, sigma_int: f
     frac_bits : int
     sigma_int : float
         The noise's standard deviation per entry of ``G''``, integer units.
+    n_max : int >= 1
+        The declared ``max_owners * max_rows_per_owner`` (the psd check's rounding allowance).
 
     Raises
     ------
     ImplausibleReleaseError
-        The first check that fails.
+        The first check that fails, with its (public) tolerance.
     """
     d = M.shape[0]
-    s = float(sigma_int)
+    tols = centred_tolerances(d=d, frac_bits=frac_bits, sigma_int=sigma_int, n_max=n_max)
     stats: dict[str, float] = {"row count": float(-n)}
-    tols: dict[str, float] = {"row count": 0.0}  # exact: N is the sum of signed counts in [1, max_rows]
     stats["trace"] = float(sum(int(M[i, i]) for i in range(d)) - n * (n << (2 * frac_bits)))
-    tols["trace"] = one_sided_tail(d * s * s, _PER_CHECK)
     if stats["trace"] > tols["trace"]:
-        raise _refuse("trace", "tr S <= N, here tr M - N^2 2^2f in integer units", stats["trace"], tols["trace"])
+        raise _refuse("trace", "tr S <= N, here tr M - N^2 2^2f in integer units", tols["trace"])
     K = np.array([[float(x) for x in row] for row in M], dtype=np.float64)
-    lam, rounding = _lambda_min(K)
-    stats["psd"] = -lam
-    tols["psd"] = symmetric_noise_norm_bound([(s, d, d * (d - 1) // 2)], d, _PER_CHECK) + rounding
+    stats["psd"] = -_lambda_min(K)
     if stats["psd"] > tols["psd"]:
-        raise _refuse("psd", "the centred scatter >= 0, here -lambda_min(M) in integer units", stats["psd"],
-                      tols["psd"])
+        raise _refuse("psd", "the centred scatter >= 0, here -lambda_min(M) in integer units", tols["psd"])
     return PlausibilityReport(stats, tols)
 
 

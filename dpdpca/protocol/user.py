@@ -146,15 +146,15 @@ class DataUser:
         """Every section decrypted (:meth:`~dpdpca.crypto.CipherScheme.decrypt_sections`: a packed share once)."""
         try:
             return self.params.scheme.decrypt_sections(self.private_key, arrays, executor=self.executor)
-        except MessageError as exc:
-            raise slot_range_refusal(str(exc)) from None
+        except MessageError:  # its reason names what decrypted where: not forwarded (slot_range_refusal)
+            raise slot_range_refusal() from None
 
     def _decrypt(self, enc: EncryptedArray) -> list[int]:
         """Decrypt; a plaintext outside the public range (a slot overflowed) is a refused release."""
         try:
             return self.params.scheme.decrypt(self.private_key, enc, executor=self.executor)
-        except MessageError as exc:
-            raise slot_range_refusal(str(exc)) from None
+        except MessageError:  # its reason names what decrypted where: not forwarded (slot_range_refusal)
+            raise slot_range_refusal() from None
 
     @contextlib.contextmanager
     def _one_release(self, data: bytes) -> Iterator[None]:
@@ -236,7 +236,8 @@ class DataUser:
                 else:
                     M = unpack_upper(int_array(r2), d) - np.outer(int_array(v2), int_array(v2))
             with self.timings_.measure(self.party, "check"):
-                self.plausibility_ = check_centred_release(M, n, frac_bits=p.frac_bits, sigma_int=sigma)
+                self.plausibility_ = check_centred_release(M, n, frac_bits=p.frac_bits, sigma_int=sigma,
+                                                           n_max=p.n_max)
         self.noisy_scatter_int_ = M
         self.scale_ = n << (2 * p.frac_bits)
         self.n_ = n
@@ -343,7 +344,8 @@ class DataUser:
                 blocks = self._decrypt_sections(arrays)
             with self.timings_.measure(self.party, "check"):
                 self.plausibility_ = check_add_remove_release(blocks["R2"], blocks["v2"], blocks["N2"][0], d=d,
-                                                              frac_bits=p.frac_bits, sigma_int=sigmas)
+                                                              frac_bits=p.frac_bits, sigma_int=sigmas,
+                                                              n_max=p.n_max)
         with self.timings_.measure(self.party, "reconstruct"):
             S, n_noisy = add_remove.centred_from_noisy(blocks["R2"], blocks["v2"], blocks["N2"][0], d=d,
                                                        frac_bits=p.frac_bits)

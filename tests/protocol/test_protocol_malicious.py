@@ -24,8 +24,11 @@ from dpdpca.protocol.releases import as_release
 from dpdpca.protocol.messages import Message, MessageType
 from dpdpca.protocol.plausibility import (
     FALSE_ALARM,
+    add_remove_tolerances,
+    centred_tolerances,
     check_add_remove_release,
     check_centred_release,
+    slot_range_refusal,
 )
 from dpdpca.protocol.quantize import exact_scatter_share, quantize_rows
 
@@ -248,6 +251,13 @@ def test_a_poisoned_share_is_caught_by_the_users_checks(make_user, make_owner, i
     assert info.value.check == check and "\n" not in str(info.value)
     if check != "slot range":  # the decrypted statistic is not echoed (it may be a value that is not the release)
         assert re.search(r"got a statistic above its tolerance [0-9.e+-]+ \(", str(info.value)), str(info.value)
+        p, sigmas = user.params, Message.from_bytes(result).meta["noise_sigma_int"]
+        public = (add_remove_tolerances(d=4, frac_bits=p.frac_bits, sigma_int=sigmas, n_max=p.n_max)
+                  if release == "add-remove" else
+                  centred_tolerances(d=4, frac_bits=p.frac_bits, sigma_int=sigmas["M"], n_max=p.n_max))
+        assert f"tolerance {public[check]:.6g} (" in str(info.value)  # the public tolerance, computed without data
+    else:  # fixed text: nothing of what the crypto layer saw (which ciphertext, which value)
+        assert str(info.value) == str(slot_range_refusal())
     assert not hasattr(user, "noisy_scatter_")  # nothing reached the eigendecomposition
     (entry,) = user.ledger.releases().values()
     assert entry["outcome"] == f"refused: {check}"
@@ -289,7 +299,7 @@ def test_honest_releases_at_the_edge_of_the_bounds_pass_and_the_tolerances_are_n
         zv = [int(z) for z in sample_discrete_gaussian(sig["v"] ** 2, d)]
         zn = int(sample_discrete_gaussian(sig["N"] ** 2, 1)[0])
         rep = check_add_remove_release([a + z for a, z in zip(r, zr)], [a + z for a, z in zip(v, zv)], n + zn,
-                                       d=d, frac_bits=f, sigma_int=sig)
+                                       d=d, frac_bits=f, sigma_int=sig, n_max=1000)
         for k in rep.statistics:
             worst[k] = max(worst.get(k, -np.inf), rep.statistics[k] / rep.tolerances[k])
     assert FALSE_ALARM <= 1e-9 and all(w < 1 for w in worst.values()), worst
@@ -298,19 +308,19 @@ def test_honest_releases_at_the_edge_of_the_bounds_pass_and_the_tolerances_are_n
     bad_trace = list(r)
     bad_trace[0] += int(1.5 * tol["trace"])
     with pytest.raises(ImplausibleReleaseError, match="'trace' check"):
-        check_add_remove_release(bad_trace, v, n, d=d, frac_bits=f, sigma_int=sig)
+        check_add_remove_release(bad_trace, v, n, d=d, frac_bits=f, sigma_int=sig, n_max=1000)
     with pytest.raises(ImplausibleReleaseError, match="'row count' check"):
-        check_add_remove_release(r, v, -int(1.5 * tol["row count"]), d=d, frac_bits=f, sigma_int=sig)
+        check_add_remove_release(r, v, -int(1.5 * tol["row count"]), d=d, frac_bits=f, sigma_int=sig, n_max=1000)
     with pytest.raises(ImplausibleReleaseError, match="'mean norm' check"):
-        check_add_remove_release(r, [a * 3 // 2 for a in v], n, d=d, frac_bits=f, sigma_int=sig)
+        check_add_remove_release(r, [a * 3 // 2 for a in v], n, d=d, frac_bits=f, sigma_int=sig, n_max=1000)
     psd = list(r)
     psd[1] += int(1.5 * tol["psd"]) + (1 << (2 * f)) * 1000  # R_01 beyond what any rows could give
     with pytest.raises(ImplausibleReleaseError, match="'psd' check"):
-        check_add_remove_release(psd, v, n, d=d, frac_bits=f, sigma_int=sig)
+        check_add_remove_release(psd, v, n, d=d, frac_bits=f, sigma_int=sig, n_max=1000)
     M = np.zeros((d, d), dtype=object)
     M[0, 1] = M[1, 0] = int(1.5 * tol["psd"])
     with pytest.raises(ImplausibleReleaseError, match="'psd' check"):
-        check_centred_release(M, 1000, frac_bits=f, sigma_int=sig["R"])
+        check_centred_release(M, 1000, frac_bits=f, sigma_int=sig["R"], n_max=1000)
 
 
 # -- item 2: a failure that is not a release does not spend one --------------------------------------------------
