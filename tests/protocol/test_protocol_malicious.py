@@ -323,6 +323,114 @@ def test_honest_releases_at_the_edge_of_the_bounds_pass_and_the_tolerances_are_n
         check_centred_release(M, 1000, frac_bits=f, sigma_int=sig["R"], n_max=1000)
 
 
+# -- a malicious proxy's forged release: the honest user's refusal is the same whatever the owners' data ----------
+
+def _add_remove_session(user, make_owner, n_rows: int, d: int) -> tuple[dict[str, bytes], Message]:
+    """Owner 1 with ``n_rows`` rows (its private count) and owner 2 with 20; the shares and the honest result."""
+    p = user.params
+    shares = {oid: make_owner(p, oid, release="add-remove").share(np.full((n, d), 0.2))
+              for oid, n in (("1", n_rows), ("2", 20))}
+    proxy = Proxy(p, user.owner_keys, quorum=2, release="add-remove")
+    for share in shares.values():
+        proxy.receive_share(share)
+    proxy.close_collection()
+    return shares, Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5))
+
+
+def _forged(honest: Message, sections: dict[str, bytes], **meta) -> bytes:
+    return Message(honest.type, honest.session, honest.key_fingerprint, honest.sender, {**honest.meta, **meta},
+                   sections).to_bytes()
+
+
+def _psd_forgery(make_user, make_owner, n_rows: int) -> tuple[str, ImplausibleReleaseError]:
+    """R~_00 = -(owner 1's encrypted N), everything else 0, stated sigmas 0: the 'psd' check fails by N_1 2^2f."""
+    user = make_user()
+    pk = user.params.public_key
+    shares, honest = _add_remove_session(user, make_owner, n_rows, d=2)
+    neg_n1 = EncryptedArray.from_bytes(Message.from_bytes(shares["1"]).section("N"), pk).mul_scalar(-1)
+    r2 = EncryptedArray.from_bytes(honest.section("R2"), pk)
+    zeros = r2.mul_scalar(0)
+    r2 = EncryptedArray(pk, r2.layout, r2.chunks, r2.bound, [neg_n1.ciphertexts[0], *zeros.ciphertexts[1:]])
+    sections = {"R2": r2.to_bytes(), **{k: EncryptedArray.from_bytes(honest.section(k), pk).mul_scalar(0).to_bytes()
+                                        for k in ("v2", "N2")}}
+    return "psd", _refusal(user, _forged(honest, sections, noise_sigma_int={"R": 0, "v": 0, "N": 0}))
+
+
+def _slot_range_forgery(make_user, make_owner, n_rows: int) -> tuple[str, ImplausibleReleaseError]:
+    """Ciphertext k of R2 = E[N_1 2^2f + B - t_k 2^2f]: it overflows iff N_1 > t_k, so the first one that does
+    (ciphertext 0 for N_1 = 37, ciphertext 1 for N_1 = 20) encodes owner 1's count."""
+    user = make_user()
+    p = user.params
+    pk = p.public_key
+    shares, honest = _add_remove_session(user, make_owner, n_rows, d=5)
+    r2 = EncryptedArray.from_bytes(honest.section("R2"), pk)
+    n, n2, scale = int(pk.n), int(pk.n) ** 2, 1 << (2 * p.frac_bits)
+    c_n1 = int(EncryptedArray.from_bytes(Message.from_bytes(shares["1"]).section("N"), pk).ciphertexts[0])
+    thresholds = [30, 10] + [0] * (len(r2.ciphertexts) - 2)
+    assert len(r2.ciphertexts) >= 2
+    cts = [c_n1 * (1 + (r2.bound - t * scale) % n * n) % n2 for t in thresholds]
+    r2 = EncryptedArray(pk, r2.layout, r2.chunks, r2.bound, cts)
+    sections = {"R2": r2.to_bytes(), "v2": honest.section("v2"), "N2": honest.section("N2")}
+    return "slot range", _refusal(user, _forged(honest, sections))
+
+
+_BFV_KEYS: dict = {}  # one BFV key for every session of _bfv_forgery (keygen is its slow part)
+
+
+def _bfv_forgery(make_user, make_owner, n_rows: int) -> tuple[str, ImplausibleReleaseError]:
+    """BFV: owner 1's own packed share as the release, its N segment declared <= 0: decrypting it fails on
+    owner 1's N_1 2^2f (the crypto layer's message once printed it)."""
+    pytest.importorskip("tenseal", reason="the [lattice] extra (TenSEAL) is not installed")
+    from dpdpca.crypto.lattice import BFVArray
+
+    bounds = dict(max_owners=4, max_rows_per_owner=64, frac_bits=16, kappa=40, release="add-remove")
+    if not _BFV_KEYS:
+        first = DataUser.generate(scheme="bfv", owner_keys=make_user().owner_keys, **bounds)
+        _BFV_KEYS.update(public=first.params.public_key, private=first.private_key, ring=first.owner_keys)
+    user = DataUser(_BFV_KEYS["private"], ProtocolParams.create(_BFV_KEYS["public"], **bounds),
+                    owner_keys=_BFV_KEYS["ring"])
+    pk = user.params.public_key
+    shares, honest = _add_remove_session(user, make_owner, n_rows, d=3)
+    own = Message.from_bytes(shares["1"])
+    name = next(k for k, body in own.sections.items() if body)  # the packed share travels under one name
+    packed = BFVArray.from_bytes(own.section(name), pk, layout=user.params.layout)
+    liar = BFVArray(pk, packed.chunks, 0, packed.noise, packed._vectors, packed.layout,
+                    [*packed.segments[:-1], (packed.segments[-1][0], 0)])
+    sections = {f"{k}2": (liar.to_bytes() if k == name else b"") for k in own.sections}
+    return "slot range", _refusal(user, _forged(honest, sections))
+
+
+def _refusal(user: DataUser, forged: bytes) -> ImplausibleReleaseError:
+    with pytest.raises(ImplausibleReleaseError) as info:
+        user.finish(forged, n_components=2)
+    return info.value
+
+
+def _centred_psd(make_user, make_owner, n_rows: int) -> tuple[str, ImplausibleReleaseError]:
+    """The centred checks alone: M = diag(-n_rows 2^2f, 0, 0) (trace within, psd not)."""
+    M = np.zeros((3, 3), dtype=object)
+    M[0, 0] = -(n_rows << 32)
+    with pytest.raises(ImplausibleReleaseError) as info:
+        check_centred_release(M, 40, frac_bits=16, sigma_int=0.0, n_max=640)
+    return "psd", info.value
+
+
+@pytest.mark.parametrize("forgery", [_psd_forgery, _slot_range_forgery, _bfv_forgery, _centred_psd],
+                         ids=["paillier-psd", "paillier-slot-range", "bfv-slot-range", "centred-psd"])
+def test_a_forged_release_is_refused_in_the_same_words_whatever_the_owners_data(make_user, make_owner, forgery):
+    """A malicious proxy forges a release from one owner's ciphertexts (its count where R_00 goes, a stated
+    sigma of 0; ciphertexts that overflow iff the count passes a threshold; the owner's own BFV share with a
+    false bound) so that a refusal computed from the plaintexts would tell the count: two sessions whose
+    owner 1 has 20 and 37 rows get byte-identical refusals (public facts only: the check and its tolerance)."""
+    refusals = [forgery(make_user, make_owner, n) for n in (20, 37)]
+    (check, a), (_, b) = refusals
+    assert a.check == b.check == check and "\n" not in str(a) and str(a).endswith("nothing was published")
+    assert str(a) == str(b), (str(a), str(b))
+    assert not re.search(r"\[\d+\]|\|value\| =", str(a))  # no index, no value
+    if check == "slot range":
+        assert str(a) == str(slot_range_refusal())
+
+
 # -- item 2: a failure that is not a release does not spend one --------------------------------------------------
 
 def test_an_overflowing_owner_end_to_end_is_refused_by_name_and_the_ledger_says_so(tmp_path, capsys, identity):
