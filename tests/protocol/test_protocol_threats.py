@@ -200,9 +200,19 @@ def test_keyring_and_identity_files(tmp_path, identity):
 
 # -- 3. one release per session -------------------------------------------------------------------
 
-def test_finish_twice_is_refused_across_processes_and_the_user_decrypts_once(tmp_path, make_user, make_owner):
+def test_finish_twice_is_refused_across_processes_and_the_user_decrypts_once(tmp_path, make_user, make_owner,
+                                                                            monkeypatch):
     user = make_user()
     p = user.params
+    decrypted: list[str] = []  # every call of the scheme's decryption, from any party
+
+    def counting(name, original):
+        def counted(self, *args, **kwargs):
+            decrypted.append(name)
+            return original(self, *args, **kwargs)
+        return counted
+    for name in ("decrypt", "decrypt_sections"):
+        monkeypatch.setattr(type(p.scheme), name, counting(name, getattr(type(p.scheme), name)))
     proxy = Proxy(p, user.owner_keys, quorum=2)
     for oid in ("1", "2"):
         proxy.receive_share(make_owner(p, oid).share(np.full((3, 2), 0.3) * (1 + int(oid))))
@@ -218,11 +228,16 @@ def test_finish_twice_is_refused_across_processes_and_the_user_decrypts_once(tmp
     # a proxy that lost its ledger releases again: the data user's own ledger refuses the second one
     second = Proxy.from_state(p, user.owner_keys, state).finish(epsilon=1.0, delta=1e-5)
     user.ledger = ReleaseLedger(tmp_path / "user-ledger.json")
+    assert decrypted == []  # the proxies decrypt nothing
     user.reconstruct(release)
+    once = len(decrypted)
+    assert once >= 1
     user.reconstruct(release)  # the same release again reveals nothing new
+    assert len(decrypted) == 2 * once
     fresh = DataUser(user.private_key, p, owner_keys=user.owner_keys, ledger=ReleaseLedger(tmp_path / "user-ledger.json"))
     with pytest.raises(ProtocolError, match="must be released once"):
         fresh.reconstruct(second)
+    assert len(decrypted) == 2 * once  # the second release was refused by the ledger before any decryption
     assert list(ReleaseLedger(ledger_path).releases()) == [p.session_id]
 
 
