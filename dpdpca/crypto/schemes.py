@@ -121,10 +121,13 @@ class CipherScheme:
         return {name: arr.to_bytes() for name, arr in arrays.items()}
 
     def load_sections(self, sections: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
-                      lengths: dict[str, int], bounds: dict[str, int], replay_keys: bool = True) -> dict[str, Any]:
+                      lengths: dict[str, int], bounds: dict[str, int], replay_keys: bool = True,
+                      encryptions: int | None = None) -> dict[str, Any]:
         """Deserialize a packed share (only where :attr:`packs_sections`): lengths and bounds per section, checked.
 
         ``replay_keys=False``: the ciphertexts' replay keys are not made now (an aggregate's are never asked for).
+        ``encryptions``: the sections are that many fresh encryptions summed (an owner's share: 1), so any
+        decryption noise they declare beyond that many fresh encryptions' is refused (None: not checked).
         """
         raise NotImplementedError
 
@@ -446,9 +449,17 @@ class BFVScheme(CipherScheme):
         return {name: (pack_of(arrays).to_bytes() if i == 0 else b"") for i, name in enumerate(names)}
 
     def load_sections(self, sections: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
-                      lengths: dict[str, int], bounds: dict[str, int], replay_keys: bool = True) -> dict[str, Any]:
+                      lengths: dict[str, int], bounds: dict[str, int], replay_keys: bool = True,
+                      encryptions: int | None = None) -> dict[str, Any]:
         """The packed share: its bytes under the first name, the others empty; the segments checked against
-        ``lengths`` and ``bounds`` (each declared bound at most the public one)."""
+        ``lengths`` and ``bounds`` (each declared bound at most the public one).
+
+        The header's noise is its sender's word, and the proxy sizes its flooding and every later check by it:
+        an owner declaring the whole of ``q/(2t)`` would have every honest share after it refused, or the
+        release's flooding.  So with ``encryptions`` given (an owner's share: 1) a declared noise above that
+        many fresh encryptions' worst case (:attr:`~dpdpca.crypto.lattice.BFVParameters.fresh_noise`) is
+        refused.
+        """
         from dpdpca.crypto.lattice import BFVArray, packed_chunks, views_of
 
         if not hasattr(public_key, "params"):
@@ -469,6 +480,9 @@ class BFVScheme(CipherScheme):
             packed = BFVArray.from_bytes(sections[first], public_key, layout=layout, digests=replay_keys)
         except MessageError as exc:
             raise MessageError(f"section {first}: {exc}") from None
+        if encryptions is not None and packed.noise > encryptions * public_key.params.fresh_noise:
+            raise MessageError(f"section {first} noise must be <= {encryptions * public_key.params.fresh_noise} "
+                               f"half-units ({encryptions} fresh encryption(s)), got {packed.noise}")
         want_chunks = packed_chunks(public_key, total)
         if packed.chunks != want_chunks:
             raise MessageError(f"section {first} must have {len(want_chunks)} ciphertexts per plaintext prime in "

@@ -109,7 +109,7 @@ def load_share_arrays(msg: Message, params: ProtocolParams, d: int, *, owners: i
     scheme = scheme_of(params.public_key)
     if scheme.packs_sections:  # one packed stream for every section (BFV): its size is checked before parsing
         return scheme.load_sections({name: msg.section(name) for name in rel.sections}, params.public_key,
-                                    layout=params.layout, bounds=bounds,
+                                    layout=params.layout, bounds=bounds, encryptions=owners,
                                     lengths={name: sum(c) for name, c in rel.share_chunks(d, slots).items()})
     check_section_sizes(msg, rel.share_counts(d, slots), params.public_key)
     arrays = {name: load_array(msg, name, params.public_key, chunks=chunks,

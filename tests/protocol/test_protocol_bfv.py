@@ -279,6 +279,37 @@ def test_bfv_share_is_one_packed_stream_and_a_lying_layout_is_refused(bfv_user, 
     assert proxy.receive_share(share) == "alice"  # the honest share still goes in
 
 
+def _with_header(section: bytes, **fields) -> bytes:
+    """A packed BFV section with its JSON header's fields replaced (``DPBFV1``, length, header, ciphertexts)."""
+    import struct
+
+    (length,) = struct.unpack(">I", section[6:10])
+    head = {**json.loads(section[10:10 + length]), **fields}
+    new = json.dumps(head, separators=(",", ":")).encode()
+    return section[:6] + struct.pack(">I", len(new)) + new + section[10 + length:]
+
+
+def test_an_owner_declaring_more_noise_than_a_fresh_encryption_is_refused_and_locks_nobody_out(
+        bfv_user, make_owner, identity, unit_rows):
+    # the header's noise is the owner's word, and the proxy checks every later sum and its flooding against it:
+    # declared near q/(2t), the next honest share would be refused; declared at a fraction, the flooding
+    p = bfv_user.params
+    fresh, capacity = p.public_key.params.fresh_noise, p.public_key.params.noise_capacity
+    parts = _parts(unit_rows, seed=8)
+    shares = {o: make_owner(p, o, release="add-remove").share(X) for o, X in zip(("alice", "bob", "c"), parts)}
+    m = Message.from_bytes(shares["alice"])
+    assert json.loads(m.section("R")[10:10 + int.from_bytes(m.section("R")[6:10], "big")])["noise"] == str(fresh)
+    proxy = Proxy(p, bfv_user.owner_keys, quorum=3, release="add-remove")
+    for noise in (capacity - 1, capacity >> 30, fresh + 1):
+        lying = {**m.sections, "R": _with_header(m.section("R"), noise=str(noise))}
+        with pytest.raises(MessageError, match=rf"^section R noise must be <= {fresh} half-units \(1 fresh "
+                                               rf"encryption\(s\)\), got {noise}$"):
+            proxy.receive_share(_signed_as(shares["alice"], identity, p, "alice", lying))
+    assert [proxy.receive_share(shares[o]) for o in ("alice", "bob", "c")] == ["alice", "bob", "c"]
+    proxy.close_collection()
+    assert Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5)).meta["owners"] == ["alice", "bob", "c"]
+
+
 def test_a_declared_d_sizes_the_bfv_ring_to_one_share():
     """With d declared, the key's ring is chosen for a share's values (R's triangle, v, N), not per full ciphertext."""
     assert ProtocolParams.share_value_count(d=5) == 15 + 5 + 1 and ProtocolParams.share_value_count() is None
