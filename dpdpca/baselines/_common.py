@@ -40,7 +40,7 @@ from dpdpca.triangle import upper_triangle_size
 
 __all__ = ["FLOAT_BYTES", "SiteEstimator", "NoisySiteEstimator", "parallel_report", "partial_square_root",
            "site_eigh_dtype", "check_site_precision", "SITE_PRECISIONS", "CENTERINGS", "symmetric_bytes",
-           "check_budget", "check_unit_rows", "CAPE_TRUST", "CAPE_BASIS"]
+           "check_budget", "check_unit_rows", "CAPE_TRUST", "CAPE_BASIS", "UPLOAD_NOTE"]
 
 FLOAT_BYTES = 8
 
@@ -307,6 +307,20 @@ class NoisySiteEstimator(SiteEstimator):
             A += symmetric_gaussian_matrix(d, mech.sigma, src)
         return A, float(mech.sigma), mech.privacy(noise_added_by=party), float(X.shape[0])
 
+    def _raw_upload(self, parts: Sequence[np.ndarray]) -> tuple[dict[str, int], dict[str, Any]]:
+        """``bytes_sent`` and ``extra`` entries of sites sending their raw rows to a trusted curator.
+
+        Under replace-one the sizes are public and each site's upload is
+        listed, ``8 D N_s`` bytes.  Under add/remove-one ``N_s`` is private and
+        the upload's size would publish it exactly, so the upload is accounted
+        as what it is in this trust model, the curator's own input (inside its
+        trust boundary, like the rows it holds): it is left out of
+        ``bytes_sent`` and ``extra["upload"]`` says so.
+        """
+        if not self._add_remove:
+            return {f"site:{i}": FLOAT_BYTES * X.size for i, X in enumerate(parts, start=1)}, {}
+        return {}, {"upload": UPLOAD_NOTE}
+
     def _base_params(self, k: int, parts: Sequence[np.ndarray]) -> dict[str, Any]:
         params = {"n_components": k, "epsilon": float(self.epsilon), "delta": float(self.delta),
                   "calibration": self.calibration, "sensitivity_mode": self.sensitivity_mode,
@@ -316,6 +330,10 @@ class NoisySiteEstimator(SiteEstimator):
             params["site_sizes"] = [int(X.shape[0]) for X in parts]
         return params
 
+
+#: ``extra["upload"]`` of a raw-upload curator (pooled, MOD-SuLQ) under add/remove-one.
+UPLOAD_NOTE = ("each site sends its raw rows (8 D N_s bytes) to the trusted curator: the curator's own input, "
+               "inside its trust boundary, not listed in bytes_sent because N_s is private under add/remove-one")
 
 #: The trust assumption of every CAPE report (:mod:`dpdpca.baselines.capepca`).
 CAPE_TRUST = ("assumes a noise generator that does not collude with the aggregator, sites that do not collude with "

@@ -17,7 +17,9 @@ Variants (the comparison points of the paper's Table 1):
 * ``"partial-root"`` (DPdisPCA itself, ``q_DPdisPCA``);
 * ``"full"``: sites send ``A_hat_s`` and ``A_c = (1/S) sum_s A_hat_s`` (``q_full``);
 * ``"pooled"``: a trusted curator holds all the data, ``A = X^T X / N`` plus one
-  ``E`` at the pooled sensitivity ``Delta = 1/N`` (``q_pooled``);
+  ``E`` at the pooled sensitivity ``Delta = 1/N`` (``q_pooled``); the sites'
+  raw uploads are in ``bytes_sent`` under replace-one only (under
+  add/remove-one their size would publish the private counts: ``extra["upload"]``);
 * ``"local"``: one site alone, ``A_s + E_s`` (``q_local``).
 
 The paper writes "SVD" of the noisy symmetric matrix; we use ``eigh`` and the
@@ -189,7 +191,7 @@ class DPDisPCA(NoisySiteEstimator):
     def _pooled(self, parts: list[np.ndarray], k: int, src: Any, params: dict[str, Any]) -> PCAResult:
         d = parts[0].shape[1]
         timings = Timings(parallel_roles=("site",))
-        bytes_sent = {f"site:{s}": FLOAT_BYTES * X.size for s, X in enumerate(parts, start=1)}
+        bytes_sent, upload = self._raw_upload(parts)
         with timings.measure("aggregator", "pool"):
             X = np.vstack(parts)
         A, _, privacy, n = self._noisy_moment(X, src, "aggregator", timings)
@@ -199,7 +201,8 @@ class DPDisPCA(NoisySiteEstimator):
         privacy = dataclasses.replace(privacy, notes=privacy.notes + "; pooled data at a trusted curator "
                                                                      "(sites send raw rows)")
         return PCAResult(method="pooled", components=V, eigenvalues=w, privacy=privacy, timings=timings,
-                         bytes_sent=bytes_sent, params=params, extra={"trace": float(np.trace(A)), "n_released": n})
+                         bytes_sent=bytes_sent, params=params,
+                         extra={"trace": float(np.trace(A)), "n_released": n, **upload})
 
     def _local(self, parts: list[np.ndarray], k: int, src: Any, params: dict[str, Any]) -> PCAResult:
         i = check_int("site", self.site, minimum=0, maximum=len(parts) - 1)

@@ -3,7 +3,12 @@
 MOD-SuLQ (Chaudhuri, Sarwate & Sinha 2013) perturbs the second moment of
 **all** the data, ``A = X^T X / N + N_mask``, and takes its top-K singular
 (eigen) vectors.  It is centralised: every site sends its rows to one trusted
-curator (the traffic reported is exactly that), which adds the mask.
+curator, which adds the mask.  The traffic reported is that upload under
+replace-one (the sizes are public); under add/remove-one its size would
+publish each site's private count, so it is accounted as the curator's own
+input and left out of ``bytes_sent`` (``extra["upload"]`` says so), and
+nothing public carries the exact count (``extra["n_released"]`` is the noisy
+one).
 
 * ``variant="symmetric"``: i.i.d. upper triangle (with diagonal), mirrored,
   omega of eq. (6); top-K eigenvectors by algebraic value.
@@ -122,7 +127,8 @@ class ModSulqPCA(NoisySiteEstimator):
     def _fit(self, parts: list[np.ndarray], k: int) -> PCAResult:
         d = parts[0].shape[1]
         timings = Timings(parallel_roles=("site",))
-        bytes_sent = {f"site:{i}": FLOAT_BYTES * X.size for i, X in enumerate(parts, start=1)}
+        bytes_sent, upload = self._raw_upload(parts)  # no site sizes under add/remove-one
+        bytes_sent["curator"] = FLOAT_BYTES * d * k  # its release, the top-K components
         n = sum(X.shape[0] for X in parts)
         source = resolve_source(self.rng)
         params = {"n_components": k, "epsilon": float(self.epsilon), "delta": float(self.delta),
@@ -138,10 +144,13 @@ class ModSulqPCA(NoisySiteEstimator):
             privacy = dataclasses.replace(privacy, mechanism="mod-sulq-symmetric",
                                           notes=privacy.notes + "; MOD-SuLQ's symmetric mask at the rigorous "
                                                                 "sensitivity (trusted curator)")
+            extra = {"n_released": n_rel, "trace": float(np.trace(A)),
+                     "omega": float(sigma)}  # the mask's std per entry of A, either relation
+            if not self._add_remove:  # N is public under replace-one only
+                extra["n_samples"] = n
+            extra.update(upload)
             return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
-                             bytes_sent=bytes_sent, params=params,
-                             extra={"n_samples": n, "n_released": n_rel, "trace": float(np.trace(A)),
-                                    "omega": float(sigma)})  # the mask's std per entry of A, either relation
+                             bytes_sent=bytes_sent, params=params, extra=extra)
         mask = "streaming" if self.variant == "non-symmetric" else "symmetric"
         calibration = self.calibration if self._own_mask else "modsulq"
         mech = ModSulqMechanism(epsilon=self.epsilon, delta=self.delta, d=d, n=n, mask=mask, calibration=calibration)
@@ -160,4 +169,4 @@ class ModSulqPCA(NoisySiteEstimator):
                    else PrivacyReport.non_private())
         return PCAResult(method=self.method_name, components=V if mask == "symmetric" else flip_signs(V), eigenvalues=w,
                          privacy=privacy, timings=timings, bytes_sent=bytes_sent, params=params,
-                         extra={"n_samples": n, "omega": float(mech.sigma), "trace": float(np.trace(A))})
+                         extra={"n_samples": n, "omega": float(mech.sigma), "trace": float(np.trace(A)), **upload})

@@ -330,7 +330,9 @@ class SketchPCA(SiteEstimator):
         False: no noise (for utility references; the report says not DP).
     neighbouring : {"add-remove", "replace-one"}
         ``"add-remove"`` (default, also spelled ``"add/remove-one"``): the
-        count is released with noise too (``count_fraction``).
+        count is released with noise too (``count_fraction``) and everything
+        public uses the noisy total (``extra["n_released"]``; the exact
+        ``extra["n_samples"]`` only where the count is public).
     calibration : {"analytic", "classic"}
         Of the Gaussian noise (ignored by Laplace).
     sensitivity_mode : {"rigorous"}
@@ -421,8 +423,9 @@ class SketchPCA(SiteEstimator):
                 reports.append(rep)
             sums.append(s)
             counts.append(n_s)
+        n_used = max(float(np.sum(counts)), 1.0)  # the sum of the noisy counts under add/remove-one
         with timings.measure("aggregator", "decode"):
-            z = np.sum(sums, axis=0) / max(float(np.sum(counts)), 1.0)
+            z = np.sum(sums, axis=0) / n_used
             V, w, info = decode_subspace(z, op.omega, k)
         if self.private:
             privacy = parallel_report(reports, mechanism=reports[0].mechanism, noise_added_by="site",
@@ -434,9 +437,14 @@ class SketchPCA(SiteEstimator):
                   "sketch_size": op.m, "kind": self.kind, "noise": self.noise if self.private else "none",
                   "neighbouring": neighbouring, "calibration": self.calibration, "features_per_sample": r, "mask": self.mask,
                   "seed": self.seed, "n_sites": len(parts)}
-        extra = {"n_samples": int(sum(X.shape[0] for X in parts)), "decoder": info,
-                 "sensitivity_l1": sens.l1 if sens else 0.0, "sensitivity_l2": sens.l2 if sens else 0.0,
-                 "sensitivity_l2_lower": sens.l2_lower if sens else 0.0}
+        extra: dict[str, Any] = {"decoder": info, "sensitivity_l1": sens.l1 if sens else 0.0,
+                                 "sensitivity_l2": sens.l2 if sens else 0.0,
+                                 "sensitivity_l2_lower": sens.l2_lower if sens else 0.0}
+        if self.private and neighbouring == ADD_REMOVE_ONE:
+            # the count is private: everything public (explained_variance_, singular_values_) uses the noisy one
+            extra["n_released"] = n_used
+        else:
+            extra["n_samples"] = int(sum(X.shape[0] for X in parts))
         return PCAResult(method=self.method_name, components=flip_signs(V), eigenvalues=w, privacy=privacy,
                          timings=timings, bytes_sent=bytes_sent, params=params, extra=extra)
 

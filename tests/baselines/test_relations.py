@@ -79,6 +79,48 @@ def test_the_curator_under_add_remove_is_the_protocols_release(digits):
     assert "site_sizes" not in est.result_.params
 
 
+def _numbers(obj):
+    """Every number in a nested dict/list (JSON-like)."""
+    if isinstance(obj, dict):
+        return [x for v in obj.values() for x in _numbers(v)]
+    if isinstance(obj, (list, tuple)):
+        return [x for v in obj for x in _numbers(v)]
+    return [obj] if isinstance(obj, (int, float)) and not isinstance(obj, bool) else []
+
+
+@pytest.mark.parametrize("name", [n for n in PLAINTEXT if n not in NO_ADD_REMOVE])
+def test_add_remove_public_outputs_do_not_carry_the_exact_count(name):
+    """D and D' = D plus one row are neighbours: nothing public may give N (or a site's N_s) exactly."""
+    X = np.random.default_rng(0).normal(size=(401, 6))
+    X /= np.linalg.norm(X, axis=1, keepdims=True) * 1.5
+    spec = pipelines.get_spec(name)
+    sent = []
+    for data in (X[:400], X):
+        est = spec.make(n_components=2, epsilon=1.0, delta=1e-5, rng=np.random.default_rng(1),
+                        neighbouring="add-remove").fit(partition(data, 4))
+        res, n = est.result_, len(data)
+        assert "n_samples" not in res.extra and "site_sizes" not in res.params
+        assert abs(res.extra["n_released"] - n) > 1e-6  # the noisy count (the same seed: only the noise hides N)
+        n_attr = float(est.singular_values_[0] ** 2 / est.explained_variance_[0] + 1)
+        assert abs(n_attr - n) > 1e-6  # the public attributes are scaled by the noisy count
+        assert n not in _numbers({"params": dict(res.params), "extra": dict(res.extra)})
+        sent.append(dict(res.bytes_sent))
+    assert sent[0] == sent[1]  # traffic reveals no site's size
+    if name in ("pooled", "mod-sulq"):
+        assert not any(k.startswith("site:") for k in sent[0]) and "trust boundary" in res.extra["upload"]
+
+
+def test_raw_upload_is_listed_where_the_sizes_are_public():
+    X = np.random.default_rng(0).normal(size=(120, 5)) / 3
+    parts = partition(X / np.linalg.norm(X, axis=1, keepdims=True).max(), 3)
+    for est in (DPDisPCA(2, 1.0, 1e-5, variant="pooled", neighbouring="replace-one"),
+                ModSulqPCA(2, 1.0, 1e-5, neighbouring="replace-one")):
+        est.set_params(rng=np.random.default_rng(1)).fit(parts)
+        assert {k: v for k, v in est.bytes_sent_.items() if k.startswith("site:")} == \
+            {f"site:{i}": 8 * p.size for i, p in enumerate(parts, start=1)}
+        assert est.result_.extra["n_released"] == 120 and "upload" not in est.result_.extra
+
+
 def test_add_remove_noise_has_the_calibrated_sigma_per_block():
     d = 6
     noise = AddRemoveNoise.calibrate(epsilon=1.0, delta=1e-5, d=d)

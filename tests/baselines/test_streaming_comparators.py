@@ -27,7 +27,7 @@ def test_mod_sulq_reports_its_omega_and_recovers_with_little_noise(variant, omeg
     est = ModSulqPCA(2, 1.0, 0.05, variant=variant, **PAPER, rng=np.random.default_rng(1)).fit(parts)
     assert est.privacy_.sigma == pytest.approx(omega(1.0, 0.05, 12, 3000))
     assert est.privacy_.mechanism == ("mod-sulq-symmetric" if variant == "symmetric" else "mod-sulq-streaming")
-    assert est.bytes_sent_ == {f"site:{i}": 8 * p.size for i, p in enumerate(parts, start=1)}
+    assert est.bytes_sent_ == {**{f"site:{i}": 8 * p.size for i, p in enumerate(parts, start=1)}, "curator": 8 * 12 * 2}
     assert est.result_.extra["omega"] == est.privacy_.sigma
     np.testing.assert_allclose(est.components_ @ est.components_.T, np.eye(2), atol=1e-10)
     # with a large budget the mask is small and the top component is found
