@@ -27,10 +27,11 @@ from dpdpca._validation import (check_delta, check_finite_rows, check_int, check
                                 param_error)
 from dpdpca.data.preprocessing import check_partitions, partition
 from dpdpca.baselines.release import AddRemoveNoise, moment_from_pieces, scatter_pieces
-from dpdpca.dp import (ADD_REMOVE_ONE, REPLACE_ONE, GaussianMechanism, PrivacyReport, centred_scatter_sensitivity,
-                       resolve_source, second_moment_sensitivity, symmetric_gaussian_matrix)
+from dpdpca.dp import (ADD_REMOVE_ONE, REPLACE_ONE, GaussianMechanism, PrivacyReport, at_proven_sensitivity,
+                       centred_scatter_sensitivity, resolve_source, second_moment_sensitivity,
+                       symmetric_gaussian_matrix)
 from dpdpca.dp.mechanisms import check_sensitivity_mode
-from dpdpca.dp.settings import PAPER, relation_of
+from dpdpca.dp.settings import PAPER, RIGOROUS, relation_of
 from dpdpca.errors import DataError, UnsupportedSettingError
 from dpdpca.estimator import PCAEstimator
 from dpdpca.linalg import second_moment, top_eigenpairs
@@ -192,9 +193,13 @@ class NoisySiteEstimator(SiteEstimator):
         really achieves).
     sensitivity_mode : {"rigorous", "paper"}
         ``"rigorous"`` (default): the bound proven for the relation used.
-        ``"paper"`` (replace-one only, for reproduction): ``Delta = 1/N_s`` as
-        the papers state, too small by ``sqrt(2)`` under replace-one (see
-        :func:`dpdpca.dp.second_moment_sensitivity`).
+        ``"paper"`` (replace-one only, for reproduction): the noise is
+        calibrated to ``Delta = 1/N_s`` as the papers state, too small under
+        replace-one by ``sqrt(2)`` (see :func:`dpdpca.dp.second_moment_sensitivity`),
+        or by ``4 (N_s - 1)/N_s`` for a centred release; the report keeps
+        epsilon and states the larger delta that noise really gives at the
+        proven sensitivity, with a note naming the delta at the paper's
+        (:meth:`_as_ran`).
     centering : {"site", "none"}
         ``"site"`` (default, as scikit-learn's PCA): each party releases the
         *centred* second moment of the rows it holds, paying for the mean
@@ -272,12 +277,29 @@ class NoisySiteEstimator(SiteEstimator):
         """The protocol's add/remove calibration for ``d`` features (:mod:`dpdpca.baselines.release`)."""
         return AddRemoveNoise.calibrate(epsilon=self.epsilon, delta=self.delta, d=d, calibration=self.calibration)
 
-    def _sensitivity(self, n_rows: int) -> float:
-        """Replace-one L2 sensitivity of the second moment a party releases over ``n_rows`` records."""
+    def _sensitivity(self, n_rows: int, mode: str | None = None) -> float:
+        """Replace-one L2 sensitivity of the second moment a party releases over ``n_rows`` records.
+
+        ``mode``: ``sensitivity_mode`` unless given (``"rigorous"``: the proven one).
+        """
+        mode = self.sensitivity_mode if mode is None else mode
         if self.centering == "site":
-            return float(centred_scatter_sensitivity(n_rows, neighbouring=REPLACE_ONE,
-                                                     mode=self.sensitivity_mode)) / n_rows
-        return second_moment_sensitivity(n_rows, neighbouring=REPLACE_ONE, mode=self.sensitivity_mode)
+            return float(centred_scatter_sensitivity(n_rows, neighbouring=REPLACE_ONE, mode=mode)) / n_rows
+        return second_moment_sensitivity(n_rows, neighbouring=REPLACE_ONE, mode=mode)
+
+    def _as_ran(self, report: PrivacyReport, n_rows: int) -> PrivacyReport:
+        """A replace-one release's report with the delta it really has (the paper mode's is larger than claimed).
+
+        ``sensitivity_mode="paper"`` calibrates to the papers' ``1/N_s``; the
+        statistic's proven sensitivity is ``sqrt(2)/N_s`` (uncentred) or
+        ``4 (N_s - 1)/N_s^2`` (centred), so the report carries the delta the
+        noise drawn really gives at it, with a note naming the delta at the
+        paper's sensitivity (:func:`dpdpca.dp.at_proven_sensitivity`).  The
+        rigorous mode's report is returned unchanged.
+        """
+        if self.sensitivity_mode != PAPER:
+            return report
+        return at_proven_sensitivity(report, self._sensitivity(n_rows, RIGOROUS))
 
     def _moment(self, X: np.ndarray) -> np.ndarray:
         """The second moment a party releases: of its rows as given, or centred (``centering="site"``)."""
@@ -305,7 +327,7 @@ class NoisySiteEstimator(SiteEstimator):
             A = self._moment(X)
         with timings.measure(party, "noise"):
             A += symmetric_gaussian_matrix(d, mech.sigma, src)
-        return A, float(mech.sigma), mech.privacy(noise_added_by=party), float(X.shape[0])
+        return A, float(mech.sigma), self._as_ran(mech.privacy(noise_added_by=party), X.shape[0]), float(X.shape[0])
 
     def _raw_upload(self, parts: Sequence[np.ndarray]) -> tuple[dict[str, int], dict[str, Any]]:
         """``bytes_sent`` and ``extra`` entries of sites sending their raw rows to a trusted curator.

@@ -82,7 +82,7 @@ from dpdpca.baselines._common import (CAPE_BASIS, CAPE_TRUST, FLOAT_BYTES, Noisy
 from dpdpca.baselines.release import moment_from_pieces, scatter_pieces
 from dpdpca.errors import UnsupportedSettingError
 from dpdpca.dp import REPLACE_ONE, CapeNoisePlan, PrivacyReport, check_cape_variances, resolve_source
-from dpdpca.dp.settings import RIGOROUS
+from dpdpca.dp.settings import PAPER, RIGOROUS
 from dpdpca.linalg import pack_upper as upper_from_symmetric
 from dpdpca.linalg import top_eigenpairs, upper_triangle_size
 from dpdpca.linalg import unpack_upper as symmetric_from_upper
@@ -300,7 +300,7 @@ class CapePCA(NoisySiteEstimator):
             self.noise_ = {name: [symmetric_from_upper(v, d) for v in terms] for name, terms in
                            (("E", E if plan is not None else []), ("F", F if plan is not None else []), ("G", G))}
             self.aggregate_ = aggregate
-        privacy = self._report(mechs, plan, dropped)
+        privacy = self._report(mechs, sizes, plan, dropped)
         extra: dict[str, Any] = {"trace": float(np.trace(aggregate))}
         if plan is not None:
             extra |= {"aggregator_noise_variance": plan.aggregator_noise_variance,
@@ -394,16 +394,28 @@ class CapePCA(NoisySiteEstimator):
         return PCAResult(method=self.method_name, components=V, eigenvalues=w, privacy=privacy, timings=timings,
                          bytes_sent=bytes_sent, params=params, extra=extra)
 
-    def _report(self, mechs: list[Any], plan: CapeNoisePlan | None, dropped: list[int]) -> PrivacyReport:
+    def _cape_report(self, plan: CapeNoisePlan, i: int, report: PrivacyReport, n: int) -> PrivacyReport:
+        """Site ``i``'s report: the larger of the deltas really had by its release alone and in the joint view.
+
+        Both at the statistic's proven sensitivity (the paper mode's noise is
+        calibrated to a smaller one); each keeps one note naming the claim.
+        """
+        alone = self._as_ran(report, n)
+        proven = None if self.sensitivity_mode != PAPER else self._sensitivity(n, RIGOROUS)
+        joint = plan.against_joint_view(i, report, sensitivity=proven)
+        return joint if joint.delta >= alone.delta else alone
+
+    def _report(self, mechs: list[Any], sizes: list[int], plan: CapeNoisePlan | None,
+                dropped: list[int]) -> PrivacyReport:
         if plan is None:
-            reports = [m.privacy(noise_added_by=f"site:{i + 1}") for i, m in enumerate(mechs)]
+            reports = [self._as_ran(m.privacy(noise_added_by=f"site:{i + 1}"), sizes[i]) for i, m in enumerate(mechs)]
             return parallel_report(reports, mechanism="gaussian", noise_added_by="site",
                                    notes="conventional averaging: each site adds its own full noise")
         # sigma: the plan's tau_s, which the draws are sized by (calibrated to the largest site's sensitivity
         # numerator, so at least this site's own mechanism's sigma); the delta: against the joint view
-        reports = [plan.against_joint_view(i, dataclasses.replace(m.privacy(noise_added_by=_CAPE_PARTIES),
-                                                                  mechanism="cape", sigma=math.sqrt(plan.tau_s2[i])))
-                   for i, m in enumerate(mechs)]
+        reports = [self._cape_report(plan, i, dataclasses.replace(m.privacy(noise_added_by=_CAPE_PARTIES),
+                                                                  mechanism="cape", sigma=math.sqrt(plan.tau_s2[i])),
+                                     sizes[i]) for i, m in enumerate(mechs)]
         notes = (f"CAPE scheme {plan.scheme}: each release is protected by E_s+G_s against the aggregator and "
                  f"F_s+G_s against others; {plan.joint_note()}; {CAPE_TRUST}")
         if dropped:

@@ -49,9 +49,10 @@ from dpdpca.dp.release import (
     calibrate_add_remove,
     split_weights,
 )
-from dpdpca.dp.report import ADD_REMOVE_ONE, REPLACE_ONE, PrivacyReport, compose_basic
+from dpdpca.dp.report import ADD_REMOVE_ONE, REPLACE_ONE, PrivacyReport, compose_basic, raise_delta
 from dpdpca.dp.settings import ANALYTIC, CALIBRATIONS, CLASSIC, PAPER, RIGOROUS, SENSITIVITY_MODES
 from dpdpca.dp.sensitivity import (
+    at_proven_sensitivity,
     centred_scatter_sensitivity,
     quadratic_sketch_sensitivity,
     scatter_sensitivity,
@@ -64,7 +65,7 @@ __all__ = [
     "split_weights", "block_scales", "discrete_gaussian_blocks_delta", "rounding_tv_bound",
     "DistributedCalibration", "calibrate_distributed", "ddg_rdp", "ddg_tau",
     "ORDERS", "ReleaseCost", "PrivacyLedger", "BudgetExceededError", "rdp_to_epsilon", "rdp_to_delta",
-    "PrivacyReport", "REPLACE_ONE", "ADD_REMOVE_ONE", "compose_basic",
+    "PrivacyReport", "REPLACE_ONE", "ADD_REMOVE_ONE", "compose_basic", "raise_delta",
     "RIGOROUS", "PAPER", "SENSITIVITY_MODES", "ANALYTIC", "CLASSIC", "CALIBRATIONS",
     "resolve_source", "NoiseSource", "OsNoiseSource", "GeneratorNoiseSource",
     "calibrate_gaussian", "gaussian_delta", "zcdp_delta", "calibrate_discrete_gaussian",
@@ -76,7 +77,7 @@ __all__ = [
     "symmetric_from_upper", "upper_from_symmetric", "upper_triangle_size", "symmetric_tensor_from_entries",
     "entries_from_symmetric_tensor",
     "second_moment_sensitivity", "scatter_sensitivity", "centred_scatter_sensitivity",
-    "quadratic_sketch_sensitivity", "tensor_moment_sensitivity",
+    "quadratic_sketch_sensitivity", "tensor_moment_sensitivity", "at_proven_sensitivity",
     "CapeNoisePlan", "CAPE_VARIANCES", "JOINT_SLACK", "check_cape_variances", "cape_gain", "cape_gain_max", "exact_zero_sum",
     "modsulq_omega", "streaming_modsulq_omega", "modsulq_min_batch",
 ]

@@ -87,7 +87,7 @@ from dpdpca.dp.calibration import calibrate_gaussian, gaussian_delta
 from dpdpca.dp.noise import (symmetric_from_upper, symmetric_tensor_from_entries, symmetric_tensor_size,
                              upper_triangle_size)
 from dpdpca.dp.randomness import resolve_source
-from dpdpca.dp.report import REPLACE_ONE, PrivacyReport
+from dpdpca.dp.report import REPLACE_ONE, PrivacyReport, raise_delta
 from dpdpca.dp.settings import PAPER, RIGOROUS
 from dpdpca.errors import InfeasibleError
 
@@ -617,23 +617,25 @@ class CapeNoisePlan:
                 + (f"{factor:.4g} > 1, so the delta reported is the one really achieved against it" if factor > 1
                    else f"{factor:.4g} <= 1, so the requested delta holds against it"))
 
-    def against_joint_view(self, site: int, report: PrivacyReport) -> PrivacyReport:
+    def against_joint_view(self, site: int, report: PrivacyReport, *,
+                           sensitivity: float | None = None) -> PrivacyReport:
         """Site ``site``'s per-release ``report`` with the delta it really has against the joint view, if larger.
 
         ``report``'s ``sigma`` and ``sensitivity`` are the release's noise and
         the sensitivity it was calibrated to (:meth:`joint_delta`); where the
         joint view's delta at ``report.epsilon`` exceeds ``report.delta`` (the
-        paper's variances), it replaces it and a note names the per-release claim.
+        paper's variances), it replaces it and a note names the per-release
+        claim (:func:`~dpdpca.dp.report.raise_delta`).  ``sensitivity``: the
+        statistic's proven sensitivity when the scale was calibrated to a
+        smaller one (the papers' sensitivity mode); default ``report.sensitivity``.
         """
         if report.sigma is None:
             raise param_error("report.sigma", "the release's noise standard deviation", None)
-        real = self.joint_delta(site, epsilon=report.epsilon, sigma=report.sigma, sensitivity=report.sensitivity)
-        if real <= report.delta * (1 + 1e-6):
-            return report
-        note = (f"delta {real:.3e} against the aggregator's joint view at epsilon={report.epsilon:g} (the paper's "
-                f"per-release claim: {report.delta:.3e})")
-        return replace(report, delta=min(1.0, real * (1 + 1e-9)),
-                       notes="; ".join(t for t in (report.notes, note) if t))
+        sens = report.sensitivity if sensitivity is None else float(sensitivity)
+        real = self.joint_delta(site, epsilon=report.epsilon, sigma=report.sigma, sensitivity=sens)
+        at = "" if sens == report.sensitivity else f" and the statistic's proven L2 sensitivity {sens:.4g}"
+        return raise_delta(report, real, why=f"against the aggregator's joint view at epsilon={report.epsilon:g}{at}",
+                           claim="the paper's per-release claim")
 
     def privacy(self, site: int, *, noise_added_by: str = "noise-generator,aggregator,site") -> PrivacyReport:
         """The report of site ``site``'s release against the aggregator's joint view (needs :meth:`from_budgets`).

@@ -10,10 +10,10 @@ computation) and asserted in the tests.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
-__all__ = ["PrivacyReport", "REPLACE_ONE", "ADD_REMOVE_ONE", "NEIGHBOURING_RELATIONS", "compose_basic"]
+__all__ = ["PrivacyReport", "REPLACE_ONE", "ADD_REMOVE_ONE", "NEIGHBOURING_RELATIONS", "compose_basic", "raise_delta"]
 
 #: Two datasets are neighbours if they have the same size and differ in one row
 #: (bounded DP).  The dataset size N is public under this relation.
@@ -114,3 +114,20 @@ def compose_basic(reports: Iterable[PrivacyReport], *, notes: str = "") -> Priva
         notes=notes,
         parts=parts,
     )
+
+
+def raise_delta(report: PrivacyReport, delta: float, *, why: str, claim: str) -> PrivacyReport:
+    """``report`` with the larger ``delta`` its release really has, and a note naming the claim it replaces.
+
+    Used where a paper's calibration is kept for reproduction but its claim
+    is too small (CAPE's per-release check against the aggregator's joint
+    view, the papers' sensitivity ``1/N_s``): the report keeps epsilon, the
+    mechanism and the sensitivity the scale was calibrated to, and states the
+    delta really achieved.  The note reads ``delta <delta> <why> (<claim>:
+    <report.delta>)``.  A ``delta`` not above the report's (to a relative
+    1e-6) leaves it unchanged.
+    """
+    if delta <= report.delta * (1 + 1e-6):
+        return report
+    note = f"delta {delta:.3e} {why} ({claim}: {report.delta:.3e})"
+    return replace(report, delta=min(1.0, delta * (1 + 1e-9)), notes="; ".join(t for t in (report.notes, note) if t))

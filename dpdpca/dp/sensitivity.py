@@ -25,10 +25,11 @@ import math
 from fractions import Fraction
 from typing import Any
 
-from dpdpca._validation import check_int, check_nonnegative, param_error
+from dpdpca._validation import check_int, check_nonnegative, check_positive, param_error
+from dpdpca.dp.calibration import gaussian_delta
 from dpdpca.dp.mechanisms import check_neighbouring, check_sensitivity_mode
 from dpdpca.dp.quadratic_sketch import quadratic_sketch_bounds
-from dpdpca.dp.report import ADD_REMOVE_ONE, REPLACE_ONE
+from dpdpca.dp.report import ADD_REMOVE_ONE, REPLACE_ONE, PrivacyReport, raise_delta
 
 __all__ = [
     "second_moment_sensitivity",
@@ -36,6 +37,7 @@ __all__ = [
     "centred_scatter_sensitivity",
     "quadratic_sketch_sensitivity",
     "tensor_moment_sensitivity",
+    "at_proven_sensitivity",
 ]
 
 _SQRT2 = math.sqrt(2.0)
@@ -93,6 +95,36 @@ def scatter_sensitivity(*, neighbouring: str = REPLACE_ONE, mode: str = "rigorou
     if check_sensitivity_mode(mode, "mode") == "paper" or neighbouring == ADD_REMOVE_ONE:
         return 1.0
     return _SQRT2
+
+
+def at_proven_sensitivity(report: PrivacyReport, sensitivity: float) -> PrivacyReport:
+    """A Gaussian release's ``report`` with the delta its noise really gives at the statistic's proven sensitivity.
+
+    The paper mode calibrates ``sigma`` to the paper's sensitivity
+    (``report.sensitivity``), which may be smaller than the proven one (e.g.
+    ``1/N`` against ``sqrt(2)/N`` for ``X^T X / N`` under replace-one): the
+    release is then (epsilon, delta')-DP with ``delta' = gaussian_delta(epsilon,
+    sigma, sensitivity)`` (exact for the Gaussian, Balle & Wang 2018), which
+    replaces the report's delta when larger, with a note naming the delta at
+    the paper's sensitivity (:func:`~dpdpca.dp.report.raise_delta`).  The
+    report keeps the sensitivity its scale was calibrated to and its
+    ``sensitivity_mode``.
+
+    Examples
+    --------
+    >>> from dpdpca.dp import GaussianMechanism
+    >>> paper = GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=0.01, calibration="classic",
+    ...                           sensitivity_mode="paper").privacy("site")
+    >>> f"{at_proven_sensitivity(paper, math.sqrt(2) * 0.01).delta:.2e}"
+    '3.74e-05'
+    """
+    if report.sigma is None:
+        raise param_error("report.sigma", "the Gaussian release's noise standard deviation", None)
+    sens = check_positive("sensitivity", sensitivity)
+    real = gaussian_delta(report.epsilon, report.sigma, sens)
+    return raise_delta(report, real, why=f"at epsilon={report.epsilon:g} and the statistic's proven L2 sensitivity "
+                                         f"{sens:.4g}",
+                       claim=f"the delta at the paper's sensitivity {report.sensitivity:.4g}")
 
 
 def centred_scatter_sensitivity(n: int, *, neighbouring: str = REPLACE_ONE, mode: str = "rigorous",

@@ -162,6 +162,32 @@ def test_paper_sensitivity_and_modsulqs_own_mask_refuse_add_remove(digits):
         SketchPCA(3, 1.0, 1e-5, sensitivity_mode="paper").fit(parts)
 
 
+@pytest.mark.parametrize("centering", ["none", "site"])
+def test_paper_sensitivity_reports_the_delta_its_noise_really_has(digits, centering):
+    """Delta = 1/N_s is the papers'; the proven replace-one sensitivity is sqrt(2)/N_s, or 4(N_s-1)/N_s^2 centred."""
+    _, parts = digits
+    sizes = [p.shape[0] for p in parts]
+    paper = dict(neighbouring="replace-one", calibration="classic", sensitivity_mode="paper", centering=centering)
+    for est, ns in ((DPDisPCA(3, 1.0, 1e-5, variant="pooled", **paper), [sum(sizes)]),
+                    (ModSulqPCA(3, 1.0, 1e-5, **paper), [sum(sizes)]),
+                    (CapePCA(3, 1.0, 1e-5, correlated=False, **paper), sizes)):
+        est.set_params(rng=np.random.default_rng(0)).fit(parts)
+        reports = est.privacy_.parts or (est.privacy_,)
+        for rep, n in zip(reports, ns):
+            proven = math.sqrt(2) / n if centering == "none" else 4 * (n - 1) / n ** 2
+            assert rep.sensitivity == pytest.approx(1 / n) and rep.sensitivity_mode == "paper"
+            assert rep.delta == pytest.approx(gaussian_delta(1.0, rep.sigma, proven), rel=1e-6) and rep.delta > 1e-5
+            assert f"proven L2 sensitivity {proven:.4g}" in rep.notes
+            assert "(the delta at the paper's sensitivity" in rep.notes and "1.000e-05)" in rep.notes
+        assert est.privacy_.delta == max(r.delta for r in reports)
+    # CAPE: the larger of the release alone and the aggregator's joint view, both at the proven sensitivity
+    cape = CapePCA(3, 1.0, 1e-5, cape_variances="paper", rng=np.random.default_rng(0), **paper).fit(parts)
+    part = cape.privacy_.parts[0]
+    proven = math.sqrt(2) / sizes[0] if centering == "none" else 4 * (sizes[0] - 1) / sizes[0] ** 2
+    assert part.delta == pytest.approx(gaussian_delta(1.0, part.sigma, proven * math.sqrt(8 / 5)), rel=1e-6)
+    assert "joint view at epsilon=1 and the statistic's proven L2 sensitivity" in part.notes
+
+
 def test_compare_shows_a_fixed_release_of_another_relation_as_skipped():
     rigorous = settings_for(paper=False)
     assert refusal(pipelines.get_spec("dpdpca"), rigorous) is None

@@ -191,3 +191,17 @@ def test_quadratic_sketch_bounds_hold_on_random_records():
 def test_sensitivity_validation(call, match):
     with pytest.raises(error_for(match), match=match):
         call()
+
+
+def test_a_paper_calibrated_report_states_the_delta_at_the_proven_sensitivity():
+    from dpdpca.dp import GaussianMechanism, at_proven_sensitivity, gaussian_delta, raise_delta
+
+    rep = GaussianMechanism(epsilon=1.0, delta=1e-5, sensitivity=0.01, calibration="classic",
+                            sensitivity_mode="paper").privacy("site", notes="n")
+    real = at_proven_sensitivity(rep, math.sqrt(2) * 0.01)
+    assert real.delta == pytest.approx(gaussian_delta(1.0, rep.sigma, math.sqrt(2) * 0.01), rel=1e-6)
+    assert (real.epsilon, real.sigma, real.sensitivity, real.sensitivity_mode) == (1.0, rep.sigma, 0.01, "paper")
+    assert real.notes == ("n; delta 3.736e-05 at epsilon=1 and the statistic's proven L2 sensitivity 0.01414 "
+                          "(the delta at the paper's sensitivity 0.01: 1.000e-05)")
+    assert at_proven_sensitivity(rep, 0.01) is rep  # no gap: unchanged
+    assert raise_delta(rep, 0.5e-5, why="w", claim="c") is rep  # never lowered
