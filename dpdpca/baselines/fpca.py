@@ -17,8 +17,9 @@
   the leaves of a tree of fan-in ``branching`` (``M = l^q`` leaves when
   balanced), merged level by level with ``Merge_r``.  Merging is
   order-independent up to a rotation (Lemma 1), so a straggler is merged
-  whenever it arrives (:meth:`FederatedPCA.merge_update`) and a failed client
-  is simply left out.
+  whenever it arrives (:meth:`FederatedPCA.merge_update`, with its privacy
+  report when DP is on, composed in parallel into the federation's) and a
+  failed client is simply left out.
 * :class:`FederatedPCA` is the scikit-learn-shaped estimator (``fit`` on
   partitions, ``partial_fit`` for a single streaming client as
   :class:`sklearn.decomposition.IncrementalPCA` does), registered as
@@ -72,7 +73,7 @@ from dpdpca.dp.report import REPLACE_ONE
 from dpdpca.dp.settings import RIGOROUS, relation_of
 from dpdpca.errors import UnsupportedSettingError
 from dpdpca.dp.randomness import NoiseSource
-from dpdpca.errors import DataError
+from dpdpca.errors import DataError, ParameterError
 from dpdpca.estimator import check_is_fitted
 from dpdpca.linalg import flip_signs
 from dpdpca.result import PCAResult
@@ -189,6 +190,26 @@ class FPCAEdge:
     def subspace(self) -> Subspace:
         """The current ``(U, s)`` (processed blocks only)."""
         return self.U_, self.s_
+
+    def privacy(self, noise_added_by: str = "site") -> PrivacyReport:
+        """The report of what this client has released: its blocks, each DP on its own rows (parallel composition).
+
+        Without DP, :meth:`PrivacyReport.non_private`.  This is the evidence
+        :meth:`FederatedPCA.merge_update` needs to merge a late client.
+
+        Raises
+        ------
+        ParameterError
+            A private client that has released no block yet (call :meth:`flush`).
+        """
+        if not self.private:
+            return PrivacyReport.non_private()
+        if not self.mechanisms_:
+            raise param_error("client", "a client that has released at least one block (call flush)", 0)
+        sigmas = sorted({(m.n, m.sigma) for m in self.mechanisms_})
+        note = ("blocks of " + ", ".join(f"{n} rows (omega={sg:.4g})" for n, sg in sigmas)
+                + "; parallel composition over the client's disjoint blocks")
+        return _worst(self.mechanisms_).privacy(noise_added_by, notes=note)
 
     def _process(self, Bt: np.ndarray) -> None:
         """One block (rows of ``Bt``, shape (b, d)) through eq. (3), DP and AdjustRank."""
@@ -508,17 +529,20 @@ class FederatedPCA(SiteEstimator):
                          privacy=privacy, timings=timings, bytes_sent=bytes_sent, params=params, extra=extra)
 
     def _privacy(self, edges: list[FPCAEdge]) -> PrivacyReport:
+        self._client_reports = [e.privacy("site") for e in edges] if self.private else []
+        self._late_notes: list[str] = []
+        return self._composed()
+
+    def _composed(self) -> PrivacyReport:
+        """Parallel composition of every client's report (disjoint clients), late ones included."""
         if not self.private:
             return PrivacyReport.non_private()
-        reports = []
-        for e in edges:
-            sigmas = sorted({(m.n, m.sigma) for m in e.mechanisms_})
-            note = ("blocks of " + ", ".join(f"{n} rows (omega={sg:.4g})" for n, sg in sigmas)
-                    + "; parallel composition over the client's disjoint blocks")
-            reports.append(_worst(e.mechanisms_).privacy("site", notes=note))
-        return parallel_report(reports, mechanism="mod-sulq-streaming", noise_added_by="site",
-                               notes="FPCA-Edge on each client (Grammenos et al. 2020 Alg. 3, Lemma 2 with n = block "
-                                     "size); the tree merge is post-processing")
+        reports = self._client_reports
+        mechanisms = {r.mechanism for r in reports}
+        notes = ("FPCA-Edge on each client (Grammenos et al. 2020 Alg. 3, Lemma 2 with n = block size); the tree "
+                 "merge is post-processing")
+        return parallel_report(reports, mechanism=mechanisms.pop() if len(mechanisms) == 1 else "composition",
+                               noise_added_by="site", notes="; ".join([notes, *self._late_notes]))
 
     def partial_fit(self, X: Any) -> "FederatedPCA":
         """Stream one more batch of rows into a single client (as ``IncrementalPCA.partial_fit``).
@@ -558,14 +582,28 @@ class FederatedPCA(SiteEstimator):
                                       {"site:1": subspace_bytes(edge.d, edge.U_.shape[1])},
                                       {"tree_depth": 0, "n_clients": 1}))
 
-    def merge_update(self, U: np.ndarray, s: np.ndarray, n_samples: int = 0) -> "FederatedPCA":
+    def merge_update(self, U: np.ndarray, s: np.ndarray, n_samples: int = 0, *,
+                     privacy: PrivacyReport | None = None) -> "FederatedPCA":
         """Merge a late client's subspace (a straggler) into the fitted root; returns ``self``.
 
         By Lemma 1 the result equals, up to a rotation, a merge that included
-        the client from the start.  The client's own privacy report must be
-        composed by the caller if it differs from this estimator's.
+        the client from the start.  With DP on, ``privacy`` is the late
+        client's report (:meth:`FPCAEdge.privacy` of its client): it must be
+        differentially private and under this federation's relation, and the
+        client's rows must be in no other client (the caller's promise, as for
+        the clients of :meth:`fit`).  The federation's report is then the
+        parallel composition of every client's, late ones included (its
+        epsilon and delta are the largest of any client's), with a note of
+        the merge.  Without DP (``private=False``) ``privacy`` is not needed.
+
+        Raises
+        ------
+        ParameterError
+            With DP on: ``privacy`` missing, not differentially private, or
+            under another neighbouring relation.
         """
         check_is_fitted(self, "subspace_")
+        late = self._check_late_privacy(privacy)
         U0, s0 = self.subspace_
         U1 = check_data_matrix("U", U, n_features=None)
         if U1.shape[0] != U0.shape[0]:
@@ -575,15 +613,39 @@ class FederatedPCA(SiteEstimator):
         with self.timings_.measure("aggregator", "late-merge"):
             Um, sm = merge_r(U0, s0, U1, s1, r)
         k = self.n_components_
-        n = int(self.n_samples_seen_) + check_int("n_samples", n_samples, minimum=0)
+        n_before = int(self.n_samples_seen_)
+        n = n_before + check_int("n_samples", n_samples, minimum=0)
         self.subspace_, self.n_samples_seen_, self.singular_values_ = (Um, sm), n, sm[:k].copy()
         old = self.result_
+        merges = int(old.extra.get("late_merges", 0)) + 1
+        if late is not None:
+            self._client_reports.append(late)
+            self._late_notes.append(f"late client {merges} merged after the tree (merge_update, {n - n_before} "
+                                    f"rows, ({late.epsilon:g}, {late.delta:.3g})-DP by its own report): parallel "
+                                    f"composition over disjoint clients")
         self._set_result(dataclasses.replace(
-            old, components=flip_signs(Um[:, :k]), eigenvalues=sm[:k] ** 2 / max(n, 1),
+            old, privacy=self._composed(), components=flip_signs(Um[:, :k]), eigenvalues=sm[:k] ** 2 / max(n, 1),
             explained_variance=sm[:k] ** 2 / max(n - 1, 1),
             extra=dict(old.extra, n_samples=n, n_released=n, total_variance=float((sm ** 2).sum()) / max(n - 1, 1),
-                       late_merges=int(old.extra.get("late_merges", 0)) + 1)))
+                       late_merges=merges)))
         return self
+
+    def _check_late_privacy(self, privacy: Any) -> PrivacyReport | None:
+        """The late client's report, checked (None without DP)."""
+        if not self.private:
+            return None
+        if not isinstance(privacy, PrivacyReport):
+            raise param_error("privacy", "the late client's PrivacyReport (its privacy_, or FPCAEdge.privacy()) when DP is on",
+                              privacy if privacy is None else type(privacy).__name__)
+        if not math.isfinite(privacy.epsilon) or privacy.mechanism == "none":
+            raise ParameterError(f"privacy must be a differentially private report (a private FederatedPCA merges "
+                                 f"only private subspaces), got epsilon={privacy.epsilon}, mechanism "
+                                 f"{privacy.mechanism!r}")
+        relation = relation_of(self.neighbouring)
+        if privacy.neighbouring != relation:
+            raise param_error("privacy.neighbouring", f"{relation!r}, this federation's relation",
+                              privacy.neighbouring)
+        return privacy
 
 
 def _worst(mechs: list[ModSulqMechanism]) -> ModSulqMechanism:

@@ -135,6 +135,37 @@ def test_stragglers_are_merged_later_or_left_out():
     np.testing.assert_allclose(projector(without.components_.T), projector(Ug), atol=1e-9)
 
 
+def test_a_late_client_needs_its_privacy_evidence_and_is_composed_in_parallel():
+    import dataclasses
+
+    from dpdpca.dp import ADD_REMOVE_ONE, PrivacyReport
+
+    X = low_rank(600, 6, 3, seed=8)
+    est = FederatedPCA(2, 1.0, 1e-5, block_size=100, rng=np.random.default_rng(0)).fit([X[:200], X[200:400]])
+    before = est.components_.copy()
+    late = FederatedPCA(2, 2.0, 1e-5, block_size=100, rng=np.random.default_rng(1)).fit([X[400:]])
+    U, s = late.subspace_
+    with pytest.raises(ParameterError, match=r"^privacy must be the late client's PrivacyReport "
+                                             r"\(its privacy_, or FPCAEdge.privacy\(\)\) when DP is on, got None$"):
+        est.merge_update(U, s, n_samples=200)  # a raw subspace: no evidence
+    with pytest.raises(ParameterError, match=r"^privacy must be a differentially private report .*got "
+                                             r"epsilon=inf, mechanism 'none'$"):
+        est.merge_update(U, s, n_samples=200, privacy=PrivacyReport.non_private())
+    with pytest.raises(ParameterError, match=r"^privacy.neighbouring must be 'replace-one', this federation's "
+                                             r"relation, got 'add/remove-one'$"):
+        est.merge_update(U, s, n_samples=200, privacy=dataclasses.replace(late.privacy_, neighbouring=ADD_REMOVE_ONE))
+    np.testing.assert_array_equal(est.components_, before)  # refused: nothing merged
+    est.merge_update(U, s, n_samples=200, privacy=late.privacy_)
+    rep = est.privacy_
+    assert (rep.epsilon, rep.delta, len(rep.parts)) == (2.0, 1e-5, 3)  # parallel: the largest client's
+    assert rep.parts[2] == late.privacy_ and "late client 1 merged after the tree (merge_update, 200 rows" in rep.notes
+    assert est.result_.extra["late_merges"] == 1 and est.n_samples_seen_ == 600
+    # an FPCA-Edge client carries its own evidence
+    edge = FPCAEdge(6, 2, 100, source=GeneratorNoiseSource(np.random.default_rng(2)),
+                    mechanism_factory=lambda n: ModSulqMechanism(epsilon=1.0, delta=1e-5, d=6, n=n, mask="streaming"))
+    assert edge.update(X[:150]).flush().privacy().epsilon == 1.0 and "blocks of" in edge.privacy().notes
+
+
 def test_partial_fit_matches_sklearn_incremental_pca():
     rng = np.random.default_rng(7)
     X = rng.normal(size=(600, 10)) * np.linspace(3, 0.3, 10)
