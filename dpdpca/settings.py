@@ -38,7 +38,8 @@ from dpdpca.dp import ANALYTIC, CLASSIC, PAPER, RIGOROUS
 from dpdpca.dp.settings import ADD_REMOVE, REPLACE, relation_of, relation_option
 from dpdpca.pipelines import PipelineSpec
 
-__all__ = ["centering_for", "method_options", "privacy_summary", "protocol_release", "refusal", "settings_for"]
+__all__ = ["centering_for", "method_options", "noisy_parts", "privacy_summary", "protocol_release", "refusal",
+           "settings_for"]
 
 #: The protocol's release under each relation.
 _RELEASE_OF = {ADD_REMOVE: "add-remove", REPLACE: "centred"}
@@ -151,11 +152,32 @@ def method_options(spec: PipelineSpec, settings: Mapping[str, Any]) -> tuple[dic
     return opts, centring
 
 
+def noisy_parts(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The parts of a report (as a dict) that state a ``sigma``, depth-first through nested compositions.
+
+    A part without a ``sigma`` of its own (e.g. an FPCA client whose blocks
+    of two sizes have two sigmas) is replaced by its own noisy parts.
+
+    Examples
+    --------
+    >>> [p["sigma"] for p in noisy_parts({"parts": [{"sigma": None, "parts": [{"sigma": 0.2}, {"sigma": 0.3}]},
+    ...                                             {"sigma": 0.5}]})]
+    [0.2, 0.3, 0.5]
+    """
+    out: list[Mapping[str, Any]] = []
+    for part in report.get("parts") or []:
+        if not isinstance(part, Mapping):
+            continue
+        out.extend([part] if isinstance(part.get("sigma"), (int, float)) else noisy_parts(part))
+    return out
+
+
 def privacy_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     """``mechanism``, ``neighbouring``, ``sensitivity_mode``, ``calibration``, ``sigma``, ``sensitivity`` of a report.
 
     A composed report (one part per site) without a single ``sigma`` gives
-    the largest site's sigma; fields a method does not report are None.
+    the largest sigma of its parts (:func:`noisy_parts`); fields a method
+    does not report are None.
 
     Examples
     --------
@@ -164,9 +186,8 @@ def privacy_summary(report: Mapping[str, Any]) -> dict[str, Any]:
     0.7
     """
     sigma, sens = report.get("sigma"), report.get("sensitivity")
-    parts = [p for p in report.get("parts") or [] if isinstance(p, Mapping)]
-    if not isinstance(sigma, (int, float)) and parts:
-        noisy = [p for p in parts if isinstance(p.get("sigma"), (int, float))]
+    if not isinstance(sigma, (int, float)):
+        noisy = noisy_parts(report)
         if noisy:
             largest = max(noisy, key=lambda p: p["sigma"])
             sigma = largest["sigma"]

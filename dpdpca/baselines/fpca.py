@@ -194,8 +194,12 @@ class FPCAEdge:
     def privacy(self, noise_added_by: str = "site") -> PrivacyReport:
         """The report of what this client has released: its blocks, each DP on its own rows (parallel composition).
 
-        Without DP, :meth:`PrivacyReport.non_private`.  This is the evidence
-        :meth:`FederatedPCA.merge_update` needs to merge a late client.
+        One part per block size, each with the sigma and sensitivity its
+        blocks were drawn at (a last, smaller block has a larger sigma); the
+        top level gives ``sigma`` only when every block shares it (one block
+        size), else None.  Without DP, :meth:`PrivacyReport.non_private`.
+        This is the evidence :meth:`FederatedPCA.merge_update` needs to merge
+        a late client.
 
         Raises
         ------
@@ -206,10 +210,13 @@ class FPCAEdge:
             return PrivacyReport.non_private()
         if not self.mechanisms_:
             raise param_error("client", "a client that has released at least one block (call flush)", 0)
-        sigmas = sorted({(m.n, m.sigma) for m in self.mechanisms_})
-        note = ("blocks of " + ", ".join(f"{n} rows (omega={sg:.4g})" for n, sg in sigmas)
-                + "; parallel composition over the client's disjoint blocks")
-        return _worst(self.mechanisms_).privacy(noise_added_by, notes=note)
+        by_size: dict[int, list[ModSulqMechanism]] = {}
+        for m in self.mechanisms_:
+            by_size.setdefault(m.n, []).append(m)
+        parts = [ms[0].privacy(noise_added_by, notes=f"{len(ms)} block(s) of {n} rows (omega={ms[0].sigma:.4g})")
+                 for n, ms in sorted(by_size.items(), reverse=True)]
+        return parallel_report(parts, mechanism=parts[0].mechanism, noise_added_by=noise_added_by,
+                               basis="parallel composition over the client's disjoint blocks")
 
     def _process(self, Bt: np.ndarray) -> None:
         """One block (rows of ``Bt``, shape (b, d)) through eq. (3), DP and AdjustRank."""
@@ -646,11 +653,6 @@ class FederatedPCA(SiteEstimator):
             raise param_error("privacy.neighbouring", f"{relation!r}, this federation's relation",
                               privacy.neighbouring)
         return privacy
-
-
-def _worst(mechs: list[ModSulqMechanism]) -> ModSulqMechanism:
-    """The mechanism with the largest (epsilon, delta) among a client's blocks (all share epsilon)."""
-    return max(mechs, key=lambda m: m.achieved_delta)
 
 
 def _inner_nodes(leaves: int, fan: int) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import click
 import numpy as np
@@ -32,7 +32,7 @@ from dpdpca.dp.settings import RELATIONS
 from dpdpca.pipelines import PIPELINES, get_spec, pipeline_names
 from dpdpca.progress import Progress, quiet_option
 from dpdpca.result import SUBSPACE
-from dpdpca.settings import method_options as setting_options, protocol_release, refusal, settings_for
+from dpdpca.settings import method_options as setting_options, noisy_parts, protocol_release, refusal, settings_for
 
 __all__ = ["compare_cmd", "run_compare", "settings_for", "format_table"]
 
@@ -231,16 +231,15 @@ def _f1_split(X: np.ndarray, labels: Any, fraction: float, rng: np.random.Genera
     return X[:-n_test], y[:-n_test], X[-n_test:], y[-n_test:]
 
 
-def _sigma_columns(p: dict[str, Any]) -> tuple[str, str]:
+def _sigma_columns(p: Mapping[str, Any]) -> tuple[str, str]:
     """``sigma`` (the largest site's when sites differ) and ``sigma / Delta``, the unit-free noise multiplier.
 
     The multiplier lets methods that release different statistics (scatter,
     second moment) be compared; it is the same at every site of one method.
     """
-    parts = p.get("parts") or []
+    parts = noisy_parts(p)
     if p.get("sigma") is None and parts:
-        sigmas = [q.get("sigma") for q in parts if isinstance(q.get("sigma"), (int, float))]
-        sigma_text = f"{max(sigmas):.3g}" if sigmas else "-"
+        sigma_text = f"{max(float(q['sigma']) for q in parts):.3g}"  # every noisy part states one
         p = parts[0]
     else:
         sigma_text = f"{p['sigma']:.3g}" if isinstance(p.get("sigma"), (int, float)) else "-"

@@ -163,7 +163,7 @@ def test_a_late_client_needs_its_privacy_evidence_and_is_composed_in_parallel():
     # an FPCA-Edge client carries its own evidence
     edge = FPCAEdge(6, 2, 100, source=GeneratorNoiseSource(np.random.default_rng(2)),
                     mechanism_factory=lambda n: ModSulqMechanism(epsilon=1.0, delta=1e-5, d=6, n=n, mask="streaming"))
-    assert edge.update(X[:150]).flush().privacy().epsilon == 1.0 and "blocks of" in edge.privacy().notes
+    assert edge.update(X[:150]).flush().privacy().epsilon == 1.0 and "1 block(s) of 50 rows" in edge.privacy().notes
 
 
 def test_partial_fit_matches_sklearn_incremental_pca():
@@ -245,8 +245,11 @@ def test_streaming_mask_has_std_omega_of_eq_8_at_the_block_size():
     assert p_var > P_MIN
     assert stats.kstest(noise / omega, "norm").pvalue > P_MIN
     assert 1.05 ** 2 * noise.size > stats.chi2.ppf(1 - P_MIN, noise.size)  # power: 5% off would be rejected
-    report = est.fit([X[:250], X[250:]]).privacy_
-    assert report.sigma == pytest.approx(omega) and report.sensitivity == pytest.approx(np.sqrt(2) / b)
+    report = est.fit([X[:250], X[250:]]).privacy_  # blocks of 100, 100, 50 rows: the last drawn at its own omega
+    client = report.parts[0]
+    assert [p.sigma for p in client.parts] == pytest.approx([omega, streaming_modsulq_omega(eps, delta, d, 50)])
+    assert client.parts[0].sensitivity == pytest.approx(np.sqrt(2) / b)
+    assert report.sigma is None and report.sensitivity == pytest.approx(np.sqrt(2) / 50)
     assert report.epsilon == eps and report.delta == delta and report.neighbouring == "replace-one"
 
 
@@ -280,3 +283,21 @@ def test_dp_needs_unit_rows():
     with pytest.raises(DataError, match=r"^rows must have L2 norm <= 1 with DP on"):
         FederatedPCA(2, 1.0, 1e-5, block_size=50).fit([X])
     FederatedPCA(2, private=False, block_size=50).fit([X])  # no norm bound needed without DP
+
+
+def test_the_report_gives_each_block_size_its_own_sigma():
+    """A client's last, smaller block is drawn at a larger sigma: one report part per block size, none hidden."""
+    X = low_rank(400, 6, 3, seed=9, scale=0.5)
+    est = _FederatedPCA(2, 1.0, 1e-5, block_size=100, rng=np.random.default_rng(0)).fit([X[:250], X[250:]])
+    rep = est.privacy_
+    assert rep.sigma is None
+    for client, sizes in zip(rep.parts, ([100, 50], [100, 50])):
+        drawn = [ModSulqMechanism(epsilon=1.0, delta=1e-5, d=6, n=b, mask="streaming", calibration="analytic",
+                                  centred=True) for b in sizes]
+        assert client.sigma is None and len(client.parts) == 2
+        assert [p.sigma for p in client.parts] == [m.sigma for m in drawn]
+        assert [p.sensitivity for p in client.parts] == pytest.approx([4 * (b - 1) / b ** 2 for b in sizes])
+        assert client.sensitivity == max(p.sensitivity for p in client.parts)
+    one = _FederatedPCA(2, 1.0, 1e-5, block_size=100, rng=np.random.default_rng(0)).fit([X[:200], X[200:]])
+    assert one.privacy_.sigma == ModSulqMechanism(epsilon=1.0, delta=1e-5, d=6, n=100, mask="streaming",
+                                                  calibration="analytic", centred=True).sigma
