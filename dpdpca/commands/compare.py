@@ -249,6 +249,14 @@ def _sigma_columns(p: Mapping[str, Any]) -> tuple[str, str]:
     return sigma_text, f"{sigma / sens:.3g}"
 
 
+def _off_marks(budgets: Mapping[str, Any], name: str) -> tuple[str, str]:
+    """``"*"`` on the epsilon and/or delta cell of a method whose report is not the requested value."""
+    got, asked = budgets["reported"][name], budgets["requested"]
+    eps_off = not math.isclose(got["epsilon"], asked["epsilon"], rel_tol=1e-6)
+    delta_off = not math.isclose(got["delta"], asked["delta"], rel_tol=1e-6)
+    return "*" if eps_off else "", "*" if delta_off else ""
+
+
 def _aligned(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
     """Columns padded to their widest cell and separated by two spaces (numbers right-aligned)."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -261,7 +269,10 @@ def format_table(summary: dict[str, Any]) -> str:
 
     Every row names the relation, sensitivity mode and calibration its
     method really ran (from its privacy report); a skipped method shows its
-    reason instead.
+    reason instead.  A method whose report is not the requested
+    (epsilon, delta) has the cell that differs marked ``*`` and a line below the table
+    says so, as a warning when the private methods' reports differ
+    (``summary["budgets"]``, :func:`dpdpca.driver.budget_check`).
     """
     ds = summary["dataset"]
     st = summary.get("settings", {})
@@ -278,6 +289,8 @@ def format_table(summary: dict[str, Any]) -> str:
               "sigma", "sigma/D", "centring", "time_s"] + (["F1"] if with_f1 else [])
     right = {1, 2, 3, 4, 9, 10, 12, 13}
     rows, skipped = [], []
+    budgets = summary.get("budgets") or {}
+    off = set(budgets.get("off_request") or ())
     for name, row in summary["methods"].items():
         if "skipped" in row:
             skipped.append(f"  {name}: skipped: {row['skipped']}")
@@ -291,12 +304,15 @@ def format_table(summary: dict[str, Any]) -> str:
                  else "none" if centring.startswith("none") else centring)
         dp = p["mechanism"] != "none"
         sigma, multiplier = _sigma_columns(p)
-        rows.append([name, f"{value:.4f}", f"{row['std']:.4f}", eps, f"{p['delta']:.2g}",
+        eps_mark, delta_mark = _off_marks(budgets, name) if name in off else ("", "")
+        rows.append([name, f"{value:.4f}", f"{row['std']:.4f}", eps + eps_mark, f"{p['delta']:.2g}" + delta_mark,
                      str(dp and p.get("neighbouring") or "-"), p["mechanism"],
                      str(dp and p.get("sensitivity_mode") or "-"), str(dp and p.get("calibration") or "-"),
                      sigma, multiplier, short, f"{row['time_s']:.4f}"]
                     + ([f"{row['f1']:.4f}" if "f1" in row else "-"] if with_f1 else []))
     lines += _aligned(header, rows, right)
+    if off:
+        lines.append(("warning: " if not budgets.get("equal", True) else "* ") + str(budgets.get("note", "")))
     if skipped:
         lines.append("skipped (no sound form under this setting; never run under another):")
         lines += skipped

@@ -309,3 +309,31 @@ def test_compare_takes_runs_defaults(capsys):
     assert (summary["n_components"], summary["epsilon"], summary["delta"]) == (5, 1.0, 1e-5)
     assert summary["settings"]["relation"] == "add-remove"
     assert summary["methods"]["pooled"]["privacy"]["neighbouring"] == "add/remove-one"
+
+
+def test_compare_flags_private_methods_whose_reported_budget_differs():
+    from dpdpca.commands.compare import format_table, run_compare
+    from dpdpca.driver import budget_check
+
+    rigorous = run_compare(dataset="digits", sites=4, components=3, methods="pooled,dpdispca,nonprivate", seed=0)
+    assert rigorous["budgets"]["equal"] and rigorous["budgets"]["off_request"] == []
+    assert set(rigorous["budgets"]["reported"]) == {"pooled", "dpdispca"}  # the non-private row has no budget
+    assert "warning" not in format_table(rigorous)
+    # --paper --epsilon 2: the papers' calibrations really give larger deltas, and CAPE's joint view more still
+    paper = run_compare(dataset="digits", sites=4, components=3, methods="dpdispca,capepca", seed=0, paper=True,
+                        epsilon=2.0)
+    b = paper["budgets"]
+    assert not b["equal"] and b["off_request"] == ["dpdispca", "capepca"]
+    assert b["reported"]["capepca"]["delta"] == paper["methods"]["capepca"]["privacy"]["delta"] > \
+        b["reported"]["dpdispca"]["delta"] > 1e-5
+    table = format_table(paper)
+    assert "warning: reported (epsilon, delta) differ among the private methods: dpdispca (2, " in table
+    row = next(line for line in table.splitlines() if line.startswith("capepca"))
+    assert row.split()[3:5] == ["2", "0.002*"]  # epsilon as requested, delta marked
+    # one method off among equal others is flagged too; all off but equal is said plainly
+    rows = {"a": {"privacy": {"epsilon": 1.0, "delta": 1e-5}}, "b": {"privacy": {"epsilon": 1.0, "delta": 2.06e-5}},
+            "c": {"privacy": {"epsilon": "inf", "delta": 1.0}}}
+    check = budget_check(rows, 1.0, 1e-5)
+    assert (check["equal"], check["off_request"]) == (False, ["b"]) and set(check["reported"]) == {"a", "b"}
+    rows["a"]["privacy"]["delta"] = 2.06e-5
+    assert "at one guarantee, not the requested one" in budget_check(rows, 1.0, 1e-5)["note"]
