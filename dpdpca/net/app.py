@@ -28,6 +28,10 @@ unknown party or a bad credential, 403 for a known party on another's
 route, 413 above ``max_body_bytes``, 411 without a ``Content-Length``).  Every
 refusal before the body is read answers with ``Connection: close``, so a
 stranger's body is never read: the connection is closed after its headers.
+Only an authenticated request tells the connection guard that its body
+follows (:func:`dpdpca.net.guard.signed_body_follows`); any other answer
+given while a body is still arriving (a public page, 404, 405) also closes
+the connection (the guard adds ``Connection: close``).
 An authenticated body is read up to its signed length only and must match
 its signed digest (401 otherwise).  A client that disconnects mid-upload
 leaves nothing behind.  Timeouts and the connection cap live below HTTP
@@ -51,6 +55,7 @@ from typing import Any
 from dpdpca.net import require
 from dpdpca.net.auth import AuthError, PartyKeys, SignedRequest
 from dpdpca.net.collection import LOG, Collection, Outcome, _one_line
+from dpdpca.net.guard import signed_body_follows
 from dpdpca.net.status_page import render_status_page
 
 __all__ = ["OCTET", "create_app"]
@@ -143,6 +148,7 @@ def create_app(collection: Collection, keys: PartyKeys, *, max_body_bytes: int, 
             _log_refusal(request, 413, f"a declared body of {signed.body_length} bytes (limit {max_body_bytes})")
             return refuse_and_close(413, "too_large",
                                     f"body must be <= {max_body_bytes} bytes, got {signed.body_length}")
+        signed_body_follows(request.scope)  # only now may the connection take body_timeout_s for the body
         try:
             body = await read_body(request, signed)
         except _Gone:  # the client disconnected mid-upload: nothing was stored, it may resend

@@ -2,29 +2,38 @@
 
 A stranger (anyone who can reach the port, with no key the proxy knows) must
 not be able to exhaust the service.  Each connection, from the TCP accept on,
-is in one of three states, each with its own bound:
+is in one of four states, each with its own bound:
 
 ``waiting``
-    TLS handshake and a request's headers.  Both must be complete within
-    ``header_timeout_s`` of the accept (or of the previous answer on a
-    kept-alive connection); a byte every few seconds does not reset it.
-    Headers are capped at ``max_header_bytes`` (h11's incomplete-event limit:
-    431/400 and closed above it).
+    TLS handshake, a request's headers and the application's verdict on
+    them.  The headers must be complete within ``header_timeout_s`` of the
+    accept (or of the previous answer on a kept-alive connection); a byte
+    every few seconds does not reset it.  Headers are capped at
+    ``max_header_bytes`` (h11's incomplete-event limit: 431/400 and closed
+    above it).  A request that carries a body stays ``waiting``, on the same
+    timer, until the application accepts its signature: complete headers
+    alone earn nothing.
 ``body``
-    The headers were complete and the application accepted their signature
-    (:mod:`dpdpca.net.app` checks party, time, token and the Ed25519 signature
-    over method, path, body length and body digest *before* it reads a byte
-    of the body, and answers a stranger with ``Connection: close``).  The
-    whole body must arrive within ``body_timeout_s``.
+    The application accepted the request's signature and reads its body
+    (:mod:`dpdpca.net.app` checks party, time, token and the Ed25519
+    signature over method, path, body length and body digest *before* it
+    reads a byte of the body, then calls :func:`signed_body_follows`; a
+    stranger is answered with ``Connection: close``).  The whole body must
+    arrive within ``body_timeout_s``.  Only this hook grants the state: a
+    route that answers without reading the body (a public page, 404, 405)
+    never does.
 ``busy``
     The request is complete and the application works on it: no timer.
 ``closing``
-    The answer said ``Connection: close`` (every refusal before the body is
-    read does): the connection is dropped :data:`CLOSE_LINGER_S` later
-    whatever the peer does, so a stranger still streaming its body cannot
-    hold the TLS shutdown open.  If the body was not read, the socket is not
-    read any more either (the answer still goes out): the rest of a
-    stranger's body stays in its own send buffer.
+    The answer said ``Connection: close``: the connection is dropped
+    :data:`CLOSE_LINGER_S` later whatever the peer does, so a stranger still
+    streaming its body cannot hold the TLS shutdown open.  Every answer sent
+    while the request's body is still arriving says so (the guard adds the
+    header when the application did not), and so does every refusal before
+    the body is read: an answered request's unread body never keeps its
+    connection.  If the body was not read, the socket is not read any more
+    either (the answer still goes out): the rest of a stranger's body stays
+    in its own send buffer.
 
 At most ``max_connections`` connections exist at once, handshakes included.
 A new connection beyond the cap evicts the oldest connection still
@@ -45,19 +54,35 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dpdpca._validation import check_int, param_error
 from dpdpca.net import require
 
-__all__ = ["ConnectionLimits", "ConnectionGuard", "guarded_protocol_factory", "TLS_READ_BUFFER", "CLOSE_LINGER_S"]
+__all__ = ["ConnectionLimits", "ConnectionGuard", "guarded_protocol_factory", "signed_body_follows", "BODY_EXTENSION",
+           "TLS_READ_BUFFER", "CLOSE_LINGER_S"]
 
 #: Seconds a connection whose answer said ``Connection: close`` may take to flush it before it is dropped.
 CLOSE_LINGER_S = 1.0
 #: Bytes of the TLS layer's read buffer per connection (asyncio's default is 256 KiB; a TLS record is <= 16 KiB).
 TLS_READ_BUFFER = 32 * 1024
+#: The ASGI scope extension (``scope["extensions"]``) through which the application tells the guard that it
+#: accepted a request's signature and reads its body now (:func:`signed_body_follows`).
+BODY_EXTENSION = "dpdpca.signed_body"
+
+
+def signed_body_follows(scope: Mapping[str, Any]) -> None:
+    """The application accepted this request's signature and reads its body now: the guard gives the connection
+    ``body_timeout_s`` for it (state ``body``) instead of the header timeout.
+
+    Call it after authentication and before the first ``receive()`` of the body.  Outside the guard (an ASGI
+    test client, another server) the extension is absent and this does nothing.
+    """
+    hook = (scope.get("extensions") or {}).get(BODY_EXTENSION)
+    if callable(hook):
+        hook()
 
 
 @dataclass(frozen=True)
@@ -141,7 +166,7 @@ class ConnectionGuard:
         self._enter(conn, "waiting", self.limits.header_timeout_s, "header_timeouts")
 
     def body(self, conn: _Conn) -> None:
-        """``conn``'s headers are complete; its body must follow within the body timeout."""
+        """``conn``'s request was authenticated from its headers; its body must follow within the body timeout."""
         self._enter(conn, "body", self.limits.body_timeout_s, "body_timeouts")
 
     def busy(self, conn: _Conn) -> None:
@@ -197,11 +222,40 @@ def guarded_protocol_factory(guard: ConnectionGuard, ssl_context: ssl.SSLContext
     h11_impl = require("uvicorn.protocols.http.h11_impl")
     sslproto = require("asyncio.sslproto")
 
+    close_header = (b"connection", b"close")
+
     class GuardedH11Protocol(h11_impl.H11Protocol):  # type: ignore[misc, name-defined]
+        app: Any  # the ASGI application uvicorn runs for each request (H11Protocol.__init__ sets it)
+
         def __init__(self, *args: Any, guard_conn: _Conn | None = None, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._guard_conn = guard_conn
             self._plain = guard_conn is None
+            self._inner_app = self.app
+            self.app = self._guarded_app
+
+        async def _guarded_app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+            """The application, with :data:`BODY_EXTENSION` in its scope and ``Connection: close`` added to an
+            answer that starts while the request's body is still arriving (nothing will read the rest of it)."""
+            scope["extensions"] = {**(scope.get("extensions") or {}),
+                                   BODY_EXTENSION: lambda: self._signed_body_follows(scope)}
+
+            async def send_closing(message: Any) -> None:
+                if (message.get("type") == "http.response.start" and self.scope is scope
+                        and self.conn.their_state is h11.SEND_BODY):
+                    headers = list(message.get("headers", []))
+                    if not any(bytes(k).lower() == b"connection" and b"close" in bytes(v).lower() for k, v in headers):
+                        message = {**message, "headers": [*headers, close_header]}
+                await send(message)
+
+            await self._inner_app(scope, receive, send_closing)
+
+        def _signed_body_follows(self, scope: dict[str, Any]) -> None:
+            conn = self._guard_conn
+            if (conn is not None and conn.state == "waiting" and self.scope is scope
+                    and self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing()
+                    and self.cycle is not None and not self.cycle.response_complete):
+                guard.body(conn)
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -232,8 +286,11 @@ def guarded_protocol_factory(guard: ConnectionGuard, ssl_context: ssl.SSLContext
                 guard.closing(conn, body_unread=theirs is h11.SEND_BODY)
                 return
             if theirs is h11.SEND_BODY:
-                if conn.state == "waiting":
-                    guard.body(conn)
+                # Until the application vouches for the signature (state "body"), the connection stays "waiting":
+                # evictable, on its header timer.  Answered with the body still arriving: nothing reads the rest.
+                if self.cycle is not None and self.cycle.response_complete:
+                    self.transport.close()
+                    guard.closing(conn, body_unread=True)
             elif theirs is h11.IDLE:
                 if conn.state == "busy" and self.cycle is not None and self.cycle.response_complete:
                     guard.wait(conn)
