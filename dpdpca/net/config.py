@@ -12,7 +12,7 @@ Example (relative paths are resolved against the file's directory):
     state_dir = "proxy-state"      # shares and state, written atomically
     max_body_bytes = 67108864      # refused from the signed Content-Length, before the body is read
     header_timeout_s = 10          # TLS handshake + a request's headers, from the accept
-    body_timeout_s = 300           # a signed request's whole body, from its headers
+    body_timeout_s = 300           # a signed request's whole body, from its signature check
     max_connections = 256          # at once, handshakes included (the oldest still waiting is evicted)
     max_header_bytes = 16384       # a request's header block
     public_status = true           # false: no unauthenticated / and /v1/session (404); /v1/status stays

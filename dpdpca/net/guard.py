@@ -94,7 +94,7 @@ class ConnectionLimits:
     header_timeout_s : float > 0
         TLS handshake plus a request's headers, from the accept (default 10).
     body_timeout_s : float > 0
-        A signed request's whole body, from its headers (default 300: 64 MiB
+        A signed request's whole body, from its signature check (default 300: 64 MiB
         at 0.25 MB/s).
     max_connections : int >= 2
         Connections at once, handshakes included (default 256).
