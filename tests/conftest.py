@@ -117,3 +117,27 @@ def owner_signed() -> Callable[..., bytes]:
         return Message(msg.type, msg.session, msg.key_fingerprint, msg.sender,
                        dict(msg.meta, **{PROOF_SIGNATURE: sig}), sections).to_bytes()
     return sign
+
+
+@pytest.fixture
+def sent_as() -> Callable[..., bytes]:
+    """``sent_as(msg, identity, params, **sections)``: the ciphertexts and proof section of ``msg`` (``sections`` in
+    place of its own) sent by ``identity`` in the session of ``params``, under its own share statement and proof
+    signature: what any listed owner can make of a proved share it got hold of.  So a refusal is the proof's."""
+    from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
+    from dpdpca.protocol.messages import Message
+    from dpdpca.protocol.proofs import PROOF_SECTION, PROOF_SIGNATURE, sign_proof
+    from dpdpca.protocol.releases import as_release
+
+    def send(msg: Message, identity, params, **sections: bytes) -> bytes:
+        sections = dict(msg.sections, **sections)
+        st = ShareStatement.from_json(msg.meta["statement"])
+        digest = ciphertext_digest(sections, as_release(msg.meta["release"]).sections)
+        new = ShareStatement.sign(identity, session=params.session_id, key_fingerprint=params.key_fingerprint,
+                                  d=st.d, n_rows=st.n_rows, ciphertext_sha256=digest, noise=st.noise)
+        meta = dict(msg.meta, owner_id=identity.owner_id, statement=new.to_json(),
+                    **{PROOF_SIGNATURE: sign_proof(identity, params, d=st.d, digest=digest,
+                                                   proof=sections[PROOF_SECTION])})
+        return Message(msg.type, params.session_id, params.key_fingerprint, f"owner:{identity.owner_id}", meta,
+                       sections).to_bytes()
+    return send

@@ -128,6 +128,81 @@ def test_unproved_shares_and_proofs_moved_between_shares_are_refused(make_user, 
     assert Proxy(p, user.owner_keys, quorum=1, release="centred").receive_share(plain) == "5"
 
 
+def test_a_proved_share_sent_by_another_owner_or_in_a_later_session_is_refused_by_its_proof(make_user, make_owner,
+                                                                                           identity, sent_as):
+    """docs/threat-model.md: the proofs are bound to their owner and session, not only to the ciphertexts.  Bob sends
+    alice's proved share (her ciphertexts and proof under his own signatures) to a proxy that has not seen hers, so no
+    replay check can fire; in a later session under the same key the keyring lists someone else as 'alice' (an id is
+    a name in one session's keyring), who sends her share again.  Each is refused by the proof alone."""
+    from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+
+    user = make_user()
+    p = user.params
+    share = make_owner(p, "alice", range_proofs=True, release="centred").share(np.full((3, 3), 0.3))
+    msg = Message.from_bytes(share)
+    proxy = Proxy(p, user.owner_keys, quorum=1, range_proofs=True, release="centred")
+    with pytest.raises(ProofError, match=r"^share of owner 'bob' must carry a valid range proof, got: range proof"):
+        proxy.receive_share(sent_as(msg, identity("bob"), p))
+    assert list(proxy.excluded_) == ["bob"]
+    assert proxy.receive_share(share) == "alice"  # her own share, first from her
+    later = make_user().params
+    assert later.key_fingerprint == p.key_fingerprint and later.session_id != p.session_id
+    other = OwnerIdentity.generate("alice")
+    proxy = Proxy(later, OwnerKeyring.from_identities([other]), quorum=1, range_proofs=True, release="centred")
+    with pytest.raises(ProofError, match=r"^share of owner 'alice' must carry a valid range proof, got: range proof"):
+        proxy.receive_share(sent_as(msg, other, later))
+
+
+def _rerandomized_copy(msg, p):
+    """The sections of ``msg`` (a slack-proved share) with every ciphertext times ``h**delta`` (``h`` the owner's DJN
+    base, public in its proof: fresh ciphertexts of the same values) and the proof's combined response ``Z`` moved by
+    ``sum c_tk e_t delta_k`` to match.  The proof's equations then hold for the new ciphertexts with the old
+    challenges, so only the challenges' binding to the ciphertexts and to the owner's context can refuse it."""
+    import dataclasses
+    import secrets
+
+    from dpdpca.crypto import rangeproof as rp
+    from dpdpca.protocol import proofs
+    from dpdpca.protocol.sections import load_share_arrays
+
+    release, d, pk = msg.meta["release"], msg.meta["d"], p.public_key
+    range_proof, count = proofs.split_proofs(msg.sections[PROOF_SECTION])
+    pf = rp.RangeProof.from_bytes(range_proof, pk)
+    arrays = load_share_arrays(msg, p, d, owners=1, release=release)
+    secs = proofs.proof_sections(p, release, arrays)
+    context = proofs.proof_context(p, owner_id=msg.meta["owner_id"], d=d, release=release,
+                                   digest=msg.meta["statement"]["ciphertext_sha256"])
+    geom = rp.ProofGeometry.of(secs)
+    d1 = rp._h1(context, pk, geom, secs, [pf.base, pf.root_commit, pf.gamma_commit], pf.masks)
+    es, _ = rp._challenges(d1, geom.repetitions)
+    coeffs = rp._coefficients(d1, pf.responses, geom.repetitions * geom.ciphertexts)
+    deltas = [secrets.randbits(32) + 1 for _ in range(geom.ciphertexts)]
+    factors = iter([pow(pf.base, delta, pk.nsquare) for delta in deltas])
+    sections = {name: EncryptedArray(pk, arr.layout, arr.chunks, arr.bound,
+                                     [int(c) * next(factors) % pk.nsquare for c in arr.ciphertexts]).to_bytes()
+                for name, arr in arrays.items()}
+    z = pf.combined + sum(coeffs[t * geom.ciphertexts + k] * delta for t in range(geom.repetitions) if es[t]
+                          for k, delta in enumerate(deltas))
+    sections[PROOF_SECTION] = proofs.join_proofs(dataclasses.replace(pf, combined=z).to_bytes(pk), count)
+    return sections
+
+
+def test_a_rerandomized_copy_of_a_proved_share_is_refused_by_its_proof(make_user, make_owner, identity, sent_as):
+    """docs/threat-model.md: bob multiplies every ciphertext of alice's share by h**delta and moves her proof's
+    response to match (:func:`_rerandomized_copy`): fresh ciphertexts, so the replay check passes them, of her
+    values under her proof.  The proof's challenges hash the ciphertexts and her context: refused, bob excluded."""
+    user = make_user()
+    p = user.params
+    share = make_owner(p, "alice", range_proofs=True, release="centred").share(np.full((3, 3), 0.3))
+    msg = Message.from_bytes(share)
+    proxy = Proxy(p, user.owner_keys, quorum=2, range_proofs=True, release="centred")
+    assert proxy.receive_share(share) == "alice"
+    copy = sent_as(msg, identity("bob"), p, **_rerandomized_copy(msg, p))
+    with pytest.raises(ProofError, match=r"^share of owner 'bob' must carry a valid range proof, got: range proof"):
+        proxy.receive_share(copy)
+    assert list(proxy.excluded_) == ["bob"] and proxy.received == ["alice"]
+
+
 def test_a_cheater_proving_the_public_bounds_for_an_inflated_share_is_refused(make_user, identity):
     """Proving the public bounds while R is far beyond them: the honest prover refuses; a forced proof fails."""
     user = make_user()
