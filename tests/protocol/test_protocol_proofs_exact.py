@@ -167,6 +167,81 @@ def test_proofs_moved_replayed_or_in_the_other_mode_are_refused(make_user, make_
         Proxy(p, user.owner_keys, quorum=1, range_proofs=True, range_proof_mode="loose")
 
 
+def test_a_proved_share_sent_by_another_owner_or_in_a_later_session_is_refused_by_its_proofs(make_user, make_owner,
+                                                                                            identity, sent_as):
+    """docs/threat-model.md: as in the slack mode, the exact proofs are bound to their owner and session: alice's share
+    sent by bob to a proxy that has not seen hers, and again in a later session under the same key by whoever its
+    keyring lists as 'alice', is refused by the proofs alone."""
+    from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+
+    user = make_user()
+    p = user.params
+    share = make_owner(p, "alice", range_proofs=True, range_proof_mode="exact").share(np.full((3, D), 0.3))
+    msg = Message.from_bytes(share)
+    proxy = _proxy(user)
+    with pytest.raises(ProofError, match=r"^share of owner 'bob' must carry a valid range proof, got: interval proof"):
+        proxy.receive_share(sent_as(msg, identity("bob"), p))
+    assert list(proxy.excluded_) == ["bob"]
+    assert proxy.receive_share(share) == "alice"
+    later = make_user().params
+    assert later.key_fingerprint == p.key_fingerprint and later.session_id != p.session_id
+    other = OwnerIdentity.generate("alice")
+    proxy = Proxy(later, OwnerKeyring.from_identities([other]), quorum=1, range_proofs=True,
+                  range_proof_mode="exact", release="add-remove")
+    with pytest.raises(ProofError, match=r"^share of owner 'alice' must carry a valid range proof, got: interval "):
+        proxy.receive_share(sent_as(msg, other, later))
+
+
+def _rerandomized_copy(msg, p):
+    """The sections of ``msg`` (an exact-proved share) with every ciphertext times ``h**delta`` (``h`` the owner's DJN
+    base, public in each proof) and each proof's relation response ``Z_D`` moved by ``e_D delta`` to match: ``D`` is
+    ``C`` over public factors, so it moves by ``h**delta`` too.  Only the challenges' binding to the ciphertext and
+    to the owner's context can refuse it."""
+    import dataclasses
+    import secrets
+
+    from dpdpca.crypto import EncryptedArray
+    from dpdpca.crypto import _gmp as bk
+    from dpdpca.crypto import bitproof as bp
+    from dpdpca.protocol import proofs
+    from dpdpca.protocol.sections import load_share_arrays
+
+    release, d, pk = msg.meta["release"], msg.meta["d"], p.public_key
+    statement = ShareStatement.from_json(msg.meta["statement"])
+    arrays = load_share_arrays(msg, p, d, owners=1, release=release)
+    context = proofs.proof_context(p, owner_id=msg.meta["owner_id"], d=d, release=release,
+                                   digest=statement.ciphertext_sha256)
+    statements = proofs.slot_statements(p, release, arrays, d=d, noise=statement.noise)
+    cts, out = [], []
+    for raw, st in zip(split_proofs(msg.sections[PROOF_SECTION], mode="exact"), statements):
+        pf = bp.IntervalProof.from_bytes(raw, pk, st)
+        commits = [int(v) for v in bk.bytes_to_ints(pf.commitments, pk.ciphertext_bytes)]
+        _, e_rel, _ = bp._subchallenges(bp._hash(context, pk, st, pf.base, pf.bit_ciphertexts, commits), st.bits)
+        delta = secrets.randbits(32) + 1
+        cts.append(st.ciphertext * pow(pf.base, delta, pk.nsquare) % pk.nsquare)
+        out.append(dataclasses.replace(pf, relation_response=pf.relation_response + e_rel * delta).to_bytes(pk, st))
+    new = iter(cts)
+    sections = {name: EncryptedArray(pk, arr.layout, arr.chunks, arr.bound,
+                                     [next(new) for _ in arr.ciphertexts]).to_bytes() for name, arr in arrays.items()}
+    sections[PROOF_SECTION] = join_proofs(*out, mode="exact")
+    return sections
+
+
+def test_a_rerandomized_copy_of_a_proved_share_is_refused_by_its_proofs(make_user, make_owner, identity, sent_as):
+    """docs/threat-model.md: bob multiplies every ciphertext of alice's share by h**delta and moves each proof's
+    relation response to match (:func:`_rerandomized_copy`): fresh ciphertexts of her values, past the replay check.
+    Each proof's challenges hash its ciphertext and her context: refused, bob excluded."""
+    user = make_user()
+    p = user.params
+    share = make_owner(p, "alice", range_proofs=True, range_proof_mode="exact").share(np.full((3, D), 0.3))
+    msg = Message.from_bytes(share)
+    proxy = Proxy(p, user.owner_keys, quorum=2, range_proofs=True, range_proof_mode="exact", release="add-remove")
+    assert proxy.receive_share(share) == "alice"
+    with pytest.raises(ProofError, match=r"^share of owner 'bob' must carry a valid range proof, got: interval proof"):
+        proxy.receive_share(sent_as(msg, identity("bob"), p, **_rerandomized_copy(msg, p)))
+    assert list(proxy.excluded_) == ["bob"] and proxy.received == ["alice"]
+
+
 def test_the_pool_intake_and_the_proxy_state_keep_the_exact_mode(make_user, make_owner, identity):
     from dpdpca.crypto import local_process_pool
 
