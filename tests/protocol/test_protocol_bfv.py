@@ -110,7 +110,16 @@ def test_bfv_replay_duplicate_and_single_release(bfv_user, make_owner, identity,
 
 
 def test_bfv_proxy_output_is_rerandomized(bfv_user, make_owner, unit_rows):
-    """The released ciphertexts are not the owners' sum: a fresh encryption of 0 was added to each, then flooded."""
+    """The released ciphertexts are not the owners' sum: a fresh encryption of 0 was added to each, then flooded.
+
+    docs/threat-model.md: measured, not only declared.  With the secret key (SEAL's invariant noise budget, as the
+    data user can) the release's noise has the flood's size 2**f, not the shares' (the header's bound alone would not
+    show a missing flood); and release - aggregate is a proper ciphertext (c1 != 0), not the transparent
+    (noise + flood, 0) that anyone who saw the owners' ciphertexts could read without the key."""
+    import math
+
+    import tenseal.sealapi  # noqa: F401  (registers SEAL's Modulus type: the primes are read below)
+
     p = bfv_user.params
     X = _parts(unit_rows, seed=4)[0]
     share = make_owner(p, "alice", release="add-remove").share(X)
@@ -135,6 +144,19 @@ def test_bfv_proxy_output_is_rerandomized(bfv_user, make_owner, unit_rows):
     f = flood_exponent((p.max_owners + 1) * fresh + fresh, m)
     assert f >= flood_exponent(before, m) >= 40 + 20
     assert out.noise == before + (2 << f) < p.public_key.params.noise_capacity
+    # what the secret-key holder measures: budget = log2(q / (2 t |v|)) up to a bit, |v| ~ 2**f (the largest of
+    # N uniform draws on [-2**f, 2**f)); without the flood |v| is the shares' and the fresh zero's, ~2**20
+    sk = bfv_user.private_key
+    for ctx, t, row in zip(sk._contexts, p.public_key.params.plain_moduli, out.per_prime_vectors()):
+        q = math.prod(int(m.value()) for m in ctx.seal_context().data.first_context_data().parms().coeff_modulus())
+        for vec in row:
+            budget = ctx.decryptor().data.invariant_noise_budget(vec.ciphertext()[0])
+            assert 1 <= budget <= math.log2(q / t) - f + 1, (budget, f)
+    # release - aggregate = (DP noise as a plaintext) + the zeros: its c1 is the fresh encryption of 0's
+    summand = BFVArray(p.public_key, agg.chunks, 0, 0, agg.per_prime_vectors(), None,
+                       [(n, 0) for n, _ in out.segments])
+    diff = out.take_out(summand)  # MessageError if c1 = 0 (transparent)
+    assert not any(ct.is_transparent() for row in diff.per_prime_vectors() for vec in row for ct in vec.ciphertext())
 
 
 def test_bfv_estimator_and_processes(unit_rows):
