@@ -35,8 +35,9 @@ from typing import Any, ClassVar
 
 from dpdpca._validation import check_int, param_error
 from dpdpca.crypto import PublicKey, SlotLayout, scheme_of, upper_triangle_chunks
-from dpdpca.dp import (ADD_REMOVE_ONE, REPLACE_ONE, SENSITIVITY_MODES, DiscreteGaussianMechanism,
-                       DistributedCalibration, PrivacyReport, calibrate_add_remove, calibrate_distributed)
+from dpdpca.dp import (ADD_REMOVE_ONE, PAPER, REPLACE_ONE, RIGOROUS, SENSITIVITY_MODES, DiscreteGaussianMechanism,
+                       DistributedCalibration, PrivacyReport, calibrate_add_remove, calibrate_distributed,
+                       discrete_gaussian_delta, raise_delta)
 from dpdpca.dp.accountant import ReleaseCost
 from dpdpca.dp.release import DEFAULT_RELEASE, RELEASES
 from dpdpca.protocol import add_remove
@@ -363,11 +364,21 @@ class CentredRelease(ProtocolRelease):
         report = centred_report(mech, epsilon=setting.epsilon, d=d, n=n, frac_bits=frac_bits, kappa=kappa,
                                 noise_lattice=setting.noise_lattice, sensitivity_mode=setting.sensitivity_mode,
                                 sens_real=sens_real, sens_int=sens_int)
-        # zCDP of a discrete Gaussian: (integer sensitivity)^2 / (2 sigma^2), the sigma that is drawn.  The
-        # paper's integer lattice adds N*G' and the user learns v_i v_j mod N: not DP, an infinite cost.
+        tv = mask_tv_bound(d, n, frac_bits=frac_bits, kappa=kappa)
+        if setting.sensitivity_mode == PAPER and setting.noise_lattice != "integer":
+            # Wang & Chang's Delta = 1 is below S-bar's proven replace-one sensitivity 4 (N - 1) / N: the noise
+            # calibrated to it is reported and priced at the proven one (the paper's claim kept in a note)
+            _, sens_int = integer_noise_sensitivity(n, frac_bits=frac_bits, sensitivity_mode=RIGOROUS,
+                                                    noise_lattice=setting.noise_lattice)
+            real = discrete_gaussian_delta(setting.epsilon, mech.sigma_squared, sens_int) + tv
+            report = raise_delta(report, real, why=f"at epsilon={setting.epsilon:g} and S-bar's proven replace-one "
+                                                   f"sensitivity 4 (N - 1) / N (integer {sens_int})",
+                                 claim="the delta at Wang & Chang's Delta = 1")
+        # zCDP of a discrete Gaussian: (integer sensitivity)^2 / (2 sigma^2), the sigma that is drawn, at the
+        # proven sensitivity.  The paper's integer lattice adds N*G' and the user learns v_i v_j mod N: not DP, an
+        # infinite cost.
         rho = (math.inf if setting.noise_lattice == "integer"
                else float(sens_int) ** 2 / (2.0 * float(mech.sigma_squared)))
-        tv = mask_tv_bound(d, n, frac_bits=frac_bits, kappa=kappa)
         return ReleaseNoise(self, setting, report, rho, tv, mech)
 
     def share_values(self, r_upper: Any, v: Any, n: int, *, frac_bits: int, slots: int,

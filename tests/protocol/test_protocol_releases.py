@@ -106,6 +106,26 @@ def test_the_papers_integer_lattice_is_not_dp_and_costs_everything(tmp_path):
         PrivacyLedger(tmp_path / "l.json", budget_epsilon=100.0, budget_delta=1e-3).check(cost)
 
 
+def test_the_papers_sensitivity_is_reported_and_priced_at_the_proven_one():
+    # Wang & Chang's Delta = 1 is below S-bar's proven replace-one sensitivity 4 (N - 1) / N: the noise calibrated
+    # to it gives a larger delta, which the report states (the paper's claim in a note) and the ledger pays
+    from dpdpca.dp import discrete_gaussian_delta
+    from dpdpca.protocol.bounds import integer_noise_sensitivity
+
+    n, d = 100, 5
+    paper = ReleaseOptions(epsilon=1.0, delta=1e-5, sensitivity_mode="paper")
+    noise = paper.kind.calibrate(paper, d=d, frac_bits=16, kappa=40, n=n)
+    _, proven = integer_noise_sensitivity(n, frac_bits=16, sensitivity_mode="rigorous")
+    _, claimed = integer_noise_sensitivity(n, frac_bits=16, sensitivity_mode="paper")
+    assert proven > 3.9 * claimed and noise.calibration.sensitivity == claimed  # the noise drawn is the paper's
+    real = discrete_gaussian_delta(1.0, noise.calibration.sigma_squared, proven)
+    assert noise.report.delta >= real > 0.1 and noise.report.sensitivity_mode == "paper"
+    assert "the delta at Wang & Chang's Delta = 1: 1.000e-05" in noise.report.notes
+    assert noise.rho == pytest.approx(float(proven) ** 2 / (2 * float(noise.calibration.sigma_squared)))
+    rigorous = ReleaseOptions(epsilon=1.0, delta=1e-5, release="centred")
+    assert rigorous.kind.calibrate(rigorous, d=d, frac_bits=16, kappa=40, n=n).report.delta <= 1e-5 * (1 + 1e-6)
+
+
 @pytest.mark.parametrize("release", ["add-remove", "centred"])
 def test_the_ledger_cost_is_the_calibration_that_draws_the_noise(release):
     s = ReleaseOptions(epsilon=1.0, delta=1e-5, release=release)
