@@ -272,7 +272,9 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
             if randomness_path is not None or ready.exists():
                 from dpdpca.protocol.offline import OwnerRandomness
 
-                owner.use_randomness(OwnerRandomness.consume(ready, params.public_key))
+                # checked whole (a randomness file of this key, release, d and layout) before it is deleted
+                owner.use_randomness(OwnerRandomness.consume(ready, params.public_key, release=rel, d=X.shape[1],
+                                                             slots=params.layout.slots))
                 made = f"made ahead ({ready})"
             elif ahead is not None and ahead.result() is not None:
                 owner.use_randomness(ahead.result())

@@ -20,13 +20,14 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from dpdpca._io import atomic_write_bytes
 from dpdpca._validation import check_int
 from dpdpca.crypto import PublicKey, encryptions_of_zero
 from dpdpca.crypto.ciphertexts import from_fixed_bytes, to_fixed_bytes
 from dpdpca.crypto.compute import EngineLike
-from dpdpca.errors import FileAccessError, MessageError
+from dpdpca.errors import FileAccessError, MessageError, ProtocolError
 from dpdpca.protocol.releases import as_release
 
 __all__ = ["RANDOMNESS_FILE", "OwnerRandomness"]
@@ -34,6 +35,7 @@ __all__ = ["RANDOMNESS_FILE", "OwnerRandomness"]
 #: Default file name in the owner's directory.
 RANDOMNESS_FILE = "randomness.bin"
 _MAGIC = b"DPDPCA-OWNER-RANDOMNESS-1\n"
+_MAX_HEADER_BYTES = 1 << 16  # the JSON header line (a few sections): anything longer is not one
 
 
 @dataclass
@@ -96,17 +98,27 @@ class OwnerRandomness:
         return atomic_write_bytes(path, _MAGIC + header + b"\n" + blob, mode=0o600, exclusive=True)
 
     @classmethod
-    def consume(cls, path: str | os.PathLike[str], public_key: PublicKey) -> OwnerRandomness:
-        """Read the factors at ``path`` and delete the file before anything uses them (used once).
+    def consume(cls, path: str | os.PathLike[str], public_key: PublicKey, *, release: str | None = None,
+                d: int | None = None, slots: int | None = None) -> OwnerRandomness:
+        """Read and check the factors at ``path``, then delete the file before anything uses them (used once).
+
+        Every check comes before the deletion: the file's owner and mode, the
+        magic line, the header, the key, the size, and (given) the release, d
+        and layout.  A file that fails one is never touched: it may not be a
+        randomness file at all (a mistyped ``--randomness`` naming a key or an
+        identity), or it may be this owner's for another share.  The file
+        deleted is the one read (same device and inode), never another put at
+        ``path`` meanwhile.
 
         Raises
         ------
         FileAccessError
-            The file is missing, not a regular file of this user, or readable
-            or writable by group or others (then it is left in place: it may
-            not be this owner's to delete).
+            The file is missing, not a regular file of this user, readable or
+            writable by group or others, or replaced while it was read.
         MessageError
-            Malformed, or made under another key.
+            Not a randomness file, malformed, or made under another key.
+        ProtocolError
+            Made for another release, d or layout than the given ones.
         """
         p = Path(path)
         try:
@@ -119,28 +131,57 @@ class OwnerRandomness:
             if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
                 raise FileAccessError(f"randomness file {str(p)!r} must be a regular file of this user with mode "
                                       f"0600, got mode {stat.S_IMODE(st.st_mode):o}")
-            data = fh.read()
-        p.unlink()  # before use: a crash later loses these factors, never reuses them
-        if not data.startswith(_MAGIC) or b"\n" not in data[len(_MAGIC):]:
-            raise MessageError(f"randomness file {str(p)!r} must start with {_MAGIC[:-1].decode()!r}, got another file")
-        line, blob = data[len(_MAGIC):].split(b"\n", 1)
+            made = cls._read(fh, p, public_key, size=st.st_size)
+        wanted = {"release": None if release is None else str(release), "d": d, "slots": slots}
+        got = {"release": made.release, "d": made.d, "slots": made.slots}
+        wrong = [f"{k}={v!r}" for k, v in wanted.items() if v is not None and v != got[k]]
+        if wrong:
+            raise ProtocolError(f"randomness file {str(p)!r} must be made for {', '.join(wrong)}, got {made!r} "
+                                f"(the file is kept)")
         try:
+            now = os.lstat(p)
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            raise FileAccessError(f"randomness file {str(p)!r} must stay in place while it is read, got another "
+                                  f"file there (nothing deleted)")
+        p.unlink()  # before use: a crash later loses these factors, never reuses them
+        return made
+
+    @classmethod
+    def _read(cls, fh: BinaryIO, p: Path, public_key: PublicKey, *, size: int) -> OwnerRandomness:
+        """Parse an open randomness file of ``size`` bytes: magic line, header, then the factors the header counts.
+
+        Reads the factors only once the header has proved a randomness file of this key and of its size.
+        """
+        if fh.read(len(_MAGIC)) != _MAGIC:
+            raise MessageError(f"randomness file {str(p)!r} must start with {_MAGIC[:-1].decode()!r}, got another file")
+        line = fh.readline(_MAX_HEADER_BYTES + 1)
+        try:
+            if not line.endswith(b"\n"):
+                raise ValueError("no header line")
             head = json.loads(line)
             sizes = {str(k): int(v) for k, v in head["sections"]}
             width = int(head["width"])
             fingerprint, release = str(head["key_fingerprint"]), str(head["release"])
             d, slots = int(head["d"]), int(head["slots"])
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             raise MessageError(f"randomness file {str(p)!r} must have a valid header, got a malformed one") from None
         if fingerprint != public_key.fingerprint or width != public_key.ciphertext_bytes:
             raise MessageError(f"randomness file key must be {public_key.fingerprint[:16]}..., got {fingerprint[:16]}...")
-        if len(blob) != width * sum(sizes.values()):
-            raise MessageError(f"randomness file must hold {sum(sizes.values())} factors of {width} bytes, "
-                               f"got {len(blob)} bytes")
+        count = sum(sizes.values())
+        if min(sizes.values(), default=0) < 0:
+            raise MessageError(f"randomness file {str(p)!r} must have a valid header, got a negative count")
+        if size - len(_MAGIC) - len(line) != width * count:
+            raise MessageError(f"randomness file must hold {count} factors of {width} bytes, got "
+                               f"{size - len(_MAGIC) - len(line)} bytes")
+        blob = fh.read(width * count)
+        if len(blob) != width * count:  # shortened while read
+            raise MessageError(f"randomness file must hold {count} factors of {width} bytes, got {len(blob)} bytes")
         values = [int(v) for v in from_fixed_bytes(blob, width)]
         sections: dict[str, list[int]] = {}
         pos = 0
-        for name, count in sizes.items():
-            sections[name] = values[pos:pos + count]
-            pos += count
+        for name, n in sizes.items():
+            sections[name] = values[pos:pos + n]
+            pos += n
         return cls(fingerprint, release, d, slots, sections)

@@ -482,11 +482,18 @@ def test_owner_prepare_then_share_uses_the_randomness_once(tmp_path, keys, capsy
         return {k: [int(x) for x in sk.raw_decrypt(EncryptedArray.from_bytes(b, params.public_key).ciphertexts)]
                 for k, b in msg.sections.items()}
     assert plain("ahead.msg") == plain("fresh.msg")
-    # prepared for another d: refused in one line, and the file is gone (never reused)
+    # prepared for another d: refused in one line before the file is deleted (it is kept for a share of d=3)
     assert main(["owner", "prepare", *common, "--d", "3", "--release", "centred"]) == 0
-    _expect_error(capsys, [*share, "--out", str(tmp_path / "bad.msg")], "randomness made ahead must be for d=4",
+    _expect_error(capsys, [*share, "--out", str(tmp_path / "bad.msg")], "must be made for d=4",
                   no_file=tmp_path / "bad.msg")
-    assert not path.exists()
+    assert path.exists()
+    # a mistyped --randomness naming another 0600 file (the private key, an identity): refused, never deleted
+    for victim in (keys / "private.json", own / "alice.identity.json"):
+        before = victim.read_bytes()
+        _expect_error(capsys, [*share, "--out", str(tmp_path / "bad.msg"), "--randomness", str(victim)],
+                      f"randomness file {str(victim)!r} must start with 'DPDPCA-OWNER-RANDOMNESS-1'",
+                      no_file=tmp_path / "bad.msg")
+        assert victim.read_bytes() == before
 
 
 def test_owner_share_makes_its_randomness_while_the_data_load_when_d_is_declared(tmp_path, capsys):

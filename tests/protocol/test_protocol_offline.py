@@ -89,7 +89,7 @@ def test_randomness_file_is_private_read_once_and_deleted(tmp_path, make_user, m
     owner.use_randomness(loaded)
     share = owner.share(unit_rows(np.random.default_rng(2), 4, 3))
     assert _plaintexts(share, user.params, user.private_key)
-    # Readable by others: refused and left in place; another key: refused (and already deleted).
+    # Readable by others: refused and left in place; another key: refused, and left in place too.
     again = owner.precompute(3)
     loose = again.save(tmp_path / "loose.bin", pk)
     os.chmod(loose, 0o644)
@@ -99,7 +99,43 @@ def test_randomness_file_is_private_read_once_and_deleted(tmp_path, make_user, m
     os.chmod(loose, 0o600)
     with pytest.raises(MessageError, match="randomness file key must be"):
         OwnerRandomness.consume(loose, other_keypair[0])
-    assert not loose.exists()
+    assert loose.exists()
+
+
+def test_a_file_that_is_not_this_shares_randomness_is_refused_and_never_deleted(tmp_path, make_user, make_owner):
+    """Everything that proves a randomness file of this key, release, d and layout is checked before the file is
+    deleted: a mistyped path naming another 0600 file (a private key, an identity), a damaged file, or factors
+    made for another share are refused and left byte for byte as they were."""
+    user = make_user()
+    pk, slots = user.params.public_key, user.params.layout.slots
+    made = make_owner(user.params, "1").precompute(3)
+    good = made.save(tmp_path / "good.bin", pk).read_bytes()
+    magic, rest = good.split(b"\n", 1)
+    header, blob = rest.split(b"\n", 1)
+    victims = {
+        "key.json": (b'{"private": "secret"}\n', MessageError, "must start with 'DPDPCA-OWNER-RANDOMNESS-1'"),
+        "empty.bin": (b"", MessageError, "must start with"),
+        "header.bin": (magic + b"\n{not json\n" + blob, MessageError, "must have a valid header"),
+        "no-line.bin": (magic + b"\n" + header, MessageError, "must have a valid header"),
+        "short.bin": (good[:-1], MessageError, "must hold"),
+        "long.bin": (good + b"\0", MessageError, "must hold"),
+    }
+    for name, (data, error, match) in victims.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        os.chmod(path, 0o600)
+        with pytest.raises(error, match=match):
+            OwnerRandomness.consume(path, pk, release=made.release, d=3, slots=slots)
+        assert path.read_bytes() == data, name
+    # a randomness file of this key, made for another d, release or layout: refused and kept for its own share
+    for wrong in ({"d": 4}, {"release": "centred"}, {"slots": slots + 1}):
+        want = {"release": made.release, "d": 3, "slots": slots, **wrong}
+        with pytest.raises(ProtocolError, match=f"must be made for {next(iter(wrong))}=.*the file is kept"):
+            OwnerRandomness.consume(tmp_path / "good.bin", pk, **want)
+        assert (tmp_path / "good.bin").read_bytes() == good
+    loaded = OwnerRandomness.consume(tmp_path / "good.bin", pk, release=made.release, d=3, slots=slots)
+    assert loaded.sections == {k: [int(f) for f in v] for k, v in made.sections.items()}
+    assert not (tmp_path / "good.bin").exists()
 
 
 def _jacobi(c: int, n: int) -> int:
