@@ -78,17 +78,9 @@ class ReservedOutput:
         self._fd: int | None = None
         target = self.path
         self._made: list[Path] = []  # the directories made for it, innermost first: removed again by discard
-        if target.is_dir():
-            raise FileAccessError(f"{what} {str(target)!r} must be a file, got a directory")
-        if exclusive and (target.exists() or target.is_symlink()):
-            raise FileAccessError(f"{what} {str(target)!r} must not exist already, got an existing file")
-        blocker = next((p for p in target.parents if p.exists() or p.is_symlink()), None)
-        if blocker is not None and not blocker.is_dir():
-            raise FileAccessError(f"{what} {str(target)!r} must be in a directory, got {str(blocker)!r}, "
-                                  f"which is not a directory")
+        check_output_path(target, what, exclusive=exclusive)
         try:
-            self._made = [p for p in target.parents if not (p.exists() or p.is_symlink())]
-            target.parent.mkdir(parents=True, exist_ok=True)
+            self._made = _make_parents(target)
             # kept open until the write: the bytes go to this file, whatever the name points to meanwhile
             self._fd, self._tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             os.fchmod(self._fd, mode)
@@ -156,15 +148,52 @@ class ReservedOutput:
             except FileNotFoundError:
                 pass
         made, self._made = self._made, []
-        for directory in made:
-            try:
-                directory.rmdir()
-            except OSError:  # not empty (something else was written there meanwhile), or gone: left as it is
-                break
+        _remove_dirs(made)
+
+
+def check_output_path(path: str | os.PathLike[str], what: str, *, exclusive: bool = False) -> Path:
+    """Refuse, without creating anything, an output path that cannot be a file: one line naming ``what``.
+
+    Raises
+    ------
+    FileAccessError
+        ``path`` is a directory, lies under something that is not a directory,
+        or (``exclusive``) exists.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise FileAccessError(f"{what} {str(target)!r} must be a file, got a directory")
+    if exclusive and (target.exists() or target.is_symlink()):
+        raise FileAccessError(f"{what} {str(target)!r} must not exist already, got an existing file")
+    blocker = next((p for p in target.parents if p.exists() or p.is_symlink()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise FileAccessError(f"{what} {str(target)!r} must be in a directory, got {str(blocker)!r}, "
+                              f"which is not a directory")
+    return target
+
+
+def _make_parents(target: Path) -> list[Path]:
+    """Make ``target``'s missing directories; returns those made, innermost first (for :func:`_remove_dirs`)."""
+    made = [p for p in target.parents if not (p.exists() or p.is_symlink())]
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        _remove_dirs(made)
+        raise
+    return made
+
+
+def _remove_dirs(made: list[Path]) -> None:
+    """Remove directories made by :func:`_make_parents`, innermost first, while they are empty."""
+    for directory in made:
+        try:
+            directory.rmdir()
+        except OSError:  # not empty (something else was written there meanwhile), or gone: left as it is
+            break
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644,
-                       exclusive: bool = False) -> Path:
+                       exclusive: bool = False, what: str = "output file") -> Path:
     """Write ``data`` to ``path`` through a temporary file and an atomic rename.
 
     The temporary file is created with ``mode`` from the start (so a secret key
@@ -180,14 +209,14 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
         The directory cannot be created or written, or (``exclusive``) the
         target exists.
     """
-    with ReservedOutput(path, mode=mode, exclusive=exclusive) as out:
+    with ReservedOutput(path, mode=mode, exclusive=exclusive, what=what) as out:
         return out.write(data)
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, mode: int = 0o644,
-                      exclusive: bool = False) -> Path:
+                      exclusive: bool = False, what: str = "output file") -> Path:
     """Serialize ``obj`` as indented JSON and write it atomically."""
-    with ReservedOutput(path, mode=mode, exclusive=exclusive) as out:
+    with ReservedOutput(path, mode=mode, exclusive=exclusive, what=what) as out:
         return out.write_json(obj)
 
 
@@ -234,23 +263,73 @@ def read_json_file(path: str | os.PathLike[str], what: str, *, max_bytes: int = 
 
 
 @contextmanager
-def exclusive_lock(path: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (a sidecar lock file, created 0600) for the ``with`` block.
+def exclusive_lock(path: str | os.PathLike[str], *, what: str = "locked file") -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``<path>.lock``, the sidecar lock file of ``path``, for the ``with`` block.
 
-    Serializes read-check-write sequences of several processes on one file
-    (POSIX; elsewhere the block runs unlocked).
+    Serializes read-check-write sequences of several processes on the file
+    ``path`` (POSIX; elsewhere the block runs unlocked).  The lock file
+    (mode 0600) is made, with any missing directory, on entry.
+
+    Beside a ``path`` that exists when the block ends the lock file stays (by
+    design: a lock file removed while another process waits on it would let a
+    third lock a new one at the same time).  Where ``path`` still does not
+    exist (nothing was written: a refused command), the holder removes the lock
+    file, and the directories made for it, before it unlocks; a process that
+    waited on the removed file finds it is no longer the one at its path and
+    locks the new one, so exclusion holds all the same.  A refused command
+    leaves nothing behind (under concurrent refusals on a new path, an empty
+    directory may remain: one holder made it, another's lock file was in it).
+
+    Raises
+    ------
+    FileAccessError
+        ``path`` is a directory or lies under a file, or the lock file cannot
+        be made (a missing or unwritable directory): one line naming ``what``.
     """
     try:
         import fcntl
     except ImportError:  # pragma: no cover - non-POSIX platforms
         yield
         return
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o600)
+    target = check_output_path(path, what)
+    lock = target.with_name(target.name + ".lock")
+    for _ in range(1000):  # another attempt only when a holder removed the lock file this one opened
+        made: list[Path] = []
+        try:
+            made = _make_parents(lock)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileNotFoundError:
+            if made or lock.parent.is_dir():  # its directory was removed by a holder meanwhile: again
+                continue
+            raise FileAccessError(f"{what} {str(target)!r} must be in an existing or creatable directory, got "
+                                  f"none at {str(lock.parent)!r}") from None
+        except OSError as exc:
+            _remove_dirs(made)
+            raise FileAccessError(f"{what} {str(target)!r} must be writable (its lock file {lock.name!r}), got "
+                                  f"{type(exc).__name__}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held, now = os.fstat(fd), os.stat(lock)
+            if (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino):
+                break
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # the file this process locked was removed by its holder: lock the one at the path now
+    else:
+        raise FileAccessError(f"{what} {str(target)!r} must be lockable, got its lock file {lock.name!r} removed "
+                              f"1000 times while waiting")
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        try:
+            if not (target.exists() or target.is_symlink()):  # nothing written: leave nothing behind
+                os.unlink(lock)
+                _remove_dirs(made)
+        except OSError:
+            pass
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)

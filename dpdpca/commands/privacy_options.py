@@ -87,7 +87,14 @@ def apply_feature_bounds(X: np.ndarray, *, dataset_bounds: Any, feature_bounds: 
 
 
 def open_ledger(path: str | None, budget_epsilon: float | None, budget_delta: float | None) -> Any:
-    """The :class:`~dpdpca.dp.PrivacyLedger` at ``path`` (None without ``--ledger``)."""
+    """The :class:`~dpdpca.dp.PrivacyLedger` at ``path`` (None without ``--ledger``), checked writable.
+
+    Its lock is taken and released once here, so a ``--ledger`` that cannot be
+    written (under a file, in a directory that cannot be made) is refused in
+    one line before the command's work, and a refused command leaves no
+    directory or lock file behind (:func:`dpdpca._io.exclusive_lock`).
+    """
+    from dpdpca._io import check_output_path
     from dpdpca.dp import PrivacyLedger
     from dpdpca.errors import ParameterError
 
@@ -95,4 +102,8 @@ def open_ledger(path: str | None, budget_epsilon: float | None, budget_delta: fl
         if budget_epsilon is not None or budget_delta is not None:
             raise ParameterError("--budget-epsilon/--budget-delta must come with --ledger, got no ledger")
         return None
-    return PrivacyLedger(path, budget_epsilon=budget_epsilon, budget_delta=budget_delta)
+    check_output_path(path, "--ledger")
+    ledger = PrivacyLedger(path, budget_epsilon=budget_epsilon, budget_delta=budget_delta, what="--ledger")
+    with ledger.transaction():
+        pass
+    return ledger

@@ -528,8 +528,9 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
     try:
         sk, params = load_private(private_path, insecure_test_key=insecure_test_key)
         keyring = load_owner_keys(owner_keys)
-        ledger = ReleaseLedger(ledger_path if ledger_path is not None else
-                               Path(private_path).parent / "releases.json")
+        ledger = ReleaseLedger(ledger_path if ledger_path is not None else Path(private_path).parent / "releases.json",
+                               what="--ledger" if ledger_path is not None else "release ledger")
+        ledger.releases()  # read under its lock once: a ledger that cannot be read or written is refused now
         with Pool(workers) as pool, Progress("user finish", total=1, quiet=quiet) as progress:
             user = DataUser(sk, params, owner_keys=keyring, executor=pool, ledger=ledger, max_features=max_features,
                             require_range_proofs=range_proofs or range_proof_mode is not None,

@@ -245,8 +245,9 @@ class PrivacyLedger:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, budget_epsilon: float | None = None,
-                 budget_delta: float | None = None) -> None:
+                 budget_delta: float | None = None, what: str = "ledger file") -> None:
         self.path = Path(path)
+        self.what = what  # its name in file errors (the CLI passes its option, "--ledger")
         self.entries: list[dict[str, Any]] = []
         self.budget: dict[str, float] | None = None
         self.neighbouring: str | None = None
@@ -270,7 +271,7 @@ class PrivacyLedger:
         cannot both pass :meth:`check` and then both :meth:`record`: the
         second sees the first's entry.
         """
-        with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
+        with exclusive_lock(self.path, what=self.what):
             if self.path.exists():
                 budget = self.budget
                 self._load()
@@ -356,4 +357,4 @@ class PrivacyLedger:
     def _write(self) -> None:
         data = {"version": LEDGER_VERSION, "budget": self.budget, "neighbouring": self.neighbouring,
                 "orders": list(ORDERS), "entries": self.entries}
-        atomic_write_json(self.path, data)
+        atomic_write_json(self.path, data, what=self.what)

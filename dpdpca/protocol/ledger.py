@@ -67,8 +67,9 @@ class ReleaseLedger:
     dpdpca.errors.ProtocolError: session abababababababababababababababab must be released once, got a second release (the ledger holds one from proxy)
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, what: str = "release ledger") -> None:
         self.path = None if path is None else Path(path)
+        self.what = what  # its name in file errors (the CLI passes its option, "--ledger")
         self._memory: dict[str, dict[str, str]] = {}
 
     def __repr__(self) -> str:
@@ -100,17 +101,14 @@ class ReleaseLedger:
 
     def _locked(self) -> Any:
         """The exclusive lock on the ledger's ``.lock`` sidecar (none for an in-memory ledger)."""
-        path = self._lock_path()
-        return contextlib.nullcontext() if path is None else exclusive_lock(path)
-
-    def _lock_path(self) -> Path | None:
-        return None if self.path is None else self.path.with_name(self.path.name + ".lock")
+        return contextlib.nullcontext() if self.path is None else exclusive_lock(self.path, what=self.what)
 
     def _write(self, releases: dict[str, dict[str, str]]) -> None:
         if self.path is None:
             self._memory = releases
         else:
-            atomic_write_json(self.path, {LEDGER_KEY: {"version": 1, "releases": releases}}, mode=0o600)
+            atomic_write_json(self.path, {LEDGER_KEY: {"version": 1, "releases": releases}}, mode=0o600,
+                              what=self.what)
 
     def claim(self, session_id: str, *, role: str, digest: str) -> bool:
         """Record the release of ``session_id`` with ``digest`` (SHA-256 hex of the released bytes).

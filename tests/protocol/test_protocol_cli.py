@@ -405,6 +405,41 @@ def test_user_finish_refuses_an_unwritable_out_before_it_decrypts(keys, ids, tmp
     assert pcs.is_file() and not list(tmp_path.rglob(".*.tmp"))
 
 
+def test_a_ledger_that_cannot_be_written_is_refused_in_one_line_before_the_work(keys, ids, tmp_path, capsys):
+    """--ledger under a file, or in a directory that cannot be made: one line naming --ledger, before the work
+    (before, a FileExistsError or FileNotFoundError traceback; run's only after every owner had encrypted).  A
+    ledger refusal leaves nothing behind: no lock file, no directory made for it."""
+    blocker = tmp_path / "notadir"
+    blocker.write_text("a file where --ledger wants a directory")
+    bad = [(blocker / "l.json", f"must be in a directory, got {str(blocker)!r}, which is not a directory"),
+           (Path("/proc/dpdpca-no-such-dir/l.json"), "must be in an existing or creatable directory")]
+    X = tmp_path / "x.npy"
+    np.save(X, _rows(np.random.default_rng(8), 6, 3))
+    out = tmp_path / "out.msg"
+    share = ["owner", "share", "--public", str(keys / "public.json"), "--identity", str(ids / "1.identity.json"),
+             "--insecure-test-key", "--data", str(X), "--out", str(out), "--epsilon", "1", "--delta", "1e-5"]
+    run = ["run", *KEY, "--data", str(X), "--owners", "2", "--components", "1", "--quiet"]
+    state = _aggregated(keys, ids, tmp_path, 9)
+    finish = ["proxy", "finish", "--insecure-test-key", "--state", str(state), "--epsilon", "1", "--delta", "1e-5",
+              "--out", str(out)]
+    for ledger, match in bad:
+        for argv in (share, run, finish):
+            _expect_error(capsys, [*argv, "--ledger", str(ledger)], f"--ledger {str(ledger)!r} {match}", no_file=out)
+    assert sorted(p.name for p in state.iterdir()) == ["owner-keys.json", "public.json", "state.msg"]  # no lock
+    # refused by its budget: the directory made for a new ledger and its lock file are removed again
+    nodir = tmp_path / "nodir"
+    _expect_error(capsys, [*share, "--ledger", str(nodir / "l.json"), "--budget-epsilon", "0.1", "--budget-delta",
+                           "1e-6"], "release must keep the ledger", no_file=out)
+    assert not nodir.exists()
+    assert main([*finish, "--ledger", str(nodir / "l.json")]) == 0  # recorded: the ledger keeps its lock file
+    assert sorted(p.name for p in nodir.iterdir()) == ["l.json", "l.json.lock"]
+    user = ["user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"),
+            *_verify_keys(ids, "1", "2"), str(out), "--components", "1", "--out", str(tmp_path / "pcs.npz")]
+    for ledger, match in bad:
+        _expect_error(capsys, [*user, "--ledger", str(ledger)], f"--ledger {str(ledger)!r} {match}",
+                      no_file=tmp_path / "pcs.npz")
+
+
 def test_processes_bad_input_prints_one_line_and_no_child_traceback(tmp_path, capfd):
     big = tmp_path / "big.npy"
     np.save(big, np.array([[0.1, 0.2], [1.0, 1.0], [0.1, 0.1], [0.2, 0.2]]))

@@ -479,6 +479,43 @@ def test_ledger_claims_race_and_only_one_wins(tmp_path):
     assert len(ReleaseLedger(path).releases()) == 1
 
 
+def test_a_lock_removed_by_a_refused_holder_still_excludes_its_waiters(tmp_path):
+    """exclusive_lock removes the lock file (and the directory it made) when the locked file was never written (a
+    refused command leaves nothing behind); a waiter that locked the removed file must notice and lock the new one,
+    or two holders would be inside at once.  Twelve threads that all write nothing: never two inside together."""
+    import threading
+    import time
+
+    from dpdpca._io import exclusive_lock
+
+    path = tmp_path / "new" / "ledger.json"
+    inside, most, errors = [0], [0], []
+    guard = threading.Lock()
+
+    def refuse() -> None:
+        try:
+            for _ in range(5):
+                with exclusive_lock(path):
+                    with guard:
+                        inside[0] += 1
+                        most[0] = max(most[0], inside[0])
+                    time.sleep(0.002)
+                    with guard:
+                        inside[0] -= 1
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=refuse) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and most[0] == 1
+    # nothing written: no lock file left (the directory too is removed, unless a concurrent holder's lock file
+    # was in it at that moment: then an empty directory may remain)
+    assert not path.parent.exists() or list(path.parent.iterdir()) == []
+
+
 def test_keygen_refuses_to_overwrite_without_force(tmp_path, capsys):
     import json
 
