@@ -527,6 +527,8 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
         service = transport_from_options(proxy_url, OwnerIdentity.load(identity_path), ca_cert, token, user=True)
     try:
         sk, params = load_private(private_path, insecure_test_key=insecure_test_key)
+        if params.d is not None:  # d declared in public.json: --components refused before the release is claimed
+            check_int("components", components, minimum=1, maximum=params.d)
         keyring = load_owner_keys(owner_keys)
         ledger = ReleaseLedger(ledger_path if ledger_path is not None else Path(private_path).parent / "releases.json",
                                what="--ledger" if ledger_path is not None else "release ledger")

@@ -179,14 +179,16 @@ class DataUser:
             raise
         self.ledger.record_outcome(p.session_id, digest=digest, outcome="released")
 
-    def reconstruct(self, data: bytes) -> tuple[np.ndarray, int, PrivacyReport, dict[str, Any]]:
+    def reconstruct(self, data: bytes, *, n_components: int | None = None
+                    ) -> tuple[np.ndarray, int, PrivacyReport, dict[str, Any]]:
         """Check and decrypt ``R''`` and ``v'``; return ``M`` (exact ints), ``scale``, report, meta.
 
         ``M = R'' - v' v'^T`` in Python integers; ``S_bar + G' = M / scale``.
         Before decrypting: the owners' signed statements must verify under the
         data user's own keyring and add up to the N the proxy claims, the
-        ciphertext counts must be those of d, and the ledger must not hold
-        another release of this session.
+        ciphertext counts must be those of d, ``n_components`` (if given)
+        must be in [1, d], and the ledger must not hold another release of
+        this session.
 
         Raises
         ------
@@ -199,7 +201,7 @@ class DataUser:
             another release of this session was already decrypted.
         """
         p = self.params
-        msg, d, keyring = self._result_header(data)
+        msg, d, keyring = self._result_header(data, n_components=n_components)
         n = msg.meta_decimal("N", minimum=1)
         statements, n_signed = check_counts(msg.meta.get("statements"), keyring, session=p.session_id,
                                             key_fingerprint=p.key_fingerprint, d=d, max_owners=p.max_owners,
@@ -244,14 +246,19 @@ class DataUser:
         self.masked_sum_ = v2
         return M, self.scale_, report, dict(msg.meta)
 
-    def _result_header(self, data: bytes) -> tuple[Message, int, OwnerKeyring]:
-        """The ``MASKED_RESULT`` message and its d, after the checks both releases share."""
+    def _result_header(self, data: bytes, *, n_components: int | None = None) -> tuple[Message, int, OwnerKeyring]:
+        """The ``MASKED_RESULT`` message and its d, after the checks both releases share.
+
+        ``n_components`` (given) must be in [1, d]: checked here, before the session is claimed.
+        """
         p = self.params
         if self.owner_keys is None:
             raise ProtocolError("data user must be given the owners' verify keys (owner_keys) to check N, got none")
         msg = Message.from_bytes(data).expect(MessageType.MASKED_RESULT, session=p.session_id,
                                               key_fingerprint=p.key_fingerprint)
         d = p.check_d(check_features(msg.meta_int("d", minimum=1), self.max_features), who="the proxy's result")
+        if n_components is not None:
+            check_int("n_components", n_components, minimum=1, maximum=d)
         release = msg.meta.get("release", CENTRED)
         if not any(release == served for served in served_releases(p.release)):
             raise MessageError(f"result release must be {p.release!r}, the one the public parameters were made for, "
@@ -300,11 +307,13 @@ class DataUser:
                                f"got {str(msg.meta.get('owners'))[:200]}")
         return tile_chunks(d, slots)
 
-    def reconstruct_add_remove(self, data: bytes) -> tuple[np.ndarray, PrivacyReport, dict[str, Any]]:
+    def reconstruct_add_remove(self, data: bytes, *, n_components: int | None = None
+                               ) -> tuple[np.ndarray, PrivacyReport, dict[str, Any]]:
         """Check and decrypt the add/remove release; return ``S~ = R~ - v~ v~^T / N~``, report, meta.
 
         The owners' statements must verify (they carry no counts: N is
-        private) and the ledger must not hold another release of this session.
+        private), ``n_components`` (if given) must be in [1, d], and the ledger
+        must not hold another release of this session.
         Sets ``noisy_blocks_`` (the decrypted integers) and ``n_noisy_``.
 
         Raises
@@ -313,7 +322,7 @@ class DataUser:
             As :meth:`reconstruct`.
         """
         p = self.params
-        msg, d, keyring = self._result_header(data)
+        msg, d, keyring = self._result_header(data, n_components=n_components)
         statements = check_statements(msg.meta.get("statements"), keyring, session=p.session_id,
                                       key_fingerprint=p.key_fingerprint, d=d, max_owners=p.max_owners,
                                       counted=False)
@@ -380,7 +389,7 @@ class DataUser:
 
     def _finish_centred(self, data: bytes, *, n_components: int) -> PCAResult:
         """:meth:`finish` for the centred release: ``M / scale`` exactly, then ``eigh``."""
-        M, scale, report, meta = self.reconstruct(data)
+        M, scale, report, meta = self.reconstruct(data, n_components=n_components)
         d = M.shape[0]
         k = check_int("n_components", n_components, minimum=1, maximum=d)
         with self.timings_.measure(self.party, "eigh"):
@@ -403,7 +412,7 @@ class DataUser:
 
     def _finish_add_remove(self, data: bytes, *, n_components: int) -> PCAResult:
         """:meth:`finish` for the add/remove release: ``S~`` by post-processing, then ``eigh``."""
-        S, report, meta = self.reconstruct_add_remove(data)
+        S, report, meta = self.reconstruct_add_remove(data, n_components=n_components)
         k = check_int("n_components", n_components, minimum=1, maximum=S.shape[0])
         with self.timings_.measure(self.party, "eigh"):
             self.noisy_scatter_ = S

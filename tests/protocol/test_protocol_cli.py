@@ -316,6 +316,7 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
            "--out", str(pcs), "--ledger", str(tmp_path / "user-ledger.json")]
     _expect_error(capsys, fin + ["--components", "0"], "components must be >= 1", no_file=pcs)
     _expect_error(capsys, fin + ["--components", "4"], "n_components must be <= 3", no_file=pcs)
+    assert not (tmp_path / "user-ledger.json").exists()  # k > d is refused before the release is claimed
     bad = tmp_path / "bad.msg"
     bad.write_bytes(result.read_bytes()[:-1])
     _expect_error(capsys, ["user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"),
@@ -553,3 +554,9 @@ def test_owner_share_makes_its_randomness_while_the_data_load_when_d_is_declared
     from dpdpca.crypto import decrypt
 
     assert len(decrypt(sk, v)) == 4  # a valid share of the declared d
+    # the data user's --components past the declared d: refused, naming the option, before any release is read
+    pcs = tmp_path / "pcs.npz"
+    _expect_error(capsys, ["user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"),
+                           "--owner-keys", str(own / "alice.verify.json"), "--components", "5", "--out", str(pcs),
+                           str(tmp_path / "a.msg")], "components must be <= 4, got 5", no_file=pcs)
+    assert not (keys / "releases.json").exists()
