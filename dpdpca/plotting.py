@@ -6,7 +6,9 @@ dpdpca imports and runs without matplotlib: every function here first calls
 on a bare :class:`matplotlib.figure.Figure` with the Agg canvas, so no GUI
 backend and no global pyplot state are involved.
 
-Each function writes one PNG atomically and returns its path.
+Each function writes one PNG atomically and returns its path; the path may
+be an output reserved before the work (:class:`~dpdpca._io.ReservedOutput`),
+as ``dpdpca run --out`` and ``dpdpca compare --output`` reserve theirs.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import io
 import math
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
-from dpdpca._io import atomic_write_bytes
+from dpdpca._io import ReservedOutput, atomic_write_bytes
 from dpdpca.errors import ParameterError
 
 __all__ = ["available", "require_matplotlib", "NO_MATPLOTLIB", "line_plot", "timing_plot", "scree_plot",
@@ -62,9 +64,15 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
-def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+#: Where a figure goes: a path, or an output reserved before the work.
+Output = Union[str, "os.PathLike[str]", ReservedOutput]
+
+
+def _save(fig: Any, path: Output) -> Path:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", bbox_inches="tight")
+    if isinstance(path, ReservedOutput):
+        return path.write(buf.getvalue())
     return atomic_write_bytes(path, buf.getvalue())
 
 
@@ -158,7 +166,7 @@ def timing_plot(path: str | os.PathLike[str], L: Sequence[int], dpdpca_s: Sequen
     return _save(fig, path)
 
 
-def scree_plot(path: str | os.PathLike[str], private: Sequence[float], nonprivate: Sequence[float], *,
+def scree_plot(path: Output, private: Sequence[float], nonprivate: Sequence[float], *,
                noise_level: float | None, title: str, ylabel: str = "eigenvalue") -> Path:
     """Released eigenvalues beside the non-private ones, with the noise level marked.
 
@@ -188,7 +196,7 @@ def scree_plot(path: str | os.PathLike[str], private: Sequence[float], nonprivat
     return _save(fig, path)
 
 
-def component_images(path: str | os.PathLike[str], private: np.ndarray, nonprivate: np.ndarray,
+def component_images(path: Output, private: np.ndarray, nonprivate: np.ndarray,
                      image_shape: tuple[int, int], *, title: str, n_show: int = 5) -> Path:
     """Top components as images: each private one (top row) above the non-private one it matches (bottom row).
 
@@ -225,7 +233,7 @@ def component_images(path: str | os.PathLike[str], private: np.ndarray, nonpriva
     return _save(fig, path)
 
 
-def bar_chart(path: str | os.PathLike[str], labels: Sequence[str], means: Sequence[float],
+def bar_chart(path: Output, labels: Sequence[str], means: Sequence[float],
               stds: Sequence[float], *, ylabel: str, title: str) -> Path:
     """One bar per method with a mean +- std error bar."""
     fig = _figure(max(5.0, 0.8 * len(labels) + 1.5), 4.2)

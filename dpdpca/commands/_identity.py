@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from dpdpca._io import ReservedOutput
 from dpdpca.errors import FileAccessError
 
 
@@ -15,7 +16,7 @@ def write_identity(out_dir: str, party_id: str, *, force: bool, what: str) -> No
     Raises
     ------
     FileAccessError
-        An output file exists and ``force`` is False.
+        An output file exists and ``force`` is False, or one cannot be written (then neither is).
     """
     from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 
@@ -23,7 +24,10 @@ def write_identity(out_dir: str, party_id: str, *, force: bool, what: str) -> No
     existing = [str(t) for t in (ident_path, verify_path) if t.exists()]
     if existing and not force:
         raise FileAccessError(f"{what} output must not exist (pass --force to overwrite), got {existing[0]!r}")
-    identity = OwnerIdentity.generate(party_id)
-    identity.save(ident_path, overwrite=force)
-    OwnerKeyring.from_identities([identity]).save(verify_path, overwrite=force)
+    # both reserved before either is written: an --out-dir where one cannot be written leaves neither
+    with ReservedOutput(ident_path, mode=0o600, exclusive=not force, what="--out-dir") as ident_out, \
+            ReservedOutput(verify_path, exclusive=not force, what="--out-dir") as verify_out:
+        identity = OwnerIdentity.generate(party_id)
+        ident_out.write_json(identity.to_json())  # the files OwnerIdentity.save and OwnerKeyring.save write
+        verify_out.write_json(OwnerKeyring.from_identities([identity]).to_json())
     click.echo(f"wrote {ident_path} (mode 0600) and {verify_path}; verify key {identity.verify_key_b64}")

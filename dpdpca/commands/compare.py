@@ -384,10 +384,20 @@ def compare_cmd(dataset: str | None, data: str | None, sites: int, components: i
                 feature_bounds_file: str | None, ledger_path: str | None, budget_epsilon: float | None,
                 budget_delta: float | None, as_json: bool, relation: str | None, quiet: bool) -> None:
     """Run several pipelines on the same partitions and budget; report q/q_o, privacy and time."""
+    from pathlib import Path
+
+    from dpdpca.commands._figures import compare_figure, compare_figure_path
+
     # --output is reserved (its temporary file made) before any method runs, whose costs a --ledger records: an
-    # --output it cannot write is refused first; the click context removes it when the command ends unwritten
-    reserved = None if output is None else \
-        click.get_current_context().with_resource(ReservedOutput(output, what="--output"))
+    # --output it cannot write is refused first; the click context removes it when the command ends unwritten.
+    # The bar chart beside it (FILE.png, with matplotlib) too: where either cannot be written, neither is.
+    png_path = None if output is None else compare_figure_path(output)
+    if png_path is not None and png_path == Path(str(output)):
+        raise ParameterError(f"--output must not end in .png (the bar chart goes beside it, FILE.png), got "
+                             f"{output!r}")
+    ctx = click.get_current_context()
+    reserved = None if output is None else ctx.with_resource(ReservedOutput(output, what="--output"))
+    png = None if png_path is None else ctx.with_resource(ReservedOutput(png_path, what="--output's .png"))
     n_methods = (len(pipeline_names(kind=SUBSPACE, available=True)) if methods is None
                  else len([m for m in methods.split(",") if m.strip()]))
     with Progress("compare", total=n_methods * max(runs, 1), quiet=quiet) as progress:
@@ -401,8 +411,6 @@ def compare_cmd(dataset: str | None, data: str | None, sites: int, components: i
                               progress=progress)
     if reserved is not None:
         reserved.write_json(summary)
-        from dpdpca.commands._figures import compare_figure
-
-        for note in compare_figure(reserved.path, summary):
+        for note in compare_figure(png, summary):
             click.echo(note, err=True)
     click.echo(json.dumps(summary, indent=2, sort_keys=True) if as_json else format_table(summary))

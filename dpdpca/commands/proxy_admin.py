@@ -23,7 +23,7 @@ from typing import Any
 
 import click
 
-from dpdpca._io import atomic_write_bytes
+from dpdpca._io import ReservedOutput
 from dpdpca.commands.protocol_options import insecure_test_key_option, load_public
 from dpdpca.errors import FileAccessError, ParameterError
 
@@ -104,12 +104,14 @@ def proxy_init_cmd(out_dir: str, host: str, port: int, owners_dir: str | None, o
             raise ParameterError(f"--quorum must be <= max_owners={max_owners} of --public (no more shares fit the "
                                  f"slots; the default is every owner found, {len(owners)}), got "
                                  f"{quorum or len(owners)}")
-    out.mkdir(parents=True, exist_ok=True)
+    # proxy.toml is reserved before the TLS files are made (and those before any is written): an --out-dir where
+    # one cannot be written is refused with none written (the click context removes the reservation)
+    config = click.get_current_context().with_resource(ReservedOutput(out / "proxy.toml", what="--out-dir"))
     tls = None
     if dev_tls:
         from dpdpca.net.devtls import write_dev_tls
 
-        tls = write_dev_tls(out, host)
+        tls = write_dev_tls(out, host, what="--out-dir")
     files = sorted({_rel(p, out) for p in owners.values()})
     lines = [
         "# proxy.toml for 'dpdpca proxy serve --config THIS_FILE' (written by dpdpca proxy init).",
@@ -155,7 +157,7 @@ def proxy_init_cmd(out_dir: str, host: str, port: int, owners_dir: str | None, o
         f"verify_keys = {_toml_str(_rel(user_file, out) if user_file else 'user.verify.json')}",
         "",
     ]
-    atomic_write_bytes(out / "proxy.toml", "\n".join(lines).encode())
+    config.write("\n".join(lines).encode())
     click.echo(f"wrote {out / 'proxy.toml'}: {len(owners)} owners ({', '.join(sorted(owners))}), quorum "
                f"{quorum if quorum is not None else len(owners)}, user key "
                f"{user_file if user_file else 'MISSING (copy user.verify.json there)'}, public parameters "

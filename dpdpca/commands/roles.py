@@ -31,7 +31,7 @@ from typing import Any
 import click
 import numpy as np
 
-from dpdpca._io import ReservedOutput, atomic_write_bytes, atomic_write_json, read_bytes_file, read_json_file
+from dpdpca._io import ReservedOutput, read_bytes_file, read_json_file
 from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, transport_from_options, user_identity_cmd
 from dpdpca.commands.proxy_admin import proxy_init_cmd, proxy_status_cmd
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
@@ -91,6 +91,10 @@ def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners:
         check_int("features", features, minimum=1)
     if existing and not force:  # checked before the (slow) key generation
         raise FileAccessError(f"keygen output must not exist (pass --force to overwrite), got {existing[0]!r}")
+    # both reserved before the key generation: an --out-dir where either cannot be written leaves neither
+    ctx = click.get_current_context()
+    private_out, public_out = (ctx.with_resource(ReservedOutput(t, mode=mode, exclusive=not force, what="--out-dir"))
+                               for t, mode in zip(targets, (0o600, 0o644)))
     user = DataUser.generate(key_bits=key_bits, insecure_test_key=insecure_test_key, scheme=scheme,
                              max_owners=max_owners, max_rows_per_owner=max_rows_per_owner, frac_bits=frac_bits,
                              kappa=kappa, min_epsilon=min_epsilon, min_delta=min_delta, packing=packing,
@@ -98,8 +102,8 @@ def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners:
     params = user.params
     public = params.to_json()
     private = {**user.private_key.to_json(), PARAMS_KEY: public[PARAMS_KEY]}
-    atomic_write_json(targets[0], private, mode=0o600, exclusive=not force)
-    atomic_write_json(targets[1], public, exclusive=not force)
+    private_out.write_json(private)
+    public_out.write_json(public)
     click.echo(f"wrote {Path(out_dir) / 'public.json'} and {Path(out_dir) / 'private.json'} (mode 0600); "
                f"key {params.key_fingerprint[:16]}, {params.layout.slots} slots of {params.layout.slot_bits} bits")
 
@@ -373,6 +377,12 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
 
     params = load_public(public_path, insecure_test_key=insecure_test_key)
     keyring = load_owner_keys(owner_keys)
+    # the three files are reserved (their temporary files made) before the shares are checked and aggregated: an
+    # --out-dir where one cannot be written is refused first, and none is written (the click context removes them)
+    ctx, out = click.get_current_context(), Path(out_dir)
+    outputs = {name: ctx.with_resource(ReservedOutput(out / name, mode=mode, what="--out-dir"))
+               for name, mode in (("public.json", 0o644), ("owner-keys.json", 0o644),
+                                  ("state.msg", 0o600))}  # the noiseless aggregate: the proxy's alone
     with Pool(workers, scheduler) as pool:
         # Default quorum: every share given (more than max_owners fail on receipt, naming the slot width).
         default_quorum = min(len(shares), params.max_owners, len(keyring))
@@ -383,10 +393,9 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
         collect_shares(steps, PathTransport(inbox=shares, what="share"), deadline_s=None, until_quorum=False)
         n = steps.close()
         state = proxy.state_bytes()
-    out = Path(out_dir)
-    atomic_write_json(out / "public.json", params.to_json())
-    atomic_write_json(out / "owner-keys.json", keyring.to_json())
-    atomic_write_bytes(out / "state.msg", state, mode=0o600)  # the noiseless aggregate: the proxy's alone
+    outputs["public.json"].write_json(params.to_json())
+    outputs["owner-keys.json"].write_json(keyring.to_json())
+    outputs["state.msg"].write(state)
     for owner, why in proxy.excluded_.items():
         click.echo(f"refused owner {owner}: {why}", err=True)
     click.echo(f"aggregated {len(proxy.owners_)} signed shares ({', '.join(proxy.owners_)}), "

@@ -109,6 +109,11 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         ds = load_dataset(dataset)
         X, source, dataset_bounds = ds.X, dataset, ds.bounds
     check_int("components", components, minimum=1, maximum=X.shape[1])
+    if out_dir is not None:  # the figures too are reserved before any owner encrypts (d is known now)
+        from dpdpca.commands._figures import run_figure_names
+
+        figures = {name: ctx.with_resource(ReservedOutput(Path(out_dir) / name, what="--out"))
+                   for name in run_figure_names(None if data_file else dataset, X.shape[1])}
     check_delta("delta", delta, n_rows=X.shape[0])  # N is known here: delta < 1/N
     X, bounds_info = apply_feature_bounds(X, dataset_bounds=dataset_bounds, feature_bounds=feature_bounds,
                                           bounds_file=feature_bounds_file, no_feature_bounds=no_feature_bounds)
@@ -172,7 +177,7 @@ def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, e
         outputs["result.json"].write_json(summary)
         from dpdpca.commands._figures import run_figures
 
-        for note in run_figures(out_dir, result=result, X_ref=X_ref, dataset=None if data_file else dataset):
+        for note in run_figures(figures, result=result, X_ref=X_ref, dataset=None if data_file else dataset):
             click.echo(note, err=True)
     if as_json:
         click.echo(json.dumps(summary, sort_keys=True))

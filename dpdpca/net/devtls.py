@@ -11,13 +11,14 @@ Uses ``cryptography`` (part of the ``[server]`` extra).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpdpca._io import atomic_write_bytes
+from dpdpca._io import ReservedOutput
 from dpdpca.errors import MissingDependencyError, ParameterError
 
 __all__ = ["TEST_ONLY_BANNER", "DevTLS", "check_host", "write_dev_tls"]
@@ -61,8 +62,12 @@ def _host_name(host: str) -> tuple[object, str]:
         return x509.DNSName(name), name
 
 
-def write_dev_tls(out_dir: str | os.PathLike[str], host: str, *, days: int = 30) -> DevTLS:
+def write_dev_tls(out_dir: str | os.PathLike[str], host: str, *, days: int = 30,
+                  what: str = "dev TLS file") -> DevTLS:
     """Write ``ca.pem``, ``server.pem`` (leaf then CA) and ``server.key`` (mode 0600) for ``host``.
+
+    All three are reserved (:class:`~dpdpca._io.ReservedOutput`) before any is
+    written: where one cannot be written, none is.
 
     Parameters
     ----------
@@ -72,6 +77,8 @@ def write_dev_tls(out_dir: str | os.PathLike[str], host: str, *, days: int = 30)
         (an IP subject-alternative name) or a DNS name.
     days : int
         Validity of both certificates.
+    what : str
+        The files' name in errors (``proxy init`` passes ``"--out-dir"``).
 
     Raises
     ------
@@ -79,16 +86,34 @@ def write_dev_tls(out_dir: str | os.PathLike[str], host: str, *, days: int = 30)
         ``cryptography`` is absent.
     ParameterError
         ``host`` is neither an IP address nor a DNS name.
+    FileAccessError
+        One of the files cannot be written (then none is).
     """
     try:
-        from cryptography import x509
-        from cryptography.hazmat.primitives import hashes, serialization
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+        import cryptography  # noqa: F401 - whether it is installed; _dev_tls_pems uses it
     except ImportError:
         raise MissingDependencyError("--dev-tls needs the 'cryptography' package: pip install 'dpdpca[server]'") \
             from None
     san, name = _host_name(host)
+    out = Path(out_dir)
+    files = DevTLS(out / "ca.pem", out / "server.pem", out / "server.key")
+    with contextlib.ExitStack() as stack:
+        ca_out, cert_out, key_out = (stack.enter_context(ReservedOutput(path, mode=mode, what=what)) for path, mode
+                                     in ((files.ca_cert, 0o644), (files.cert, 0o644), (files.key, 0o600)))
+        ca_pem, cert_pem, key_pem = _dev_tls_pems(san, name, days)
+        ca_out.write(ca_pem)
+        cert_out.write(cert_pem)
+        key_out.write(key_pem)
+    return files
+
+
+def _dev_tls_pems(san: object, name: str, days: int) -> tuple[bytes, bytes, bytes]:
+    """The PEM bytes of ``ca.pem``, ``server.pem`` and ``server.key`` (each after the test-only banner)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     now = _dt.datetime.now(_dt.timezone.utc)
     not_before, not_after = now - _dt.timedelta(minutes=5), now + _dt.timedelta(days=days)
     ca_key = ec.generate_private_key(ec.SECP256R1())  # never written: the CA dies with this process
@@ -115,11 +140,7 @@ def write_dev_tls(out_dir: str | os.PathLike[str], host: str, *, days: int = 30)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))
     pem = serialization.Encoding.PEM
-    out = Path(out_dir)
-    files = DevTLS(out / "ca.pem", out / "server.pem", out / "server.key")
     banner = TEST_ONLY_BANNER.encode()
-    atomic_write_bytes(files.ca_cert, banner + ca_cert.public_bytes(pem))
-    atomic_write_bytes(files.cert, banner + leaf.public_bytes(pem) + ca_cert.public_bytes(pem))
-    atomic_write_bytes(files.key, banner + key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                                             serialization.NoEncryption()), mode=0o600)
-    return files
+    return (banner + ca_cert.public_bytes(pem),
+            banner + leaf.public_bytes(pem) + ca_cert.public_bytes(pem),
+            banner + key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))

@@ -441,6 +441,57 @@ def test_a_ledger_that_cannot_be_written_is_refused_in_one_line_before_the_work(
                       no_file=tmp_path / "pcs.npz")
 
 
+def test_every_output_of_a_command_is_reserved_before_any_is_written(keys, ids, tmp_path, capsys):
+    """A command that writes several files reserves them all before its work: where one cannot be written (here a
+    directory in its place), it is refused in one line naming the option and none is written (before, keygen
+    --force left private.json, owner keygen / user identity the identity, proxy init the TLS files, proxy
+    aggregate public.json and owner-keys.json)."""
+    rng = np.random.default_rng(12)
+    shares = [str(_share(keys, ids, tmp_path, _rows(rng, 6, 3), oid)) for oid in ("1", "2")]
+    init = ["proxy", "init", "--out-dir", "{o}", "--host", "127.0.0.1", "--owners-dir", str(ids), "--dev-tls",
+            "--force"]
+    cases = [
+        (["keygen", "--out-dir", "{o}", "--key-bits", "512", "--insecure-test-key", "--force"], "public.json"),
+        (["owner", "keygen", "--owner-id", "z", "--out-dir", "{o}", "--force"], "z.verify.json"),
+        (["user", "identity", "--out-dir", "{o}", "--force"], "user.verify.json"),
+        (init, "proxy.toml"),
+        (init, "server.key"),
+        (["proxy", "aggregate", "--insecure-test-key", "--public", str(keys / "public.json"),
+          *_verify_keys(ids, "1", "2"), "--out-dir", "{o}", *shares], "state.msg"),
+    ]
+    for i, (argv, blocked) in enumerate(cases):
+        out = tmp_path / f"out{i}"
+        (out / blocked).mkdir(parents=True)
+        _expect_error(capsys, [a.replace("{o}", str(out)) for a in argv],
+                      f"--out-dir {str(out / blocked)!r} must be a file, got a directory")
+        assert [p.name for p in out.iterdir()] == [blocked], argv  # nothing else, no temporary file
+
+
+def test_run_and_compare_reserve_their_figures_before_the_work(tmp_path, capsys):
+    """run --out's scree.png and compare --output's FILE.png are reserved with the other outputs: where one cannot
+    be written, none is (before, components.npz and result.json, or the JSON, were left behind)."""
+    from dpdpca import plotting
+
+    if not plotting.available():
+        pytest.skip("matplotlib is not installed: no figure is written or reserved")
+    data = tmp_path / "x.npy"
+    np.save(data, _rows(np.random.default_rng(13), 20, 3))
+    out = tmp_path / "od"
+    (out / "scree.png").mkdir(parents=True)
+    _expect_error(capsys, ["run", *KEY, "--data", str(data), "--owners", "2", "--components", "1", "--quiet",
+                           "--out", str(out)], f"--out {str(out / 'scree.png')!r} must be a file, got a directory")
+    assert [p.name for p in out.iterdir()] == ["scree.png"]
+    compare = ["compare", "--data", str(data), "--sites", "2", "--components", "1", "--methods", "pooled",
+               "--quiet", "--output"]
+    (tmp_path / "o.png").mkdir()
+    _expect_error(capsys, [*compare, str(tmp_path / "o.json")],
+                  f"--output's .png {str(tmp_path / 'o.png')!r} must be a file, got a directory",
+                  no_file=tmp_path / "o.json")
+    # an --output that is itself FILE.png would be overwritten by the chart: refused
+    _expect_error(capsys, [*compare, str(tmp_path / "c.png")], "--output must not end in .png",
+                  no_file=tmp_path / "c.png")
+
+
 def test_processes_bad_input_prints_one_line_and_no_child_traceback(tmp_path, capfd):
     big = tmp_path / "big.npy"
     np.save(big, np.array([[0.1, 0.2], [1.0, 1.0], [0.1, 0.1], [0.2, 0.2]]))
