@@ -22,7 +22,7 @@ Example (relative paths are resolved against the file's directory):
     owner_keys = ["alice.verify.json", "bob.verify.json"]   # from dpdpca owner keygen
     quorum = 3                     # close as soon as this many shares arrived
     min_shares = 1                 # shares needed when the deadline closes collection
-    collection_seconds = 600       # deadline after the first start (or: deadline = 2030-01-01T00:00:00Z)
+    collection_seconds = 600       # deadline after the first start, <= a year (or: deadline = 2030-01-01T00:00:00Z)
     release = "on-close"           # finish at closing; or "on-request": when the user first asks
     epsilon = 1.0
     delta = 1e-5
@@ -72,7 +72,14 @@ from dpdpca.protocol.identity import OwnerKeyring
 from dpdpca.protocol.config import ReleaseOptions
 from dpdpca.protocol.proofs import RANGE_PROOF_MODES
 
-__all__ = ["NoiseConfig", "ServiceConfig", "load_config"]
+__all__ = ["MAX_COLLECTION_SECONDS", "MAX_DEADLINE_UNIX", "NoiseConfig", "ServiceConfig", "load_config"]
+
+#: Longest collection accepted (``protocol.collection_seconds``, ``proxy init --collection-seconds``): a year.
+#: A collection gathers one session's shares in hours or days; a longer one is a mistake (seconds typed as
+#: milliseconds), and 1e300 seconds would name no date the service, its log or ``proxy status`` can show.
+MAX_COLLECTION_SECONDS = 365 * 86400.0
+#: Latest ``protocol.deadline`` accepted: 9999-12-31T23:59:59Z, the last second a date-time can name.
+MAX_DEADLINE_UNIX = 253402300799.0
 
 
 def _flag(value: Any, name: str) -> bool:
@@ -109,10 +116,12 @@ class ServiceConfig:
     min_shares : int
         Shares needed to proceed when the deadline closes collection.
     deadline : float or None
-        Absolute unix time at which collection closes.
+        Absolute unix time at which collection closes (finite, at most
+        :data:`MAX_DEADLINE_UNIX`).
     collection_seconds : float or None
         Or: seconds after the service first started on ``state_dir``
-        (persisted, so a restart keeps the original deadline).
+        (persisted, so a restart keeps the original deadline); at most
+        :data:`MAX_COLLECTION_SECONDS` (a year).
     noise : ReleaseOptions
         The release and its DP options (``proxy.toml``: ``release_mode``,
         ``epsilon``, ``delta``, ``calibration``, ``sensitivity_mode``,
@@ -179,8 +188,12 @@ class ServiceConfig:
                                  f"key={self.tls_key}")
         if self.deadline is None and self.collection_seconds is None:
             raise ParameterError("protocol.deadline or protocol.collection_seconds must be set, got neither")
-        if self.collection_seconds is not None and not self.collection_seconds > 0:
-            raise param_error("collection_seconds", "> 0", self.collection_seconds)
+        if self.collection_seconds is not None and not 0 < self.collection_seconds <= MAX_COLLECTION_SECONDS:
+            raise param_error("protocol.collection_seconds", f"in (0, {MAX_COLLECTION_SECONDS:.0f}] (a year)",
+                              self.collection_seconds)
+        if self.deadline is not None and not 0 <= self.deadline <= MAX_DEADLINE_UNIX:  # also refuses NaN
+            raise param_error("protocol.deadline", f"a finite unix time in [0, {MAX_DEADLINE_UNIX:.0f}] (up to "
+                              f"9999-12-31T23:59:59Z)", self.deadline)
         if (self.budget_epsilon is None) != (self.budget_delta is None):
             raise ParameterError(f"protocol.budget_epsilon and protocol.budget_delta must be given together, got "
                                  f"epsilon={self.budget_epsilon} delta={self.budget_delta}")
@@ -261,7 +274,10 @@ def load_config(path: str | Path) -> ServiceConfig:
     files = proto["owner_keys"] if isinstance(proto["owner_keys"], list) else [proto["owner_keys"]]
     owner_keys = OwnerKeyring.load([base / str(f) for f in files])
     user_keys = OwnerKeyring.load([base / str(user["verify_keys"])])
-    tokens = {f"owner:{oid}": _token(t, f"tokens.{oid}") for oid, t in dict(data.get("tokens", {})).items()}
+    if not isinstance(data.get("tokens", {}), dict):
+        raise ParameterError(f"tokens must be a table of owner id to bearer token ([tokens]), got "
+                             f"{type(data['tokens']).__name__}")  # never the value: it may be a token
+    tokens = {f"owner:{oid}": _token(t, f"tokens.{oid}") for oid, t in data.get("tokens", {}).items()}
     if "token" in user:
         tokens[USER] = _token(user["token"], "user.token")
 

@@ -55,12 +55,17 @@ def lock_state_dir(state_dir: Path) -> int:
     Raises
     ------
     ParameterError
-        Another running service holds it (one line naming ``server.state_dir``).
+        Another running service holds it, or it cannot be made or written (one line naming
+        ``server.state_dir``).
     """
     import fcntl
 
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(state_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:  # under a file, unwritable, ...
+        raise ParameterError(f"server.state_dir {str(state_dir)!r} must be a directory this service can create and "
+                             f"write, got {type(exc).__name__}: {exc.strerror or exc}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -158,3 +158,51 @@ def test_proxy_serve_refuses_a_weak_key_it_did_not_ask_for(tmp_path, monkeypatch
     toml[True].write_text(bad)
     with pytest.raises(ParameterError, match="protocol.insecure_test_key must be true or false"):
         load_config(toml[True])
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("[server]\n", "tokens = 5\n[server]\n"), "tokens must be a table of owner id to bearer token ([tokens]), got int"),
+    (("[server]\n", 'tokens = ["s3cret-token-not-echoed"]\n[server]\n'),
+     "tokens must be a table of owner id to bearer token ([tokens]), got list"),
+    (("collection_seconds = 3600.0", "deadline = nan"),
+     "protocol.deadline must be a finite unix time in [0, 253402300799] (up to 9999-12-31T23:59:59Z), got nan"),
+    (("collection_seconds = 3600.0", "deadline = 1e300"), "protocol.deadline must be a finite unix time"),
+    (("collection_seconds = 3600.0", "collection_seconds = inf"),
+     "protocol.collection_seconds must be in (0, 31536000] (a year), got inf"),
+    (("collection_seconds = 3600.0", "collection_seconds = 1e300"), "protocol.collection_seconds must be in (0, "),
+    ("state_dir", "server.state_dir "),
+])
+def test_proxy_serve_refuses_a_bad_config_value_in_one_line_naming_its_key_and_creates_nothing(
+        tmp_path, monkeypatch, capsys, edit, message):
+    """A bad value in proxy.toml is one line naming its key (exit 2), before anything is created: never the
+    TypeError of a [tokens] that is no table, the ValueError of a NaN deadline after the state directory was made,
+    or the NotADirectoryError of a state_dir under a file."""
+    import types
+
+    import dpdpca.net.serve
+
+    params = ProtocolParams.create(generate_keypair(512, insecure_test_key=True)[0], max_owners=2,
+                                   max_rows_per_owner=4, d=3)
+    (tmp_path / "public.json").write_text(json.dumps(params.to_json()))
+    path = write_proxy_toml(tmp_path / "proxy.toml", public=tmp_path / "public.json",
+                            owners={o: OwnerIdentity.generate(o) for o in ("a", "b")},
+                            user=OwnerIdentity.generate("user"), tls=None, port=0, insecure_test_key=True,
+                            state_dir=tmp_path / "state")
+    text = path.read_text()
+    if edit == "state_dir":  # under a file
+        (tmp_path / "a.csv").write_text("1,2\n")
+        edit = (f'state_dir = "{(tmp_path / "state").resolve()}"', 'state_dir = "a.csv/st"')
+        message += f"{str(tmp_path / 'a.csv' / 'st')!r} must be a directory this service can create and write, got " \
+                   f"NotADirectoryError"
+    assert edit[0] in text
+    path.write_text(text.replace(*edit, 1))
+    runs = []
+    fake_uvicorn = types.SimpleNamespace(run=lambda app, **kw: runs.append(app))
+    monkeypatch.setattr(dpdpca.net.serve, "require", lambda name: fake_uvicorn)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    capsys.readouterr()
+    assert main(["proxy", "serve", "--config", str(path), "--insecure-http"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpdpca: error: ") and err.count("\n") == 1 and message in err, err
+    assert "s3cret" not in err  # a [tokens] value may be a token: never echoed
+    assert runs == [] and sorted(p.name for p in tmp_path.iterdir()) == before
