@@ -25,7 +25,8 @@ import click
 
 from dpdpca._io import ReservedOutput
 from dpdpca.commands.protocol_options import insecure_test_key_option, load_public
-from dpdpca.errors import FileAccessError, ParameterError
+from dpdpca.errors import DpdpcaError, FileAccessError, ParameterError
+from dpdpca.net.config import MAX_COLLECTION_SECONDS
 
 __all__ = ["format_session", "proxy_init_cmd", "proxy_status_cmd"]
 
@@ -54,7 +55,8 @@ def _toml_str(value: str) -> str:
               help="The data user's public.json (from 'dpdpca keygen').")
 @click.option("--quorum", default=None, type=int, help="Shares that close the collection (default: every owner).")
 @click.option("--collection-seconds", default=3600.0, show_default=True, type=float,
-              help="Deadline of the collection, from the service's first start.")
+              help=f"Deadline of the collection, from the service's first start (at most "
+                   f"{MAX_COLLECTION_SECONDS:.0f}, a year).")
 @click.option("--epsilon", default=1.0, show_default=True, type=float)
 @click.option("--delta", default=1e-5, show_default=True, type=float)
 @click.option("--dev-tls", is_flag=True,
@@ -76,8 +78,9 @@ def proxy_init_cmd(out_dir: str, host: str, port: int, owners_dir: str | None, o
 
     ReleaseOptions(epsilon=epsilon, delta=delta)  # the privacy setting, validated where it always is
     host = check_host(host)
-    if not collection_seconds > 0:
-        raise ParameterError(f"--collection-seconds must be > 0, got {collection_seconds}")
+    if not 0 < collection_seconds <= MAX_COLLECTION_SECONDS:
+        raise ParameterError(f"--collection-seconds must be in (0, {MAX_COLLECTION_SECONDS:.0f}] (a year), got "
+                             f"{collection_seconds}")
     out = Path(out_dir)
     targets = [out / "proxy.toml"] + ([out / "ca.pem", out / "server.pem", out / "server.key"] if dev_tls else [])
     existing = [str(t) for t in targets if t.exists()]
@@ -93,6 +96,15 @@ def proxy_init_cmd(out_dir: str, host: str, port: int, owners_dir: str | None, o
         elif USER not in ids:
             for oid in ids:
                 owners[oid] = path
+    if user_key is not None:  # the data user's own verify key, as proxy serve will read it from [user]
+        try:
+            ids = list(OwnerKeyring.load([user_key]))
+        except DpdpcaError as exc:
+            raise ParameterError(f"--user-key must be the data user's verify-key file (user.verify.json from dpdpca "
+                                 f"user identity), got: {exc}") from None
+        if ids != [USER]:
+            raise ParameterError(f"--user-key must be the data user's verify-key file (user.verify.json from dpdpca "
+                                 f"user identity, id {USER!r}), got {user_key!r} with ids {ids[:8]}")
     if not owners:
         raise ParameterError(f"--owners-dir or --owner-keys must name at least one owner's verify key "
                              f"(*.verify.json from dpdpca owner keygen), got none in {owners_dir!r}")

@@ -94,6 +94,33 @@ def test_proxy_init_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, c
     assert not (out / "proxy.toml").exists() and not (out / "server.key").exists()
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--out-dir", "{f}/px"], "--out-dir '{f}/px/proxy.toml' must be in a directory, got '{f}', which is not a directory"),
+    (["--user-key", "{f}"], "--user-key must be the data user's verify-key file (user.verify.json from dpdpca user "
+                            "identity), got: owner verify keys file '{f}' must be JSON, got JSONDecodeError"),
+    (["--user-key", "{ids}/a.verify.json"], "--user-key must be the data user's verify-key file (user.verify.json "
+                                            "from dpdpca user identity, id 'user'), got '{ids}/a.verify.json' with "
+                                            "ids ['a']"),
+    (["--collection-seconds", "inf"], "--collection-seconds must be in (0, 31536000] (a year), got inf"),
+    (["--collection-seconds", "1e300"], "--collection-seconds must be in (0, 31536000] (a year), got 1e+300"),
+])
+def test_proxy_init_refuses_a_bad_path_user_key_or_deadline_in_one_line_and_creates_nothing(
+        tmp_path, capsys, argv, message):
+    """--out-dir under a file (never a NotADirectoryError), a --user-key that is not the data user's verify key
+    (checked as proxy serve will read it) and a non-finite or absurd --collection-seconds: one line naming the
+    option, nothing created, the file in the way intact."""
+    assert main(["owner", "keygen", "--owner-id", "a", "--out-dir", str(tmp_path / "ids")]) == 0
+    (tmp_path / "f").write_text("not json\n")
+    names = {"f": str(tmp_path / "f"), "ids": str(tmp_path / "ids")}
+    argv = [a.format(**names) for a in argv]
+    out = [] if "--out-dir" in argv else ["--out-dir", str(tmp_path / "px")]
+    capsys.readouterr()
+    assert main(["proxy", "init", "--host", "127.0.0.1", "--owners-dir", str(tmp_path / "ids"), *out, *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpdpca: error: ") and err.count("\n") == 1 and message.format(**names) in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "ids"] and (tmp_path / "f").read_text() == "not json\n"
+
+
 def test_proxy_init_refuses_a_quorum_the_public_parameters_cannot_reach(tmp_path, capsys):
     """Four owners found, max_owners 3: the default quorum (every owner) is refused at init, as proxy serve
     would refuse it at start; a quorum within max_owners is written."""
