@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import os
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -343,8 +344,7 @@ def column_names(path: str | os.PathLike[str]) -> list[str]:
         raise DataError(f"data file {str(p)!r} does not exist")
     suffix = p.suffix.lower()
     if suffix == ".csv":
-        with open(p, "r", encoding="utf-8") as fh:
-            cells = [c.strip().strip('"') for c in fh.readline().rstrip("\r\n").split(",")]
+        cells = [c.strip().strip('"') for c in _first_line(p).rstrip("\r\n").split(",")]
         if cells == [""]:
             raise DataError(f"data file {str(p)!r} must hold at least one row and one column, got an empty file")
         if any(_is_number(c) for c in cells):
@@ -409,9 +409,41 @@ def _check_npy_header(path: Path, max_features: int | None = None) -> tuple[int,
     return shape
 
 
+def _first_line(path: Path) -> str:
+    """A CSV file's first line (a one-line :class:`DataError` if it is unreadable or not UTF-8)."""
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            return fh.readline()
+    except (ValueError, OSError) as exc:
+        raise _csv_error(path, exc) from None
+
+
+#: numpy's message for a cell that is no number: ``could not convert string 'abc' to float64 at row 1, column 2.``
+_NOT_A_NUMBER = re.compile(r"could not convert string .* at row (\d+), column (\d+)", re.DOTALL)
+
+
+def _csv_error(path: Path, exc: Exception) -> DataError:
+    """A CSV file that cannot be read or parsed, in one line that never holds a cell's value.
+
+    The data may be private and the line ends up in logs: a cell that is no
+    number is named by its position alone (numpy's row, counted from 0 after
+    any header, and its column, counted from 1).
+    """
+    if isinstance(exc, UnicodeDecodeError):
+        return DataError(f"data file {str(path)!r} must be UTF-8 text (CSV), got a byte sequence that is not UTF-8")
+    text = str(exc)
+    found = _NOT_A_NUMBER.search(text)
+    if found is not None:
+        return DataError(f"data file {str(path)!r} could not be read: a cell is not a number (text or empty) at row "
+                         f"{found[1]}, column {found[2]} (rows from 0 after any header, columns from 1)")
+    if "could not convert" in text:  # another numpy's wording: the value is left out, whatever it is
+        return DataError(f"data file {str(path)!r} could not be read: a cell is not a number")
+    first = text.splitlines()[0].split(";")[0] if text else type(exc).__name__  # no "use `usecols`" hint
+    return DataError(f"data file {str(path)!r} could not be read: {first}")
+
+
 def _read_csv(path: Path, max_features: int | None = None) -> np.ndarray:
-    with open(path, "r", encoding="utf-8") as fh:
-        first = fh.readline()
+    first = _first_line(path)
     if not first.strip():
         raise DataError(f"data file {str(path)!r} must hold at least one row and one column, got an empty file")
     _check_features(path, first.count(",") + 1, max_features)
@@ -422,4 +454,7 @@ def _read_csv(path: Path, max_features: int | None = None) -> np.ndarray:
         # A header with no rows: loadtxt warns and returns an empty array,
         # which load_file then rejects with a one-line DataError.
         warnings.simplefilter("ignore", UserWarning)
-        return np.loadtxt(path, delimiter=",", dtype=np.float64, skiprows=skip, ndmin=2)
+        try:
+            return np.loadtxt(path, delimiter=",", dtype=np.float64, skiprows=skip, ndmin=2)
+        except (ValueError, OSError) as exc:
+            raise _csv_error(path, exc) from None

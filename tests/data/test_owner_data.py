@@ -98,6 +98,32 @@ def test_template_has_one_empty_row_per_column_and_is_refused_until_filled(tmp_p
     assert "--force" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [["bounds", "template", "--out", "{out}"], ["run", "-q"]])
+def test_a_csv_that_is_not_utf8_is_the_same_one_line_error_for_template_and_run(tmp_path, capsys, argv):
+    """Invalid UTF-8 bytes in a CSV: bounds template (which reads the header alone) and run give the same one
+    line, never a UnicodeDecodeError traceback; no template is written."""
+    data = tmp_path / "bin.csv"
+    data.write_bytes(b"\xf7\x81,1\n2,3\n")
+    capsys.readouterr()
+    assert main([*[a.format(out=tmp_path / "t.csv") for a in argv], "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"dpdpca: error: data file {str(data)!r} must be UTF-8 text (CSV), got a byte sequence that is " \
+                  f"not UTF-8\n", err
+    assert not (tmp_path / "t.csv").exists()
+
+
+@pytest.mark.parametrize("content", ["1,2\n3,s3cret\n", "1,2\n3,\n", "a,b\n1,2\n3,s3cret\n"])
+def test_a_cell_that_is_not_a_number_is_named_by_its_position_never_its_value(tmp_path, capsys, content):
+    """The data may be private and errors end up in logs: the line names the file, the row and the column."""
+    data = tmp_path / "d.csv"
+    data.write_text(content)
+    capsys.readouterr()
+    assert main(["run", "-q", "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"dpdpca: error: data file {str(data)!r} could not be read: a cell is not a number (text or " \
+                  f"empty) at row 1, column 2 (rows from 0 after any header, columns from 1)\n", err
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".npy", ".parquet"])
 def test_template_reads_no_value_of_the_data(tmp_path, monkeypatch, suffix):
     """Two files of the same header and shape but different values give the same template; and with every
