@@ -87,10 +87,11 @@ def check_release_options(*, release: str, noise_by: str, honest_owners: int | N
     check_noise_by(noise_by)
     rel.check_setting(noise_by=noise_by, honest_owners=honest_owners, neighbouring=None,
                       sensitivity_mode="rigorous", noise_lattice="n-scaled")
-    if noise_by == "owners":
+    if noise_by == "owners":  # checked in the order of dpdpca.dp.distributed: L first, then t and Q within it
+        owners = check_int("owners", owners, minimum=1)
         t = owners if honest_owners is None else check_int("honest_owners", honest_owners, minimum=1,
                                                            maximum=owners)
-        q = owners if quorum is None else quorum
+        q = owners if quorum is None else check_int("quorum", quorum, minimum=1, maximum=owners)
         if q - (owners - t) < 1:
             raise param_error("quorum", f"> L - t = {owners - t} so that an honest owner's noise is always "
                               f"present", q)

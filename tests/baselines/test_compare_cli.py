@@ -130,12 +130,14 @@ def test_compare_data_file_and_site_size(capsys, tmp_path):
     (["--dataset", "digits", "--data", "x.csv", *BASE], "exclusive"),
     (["--dataset", "digits", *BASE, "--methods", "capepca,pca"], "method must be one of"),
     (["--dataset", "digits", "--sites", "4", "--components", "65", "--epsilon", "1", "--delta", "1e-5"],
-     "n_components must be <= 64, got 65"),
+     "--components must be <= 64, got 65"),
     (["--dataset", "digits", "--sites", "5000", "--components", "5", "--epsilon", "1", "--delta", "1e-5"],
-     r"n_sites must be <= the number of rows \(1797\), got 5000"),
-    (["--dataset", "digits", *BASE[:-2], "--delta", "2", "--methods", "capepca"], r"delta must be in \(0, 1\)"),
-    (["--dataset", "digits", *BASE, "--methods", "capepca", "--runs", "0"], "runs must be >= 1, got 0"),
+     r"--sites must be <= the number of rows \(1797\), got 5000"),
+    (["--dataset", "digits", *BASE[:-2], "--delta", "2", "--methods", "capepca"], r"--delta must be in \(0, 1\)"),
+    (["--dataset", "digits", *BASE, "--methods", "capepca", "--runs", "0"], "--runs must be >= 1, got 0"),
     (["--dataset", "digits", *BASE, "--methods", "capepca", "--scaling", "none"], "L2 norm <= 1"),
+    (["--dataset", "digits", *BASE, "--methods", "capepca", "--site-size", "1000"],
+     r"^dpdpca: error: --site-size must be <= 449 rows per site \(1797 rows, 4 sites\), got 1000$"),
 ])
 def test_compare_errors_are_one_line(capsys, tmp_path, args, match):
     out_file = tmp_path / "never.json"

@@ -186,6 +186,26 @@ def test_run_rejects_out_of_range_parameters(tmp_path, capsys, argv, match):
                   no_file=tmp_path / "o" / "result.json")
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["keygen", "--out-dir", "{tmp}/k", "--key-bits", "513", "--insecure-test-key"], "--key-bits must be even, got 513"),
+    (["owner", "share", "--public", "{keys}/public.json", "--identity", "{ids}/1.identity.json", "--data", "{tmp}/x.csv",
+      "--insecure-test-key", "-q", "--out", "{tmp}/s.msg", "--noise-by", "owners", "--owners", "0", "--epsilon", "1",
+      "--delta", "1e-5"], "--owners must be >= 1, got 0"),
+    (["owner", "share", "--public", "{keys}/public.json", "--identity", "{ids}/1.identity.json", "--data", "{tmp}/x.csv",
+      "--insecure-test-key", "-q", "--out", "{tmp}/s.msg", "--noise-by", "owners", "--owners", "2", "--honest-owners",
+      "3", "--epsilon", "1", "--delta", "1e-5"], "--honest-owners must be <= 2, got 3"),
+])
+def test_errors_name_the_option_typed_not_the_librarys_parameter(keys, ids, tmp_path, capsys, argv, message):
+    """keygen's "bits must be even" names --key-bits; owner share --noise-by owners --owners 0 says --owners must be
+    >= 1 (it said "quorum must be > L - t = 0"); the error is the whole line, nothing is written."""
+    (tmp_path / "x.csv").write_text("0.1,0.2,0.3\n0.2,0.1,0.0\n")
+    argv = [a.format(tmp=tmp_path, keys=keys, ids=ids) for a in argv]
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"dpdpca: error: {message}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv"]
+
+
 def test_run_rejects_bad_data_files(tmp_path, capsys):
     nan = tmp_path / "nan.csv"
     nan.write_text("0.1,0.2\n0.3,nan\n")
@@ -198,7 +218,8 @@ def test_run_rejects_bad_data_files(tmp_path, capsys):
     np.save(big, np.array([[0.1, 0.2], [1.0, 1.0]]))
     _expect_error(capsys, ["run", *KEY, "--data", str(big), "--owners", "1", "--components", "1", "--no-clip",
                            "--out", str(tmp_path / "o")], "norm <= 1", no_file=tmp_path / "o" / "components.npz")
-    _expect_error(capsys, ["run", *KEY, "--data", str(big), "--owners", "3", "--components", "1"], "n_sites")
+    _expect_error(capsys, ["run", *KEY, "--data", str(big), "--owners", "3", "--components", "1"],
+                  "--owners must be <= the number of rows (2), got 3")  # the option typed, not partition's n_sites
     _expect_error(capsys, ["run", *KEY, "--owners", "3", "--max-owners", "2", "--components", "1"], "max_owners=2")
 
 
@@ -315,7 +336,7 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
     fin = ["user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"), *_verify_keys(ids, "1", "2"), str(result),
            "--out", str(pcs), "--ledger", str(tmp_path / "user-ledger.json")]
     _expect_error(capsys, fin + ["--components", "0"], "components must be >= 1", no_file=pcs)
-    _expect_error(capsys, fin + ["--components", "4"], "n_components must be <= 3", no_file=pcs)
+    _expect_error(capsys, fin + ["--components", "4"], "--components must be <= 3, got 4", no_file=pcs)
     assert not (tmp_path / "user-ledger.json").exists()  # k > d is refused before the release is claimed
     bad = tmp_path / "bad.msg"
     bad.write_bytes(result.read_bytes()[:-1])

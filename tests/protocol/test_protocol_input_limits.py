@@ -126,9 +126,9 @@ def test_delta_is_bounded_and_named(files, capsys, delta, match):
 
 def test_keygen_refuses_a_max_rows_per_owner_above_its_maximum(tmp_path, capsys):
     _refused(capsys, ["keygen", "--out-dir", str(tmp_path / "k"), *KEY, "--max-rows-per-owner", str(10 ** 30)],
-             "max_rows_per_owner must be <= 1099511627776", absent=tmp_path / "k" / "public.json")
+             "--max-rows-per-owner must be <= 1099511627776", absent=tmp_path / "k" / "public.json")
     _refused(capsys, ["keygen", "--out-dir", str(tmp_path / "k"), *KEY, "--min-delta", "5e-324"],
-             "min_delta must be in [1e-300, 0.5]", not_in="epsilon", absent=tmp_path / "k" / "public.json")
+             "--min-delta must be in [1e-300, 0.5]", not_in="epsilon", absent=tmp_path / "k" / "public.json")
 
 
 def test_proxy_finish_of_a_centred_release_knows_n_and_bounds_delta_by_it(files, tmp_path, capsys):

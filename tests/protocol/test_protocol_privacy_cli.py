@@ -40,7 +40,7 @@ def test_run_with_owners_noise_reports_every_coalition(capsys):
 def test_run_bad_release_options_are_one_line_errors(capsys):
     assert main(["run", "--release", "centred", "--noise-by", "owners", *SMALL]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("dpdpca: error: noise_by must be 'proxy' with release 'centred'") and err.count("\n") == 1
+    assert err.startswith("dpdpca: error: --noise-by must be 'proxy' with release 'centred'") and err.count("\n") == 1
     assert main(["run", "--feature-bounds", "3", "3", *SMALL]) == 2
     assert "feature_bounds must be finite with lo < hi" in capsys.readouterr().err
 

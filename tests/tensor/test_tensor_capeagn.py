@@ -242,13 +242,14 @@ def test_cli_cape_variances_selects_the_papers_for_reproduction(capsys):
     assert main([*base[:-1], "--cape-variances", "other"]) == 2
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--model", "mog", "--dim", "4", "--components", "5"], "n_components must be <= n_features = 4"),
+@pytest.mark.parametrize("args,message", [  # each names the option typed, never the library's parameter
+    (["--model", "mog", "--dim", "4", "--components", "5"], "--components must be <= n_features = 4"),
     (["--model", "stm", "--dim", "6", "--components", "2", "--words-per-document", "2"],
-     "words_per_document must be >= 3, got 2"),
-    (["--model", "mog", "--dim", "6", "--components", "2", "--epsilon", "-1"], "epsilon must be > 0, got -1.0"),
-    (["--model", "mog", "--dim", "6", "--components", "2", "--delta", "1.5"], r"delta must be in (0, 1), got 1.5"),
-    (["--model", "mog", "--dim", "6", "--components", "2", "--sites", "1"], "n_sites must be >= 2, got 1"),
+     "--words-per-document must be >= 3, got 2"),
+    (["--model", "mog", "--dim", "6", "--components", "2", "--epsilon", "-1"], "--epsilon must be > 0, got -1.0"),
+    (["--model", "mog", "--dim", "6", "--components", "2", "--delta", "1.5"], r"--delta must be in (0, 1), got 1.5"),
+    (["--model", "mog", "--dim", "6", "--components", "2", "--sites", "1"], "--sites must be >= 2, got 1"),
+    (["--model", "mog", "--dim", "0", "--components", "2"], "--dim must be >= 1, got 0"),
 ])
 def test_cli_errors_are_one_line(args, message, capsys):
     base = ["tensor", "--samples-per-site", "100", "--runs", "1"]
