@@ -437,6 +437,7 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
     from dpdpca.protocol.identity import OwnerKeyring
     from dpdpca.protocol.ledger import ReleaseLedger
     from dpdpca.protocol.config import ReleaseOptions
+    from dpdpca.protocol.messages import check_frame
     from dpdpca.protocol.proxy import Proxy
     from dpdpca.protocol.roles import PROXY, USER, ProxySteps
     from dpdpca.protocol.transport import PathTransport
@@ -447,9 +448,10 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
     # --out is reserved (its temporary file made beside it) before the session's one release is claimed and any
     # noise drawn: an unwritable --out is refused while the session can still be finished
     with ReservedOutput(out_path, what="--out") as out, Pool(workers, scheduler) as pool:
-        proxy = Proxy.from_state(params, keyring, read_bytes_file(str(state / "state.msg"), "proxy state"),
-                                 executor=pool, ledger=ReleaseLedger(state / "ledger.json"),
-                                 max_features=max_features)
+        state_msg = read_bytes_file(str(state / "state.msg"), "proxy state")
+        check_frame(state_msg, f"proxy state file {str(state / 'state.msg')!r}")
+        proxy = Proxy.from_state(params, keyring, state_msg, executor=pool,
+                                 ledger=ReleaseLedger(state / "ledger.json"), max_features=max_features)
         if range_proofs is not None and range_proofs != proxy.range_proofs:
             raise ParameterError(f"--range-proofs must match the aggregated state (proxy aggregate "
                                  f"{'--range-proofs' if proxy.range_proofs else '--no-range-proofs'}), "

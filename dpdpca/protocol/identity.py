@@ -297,21 +297,24 @@ class OwnerKeyring(Mapping[str, str]):
         return {KEYRING_KEY: {"version": 1, "keys": dict(sorted(self._keys.items()))}}
 
     @classmethod
-    def from_json(cls, data: Any) -> "OwnerKeyring":
-        """Inverse of :meth:`to_json`.
+    def from_json(cls, data: Any, *, what: str = "owner verify keys") -> "OwnerKeyring":
+        """Inverse of :meth:`to_json`; ``what`` names the source in errors (:meth:`load`: the file).
 
         Raises
         ------
         MessageError
-            Not a verify-key file, or a malformed key.
+            Not a verify-key file (saying which part is wrong), or a malformed key.
         """
         if not isinstance(data, Mapping) or not isinstance(data.get(KEYRING_KEY), Mapping):
-            raise MessageError(f"owner verify keys must be an object with {KEYRING_KEY!r}, got "
+            raise MessageError(f"{what} must be an object with {KEYRING_KEY!r}, got "
                                f"{type(data).__name__ if not isinstance(data, Mapping) else sorted(map(str, data))[:8]}")
         obj = data[KEYRING_KEY]
-        if obj.get("version") != 1 or not isinstance(obj.get("keys"), Mapping):
-            raise MessageError(f"{KEYRING_KEY} must have version 1 and a 'keys' object, got "
-                               f"version {obj.get('version')!r:.20}")
+        if obj.get("version") != 1:
+            raise MessageError(f"{what} must have {KEYRING_KEY}.version 1, got {obj.get('version')!r:.20}")
+        if not isinstance(obj.get("keys"), Mapping):
+            keys = obj.get("keys")
+            raise MessageError(f"{what} must have {KEYRING_KEY}.keys an object of owner id to verify key, got "
+                               f"{'no keys' if keys is None else 'a ' + type(keys).__name__}")
         return cls(obj["keys"])
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
@@ -327,7 +330,8 @@ class OwnerKeyring(Mapping[str, str]):
         MessageError, FileAccessError, ProtocolError
             No file given, a file that is not a verify-key file, or conflicting keys.
         """
-        rings = [cls.from_json(read_json_file(p, "owner verify keys")) for p in paths]
+        rings = [cls.from_json(read_json_file(p, "owner verify keys"), what=f"owner verify keys file {str(p)!r}")
+                 for p in paths]
         if not rings:
             raise MessageError("owner verify keys must be given (at least one file), got none")
         return cls.merge(rings)

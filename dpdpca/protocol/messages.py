@@ -41,8 +41,8 @@ from typing import Any, Mapping
 from dpdpca.errors import KeyMismatchError, MessageError, ProtocolError
 from dpdpca.protocol.identity import check_owner_id
 
-__all__ = ["MessageType", "Message", "MAGIC", "VERSION", "MAX_HEADER_BYTES", "check_owner_id", "check_session_id",
-           "strict_int", "decimal_int"]
+__all__ = ["MessageType", "Message", "MAGIC", "VERSION", "MAX_HEADER_BYTES", "check_frame", "check_owner_id",
+           "check_session_id", "strict_int", "decimal_int"]
 
 MAGIC = b"DPDPCA"
 VERSION = 2
@@ -115,6 +115,40 @@ def check_session_id(session_id: Any) -> str:
     return session_id
 
 
+def check_frame(data: bytes, source: str | None = None) -> None:
+    """Refuse bytes that are no whole message: too short, another magic or version, or a digest mismatch.
+
+    :meth:`Message.from_bytes` checks this first; a command that reads a
+    message from a file checks it as it reads, with ``source`` naming the
+    file (``"share file 'a.msg'"``), so that a garbage or truncated file is
+    refused naming it.
+
+    Raises
+    ------
+    MessageError
+        ``message magic must be b'DPDPCA', got ...`` (etc.); with ``source``:
+        ``<source> must be a dpdpca message, got: message magic must be ...``.
+    """
+    try:
+        if len(data) < _PREFIX.size + _DIGEST:
+            raise MessageError(f"message must be at least {_PREFIX.size + _DIGEST} bytes, got {len(data)} "
+                               f"(truncated)")
+        # the body is read through a view of ``data``: a share's ~360 kB (BFV) is hashed without a copy
+        end = len(data) - _DIGEST
+        magic, version, _, _ = _PREFIX.unpack_from(data)
+        if magic != MAGIC:
+            raise MessageError(f"message magic must be {MAGIC!r}, got {magic!r}")
+        if version != VERSION:
+            raise MessageError(f"message version must be {VERSION}, got {version}")
+        with memoryview(data) as view:
+            if hashlib.sha256(view[:end]).digest() != data[end:]:
+                raise MessageError("message digest must match its content, got a mismatch (truncated or tampered)")
+    except MessageError as exc:
+        if source is None:
+            raise
+        raise MessageError(f"{source} must be a dpdpca message, got: {exc}") from None
+
+
 @dataclass(frozen=True)
 class Message:
     """One protocol message: typed header, public metadata and binary sections.
@@ -177,20 +211,9 @@ class Message:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise MessageError(f"message must be bytes, got {type(data).__name__}")
         data = bytes(data)
-        if len(data) < _PREFIX.size + _DIGEST:
-            raise MessageError(f"message must be at least {_PREFIX.size + _DIGEST} bytes, got {len(data)} (truncated)")
-        # the body is read through a view of ``data``: a share's ~360 kB (BFV) is hashed and its sections cut
-        # out of it without first copying the whole body
+        check_frame(data)
         end = len(data) - _DIGEST
-        digest = data[end:]
-        magic, version, mtype, hlen = _PREFIX.unpack_from(data)
-        if magic != MAGIC:
-            raise MessageError(f"message magic must be {MAGIC!r}, got {magic!r}")
-        if version != VERSION:
-            raise MessageError(f"message version must be {VERSION}, got {version}")
-        with memoryview(data) as view:
-            if hashlib.sha256(view[:end]).digest() != digest:
-                raise MessageError("message digest must match its content, got a mismatch (truncated or tampered)")
+        _, _, mtype, hlen = _PREFIX.unpack_from(data)
         try:
             kind = MessageType(mtype)
         except ValueError:

@@ -28,6 +28,7 @@ from typing import Mapping, Protocol, Sequence
 
 from dpdpca._io import ReservedOutput, atomic_write_bytes, read_bytes_file
 from dpdpca.errors import ProtocolError
+from dpdpca.protocol.messages import check_frame
 
 __all__ = ["Transport", "CountingTransport", "InProcessTransport", "FileTransport", "PipeTransport",
            "PathTransport"]
@@ -209,7 +210,8 @@ class PathTransport(CountingTransport):
     outbox : sequence of path or ReservedOutput
     inbox : sequence of path
     what : str
-        What the inbox files hold, for the error of a missing or unreadable file.
+        What the inbox files hold, for the error of a missing or unreadable file, or of one that is no whole
+        message (:func:`~dpdpca.protocol.messages.check_frame`, checked as it is read).
     """
 
     def __init__(self, *, outbox: Sequence[str | os.PathLike[str] | ReservedOutput] = (),
@@ -233,4 +235,7 @@ class PathTransport(CountingTransport):
     def receive(self, recipient: str, *, timeout: float | None = None) -> bytes | None:
         if not self._in:
             return None
-        return read_bytes_file(self._in.popleft(), self.what)
+        path = self._in.popleft()
+        data = read_bytes_file(path, self.what)
+        check_frame(data, f"{self.what} file {path!r}")  # a garbage or truncated file is refused naming it
+        return data

@@ -206,6 +206,40 @@ def test_errors_name_the_option_typed_not_the_librarys_parameter(keys, ids, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv"]
 
 
+def test_a_file_that_is_no_message_or_no_verify_key_file_is_refused_naming_it(keys, ids, tmp_path, capsys):
+    """A garbage share, result or proxy state and a verify-key file whose keys are a list: one line naming the
+    file and what is wrong with it (was: "message magic must be ..." naming no file; "must have version 1 and a
+    'keys' object, got version 1"); nothing is written."""
+    garbage = tmp_path / "garbage.msg"
+    garbage.write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "state").mkdir()
+    for name in ("public.json", "private.json"):
+        (tmp_path / "state" / name).write_bytes((keys / name).read_bytes())
+    (tmp_path / "state" / "owner-keys.json").write_bytes((ids / "1.verify.json").read_bytes())
+    (tmp_path / "state" / "state.msg").write_bytes(b"DPDPCA\x02" + bytes(60))
+    (tmp_path / "vk.json").write_text('{"dpdpca_owner_keys": {"keys": ["1"], "version": 1}}')
+    magic = "must be a dpdpca message, got: message magic must be b'DPDPCA', got b'\\x00\\x01\\x02\\x03\\x04\\x05'"
+    cases = [
+        (["proxy", "aggregate", "--public", str(keys / "public.json"), "--insecure-test-key", *_verify_keys(ids, "1"),
+          "--out-dir", str(tmp_path / "st"), str(garbage)], f"share file {str(garbage)!r} {magic}"),
+        (["user", "finish", "--insecure-test-key", "--private", str(keys / "private.json"), *_verify_keys(ids, "1"),
+          str(garbage), "--out", str(tmp_path / "pcs.npz"), "--components", "1"], f"result file {str(garbage)!r} {magic}"),
+        (["proxy", "finish", "--insecure-test-key", "--state", str(tmp_path / "state"), "--epsilon", "1", "--delta",
+          "1e-5", "--out", str(tmp_path / "r.msg")],
+         f"proxy state file {str(tmp_path / 'state' / 'state.msg')!r} must be a dpdpca message, got: message digest "
+         f"must match its content, got a mismatch (truncated or tampered)"),
+        (["proxy", "aggregate", "--public", str(keys / "public.json"), "--insecure-test-key", "--owner-keys",
+          str(tmp_path / "vk.json"), "--out-dir", str(tmp_path / "st"), str(garbage)],
+         f"owner verify keys file {str(tmp_path / 'vk.json')!r} must have dpdpca_owner_keys.keys an object of owner id "
+         f"to verify key, got a list"),
+    ]
+    for argv, message in cases:
+        capsys.readouterr()
+        assert main(argv) == 2
+        assert capsys.readouterr().err == f"dpdpca: error: {message}\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["garbage.msg", "state", "vk.json"]
+
+
 def test_run_rejects_bad_data_files(tmp_path, capsys):
     nan = tmp_path / "nan.csv"
     nan.write_text("0.1,0.2\n0.3,nan\n")
