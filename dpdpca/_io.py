@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -165,10 +166,19 @@ def check_output_path(path: str | os.PathLike[str], what: str, *, exclusive: boo
         raise FileAccessError(f"{what} {str(target)!r} must be a file, got a directory")
     if exclusive and (target.exists() or target.is_symlink()):
         raise FileAccessError(f"{what} {str(target)!r} must not exist already, got an existing file")
-    blocker = next((p for p in target.parents if p.exists() or p.is_symlink()), None)
-    if blocker is not None and not blocker.is_dir():
-        raise FileAccessError(f"{what} {str(target)!r} must be in a directory, got {str(blocker)!r}, "
-                              f"which is not a directory")
+    for parent in target.parents:  # the nearest that exists must be a directory (one stat each: no race with
+        try:                       # a directory removed between two tests)
+            is_dir = stat.S_ISDIR(os.stat(parent).st_mode)
+        except FileNotFoundError:
+            if not parent.is_symlink():
+                continue  # missing: made later
+            is_dir = False  # a dangling symlink
+        except NotADirectoryError:
+            continue  # a file further up: found as this loop goes on
+        if not is_dir:
+            raise FileAccessError(f"{what} {str(target)!r} must be in a directory, got {str(parent)!r}, "
+                                  f"which is not a directory")
+        break
     return target
 
 
@@ -297,12 +307,18 @@ def exclusive_lock(path: str | os.PathLike[str], *, what: str = "locked file") -
         made: list[Path] = []
         try:
             made = _make_parents(lock)
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        except FileNotFoundError:
-            if made or lock.parent.is_dir():  # its directory was removed by a holder meanwhile: again
-                continue
+        except FileExistsError:  # mkdir found the directory, which a holder removed before mkdir saw it: again
+            continue
+        except FileNotFoundError:  # mkdir itself failed: no such place to make it
             raise FileAccessError(f"{what} {str(target)!r} must be in an existing or creatable directory, got "
                                   f"none at {str(lock.parent)!r}") from None
+        except OSError as exc:
+            raise FileAccessError(f"{what} {str(target)!r} must be writable (its lock file {lock.name!r}), got "
+                                  f"{type(exc).__name__}: {exc.strerror or exc}") from None
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileNotFoundError:  # the directory just made or found was removed by a holder meanwhile: again
+            continue
         except OSError as exc:
             _remove_dirs(made)
             raise FileAccessError(f"{what} {str(target)!r} must be writable (its lock file {lock.name!r}), got "
