@@ -70,6 +70,30 @@ MIN_DELTA = 1e-300
 MAX_DELTA = 0.5
 
 
+#: Smallest epsilon accepted: its noise is already 10^6 times the sensitivity (nothing useful is released), and
+#: far below it (1e-300) the calibrated variances leave double precision (the discrete Gaussian's sigma^2 of
+#: the protocol's integer sensitivities overflows a float).
+MIN_EPSILON = 1e-6
+#: Largest epsilon accepted: no privacy is left long before it (e^epsilon bounds the likelihood ratio); the
+#: tests use epsilon = 1e9 as "noise negligible", and far above it (1e100) the analytic Gaussian calibration's
+#: root leaves its bracket.
+MAX_EPSILON = 1e9
+
+
+def check_epsilon(name: str, value: Any) -> float:
+    """A DP epsilon: a finite real ``> 0`` in ``[MIN_EPSILON, MAX_EPSILON]`` (every calibration stays computable).
+
+    Raises
+    ------
+    ParameterError
+        Naming ``name`` (e.g. ``epsilon``, ``min_epsilon``), the range and the value.
+    """
+    v = check_positive(name, value)
+    if not MIN_EPSILON <= v <= MAX_EPSILON:
+        raise param_error(name, f"in [{MIN_EPSILON:g}, {MAX_EPSILON:g}]", value)
+    return v
+
+
 def check_delta(name: str, value: Any, *, n_rows: int | None = None) -> float:
     """A DP delta in ``[MIN_DELTA, MAX_DELTA]``, and ``< 1 / n_rows`` when the number of rows is known.
 

@@ -23,8 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpdpca._validation import (check_delta, check_finite_rows, check_int, check_positive,
-                                param_error)
+from dpdpca._validation import check_delta, check_epsilon, check_finite_rows, check_int, param_error
 from dpdpca.data.preprocessing import check_partitions, partition
 from dpdpca.baselines.release import AddRemoveNoise, moment_from_pieces, scatter_pieces
 from dpdpca.dp import (ADD_REMOVE_ONE, REPLACE_ONE, GaussianMechanism, PrivacyReport, at_proven_sensitivity,
@@ -106,7 +105,7 @@ def site_eigh_dtype(precision: str, M: np.ndarray, sigma: float) -> Any:
 
 def check_budget(epsilon: Any, delta: Any) -> tuple[float, float]:
     """epsilon > 0 and delta in (0, 1)."""
-    return check_positive("epsilon", epsilon), check_delta("delta", delta)
+    return check_epsilon("epsilon", epsilon), check_delta("delta", delta)
 
 
 def check_unit_rows(parts: Sequence[np.ndarray], *, tol: float = 1e-9) -> None:

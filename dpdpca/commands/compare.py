@@ -23,7 +23,8 @@ import numpy as np
 
 from dpdpca.commands._names import cli_names
 from dpdpca._io import ReservedOutput
-from dpdpca._validation import check_int, check_open_unit, param_error
+from dpdpca._validation import (MAX_EPSILON, MIN_EPSILON, check_delta, check_epsilon, check_int, check_open_unit,
+                                param_error)
 from dpdpca.data import SCALINGS, dataset_names, load_dataset, load_file, partition, preprocess
 from dpdpca.commands.privacy_options import apply_feature_bounds, ledger_options, open_ledger
 from dpdpca.driver import compare
@@ -73,6 +74,9 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
     ParameterError, DataError
         Bad options or data.
     """
+    # the budget every method shares first, before any data are read or any method priced
+    check_epsilon("--epsilon", epsilon)
+    check_delta("--delta", delta)
     if dataset is None and data is None:
         dataset = DEFAULT_DATASET
     if dataset is not None and data is not None:
@@ -331,7 +335,8 @@ def format_table(summary: dict[str, Any]) -> str:
 @click.option("--sites", type=int, default=DEFAULT_SITES, show_default=True, help="Number of sites S.")
 @click.option("--components", type=int, default=DEFAULT_COMPONENTS, show_default=True,
               help="Number of components K.")
-@click.option("--epsilon", type=float, default=DEFAULT_EPSILON, show_default=True)
+@click.option("--epsilon", type=float, default=DEFAULT_EPSILON, show_default=True,
+              help=f"In [{MIN_EPSILON:g}, {MAX_EPSILON:g}].")
 @click.option("--delta", type=float, default=DEFAULT_DELTA, show_default=True)
 @click.option("--relation", type=click.Choice(RELATIONS), default=None,
               help="Neighbouring relation for every method (default: add-remove; replace-one with --paper). "

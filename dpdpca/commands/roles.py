@@ -33,6 +33,7 @@ import numpy as np
 
 from dpdpca.commands._names import cli_names
 from dpdpca._io import ReservedOutput, read_bytes_file, read_json_file
+from dpdpca._validation import MAX_EPSILON, MIN_EPSILON
 from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, transport_from_options, user_identity_cmd
 from dpdpca.commands.proxy_admin import proxy_init_cmd, proxy_status_cmd
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
@@ -64,7 +65,7 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
 @click.option("--frac-bits", default=16, show_default=True, type=int)
 @click.option("--kappa", default=40, show_default=True, type=int)
 @click.option("--min-epsilon", default=0.01, show_default=True, type=float,
-              help="Smallest epsilon the noise allowance is sized for.")
+              help=f"Smallest epsilon the noise allowance is sized for, in [{MIN_EPSILON:g}, {MAX_EPSILON:g}].")
 @click.option("--min-delta", default=1e-12, show_default=True, type=float,
               help="Smallest delta the noise allowance is sized for.")
 @click.option("--force", is_flag=True, help="Overwrite an existing private.json / public.json.")

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import click
 
 from dpdpca.commands._names import cli_names
+from dpdpca._validation import MAX_EPSILON, MIN_EPSILON
 from dpdpca.baselines.tensor.experiment import METHODS, run_experiment
 from dpdpca.progress import Progress, quiet_option
 
@@ -61,7 +62,8 @@ def format_table(summary: dict[str, Any]) -> str:
 @click.option("--components", type=int, required=True, help="K <= D: mixture components or topics.")
 @click.option("--sites", type=int, default=5, show_default=True, help="S >= 2 sites.")
 @click.option("--samples-per-site", type=int, required=True, help="N_s records (documents) per site.")
-@click.option("--epsilon", type=float, required=True, help="Total epsilon (split between M2 and M3).")
+@click.option("--epsilon", type=float, required=True,
+              help=f"Total epsilon (split between M2 and M3), in [{MIN_EPSILON:g}, {MAX_EPSILON:g}].")
 @click.option("--delta", type=float, default=0.01, show_default=True, help="Total delta in (0, 1).")
 @click.option("--runs", type=int, default=10, show_default=True, help="Independent runs averaged.")
 @click.option("--seed", type=int, default=None,

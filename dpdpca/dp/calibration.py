@@ -161,7 +161,15 @@ def analytic_gaussian_sigma(epsilon: float, delta: float) -> float:
     Root of the Balle-Wang identity in log space, found by Brent's method on
     ``log c``, then nudged up by ulps until the identity gives a delta no larger
     than requested.
+
+    Raises
+    ------
+    ParameterError
+        A budget whose root leaves double precision (e.g. epsilon = 1e100), or
+        epsilon, delta out of range.
     """
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_delta("delta", delta)
     log_target = math.log(delta)
 
     def excess(log_c: float) -> float:
@@ -169,7 +177,11 @@ def analytic_gaussian_sigma(epsilon: float, delta: float) -> float:
         return max(value, -1e6) - log_target
 
     lo, hi = -60.0, 60.0  # c from e^-60 to e^60
-    log_c = optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
+    try:
+        log_c = optimize.brentq(excess, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
+    except ValueError:  # no sign change (or NaN) in the bracket: the budget is out of double precision's reach
+        raise param_error("epsilon", "small enough for the calibration to stay in double precision (at most "
+                          "about 1e30)", epsilon) from None
     c = math.exp(log_c)
     while gaussian_delta(epsilon, c) > delta:
         c = math.nextafter(c, math.inf)
@@ -244,8 +256,9 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
                                    method="bounded", options={"xatol": 1e-10})
     best = log_delta(1.0 + math.exp(float(res.x)))
     best = min(best, log_delta(a_star))
-    if epsilon > rho:
-        best = min(best, -((epsilon - rho) ** 2) / (4.0 * rho))
+    if epsilon > rho:  # t * t: a product overflows to inf (delta 0), where ** 2 would raise
+        t = epsilon - rho
+        best = min(best, -(t * t) / (4.0 * rho))
     if best >= 0.0:  # also avoids overflow in exp for huge rho
         return 1.0
     return min(1.0, math.exp(best) * _ROUND_UP)
@@ -357,6 +370,12 @@ def smallest_passing_ratio(ok: Any, start: float, ceiling: Fraction) -> Fraction
     return hi
 
 
+#: Above this sigma^2 the rounding bound is below 1e-300: :func:`rounding_tv_bound` returns that (a float could
+#: not hold sigma^2 itself past 1.8e308).
+_HUGE_SIGMA_SQUARED = 10 ** 300
+_TV_FLOOR = 1e-300
+
+
 def rounding_tv_bound(sigma_squared: Fraction | int | float) -> float:
     r"""Upper bound on ``TV(N_Z(0, s^2), round(N(0, s^2)))`` (a proof of ours, below).
 
@@ -386,9 +405,12 @@ def rounding_tv_bound(sigma_squared: Fraction | int | float) -> float:
     float
         The bound, rounded up (``inf`` for ``s^2 < 1/4``, where it is useless).
     """
-    s2 = float(Fraction(sigma_squared))
-    if not s2 > 0:
+    exact = Fraction(sigma_squared)
+    if not exact > 0:
         raise param_error("sigma_squared", "> 0", sigma_squared)
+    if exact > _HUGE_SIGMA_SQUARED:  # beyond float (1e600 at epsilon = 1e-300): the bound is below 1e-300
+        return _TV_FLOOR
+    s2 = float(exact)
     if s2 < 0.25:
         return math.inf
     s = math.sqrt(s2)

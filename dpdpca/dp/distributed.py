@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from dpdpca._validation import check_delta, check_int, check_positive, param_error
+from dpdpca._validation import check_delta, check_epsilon, check_int, param_error
 from dpdpca.dp.accountant import ReleaseCost, rdp_to_epsilon
 from dpdpca.dp.release import BLOCKS, block_counts, block_scales, split_weights
 from dpdpca.dp.report import ADD_REMOVE_ONE, PrivacyReport
@@ -228,7 +228,7 @@ def calibrate_distributed(*, epsilon: float, delta: float, d: int, frac_bits: in
         an epsilon below what any noise reaches at this delta (the RDP orders'
         floor).
     """
-    epsilon = check_positive("epsilon", epsilon)
+    epsilon = check_epsilon("epsilon", epsilon)
     delta = check_delta("delta", delta)
     d = check_int("d", d, minimum=1)
     owners = check_int("owners", owners, minimum=1)

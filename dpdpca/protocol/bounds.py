@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpdpca._validation import check_delta, check_int, check_positive, param_error
+from dpdpca._validation import check_delta, check_epsilon, check_int, param_error
 from dpdpca.dp import CALIBRATIONS, REPLACE_ONE, SENSITIVITY_MODES, DiscreteGaussianMechanism, centred_scatter_sensitivity
 from dpdpca.dp.calibration import classic_gaussian_sigma, zcdp_rho_for
 from dpdpca.errors import DataError
@@ -186,13 +186,14 @@ def check_noise_options(*, epsilon: float, delta: float, calibration: str, sensi
     Raises
     ------
     ParameterError
-        epsilon <= 0, delta outside (0, 1), an unknown option, a
-        neighbouring relation other than replace-one for the centred release
-        (it releases N exactly, which is not DP under add/remove-one; the
-        add/remove release checks its own relation), or a budget whose
-        calibration leaves double precision (e.g. epsilon = 1e155).
+        epsilon outside [1e-6, 1e9] (:func:`dpdpca._validation.check_epsilon`,
+        where every calibration stays in double precision), delta outside
+        (0, 1), an unknown option, a neighbouring relation other than
+        replace-one for the centred release (it releases N exactly, which is
+        not DP under add/remove-one; the add/remove release checks its own
+        relation), or a budget whose calibration leaves double precision.
     """
-    eps = check_positive("epsilon", epsilon)
+    eps = check_epsilon("epsilon", epsilon)
     dl = check_delta("delta", delta)
     for name, value, allowed in (("calibration", calibration, CALIBRATIONS),
                                  ("sensitivity_mode", sensitivity_mode, SENSITIVITY_MODES),

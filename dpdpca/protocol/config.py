@@ -55,7 +55,8 @@ class ReleaseOptions:
 
     Parameters
     ----------
-    epsilon : float > 0
+    epsilon : float in [1e-6, 1e9]
+        (:data:`dpdpca._validation.MIN_EPSILON`, ``MAX_EPSILON``: every calibration stays computable)
     delta : float in (0, 1)
     calibration : {"analytic", "classic"}
     sensitivity_mode : {"rigorous", "paper"}

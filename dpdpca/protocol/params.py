@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from dpdpca._validation import check_delta, check_int, check_positive, param_error
+from dpdpca._validation import check_delta, check_epsilon, check_int, param_error
 from dpdpca.crypto import PublicKey, SlotLayout
 from dpdpca.crypto.keys import MIN_SECURE_BITS
 from dpdpca.crypto.schemes import CipherScheme, public_key_from_json, scheme_named, scheme_of
@@ -193,7 +193,7 @@ class ProtocolParams:
             check_int("d", d, minimum=1)
         check_int("frac_bits", frac_bits, minimum=0, maximum=26)
         check_int("kappa", kappa, minimum=40)
-        min_epsilon = check_positive("min_epsilon", min_epsilon)
+        min_epsilon = check_epsilon("min_epsilon", min_epsilon)
         min_delta = check_delta("min_delta", min_delta)
         session_id = secrets.token_hex(16) if session_id is None else check_session_id(session_id)
         n_max = max_owners * max_rows_per_owner
@@ -249,7 +249,7 @@ class ProtocolParams:
         """:func:`add_remove_value_bound` of the parameters :meth:`create` would make (a BFV key is sized by it)."""
         allowance = _noise_allowance(check_int("max_owners", max_owners, minimum=1)
                                      * check_int("max_rows_per_owner", max_rows_per_owner, minimum=1),
-                                     frac_bits=frac_bits, min_epsilon=check_positive("min_epsilon", min_epsilon),
+                                     frac_bits=frac_bits, min_epsilon=check_epsilon("min_epsilon", min_epsilon),
                                      min_delta=check_delta("min_delta", min_delta), release=release)
         return add_remove_value_bound(owners=max_owners, rows_per_owner=max_rows_per_owner, frac_bits=frac_bits,
                                       noise_bound=allowance)

@@ -138,6 +138,11 @@ def test_compare_data_file_and_site_size(capsys, tmp_path):
     (["--dataset", "digits", *BASE, "--methods", "capepca", "--scaling", "none"], "L2 norm <= 1"),
     (["--dataset", "digits", *BASE, "--methods", "capepca", "--site-size", "1000"],
      r"^dpdpca: error: --site-size must be <= 449 rows per site \(1797 rows, 4 sites\), got 1000$"),
+    # a budget outside [1e-6, 1e9] (an OverflowError, a ValueError in the analytic calibration)
+    (["--dataset", "digits", *BASE[:4], "--epsilon", "1e-300", "--delta", "1e-5", "--methods", "pooled"],
+     r"^dpdpca: error: --epsilon must be in \[1e-06, 1e\+09\], got 1e-300$"),
+    (["--dataset", "digits", *BASE[:4], "--epsilon", "1e308", "--delta", "1e-5", "--methods", "pooled"],
+     r"^dpdpca: error: --epsilon must be in \[1e-06, 1e\+09\], got 1e\+308$"),
 ])
 def test_compare_errors_are_one_line(capsys, tmp_path, args, match):
     out_file = tmp_path / "never.json"

@@ -187,6 +187,27 @@ def test_zcdp_delta_is_robust_at_extremes(rho, eps):
         assert d <= math.exp(-((eps - rho) ** 2) / (4 * rho)) * (1 + 1e-9)
 
 
+def test_budgets_out_of_double_precision_are_one_line_errors_not_overflows():
+    """The library refuses what the CLI refuses: one validated range for epsilon ([1e-6, 1e9], the privacy
+    setting's and every baseline's), and the calibrations themselves raise a ParameterError (or give a sound
+    bound) instead of an OverflowError or scipy's ValueError far outside it."""
+    from dpdpca._validation import MAX_EPSILON, MIN_EPSILON, check_epsilon
+    from dpdpca.baselines._common import check_budget
+    from dpdpca.dp.calibration import analytic_gaussian_sigma, rounding_tv_bound
+    from dpdpca.protocol.config import ReleaseOptions
+
+    assert check_epsilon("epsilon", MIN_EPSILON) == 1e-6 and check_epsilon("epsilon", MAX_EPSILON) == 1e9
+    for eps in (1e-300, 9e-7, 1.1e9, 1e308):
+        for refuse in (lambda e: check_budget(e, 1e-5), lambda e: ReleaseOptions(epsilon=e, delta=1e-5)):
+            with pytest.raises(ParameterError, match=r"^epsilon must be in \[1e-06, 1e\+09\], got"):
+                refuse(eps)
+    with pytest.raises(ParameterError, match="^epsilon must be small enough for the calibration to stay in double"):
+        analytic_gaussian_sigma(1e308, 1e-5)  # was scipy's "The function value at x=-60.0 is NaN"
+    # sigma^2 = 10^600 (epsilon 1e-300) was an OverflowError converting it to a float: the bound stays sound
+    assert rounding_tv_bound(Fraction(10) ** 600) == 1e-300 >= rounding_tv_bound(10 ** 299)
+    assert zcdp_delta(1.0, 1e300) == 0.0  # was OverflowError in (epsilon - rho) ** 2
+
+
 def test_discrete_classic_with_a_huge_epsilon_reports_the_true_bound():
     from dpdpca.dp import DiscreteGaussianMechanism
     m = DiscreteGaussianMechanism(epsilon=1e4, delta=0.5, sensitivity=1, calibration="classic")

@@ -179,6 +179,9 @@ def test_run_human_summary_with_processes(tmp_path, capsys):
     (["--owners", "0"], "owners must be >= 1"),
     (["--kappa", "20"], "kappa must be >= 40"),
     (["--key-bits", "1024"], "2048"),
+    # outside [1e-6, 1e9] the calibrations leave double precision (were an OverflowError traceback)
+    (["--epsilon", "1e-300"], "epsilon must be in [1e-06, 1e+09], got 1e-300"),
+    (["--epsilon", "1e300"], "epsilon must be in [1e-06, 1e+09], got 1e+300"),
 ])
 def test_run_rejects_out_of_range_parameters(tmp_path, capsys, argv, match):
     extra = [] if "--key-bits" in argv else KEY
@@ -238,6 +241,14 @@ def test_a_file_that_is_no_message_or_no_verify_key_file_is_refused_naming_it(ke
         assert main(argv) == 2
         assert capsys.readouterr().err == f"dpdpca: error: {message}\n"
         assert sorted(p.name for p in tmp_path.iterdir()) == ["garbage.msg", "state", "vk.json"]
+def test_keygen_refuses_out_of_range_declarations_before_the_key(tmp_path, capsys):
+    """Each was a traceback (OverflowError, a 4300-digit ValueError) or accepted; now one line, nothing written."""
+    out = tmp_path / "keys"
+    base = ["keygen", "--out-dir", str(out), "--key-bits", "512", "--insecure-test-key"]
+    for extra, match in [(["--min-epsilon", "1e-300"], "--min-epsilon must be in [1e-06, 1e+09], got 1e-300"),
+                         (["--min-epsilon", "1e300"], "--min-epsilon must be in [1e-06, 1e+09], got 1e+300")]:
+        _expect_error(capsys, [*base, *extra], match, no_file=out / "public.json")
+        assert not (out / "private.json").exists()
 
 
 def test_run_rejects_bad_data_files(tmp_path, capsys):
@@ -359,8 +370,11 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
     base = ["proxy", "finish", "--insecure-test-key", "--state", str(state), "--out", str(result)]
     _expect_error(capsys, base + ["--epsilon", "-1", "--delta", "1e-5"], "epsilon must be > 0", no_file=result)
     _expect_error(capsys, base + ["--epsilon", "1", "--delta", "2"], "delta must be in (0, 1)", no_file=result)
-    _expect_error(capsys, base + ["--epsilon", "1e-8", "--delta", "1e-11"], "noise fits the declared allowance",
+    _expect_error(capsys, base + ["--epsilon", "1e-5", "--delta", "1e-11"], "noise fits the declared allowance",
                   no_file=result)
+    # outside [1e-6, 1e9]: refused by the privacy setting, before any calibration (was an OverflowError)
+    _expect_error(capsys, base + ["--epsilon", "1e-300", "--delta", "1e-5"],
+                  "epsilon must be in [1e-06, 1e+09], got 1e-300", no_file=result)
     assert main(base + ["--epsilon", "1", "--delta", "1e-5"]) == 0
     # one release per session, even across processes: the ledger in the state refuses a second
     again = tmp_path / "again.msg"

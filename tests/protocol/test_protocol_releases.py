@@ -55,7 +55,7 @@ def test_epsilon_is_validated_in_one_place_on_the_protocol_path():
     for sub in ("protocol", "commands", "net"):
         for p in sorted((PACKAGE / sub).rglob("*.py")):
             text = p.read_text()
-            if 'check_positive("epsilon"' in text:
+            if 'check_positive("epsilon"' in text or 'check_epsilon("epsilon"' in text:
                 checks.append(p.name)
             if "check_noise_options(" in text.replace("def check_noise_options(", ""):
                 callers.append(p.name)
@@ -63,6 +63,8 @@ def test_epsilon_is_validated_in_one_place_on_the_protocol_path():
     assert callers == ["config.py"]  # ReleaseOptions.__post_init__
     with pytest.raises(ParameterError, match="epsilon must be > 0"):
         ReleaseOptions(epsilon=0.0)
+    with pytest.raises(ParameterError, match=r"epsilon must be in \[1e-06, 1e\+09\]"):  # the library's range too
+        ReleaseOptions(epsilon=1e-300)
 
 
 def test_releases_are_singletons_with_their_relation_and_one_lookup():

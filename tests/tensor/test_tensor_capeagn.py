@@ -250,6 +250,8 @@ def test_cli_cape_variances_selects_the_papers_for_reproduction(capsys):
     (["--model", "mog", "--dim", "6", "--components", "2", "--delta", "1.5"], r"--delta must be in (0, 1), got 1.5"),
     (["--model", "mog", "--dim", "6", "--components", "2", "--sites", "1"], "--sites must be >= 2, got 1"),
     (["--model", "mog", "--dim", "0", "--components", "2"], "--dim must be >= 1, got 0"),
+    (["--model", "mog", "--dim", "6", "--components", "2", "--epsilon", "1e308"],
+     "--epsilon must be in [1e-06, 1e+09], got 1e+308"),
 ])
 def test_cli_errors_are_one_line(args, message, capsys):
     base = ["tensor", "--samples-per-site", "100", "--runs", "1"]

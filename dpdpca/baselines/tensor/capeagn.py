@@ -53,7 +53,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dpdpca._validation import check_int, check_nonnegative, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_epsilon, check_int, check_nonnegative, check_open_unit, check_positive, param_error
 from dpdpca.baselines._common import CAPE_BASIS, CAPE_TRUST, parallel_report
 from dpdpca.baselines.tensor.models import check_components, check_model_kind
 from dpdpca.baselines.tensor.moments import (WORD_MODES, SiteMoments, default_mog_scale, mog_moments,
@@ -392,7 +392,7 @@ class CapeAGN(_MomentTensorEstimator):
 
     def _check_params(self) -> None:
         super()._check_params()
-        check_positive("epsilon", self.epsilon)
+        check_epsilon("epsilon", self.epsilon)
         check_open_unit("delta", self.delta)
         check_budget_split(self.budget_split)
         check_sensitivity_mode(self.sensitivity_mode)

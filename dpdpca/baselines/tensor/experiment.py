@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpdpca._validation import check_int, check_open_unit, check_positive, param_error
+from dpdpca._validation import check_epsilon, check_int, check_open_unit, check_positive, param_error
 from dpdpca.baselines.tensor.capeagn import check_budget_split, site_moments
 from dpdpca.baselines.tensor.models import (check_components, check_model_kind, check_words_per_document,
                                             make_mog, make_stm, random_components, sample_partitions)
@@ -57,7 +57,7 @@ def check_settings(*, model: str, n_features: int, n_components: int, n_sites: i
     if not epsilons:
         raise param_error("epsilons", "non-empty", list(epsilons))
     for eps in epsilons:
-        check_positive("epsilon", eps)
+        check_epsilon("epsilon", eps)
     check_open_unit("delta", delta)
     check_int("runs", runs, minimum=1)
     if kind == "mog":
