@@ -65,6 +65,7 @@ from dpdpca.crypto import (
     upper_triangle_chunks,
 )
 from dpdpca.crypto.ciphertexts import power_mod, random_unit
+from dpdpca.crypto.keys import MAX_KEY_BITS
 from dpdpca.crypto.matrix import EncryptedSymmetricMatrix
 from dpdpca.protocol.params import ProtocolParams, carry_value_bound, final_value_bound, slot_value_bound
 from dpdpca.progress import Progress, quiet_option
@@ -306,7 +307,8 @@ _TABLE: list[tuple[str, str | None, str | None]] = [
 
 @click.command("crypto")
 @click.option("--quick", is_flag=True, help="Fewer samples; finishes in under a minute.")
-@click.option("--key-bits", default=2048, show_default=True, type=int, help="Paillier modulus size.")
+@click.option("--key-bits", default=2048, show_default=True, type=click.IntRange(max=MAX_KEY_BITS),
+              help=f"Paillier modulus size (at most {MAX_KEY_BITS}).")
 @click.option("--d", "d", default=D, show_default=True, type=int, help="Matrix size for the peak-RSS run.")
 @click.option("--insecure-test-key", is_flag=True, help="Allow --key-bits below 2048 (testing only).")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),

@@ -40,6 +40,7 @@ import click
 import numpy as np
 
 from dpdpca.crypto import EncryptedArray, encrypt
+from dpdpca.crypto.keys import MAX_KEY_BITS
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 from dpdpca.protocol.messages import Message
@@ -120,7 +121,8 @@ def _https(user: DataUser, owners: dict[str, OwnerIdentity], shares: dict[str, b
 @click.command("network")
 @click.option("--owners", default=1000, show_default=True, type=click.IntRange(min=2), help="Owners sending a share.")
 @click.option("--d", "d", default=64, show_default=True, type=click.IntRange(min=1), help="Features.")
-@click.option("--key-bits", default=2048, show_default=True, type=int)
+@click.option("--key-bits", default=2048, show_default=True, type=click.IntRange(max=MAX_KEY_BITS),
+              help=f"Paillier modulus bits (at most {MAX_KEY_BITS}).")
 @click.option("--concurrency", default=32, show_default=True, type=click.IntRange(min=1),
               help="Uploads in flight at once.")
 @click.option("--quick", is_flag=True, help="200 owners and a 1024-bit test key (seconds, not minutes).")

@@ -46,6 +46,7 @@ from typing import Any
 import click
 import numpy as np
 
+from dpdpca.crypto.keys import MAX_KEY_BITS
 from dpdpca.dp.release import RELEASES
 from dpdpca.progress import Progress, quiet_option
 
@@ -231,7 +232,8 @@ def measure(d: int, *, key: Any, rows: int = 50, reps: tuple[int, ...] | None = 
 
 
 @click.command("proofs")
-@click.option("--key-bits", type=click.IntRange(min=16), default=2048, show_default=True)
+@click.option("--key-bits", type=click.IntRange(min=16, max=MAX_KEY_BITS), default=2048, show_default=True,
+              help=f"Paillier modulus bits (at most {MAX_KEY_BITS}).")
 @click.option("--insecure-test-key", is_flag=True, help="Allow --key-bits below 2048 (tests only).")
 @click.option("--d", "ds", type=click.IntRange(min=1), multiple=True, default=(64, 784), show_default=True,
               help="Feature counts to measure (repeatable).")

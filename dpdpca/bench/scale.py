@@ -56,6 +56,7 @@ from dpdpca._validation import check_int
 from dpdpca.crypto import EncryptedArray, SlotLayout, generate_keypair, sum_arrays
 from dpdpca.crypto.ciphertexts import product_mod, random_below, random_unit
 from dpdpca.crypto.compute import DaskEngine, Ints, dask_engine, local_process_pool, spans
+from dpdpca.crypto.keys import MAX_KEY_BITS
 from dpdpca.errors import ParameterError
 from dpdpca.progress import Progress, quiet_option
 
@@ -186,7 +187,8 @@ def run_benchmark(*, quick: bool, key_bits: int = 2048, insecure_test_key: bool 
               help="Use this Dask cluster instead of two local worker processes.")
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(min=1),
               help="Local Dask worker processes (without --scheduler).")
-@click.option("--key-bits", default=2048, show_default=True, type=int, help="Paillier modulus size.")
+@click.option("--key-bits", default=2048, show_default=True, type=click.IntRange(max=MAX_KEY_BITS),
+              help=f"Paillier modulus size (at most {MAX_KEY_BITS}).")
 @click.option("--insecure-test-key", is_flag=True, help="Allow --key-bits below 2048 (testing only).")
 @click.option("--owners", default=OWNERS, show_default=True, type=click.IntRange(min=2),
               help="Arrays aggregated (one per owner); each worker's product grows with it, Dask's round trips do not.")

@@ -107,6 +107,7 @@ from dpdpca._validation import check_int, param_error
 from dpdpca.baselines.private_local_pca import PrivateLocalPCA
 from dpdpca.bench._data import blas_threads_limited, no_gc, real_or_synthetic
 from dpdpca.crypto import generate_keypair, local_process_pool
+from dpdpca.crypto.keys import MAX_KEY_BITS
 from dpdpca.crypto.primitives import time_primitives
 from dpdpca.data import partition, preprocess
 from dpdpca.protocol.runner import run_protocol
@@ -644,7 +645,8 @@ def format_table(result: dict[str, Any]) -> str:
 @click.command("timing")
 @click.option("--quick", is_flag=True, help="L in {10, 50, 100} only (a few minutes at most).")
 @click.option("--owners", default=None, help="Comma-separated L values (default 10,50,100,500,1000).")
-@click.option("--key-bits", type=int, default=2048, show_default=True)
+@click.option("--key-bits", type=click.IntRange(max=MAX_KEY_BITS), default=2048, show_default=True,
+              help=f"Paillier modulus bits (at most {MAX_KEY_BITS}).")
 @click.option("--insecure-test-key", is_flag=True, help="Allow keys below 2048 bits (tests only).")
 @click.option("--latency-ms", type=click.FloatRange(min=0), default=20.0, show_default=True,
               help="Per-message latency of the separately reported latency model.")

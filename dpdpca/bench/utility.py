@@ -78,6 +78,7 @@ from dpdpca import driver, plotting
 from dpdpca._io import atomic_write_bytes, atomic_write_json
 from dpdpca._validation import param_error
 from dpdpca.bench._data import blas_threads_limited
+from dpdpca.crypto.keys import MAX_KEY_BITS
 from dpdpca.data import load_dataset, make_covariance_data, make_synth_power_law, partition, preprocess
 from dpdpca.data.catalog import install_hint
 from dpdpca.errors import DataError, DpdpcaError
@@ -725,8 +726,8 @@ def _parse_method_runs(text: str | None) -> dict[str, int]:
 @click.option("--runs", type=int, default=None, help="Runs per point (default 10; --quick 3).")
 @click.option("--crypto-runs", type=int, default=None, help="Runs per point of encrypted pipelines (default 3; "
               "--quick 1).")
-@click.option("--key-bits", type=int, default=768, show_default=True,
-              help="Paillier key of encrypted pipelines (utility does not depend on it).")
+@click.option("--key-bits", type=click.IntRange(max=MAX_KEY_BITS), default=768, show_default=True,
+              help=f"Paillier key of encrypted pipelines (utility does not depend on it; at most {MAX_KEY_BITS}).")
 @click.option("--paper", is_flag=True,
               help="Every method under the papers' settings, for reproduction: replace-one, paper sensitivity, "
                    "classic calibration, max-norm scaling, exact pooled mean (not DP). Default: add/remove-one, "

@@ -42,6 +42,7 @@ from dpdpca.commands.protocol_options import (Pool, insecure_test_key_option, lo
                                               load_public, max_features_option, noise_options, owner_keys_option,
                                               packing_option, range_proof_mode_check_option, range_proofs_option,
                                               scheduler_option, scheme_option, workers_option)
+from dpdpca.crypto.keys import MAX_KEY_BITS
 from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, ParameterError, ProtocolError
 from dpdpca.progress import Progress, quiet_option
@@ -56,7 +57,8 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
 
 @click.command("keygen")
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Writes public.json, private.json.")
-@click.option("--key-bits", default=2048, show_default=True, type=int)
+@click.option("--key-bits", default=2048, show_default=True, type=click.IntRange(max=MAX_KEY_BITS),
+              help=f"Paillier modulus bits (at most {MAX_KEY_BITS}).")
 @click.option("--insecure-test-key", is_flag=True, help="Allow keys below 2048 bits (tests only).")
 @click.option("--max-owners", default=16, show_default=True, type=int,
               help="Declared maximum number of owners (at most 2^20).")

@@ -22,6 +22,7 @@ from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options
     release_options
 from dpdpca.commands.protocol_options import (Pool, noise_options, packing_option, range_proofs_option, scheduler_option,
                                               scheme_option, workers_option)
+from dpdpca.crypto.keys import MAX_KEY_BITS
 from dpdpca.progress import Progress, quiet_option
 
 __all__ = ["run_cmd"]
@@ -50,7 +51,8 @@ def _json_safe(obj: Any) -> Any:
 @click.option("--components", default=5, show_default=True, type=int, help="Number of principal components k.")
 @click.option("--epsilon", default=1.0, show_default=True, type=float)
 @click.option("--delta", default=1e-5, show_default=True, type=float)
-@click.option("--key-bits", default=2048, show_default=True, type=int, help="Paillier modulus bits.")
+@click.option("--key-bits", default=2048, show_default=True, type=click.IntRange(max=MAX_KEY_BITS),
+              help=f"Paillier modulus bits (at most {MAX_KEY_BITS}).")
 @click.option("--insecure-test-key", is_flag=True, help="Allow keys below 2048 bits (tests only).")
 @click.option("--frac-bits", default=16, show_default=True, type=int, help="Fixed-point fraction bits f.")
 @click.option("--kappa", default=40, show_default=True, type=int, help="Statistical hiding bits of the mask (>= 40).")

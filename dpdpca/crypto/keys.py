@@ -36,6 +36,7 @@ from dpdpca.errors import (
 
 __all__ = [
     "MIN_SECURE_BITS",
+    "MAX_KEY_BITS",
     "PublicKey",
     "PrivateKey",
     "generate_keypair",
@@ -50,6 +51,10 @@ __all__ = [
 MIN_SECURE_BITS = 2048
 #: Smallest modulus accepted at all (toy keys for known-answer tests).
 MIN_TEST_BITS = 16
+#: Largest modulus :func:`generate_keypair` makes (every ``--key-bits``): 15360 bits already reach NIST SP 800-57's
+#: highest level (256-bit security), and the prime search grows about as bits^4 (about 100 s at 16384 bits on
+#: one core, so a million bits would run for days; 10^20 bits overflows gmpy2 outright).
+MAX_KEY_BITS = 16384
 #: Encryption methods: DJN short exponent (default) or Paillier's r**n.
 METHODS = ("djn", "standard")
 
@@ -467,7 +472,8 @@ def generate_keypair(bits: int = 2048, *, insecure_test_key: bool = False) -> tu
     ----------
     bits : int
         Modulus size; 2048 (default) or 3072 for long-term use.  Even, >= 2048
-        unless ``insecure_test_key=True`` (then >= 16, tests only).
+        unless ``insecure_test_key=True`` (then >= 16, tests only), and at
+        most :data:`MAX_KEY_BITS` (16384).
     insecure_test_key : bool
         Explicit consent to a small, insecure key.
 
@@ -480,7 +486,7 @@ def generate_keypair(bits: int = 2048, *, insecure_test_key: bool = False) -> tu
     InsecureKeyError
         ``bits < 2048`` without ``insecure_test_key=True``.
     ParameterError
-        ``bits`` odd or not an integer.
+        ``bits`` odd, above :data:`MAX_KEY_BITS` or not an integer.
 
     Examples
     --------
@@ -488,10 +494,10 @@ def generate_keypair(bits: int = 2048, *, insecure_test_key: bool = False) -> tu
     >>> pk.bits
     512
     """
-    bits = check_int("bits", bits)
+    bits = check_int("key bits", bits, maximum=MAX_KEY_BITS)
     _check_size(bits, insecure_test_key)
     if bits % 2:
-        raise param_error("bits", "even", bits)
+        raise param_error("key bits", "even", bits)
     while True:
         p = bk.random_prime_3mod4(bits // 2)
         q = bk.random_prime_3mod4(bits // 2)

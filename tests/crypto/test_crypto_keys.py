@@ -34,6 +34,15 @@ def test_small_keys_refused_without_explicit_consent():
         keypair_from_primes(10007, 10039)
 
 
+def test_key_sizes_above_the_maximum_are_refused_before_the_prime_search():
+    from dpdpca.crypto.keys import MAX_KEY_BITS
+
+    assert MAX_KEY_BITS == 16384
+    for bits in (MAX_KEY_BITS + 2, 10 ** 6, 10 ** 20):  # hours of prime search; an OverflowError in gmpy2
+        with pytest.raises(ParameterError, match=f"^key bits must be <= 16384, got {bits}$"):
+            generate_keypair(bits)
+
+
 def test_odd_bits_and_bad_primes_rejected():
     with pytest.raises(ParameterError, match="bits must be even, got 513"):
         generate_keypair(513, insecure_test_key=True)

@@ -67,6 +67,16 @@ def _expect_error(capsys, argv: list[str], match: str, *, no_file: Path | None =
         assert not any(p.name.startswith(f".{no_file.name}.") for p in no_file.parent.glob(".*"))
 
 
+def _expect_usage_error(capsys, argv: list[str], option: str, value: str) -> None:
+    """click's refusal of an option's type or range: exit 2, its usage lines, ``Error:`` naming the option and the
+    value, no traceback."""
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith(f"Error: Invalid value for '{option}': {value} is not in the range"), err
+
+
 @pytest.mark.slow
 def test_per_role_sequence_as_separate_processes(tmp_path):
     """keygen, owner keygen x3 -> owner share x3 -> proxy aggregate -> proxy finish -> user finish."""
@@ -249,6 +259,12 @@ def test_keygen_refuses_out_of_range_declarations_before_the_key(tmp_path, capsy
                          (["--min-epsilon", "1e300"], "--min-epsilon must be in [1e-06, 1e+09], got 1e+300")]:
         _expect_error(capsys, [*base, *extra], match, no_file=out / "public.json")
         assert not (out / "private.json").exists()
+    # a key size no prime search finishes (10^20 bits overflowed gmpy2; 10^6 ran for hours): every --key-bits
+    for argv in (["keygen", "--out-dir", str(out)], ["run", "--owners", "2"], ["bench", "crypto", "--quick"]):
+        _expect_usage_error(capsys, [*argv, "--key-bits", "100000000000000000000"], "--key-bits",
+                            "100000000000000000000")
+    _expect_usage_error(capsys, ["keygen", "--out-dir", str(out), "--key-bits", "1000000"], "--key-bits", "1000000")
+    assert not out.exists()
 
 
 def test_run_rejects_bad_data_files(tmp_path, capsys):

@@ -1,0 +1,26 @@
+"""Every bench command refuses an out-of-range option before any work: click's range check (exit 2, the option
+and the value named, no traceback), never a traceback from deep inside the run."""
+
+from __future__ import annotations
+
+import pytest
+
+from dpdpca.cli import main
+
+
+@pytest.mark.parametrize("argv,option,value", [
+    # an OverflowError in the prime search (10^20 bits), or hours of it (10^6)
+    (["bench", "crypto", "--quick", "--key-bits", "1000000"], "--key-bits", "1000000"),
+    (["bench", "timing", "--key-bits", "100000000000000000000"], "--key-bits", "100000000000000000000"),
+    (["bench", "utility", "--key-bits", "100000"], "--key-bits", "100000"),
+    (["bench", "scale", "--key-bits", "100000"], "--key-bits", "100000"),
+    (["bench", "network", "--key-bits", "100000"], "--key-bits", "100000"),
+    (["bench", "proofs", "--key-bits", "100000"], "--key-bits", "100000"),
+])
+def test_bench_refuses_out_of_range_options(capsys, tmp_path, monkeypatch, argv, option, value):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith(f"Error: Invalid value for '{option}': {value} is not in the range"), err
+    assert list(tmp_path.iterdir()) == []  # nothing written
