@@ -46,7 +46,7 @@ from dpdpca.crypto.keys import MAX_KEY_BITS
 from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, ParameterError, ProtocolError
 from dpdpca.progress import Progress, quiet_option
-from dpdpca.protocol.params import PARAM_RELEASES, resolve_release
+from dpdpca.protocol.params import MAX_KAPPA, PARAM_RELEASES, resolve_release
 
 __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
 
@@ -65,7 +65,8 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
 @click.option("--max-rows-per-owner", default=1 << 20, show_default=True, type=int,
               help="Declared maximum rows per owner (at most 2^40).")
 @click.option("--frac-bits", default=16, show_default=True, type=int)
-@click.option("--kappa", default=40, show_default=True, type=int)
+@click.option("--kappa", default=40, show_default=True, type=int,
+              help=f"Statistical hiding bits of the centred release's mask, in [40, {MAX_KAPPA}].")
 @click.option("--min-epsilon", default=0.01, show_default=True, type=float,
               help=f"Smallest epsilon the noise allowance is sized for, in [{MIN_EPSILON:g}, {MAX_EPSILON:g}].")
 @click.option("--min-delta", default=1e-12, show_default=True, type=float,

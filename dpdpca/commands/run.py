@@ -23,6 +23,7 @@ from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options
 from dpdpca.commands.protocol_options import (Pool, noise_options, packing_option, range_proofs_option, scheduler_option,
                                               scheme_option, workers_option)
 from dpdpca.crypto.keys import MAX_KEY_BITS
+from dpdpca.protocol.params import MAX_KAPPA
 from dpdpca.progress import Progress, quiet_option
 
 __all__ = ["run_cmd"]
@@ -55,7 +56,8 @@ def _json_safe(obj: Any) -> Any:
               help=f"Paillier modulus bits (at most {MAX_KEY_BITS}).")
 @click.option("--insecure-test-key", is_flag=True, help="Allow keys below 2048 bits (tests only).")
 @click.option("--frac-bits", default=16, show_default=True, type=int, help="Fixed-point fraction bits f.")
-@click.option("--kappa", default=40, show_default=True, type=int, help="Statistical hiding bits of the mask (>= 40).")
+@click.option("--kappa", default=40, show_default=True, type=int,
+              help=f"Statistical hiding bits of the mask, in [40, {MAX_KAPPA}].")
 @click.option("--quorum", default=None, type=int, help="Shares the proxy needs (default: all owners).")
 @click.option("--max-owners", default=None, type=int, help="Declared maximum owners (slot width); default --owners.")
 @click.option("--no-clip", is_flag=True, help="Reject rows of norm > 1 instead of clipping them.")

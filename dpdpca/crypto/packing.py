@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpdpca._validation import check_int
+from dpdpca._validation import _fmt, check_int
 from dpdpca.errors import OverflowRiskError
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ class SlotLayout:
         if slot_bits > usable:
             raise OverflowRiskError(
                 f"max_abs must fit one slot of at most bits(n) - 2 = {usable} bits, "
-                f"got a {slot_bits}-bit slot for max_abs {max_abs}")
+                f"got a {slot_bits}-bit slot for max_abs {_fmt(max_abs)}")
         return cls(slot_bits=slot_bits, slots=usable // slot_bits)
 
     @classmethod
@@ -175,14 +175,14 @@ class SlotLayout:
         if slot_bits > usable:
             raise OverflowRiskError(
                 f"final_abs must fit one slot of at most bits(n) - 2 = {usable} bits, "
-                f"got a {slot_bits}-bit slot for final_abs {final_abs}")
+                f"got a {slot_bits}-bit slot for final_abs {_fmt(final_abs)}")
         n_min = 1 << (public_key.bits - 1)
         slots = usable // slot_bits
         while slots >= 1 and 2 * carry_abs * ((1 << (slots * slot_bits)) - 1) >= n_min * ((1 << slot_bits) - 1):
             slots -= 1
         if slots < 1:
             raise OverflowRiskError(
-                f"carry_abs must fit one slot below n/2 for a {public_key.bits}-bit key, got {carry_abs} "
+                f"carry_abs must fit one slot below n/2 for a {public_key.bits}-bit key, got {_fmt(carry_abs)} "
                 f"({carry_abs.bit_length()} bits) with {slot_bits}-bit slots")
         return cls(slot_bits=slot_bits, slots=slots, carry_bound=carry_abs)
 

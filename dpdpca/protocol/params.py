@@ -33,7 +33,7 @@ __all__ = ["slot_value_bound", "final_value_bound", "masked_sum_bound", "carry_v
            "DEFAULT_MAX_FEATURES", "check_features", "resolve_release", "check_release_options",
            "add_remove_sigma_bound", "PARAMS_VERSION",
            "add_remove_value_bound", "PARAM_RELEASES", "TAIL_LOG2_ENTRIES", "TAIL_LOG2_FAILURE",
-           "MAX_ROWS_PER_OWNER", "MAX_OWNERS"]
+           "MAX_ROWS_PER_OWNER", "MAX_OWNERS", "MAX_KAPPA"]
 
 
 #: How :meth:`ProtocolParams.from_json`'s refusal names a caller's consent to a test key (a command: its option).
@@ -44,6 +44,10 @@ TEST_KEY_CONSENT = "the caller passes insecure_test_key=True (CLI --insecure-tes
 #: they leave double precision in the calibration or need more slot bits than any key has.
 MAX_ROWS_PER_OWNER = 1 << 40
 MAX_OWNERS = 1 << 20
+#: Largest declared ``kappa`` (statistical hiding bits of the centred release's mask): the keys this project
+#: makes (at most 16384 bits, :data:`dpdpca.crypto.keys.MAX_KEY_BITS`) give at most 256-bit computational
+#: security, so a statistical distance below 2^-256 adds nothing; and every kappa bit widens each slot by one.
+MAX_KAPPA = 256
 
 #: Version of ``public.json``'s protocol fields.  2: v' in its own layout, M's slots sized for the
 #: add/remove blocks, add/remove shares carry v once as packed tiles (version 1 files derive
@@ -125,8 +129,8 @@ class ProtocolParams:
         Declared maximum rows per owner; ``N <= N_max = L_max * n_max``.
     frac_bits : int in [0, 26]
         Fixed-point fraction bits f (default 16).
-    kappa : int >= 40
-        Statistical hiding of the mask b (default 40).
+    kappa : int in [40, 256]
+        Statistical hiding of the mask b (default 40; :data:`MAX_KAPPA`).
     min_epsilon : float > 0, min_delta : float in (0, 1)
         The smallest budget the noise allowance was sized for.
     noise_allowance : int
@@ -187,20 +191,11 @@ class ProtocolParams:
             The slot bound does not fit one plaintext (too many owners or rows
             for the key size).
         """
-        check_int("max_owners", max_owners, minimum=1, maximum=MAX_OWNERS)
-        check_int("max_rows_per_owner", max_rows_per_owner, minimum=1, maximum=MAX_ROWS_PER_OWNER)
-        if d is not None:
-            check_int("d", d, minimum=1)
-        check_int("frac_bits", frac_bits, minimum=0, maximum=26)
-        check_int("kappa", kappa, minimum=40)
-        min_epsilon = check_epsilon("min_epsilon", min_epsilon)
-        min_delta = check_delta("min_delta", min_delta)
+        min_epsilon, min_delta = cls.check_declared(max_owners=max_owners, max_rows_per_owner=max_rows_per_owner,
+                                                    frac_bits=frac_bits, kappa=kappa, min_epsilon=min_epsilon,
+                                                    min_delta=min_delta, packing=packing, release=release, d=d)
         session_id = secrets.token_hex(16) if session_id is None else check_session_id(session_id)
         n_max = max_owners * max_rows_per_owner
-        if packing not in PACKINGS:
-            raise param_error("packing", f"one of {PACKINGS}", packing)
-        if release not in PARAM_RELEASES:
-            raise param_error("release", f"one of {PARAM_RELEASES}", release)
         release = cls.check_scheme_release(scheme_of(public_key), release)
         allowance = _noise_allowance(n_max, frac_bits=frac_bits, min_epsilon=min_epsilon, min_delta=min_delta,
                                      release=release)
@@ -212,6 +207,36 @@ class ProtocolParams:
                                                                           declared=declared)
         return cls(public_key, session_id, max_owners, max_rows_per_owner, frac_bits, kappa, min_epsilon,
                    min_delta, allowance, layout, packing, release, d)
+
+    @staticmethod
+    def check_declared(*, max_owners: int, max_rows_per_owner: int, frac_bits: int = 16, kappa: int = 40,
+                       min_epsilon: float = 0.01, min_delta: float = 1e-12, packing: str = "wide",
+                       release: str = "add-remove", d: int | None = None, **_: Any) -> tuple[float, float]:
+        """Check the declared bounds of :meth:`create` without a key; return ``(min_epsilon, min_delta)``.
+
+        :meth:`create` calls it, and :meth:`DataUser.generate
+        <dpdpca.protocol.user.DataUser.generate>` before the (slow) key generation.
+
+        Raises
+        ------
+        ParameterError
+            A bound out of range: ``max_owners`` in [1, 2^20],
+            ``max_rows_per_owner`` in [1, 2^40], ``d`` >= 1,
+            ``frac_bits`` in [0, 26], ``kappa`` in [40, MAX_KAPPA],
+            ``min_epsilon`` (:func:`dpdpca._validation.check_epsilon`),
+            ``min_delta``, an unknown packing or release.
+        """
+        check_int("max_owners", max_owners, minimum=1, maximum=MAX_OWNERS)
+        check_int("max_rows_per_owner", max_rows_per_owner, minimum=1, maximum=MAX_ROWS_PER_OWNER)
+        if d is not None:
+            check_int("d", d, minimum=1)
+        check_int("frac_bits", frac_bits, minimum=0, maximum=26)
+        check_int("kappa", kappa, minimum=40, maximum=MAX_KAPPA)
+        if packing not in PACKINGS:
+            raise param_error("packing", f"one of {PACKINGS}", packing)
+        if release not in PARAM_RELEASES:
+            raise param_error("release", f"one of {PARAM_RELEASES}", release)
+        return check_epsilon("min_epsilon", min_epsilon), check_delta("min_delta", min_delta)
 
     def check_d(self, d: int, *, who: str) -> int:
         """``d`` if the parameters declare no d or this one, else a one-line :class:`DataError` naming ``who``.

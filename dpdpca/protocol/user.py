@@ -116,6 +116,7 @@ class DataUser:
         cipher = scheme_named(scheme)
         if not cipher.centred_release:
             param_kwargs["release"] = ProtocolParams.check_scheme_release(cipher, param_kwargs.get("release", "any"))
+        ProtocolParams.check_declared(**param_kwargs)  # a bound out of range is refused before the (slow) key
         t = Timings()
         with t.measure("user", "keygen"):
             max_abs = ProtocolParams.release_value_bound(**param_kwargs) if not cipher.centred_release else 0

@@ -192,6 +192,8 @@ def test_run_human_summary_with_processes(tmp_path, capsys):
     # outside [1e-6, 1e9] the calibrations leave double precision (were an OverflowError traceback)
     (["--epsilon", "1e-300"], "epsilon must be in [1e-06, 1e+09], got 1e-300"),
     (["--epsilon", "1e300"], "epsilon must be in [1e-06, 1e+09], got 1e+300"),
+    # kappa at most 256 (was a 4300-digit ValueError building the layout's error message)
+    (["--kappa", "9999", "--release", "centred"], "kappa must be <= 256, got 9999"),
 ])
 def test_run_rejects_out_of_range_parameters(tmp_path, capsys, argv, match):
     extra = [] if "--key-bits" in argv else KEY
@@ -256,7 +258,8 @@ def test_keygen_refuses_out_of_range_declarations_before_the_key(tmp_path, capsy
     out = tmp_path / "keys"
     base = ["keygen", "--out-dir", str(out), "--key-bits", "512", "--insecure-test-key"]
     for extra, match in [(["--min-epsilon", "1e-300"], "--min-epsilon must be in [1e-06, 1e+09], got 1e-300"),
-                         (["--min-epsilon", "1e300"], "--min-epsilon must be in [1e-06, 1e+09], got 1e+300")]:
+                         (["--min-epsilon", "1e300"], "--min-epsilon must be in [1e-06, 1e+09], got 1e+300"),
+                         (["--kappa", "9999", "--release", "centred"], "--kappa must be <= 256, got 9999")]:
         _expect_error(capsys, [*base, *extra], match, no_file=out / "public.json")
         assert not (out / "private.json").exists()
     # a key size no prime search finishes (10^20 bits overflowed gmpy2; 10^6 ran for hours): every --key-bits

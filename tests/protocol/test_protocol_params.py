@@ -104,6 +104,22 @@ def test_noise_allowance_covers_every_option_at_the_declared_minimum_budget(para
         params.check_noise_fits(noise_sigma_int(500, epsilon=0.01, delta=1e-9, frac_bits=12), epsilon=0.01)
 
 
+def test_declared_bounds_have_documented_maxima(keypair, params):
+    """kappa <= 256, checked without a key (DataUser.generate checks before the prime search); a huge bound in a
+    layout's error message is shortened (a 5000-digit int has no str)."""
+    from dpdpca.crypto import SlotLayout
+    from dpdpca.protocol.params import MAX_KAPPA
+
+    assert MAX_KAPPA == 256
+    declared = dict(max_owners=5, max_rows_per_owner=100)
+    with pytest.raises(ParameterError, match="^kappa must be <= 256, got 9999$"):
+        ProtocolParams.check_declared(**declared, kappa=9999)
+    with pytest.raises(ParameterError, match="^min_epsilon must be in"):
+        ProtocolParams.check_declared(**declared, min_epsilon=1e300)
+    with pytest.raises(OverflowRiskError, match="final_abs .* an integer of about 5001 digits$"):
+        SlotLayout.for_final_bound(keypair[0], 10 ** 5000, 0)
+
+
 def test_integer_sensitivity_is_the_exact_ceiling():
     assert integer_noise_sensitivity(10, frac_bits=16) == (3.6, 36 * 2 ** 32)  # N * 4(N-1)/N * 2^(2f)
     assert integer_noise_sensitivity(10, frac_bits=16, noise_lattice="integer") == (3.6, math.ceil(3.6 * 2 ** 32))

@@ -220,7 +220,7 @@ def test_owners_with_different_d_and_too_many_owners(make_user, unit_rows, make_
 
 @pytest.mark.parametrize("packing,match", [("plain", "max_abs must fit one slot"),
                                            ("wide", "final_abs must fit one slot")])
-def test_key_too_small_for_the_declared_bounds(keypair, packing, match):
+def test_key_too_small_for_the_declared_bounds(packing, match):
     from dpdpca.crypto import generate_keypair
     from dpdpca.protocol.params import MAX_OWNERS, MAX_ROWS_PER_OWNER
 
@@ -228,9 +228,10 @@ def test_key_too_small_for_the_declared_bounds(keypair, packing, match):
     with pytest.raises(OverflowRiskError, match=match):
         ProtocolParams.create(small, release="any", max_owners=MAX_OWNERS, max_rows_per_owner=MAX_ROWS_PER_OWNER,
                               packing=packing)
+    mid = generate_keypair(512, insecure_test_key=True)[0]  # its slots fit M, not the carries at kappa = 256
     with pytest.raises(OverflowRiskError, match="carry_abs must fit one slot below n/2"):
-        ProtocolParams.create(keypair[0], release="any", max_owners=MAX_OWNERS, max_rows_per_owner=MAX_ROWS_PER_OWNER,
-                              kappa=340)
+        ProtocolParams.create(mid, release="any", max_owners=MAX_OWNERS, max_rows_per_owner=MAX_ROWS_PER_OWNER,
+                              kappa=256)
 
 
 def test_budget_and_component_errors(make_user, unit_rows):
