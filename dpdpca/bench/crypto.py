@@ -51,6 +51,7 @@ import click
 import numpy as np
 import phe
 
+from dpdpca._validation import check_int
 from dpdpca.crypto import (
     EncryptedArray,
     FixedPointCodec,
@@ -179,6 +180,7 @@ def run_benchmark(*, key_bits: int = 2048, quick: bool = False, d: int = D, inse
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every measurement and return the JSON object (see the module docstring); ``progress`` is called
     after each phase (:func:`phases` of them)."""
+    d = check_int("d", d, minimum=1)  # before the key and the measurements, not in the peak-RSS child at the end
     tick = progress or (lambda label: None)
     rng = np.random.default_rng(0)
     codec = FixedPointCodec(frac_bits=16)
@@ -309,7 +311,8 @@ _TABLE: list[tuple[str, str | None, str | None]] = [
 @click.option("--quick", is_flag=True, help="Fewer samples; finishes in under a minute.")
 @click.option("--key-bits", default=2048, show_default=True, type=click.IntRange(max=MAX_KEY_BITS),
               help=f"Paillier modulus size (at most {MAX_KEY_BITS}).")
-@click.option("--d", "d", default=D, show_default=True, type=int, help="Matrix size for the peak-RSS run.")
+@click.option("--d", "d", default=D, show_default=True, type=click.IntRange(min=1),
+              help="Matrix size for the peak-RSS run.")
 @click.option("--insecure-test-key", is_flag=True, help="Allow --key-bits below 2048 (testing only).")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
               help="Also time encryption on a local process pool of this size.")

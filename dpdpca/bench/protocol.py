@@ -387,7 +387,7 @@ def scheme_comparison(*, quick: bool, epsilon: float, delta: float, scheme: str 
 @click.command("protocol")
 @click.option("--quick", is_flag=True, help="Fewer phe samples, and d = 196 instead of d = 784 (< 2 minutes).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@click.option("--workers", default=max(1, min(2, os.cpu_count() or 1)), show_default=True, type=int,
+@click.option("--workers", default=max(1, min(2, os.cpu_count() or 1)), show_default=True, type=click.IntRange(min=1),
               help="Process-pool workers for the large run.")
 @click.option("--skip-large", is_flag=True, help="Only the d = 64 ratio.")
 @click.option("--large-plain", is_flag=True, help="Also run the large case with the plain layout (about 2x longer).")

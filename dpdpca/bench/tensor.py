@@ -179,7 +179,7 @@ def _draw_panel(ax: Any, panel: dict[str, Any], settings: dict[str, Any]) -> Non
               help="Directory for tensor_mog.png, tensor_stm.png and tensor.json.")
 @click.option("--quick", is_flag=True, help="3 epsilons, smaller N_s grids (for tests and a first look).")
 @click.option("--runs", type=click.IntRange(min=1), default=None, help="Runs per point [default: 10, quick: 2].")
-@click.option("--seed", type=int, default=0, show_default=True, help="Experiment seed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Experiment seed.")
 @click.option("--sensitivity-mode", type=click.Choice(["rigorous", "paper"]), default="rigorous",
               show_default=True)
 @click.option("--calibration", type=click.Choice(["analytic", "classic"]), default="analytic", show_default=True)

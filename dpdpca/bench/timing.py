@@ -652,7 +652,8 @@ def format_table(result: dict[str, Any]) -> str:
               help="Per-message latency of the separately reported latency model.")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="Runs per L; the shortest critical path counts.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic stand-in data.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the synthetic stand-in data.")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes each DPDPCA party may use (its host's cores): a local pool for the owners' "
                    "encryption, the proxy's share checks and aggregation, the user's decryption.")

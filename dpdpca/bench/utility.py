@@ -745,7 +745,8 @@ def _parse_method_runs(text: str | None) -> dict[str, int]:
 @click.option("--blas-threads", type=click.IntRange(min=1), default=None,
               help="Limit BLAS threads (default: the library's own; 1 when several runs share a machine).")
 @click.option("--no-fpca", is_flag=True, help="Skip the Synth(alpha) q_A panel.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Shuffling, generators and noise (experiments).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Shuffling, generators and noise (experiments).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write utility.json, utility.csv, results.md and PNGs here.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

@@ -74,7 +74,8 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
     ParameterError, DataError
         Bad options or data.
     """
-    # the budget every method shares first, before any data are read or any method priced
+    # the budget every method shares first, before any data are read or any method priced (delta < 1/N once N is
+    # known, below)
     check_epsilon("--epsilon", epsilon)
     check_delta("--delta", delta)
     if dataset is None and data is None:
@@ -122,8 +123,10 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
         if reason is not None:
             skip[m] = reason
     run_names = [m for m in names if m not in skip]
-    costs = _price(run_names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], n=sum(p.shape[0] for p in parts),
-                   sites=sites, settings=settings, label=name)
+    n_rows = sum(p.shape[0] for p in parts)
+    check_delta("--delta", delta, n_rows=n_rows)  # as dpdpca run: N is known here, delta must be < 1/N
+    costs = _price(run_names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], n=n_rows, sites=sites,
+                   settings=settings, label=name)
     if ledger is not None:
         ledger.check_all(costs)  # refused before any method runs
     summary = compare(names, parts, n_components=components, epsilon=epsilon, delta=delta, runs=runs, rng=rng,
@@ -337,7 +340,8 @@ def format_table(summary: dict[str, Any]) -> str:
               help="Number of components K.")
 @click.option("--epsilon", type=float, default=DEFAULT_EPSILON, show_default=True,
               help=f"In [{MIN_EPSILON:g}, {MAX_EPSILON:g}].")
-@click.option("--delta", type=float, default=DEFAULT_DELTA, show_default=True)
+@click.option("--delta", type=float, default=DEFAULT_DELTA, show_default=True,
+              help="In [1e-300, 0.5] and < 1/N (N: the rows used).")
 @click.option("--relation", type=click.Choice(RELATIONS), default=None,
               help="Neighbouring relation for every method (default: add-remove; replace-one with --paper). "
                    "replace-one moves every method, the protocol to its centred release; a method with no "
@@ -347,7 +351,7 @@ def format_table(summary: dict[str, Any]) -> str:
                                                                if sp.kind == SUBSPACE)
                    + " (default: every available one; the encrypted dpdpca is far slower than the others).")
 @click.option("--runs", type=int, default=1, show_default=True, help="Runs per method (fresh noise each).")
-@click.option("--seed", type=int, default=None,
+@click.option("--seed", type=click.IntRange(min=0), default=None,
               help="Seed an explicit numpy Generator for shuffling and noise (experiments only; "
                    "default: OS entropy, rows kept in order).")
 @click.option("--site-size", type=int, default=None, help="Rows per site N_s (default: all rows, equal split).")

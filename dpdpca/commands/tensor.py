@@ -66,7 +66,7 @@ def format_table(summary: dict[str, Any]) -> str:
               help=f"Total epsilon (split between M2 and M3), in [{MIN_EPSILON:g}, {MAX_EPSILON:g}].")
 @click.option("--delta", type=float, default=0.01, show_default=True, help="Total delta in (0, 1).")
 @click.option("--runs", type=int, default=10, show_default=True, help="Independent runs averaged.")
-@click.option("--seed", type=int, default=None,
+@click.option("--seed", type=click.IntRange(min=0), default=None,
               help="Experiment seed (model, data, noise). Without it the privacy noise uses OS entropy.")
 @click.option("--noise-variance", type=float, default=0.05, show_default=True, help="MOG sigma^2.")
 @click.option("--words-per-document", type=int, default=3, show_default=True, help="STM L >= 3.")

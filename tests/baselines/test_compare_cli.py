@@ -143,6 +143,9 @@ def test_compare_data_file_and_site_size(capsys, tmp_path):
      r"^dpdpca: error: --epsilon must be in \[1e-06, 1e\+09\], got 1e-300$"),
     (["--dataset", "digits", *BASE[:4], "--epsilon", "1e308", "--delta", "1e-5", "--methods", "pooled"],
      r"^dpdpca: error: --epsilon must be in \[1e-06, 1e\+09\], got 1e\+308$"),
+    # delta < 1/N as in dpdpca run (N = 4 x 10 rows used; it ran)
+    (["--dataset", "digits", "--sites", "4", "--site-size", "10", "--components", "2", "--epsilon", "1",
+      "--delta", "0.03", "--methods", "pooled"], r"--delta must be < 1/N = 0\.025 \(N = 40 rows\), got 0\.03"),
 ])
 def test_compare_errors_are_one_line(capsys, tmp_path, args, match):
     out_file = tmp_path / "never.json"
@@ -153,6 +156,13 @@ def test_compare_errors_are_one_line(capsys, tmp_path, args, match):
 
     assert re.search(match, err), err
     assert not out_file.exists() and list(tmp_path.iterdir()) == []  # no partial output
+
+
+def test_compare_refuses_a_negative_seed(capsys):
+    """--seed -1 was numpy's ValueError traceback: click's range check now (exit 2, the option named)."""
+    code, _, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "pooled", "--seed", "-1")
+    assert code == 2 and "Traceback" not in err
+    assert err.splitlines()[-1] == "Error: Invalid value for '--seed': -1 is not in the range x>=0.", err
 
 
 def test_compare_refuses_an_unwritable_output_before_the_ledger_records_the_runs(capsys, tmp_path):

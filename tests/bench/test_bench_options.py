@@ -9,6 +9,16 @@ from dpdpca.cli import main
 
 
 @pytest.mark.parametrize("argv,option,value", [
+    # numpy's ValueError on a negative seed
+    (["bench", "timing", "--seed", "-1"], "--seed", "-1"),
+    (["bench", "utility", "--seed", "-1"], "--seed", "-1"),
+    (["bench", "tensor", "--seed", "-1", "--out", "never"], "--seed", "-1"),
+    # ran as one worker
+    (["bench", "protocol", "--workers", "0"], "--workers", "0"),
+    (["bench", "protocol", "--workers", "-3"], "--workers", "-3"),
+    # a CalledProcessError traceback from the peak-RSS child, after the whole benchmark
+    (["bench", "crypto", "--quick", "--key-bits", "512", "--insecure-test-key", "--d", "0"], "--d", "0"),
+    (["bench", "crypto", "--quick", "--key-bits", "512", "--insecure-test-key", "--d", "-5"], "--d", "-5"),
     # an OverflowError in the prime search (10^20 bits), or hours of it (10^6)
     (["bench", "crypto", "--quick", "--key-bits", "1000000"], "--key-bits", "1000000"),
     (["bench", "timing", "--key-bits", "100000000000000000000"], "--key-bits", "100000000000000000000"),

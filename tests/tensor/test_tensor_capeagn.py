@@ -263,6 +263,15 @@ def test_cli_errors_are_one_line(args, message, capsys):
     assert captured.err.startswith(f"dpdpca: error: {message}") and captured.err.count("\n") == 1
 
 
+def test_cli_refuses_a_negative_seed(capsys):
+    """--seed -1 was numpy's ValueError traceback: click's range check now (exit 2, the option named)."""
+    assert main(["tensor", "--model", "mog", "--dim", "4", "--components", "2", "--samples-per-site", "10",
+                 "--epsilon", "1", "--runs", "1", "--seed", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == "Error: Invalid value for '--seed': -1 is not in the range x>=0.", err
+
+
 @pytest.mark.parametrize("name", ["dpdpca.baselines.tensor.capeagn", "dpdpca.baselines.tensor.models",
                                   "dpdpca.metrics"])
 def test_docstring_examples(name):
