@@ -112,6 +112,12 @@ def check_delta(name: str, value: Any, *, n_rows: int | None = None) -> float:
     return v
 
 
+#: Largest number of repeated runs an experiment accepts (``compare --runs``, ``tensor --runs``): the mean of
+#: 10^4 runs already has a standard error of 1% of one run's spread, and far past it (10^12) the list of runs
+#: alone exhausts memory before the first one starts.
+MAX_RUNS = 10_000
+
+
 def check_int(name: str, value: Any, *, minimum: int | None = None,
               maximum: int | None = None) -> int:
     """An integer (not bool) within optional inclusive bounds."""

@@ -23,8 +23,8 @@ import numpy as np
 
 from dpdpca.commands._names import cli_names
 from dpdpca._io import ReservedOutput
-from dpdpca._validation import (MAX_EPSILON, MIN_EPSILON, check_delta, check_epsilon, check_int, check_open_unit,
-                                param_error)
+from dpdpca._validation import (MAX_EPSILON, MAX_RUNS, MIN_EPSILON, check_delta, check_epsilon, check_int,
+                                check_open_unit, param_error)
 from dpdpca.data import SCALINGS, dataset_names, load_dataset, load_file, partition, preprocess
 from dpdpca.commands.privacy_options import apply_feature_bounds, ledger_options, open_ledger
 from dpdpca.driver import compare
@@ -74,10 +74,11 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
     ParameterError, DataError
         Bad options or data.
     """
-    # the budget every method shares first, before any data are read or any method priced (delta < 1/N once N is
-    # known, below)
+    # the budget every method shares and the repetitions first, before any data are read or any method priced
+    # (delta < 1/N once N is known, below)
     check_epsilon("--epsilon", epsilon)
     check_delta("--delta", delta)
+    runs = check_int("--runs", runs, minimum=1, maximum=MAX_RUNS)
     if dataset is None and data is None:
         dataset = DEFAULT_DATASET
     if dataset is not None and data is not None:
@@ -350,7 +351,8 @@ def format_table(summary: dict[str, Any]) -> str:
               help="Comma-separated subset of: " + "; ".join(f"{n} ({sp.summary})" for n, sp in PIPELINES.items()
                                                                if sp.kind == SUBSPACE)
                    + " (default: every available one; the encrypted dpdpca is far slower than the others).")
-@click.option("--runs", type=int, default=1, show_default=True, help="Runs per method (fresh noise each).")
+@click.option("--runs", type=int, default=1, show_default=True,
+              help=f"Runs per method (fresh noise each), at most {MAX_RUNS}.")
 @click.option("--seed", type=click.IntRange(min=0), default=None,
               help="Seed an explicit numpy Generator for shuffling and noise (experiments only; "
                    "default: OS entropy, rows kept in order).")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import click
 
 from dpdpca.commands._names import cli_names
-from dpdpca._validation import MAX_EPSILON, MIN_EPSILON
+from dpdpca._validation import MAX_EPSILON, MAX_RUNS, MIN_EPSILON
 from dpdpca.baselines.tensor.experiment import METHODS, run_experiment
 from dpdpca.progress import Progress, quiet_option
 
@@ -58,14 +58,18 @@ def format_table(summary: dict[str, Any]) -> str:
 @click.command("tensor")
 @click.option("--model", type=click.Choice(["mog", "stm"]), required=True,
               help="Mixture of spherical Gaussians or single topic model.")
-@click.option("--dim", type=int, required=True, help="D: dimension (MOG) or vocabulary size (STM).")
+@click.option("--dim", type=int, required=True,
+              help="D: dimension (MOG) or vocabulary size (STM); each site's third moment holds D^3 floats.")
 @click.option("--components", type=int, required=True, help="K <= D: mixture components or topics.")
 @click.option("--sites", type=int, default=5, show_default=True, help="S >= 2 sites.")
-@click.option("--samples-per-site", type=int, required=True, help="N_s records (documents) per site.")
+@click.option("--samples-per-site", type=int, required=True,
+              help="N_s records (documents) per site. A setting whose run would not fit in this machine's memory "
+                   "is refused before it starts.")
 @click.option("--epsilon", type=float, required=True,
               help=f"Total epsilon (split between M2 and M3), in [{MIN_EPSILON:g}, {MAX_EPSILON:g}].")
 @click.option("--delta", type=float, default=0.01, show_default=True, help="Total delta in (0, 1).")
-@click.option("--runs", type=int, default=10, show_default=True, help="Independent runs averaged.")
+@click.option("--runs", type=int, default=10, show_default=True,
+              help=f"Independent runs averaged, at most {MAX_RUNS}.")
 @click.option("--seed", type=click.IntRange(min=0), default=None,
               help="Experiment seed (model, data, noise). Without it the privacy noise uses OS entropy.")
 @click.option("--noise-variance", type=float, default=0.05, show_default=True, help="MOG sigma^2.")

@@ -146,6 +146,9 @@ def test_compare_data_file_and_site_size(capsys, tmp_path):
     # delta < 1/N as in dpdpca run (N = 4 x 10 rows used; it ran)
     (["--dataset", "digits", "--sites", "4", "--site-size", "10", "--components", "2", "--epsilon", "1",
       "--delta", "0.03", "--methods", "pooled"], r"--delta must be < 1/N = 0\.025 \(N = 40 rows\), got 0\.03"),
+    # runs at most 10^4 (10^12 was a MemoryError pricing the runs)
+    (["--dataset", "digits", *BASE, "--methods", "pooled", "--runs", "1000000000000"],
+     "--runs must be <= 10000, got 1000000000000"),
 ])
 def test_compare_errors_are_one_line(capsys, tmp_path, args, match):
     out_file = tmp_path / "never.json"

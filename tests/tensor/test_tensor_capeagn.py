@@ -252,6 +252,16 @@ def test_cli_cape_variances_selects_the_papers_for_reproduction(capsys):
     (["--model", "mog", "--dim", "0", "--components", "2"], "--dim must be >= 1, got 0"),
     (["--model", "mog", "--dim", "6", "--components", "2", "--epsilon", "1e308"],
      "--epsilon must be in [1e-06, 1e+09], got 1e+308"),
+    (["--model", "mog", "--dim", "6", "--components", "2", "--runs", "10001"], "--runs must be <= 10000, got 10001"),
+    # refused before allocating, naming the setting (were numpy's _ArrayMemoryError, or a run that grew until
+    # killed)
+    (["--model", "mog", "--dim", "4", "--components", "2", "--sites", "2", "--samples-per-site", "10000000000"],
+     "--samples-per-site must be small enough that one run fits in memory"),
+    (["--model", "stm", "--dim", "4", "--components", "2", "--sites", "2", "--words-per-document", "100000000000"],
+     "--words-per-document must be small enough that one run fits in memory"),
+    (["--model", "mog", "--dim", "100000", "--components", "2"], "--dim must be small enough that one run"),
+    (["--model", "mog", "--dim", "4", "--components", "2", "--sites", "1000000000"],
+     "--sites must be small enough that one run fits in memory"),
 ])
 def test_cli_errors_are_one_line(args, message, capsys):
     base = ["tensor", "--samples-per-site", "100", "--runs", "1"]

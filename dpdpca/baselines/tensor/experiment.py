@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dpdpca._validation import check_epsilon, check_int, check_open_unit, check_positive, param_error
+from dpdpca._validation import MAX_RUNS, check_epsilon, check_int, check_open_unit, check_positive, param_error
 from dpdpca.baselines.tensor.capeagn import check_budget_split, site_moments
 from dpdpca.baselines.tensor.models import (check_components, check_model_kind, check_words_per_document,
                                             make_mog, make_stm, random_components, sample_partitions)
@@ -36,7 +36,8 @@ from dpdpca.baselines.tensor.moments import SiteMoments, exact_symmetric2, exact
 from dpdpca.metrics import q_comp
 from dpdpca.pipelines import get_spec
 
-__all__ = ["METHODS", "PRIVATE_METHODS", "run_experiment", "run_grid", "check_settings"]
+__all__ = ["METHODS", "PRIVATE_METHODS", "run_experiment", "run_grid", "check_settings", "check_memory",
+           "memory_estimate"]
 
 METHODS = ("capeagn", "conv", "local", "nonprivate", "random")
 PRIVATE_METHODS = ("capeagn", "conv", "local")
@@ -59,16 +60,82 @@ def check_settings(*, model: str, n_features: int, n_components: int, n_sites: i
     for eps in epsilons:
         check_epsilon("epsilon", eps)
     check_open_unit("delta", delta)
-    check_int("runs", runs, minimum=1)
+    check_int("runs", runs, minimum=1, maximum=MAX_RUNS)
     if kind == "mog":
         check_positive("noise_variance", noise_variance)
     else:
         check_words_per_document(words_per_document)
+    check_memory(model=kind, n_features=n_features, n_sites=n_sites, samples_per_site=samples_per_site,
+                 words_per_document=words_per_document)
     check_budget_split(budget_split)
     check_sensitivity_mode(sensitivity_mode)
     if calibration not in ("analytic", "classic"):
         raise param_error("calibration", "'analytic' or 'classic'", calibration)
     check_cape_variances(cape_variances)
+
+
+#: Memory assumed where the OS does not say (:func:`check_memory`).
+_DEFAULT_RAM_BYTES = 64 << 30
+
+
+def _ram_bytes() -> int:
+    """This machine's physical memory (``os.sysconf``), or 64 GiB where the OS does not say."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return _DEFAULT_RAM_BYTES
+
+
+def memory_estimate(*, model: str, n_features: int, n_sites: int, samples_per_site: int,
+                    words_per_document: int = 3) -> dict[str, int]:
+    """Bytes one run holds at its peak, by the setting that drives them (a lower estimate, float64 / int64).
+
+    ``n_features``: every site's third moment (D^3) and the symmetrisation's index arrays (about 12 D^3
+    more); ``records``: the S sites' records (MOG: D floats each; STM: L word ids), plus one site's draw
+    being made; ``words_per_document`` (STM): the L(L - 1)(L - 2) ordered triples of one site's documents
+    when L < D, else its N_s x D word counts.
+    """
+    d, s, n, length = n_features, n_sites, samples_per_site, words_per_document
+    out = {"n_features": 8 * (s + 12) * d ** 3}
+    if model == "mog":
+        out["records"] = 8 * (s + 3) * n * d
+    else:
+        out["records"] = 8 * (s + 2) * n * length
+        out["words_per_document"] = 8 * n * (length * (length - 1) * (length - 2) if length < d else d)
+    return out
+
+
+def check_memory(*, model: str, n_features: int, n_sites: int, samples_per_site: int,
+                 words_per_document: int = 3) -> None:
+    """Refuse, before allocating anything, a setting whose run would not fit in this machine's memory.
+
+    Raises
+    ------
+    ParameterError
+        Naming the setting that drives the estimate (:func:`memory_estimate`):
+        the one whose smallest value would cut it most, with the estimate and
+        this machine's memory.
+    """
+    setting = {"n_features": n_features, "n_sites": n_sites, "samples_per_site": samples_per_site,
+               "words_per_document": words_per_document}
+
+    def need(**at_least: int) -> int:
+        return sum(memory_estimate(model=model, **{**setting, **at_least}).values())
+
+    ram = _ram_bytes()
+    total = need()
+    if total <= ram:
+        return
+    smallest = {"n_features": 1, "n_sites": 2, "samples_per_site": 1}
+    if model == "stm":
+        smallest["words_per_document"] = 3
+    worst = min(smallest, key=lambda name: need(**{name: smallest[name]}))
+    raise param_error(worst, f"small enough that one run fits in memory (about {total / 2 ** 30:.3g} GiB for "
+                      f"D={n_features}, S={n_sites}, N_s={samples_per_site}"
+                      + (f", L={words_per_document}" if model == "stm" else "")
+                      + f"; this machine has {ram / 2 ** 30:.3g} GiB)", setting[worst])
 
 
 def run_experiment(*, model: str, n_features: int, n_components: int, n_sites: int, samples_per_site: int,
