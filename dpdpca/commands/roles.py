@@ -46,6 +46,7 @@ from dpdpca.crypto.keys import MAX_KEY_BITS
 from dpdpca.dp.release import NOISE_BY, RELEASES
 from dpdpca.errors import FileAccessError, ParameterError, ProtocolError
 from dpdpca.progress import Progress, quiet_option
+from dpdpca.protocol.bounds import MAX_FEATURES, check_features
 from dpdpca.protocol.params import MAX_KAPPA, PARAM_RELEASES, resolve_release
 
 __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
@@ -79,8 +80,9 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
               help="The release the parameters serve: add-remove (the default of every command; about 30% more "
                    "slots per ciphertext), centred, or any (both); the owners and the proxy refuse another.")
 @click.option("--features", "features", type=int, default=None,
-              help="d, the number of features every owner's share must have (written to public.json; every party "
-                   "refuses another d, and 'proxy serve' needs it so that no uploader fixes d for the others).")
+              help=f"d, the number of features every owner's share must have, at most {MAX_FEATURES} (written to "
+                   "public.json; every party refuses another d, and 'proxy serve' needs it so that no uploader fixes "
+                   "d for the others).")
 @cli_names
 def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners: int, max_rows_per_owner: int,
                frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool, packing: str,
@@ -94,7 +96,7 @@ def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners:
     if features is not None:
         from dpdpca._validation import check_int
 
-        check_int("features", features, minimum=1)
+        check_int("features", features, minimum=1, maximum=MAX_FEATURES)
     if existing and not force:  # checked before the (slow) key generation
         raise FileAccessError(f"keygen output must not exist (pass --force to overwrite), got {existing[0]!r}")
     # both reserved before the key generation: an --out-dir where either cannot be written leaves neither
@@ -145,15 +147,18 @@ def _randomness_path(identity_path: str, owner_id: str, given: str | None) -> Pa
 @click.option("--public", "public_path", required=True, type=click.Path(dir_okay=False))
 @click.option("--identity", "identity_path", required=True, type=click.Path(dir_okay=False),
               help="This owner's identity file; the randomness goes beside it (the owner's own directory).")
-@click.option("--d", "d", required=True, type=int, help="Features of the share to come.")
+@click.option("--d", "d", default=None, type=int,
+              help="Features of the share to come: public.json's d when it declares one (the default then), else "
+                   "required and at most --max-features.")
 @click.option("--release", type=click.Choice(RELEASES), default=None,
               help="The release the share is for (default: the rigorous default, add-remove).")
 @click.option("--randomness", "randomness_path", default=None, type=click.Path(dir_okay=False),
               help="Where to write it (mode 0600; default <owner_id>.randomness.bin beside --identity).")
 @insecure_test_key_option("owner")
+@max_features_option
 @cli_names
-def owner_prepare_cmd(public_path: str, identity_path: str, d: int, release: str | None,
-                      randomness_path: str | None, insecure_test_key: bool) -> None:
+def owner_prepare_cmd(public_path: str, identity_path: str, d: int | None, release: str | None,
+                      randomness_path: str | None, insecure_test_key: bool, max_features: int) -> None:
     """Offline: make the encryptions of zero of one share before the data exist (the next 'owner share' uses them
     once and deletes the file)."""
     import time
@@ -162,8 +167,15 @@ def owner_prepare_cmd(public_path: str, identity_path: str, d: int, release: str
     from dpdpca.protocol.identity import OwnerIdentity
     from dpdpca.protocol.owner import DataOwner
 
-    d = check_int("d", d, minimum=1)
     params = load_public(public_path, insecure_test_key=insecure_test_key)
+    # the share's d, checked before any encryption is made for it: public.json's, when it declares one
+    if d is not None:
+        d = params.check_d(check_int("--d", d, minimum=1), who="--d")
+    elif params.d is not None:
+        d = params.d
+    else:
+        raise ParameterError("--d must be given when public.json declares no d (keygen --features), got none")
+    check_features(d, max_features)
     identity = OwnerIdentity.load(identity_path)
     owner = DataOwner(params, identity, insecure_test_key=insecure_test_key, release=resolve_release(release))
     path = _randomness_path(identity_path, identity.owner_id, randomness_path)
@@ -231,6 +243,12 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
         raise ParameterError(f"exactly one of --out and --proxy must be given, got out={out_path!r} "
                              f"proxy={proxy_url!r:.80}")
     params = load_public(public_path, insecure_test_key=insecure_test_key)
+    # what the public parameters bound is checked before any work starts (the randomness made in the background
+    # below is sized by public.json's d): a declared d above --max-features, --owners above max_owners
+    if params.d is not None:
+        check_features(params.d, max_features)
+    if owners is not None:
+        _check_owners(owners, params)
     identity = OwnerIdentity.load(identity_path)
     if owner_id is not None and owner_id != identity.owner_id:
         raise ProtocolError(f"--owner-id must be the identity's owner id {identity.owner_id!r}, got {owner_id!r:.80}")
@@ -244,6 +262,7 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
     ahead = _randomness_while_loading(params, resolve_release(release), d=params.d,
                                       wanted=randomness_path is None and not ready.exists() and not range_proofs)
     X = load_file(data_file, max_features=max_features)  # d checked on the first line, before parsing
+    params.check_d(X.shape[1], who=f"--data {data_file!r:.80}")
     X, bounds_report = apply_feature_bounds(X, dataset_bounds=None, feature_bounds=feature_bounds,
                                             bounds_file=feature_bounds_file, no_feature_bounds=no_feature_bounds)
     rel = resolve_release(release)
@@ -314,6 +333,15 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
     note = clipping_note(int(owner.rows_clipped_), int(owner.n_rows_))
     if note is not None:
         click.echo(f"dpdpca owner share: {note}", err=True)
+
+
+def _check_owners(owners: int, params: Any) -> int:
+    """``--owners`` (L) within [1, max_owners] of public.json: the slots are sized for at most that many."""
+    from dpdpca._validation import check_int, param_error
+
+    if check_int("--owners", owners) not in range(1, params.max_owners + 1):
+        raise param_error("--owners", f"in [1, {params.max_owners}] (max_owners in public.json)", owners)
+    return owners
 
 
 class _Background:
@@ -464,6 +492,8 @@ def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: 
             raise ParameterError(f"--range-proof-mode must match the aggregated state ({proxy.range_proof_mode}), "
                                  f"got {range_proof_mode}")
         ledger = open_ledger(ledger_path, budget_epsilon, budget_delta)
+        if owners is not None:
+            _check_owners(owners, params)
         # the privacy setting, validated once; finish prices it with the calibration that draws the
         # noise, refuses it past the ledger's budget before drawing, and records it
         options = ReleaseOptions(epsilon=epsilon, delta=delta, calibration=calibration,

@@ -21,12 +21,16 @@ from dpdpca.errors import DataError
 
 __all__ = ["slot_value_bound", "final_value_bound", "masked_sum_bound", "carry_value_bound", "add_remove_value_bound",
            "NOISE_LATTICES", "SENSITIVITY_MODES", "CALIBRATIONS", "noise_tail_factor", "integer_noise_sensitivity",
-           "noise_sigma_int", "check_noise_options", "DEFAULT_MAX_FEATURES", "check_features",
+           "noise_sigma_int", "check_noise_options", "DEFAULT_MAX_FEATURES", "MAX_FEATURES", "check_features",
            "add_remove_sigma_bound", "TAIL_LOG2_ENTRIES", "TAIL_LOG2_FAILURE"]
 
 #: Largest number of features d a proxy or data user accepts by default (CLI ``--max-features``).
 #: A share's d drives O(d^2) work and memory; at 4096 a 2048-bit share is already ~ 1 GB.
 DEFAULT_MAX_FEATURES = 4096
+#: Largest d any public parameters declare (``keygen --features``, ``public.json``'s ``d``): a share of
+#: d = 65536 features holds 2^31 values, some 100 GB of 2048-bit ciphertexts, beyond any deployment; a larger
+#: d in a file is refused before anything is allocated for it.
+MAX_FEATURES = 1 << 16
 
 def check_features(d: int, max_features: int = DEFAULT_MAX_FEATURES) -> int:
     """A declared number of features, refused above ``max_features`` before anything is allocated from it.

@@ -14,14 +14,14 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from dpdpca._validation import check_delta, check_epsilon, check_int, param_error
+from dpdpca._validation import _fmt, check_delta, check_epsilon, check_int, param_error
 from dpdpca.crypto import PublicKey, SlotLayout
 from dpdpca.crypto.keys import MIN_SECURE_BITS
 from dpdpca.crypto.schemes import CipherScheme, public_key_from_json, scheme_named, scheme_of
 from dpdpca.dp.release import check_noise_by
 from dpdpca.errors import DataError, DpdpcaError, InsecureKeyError, MessageError, OverflowRiskError
-from dpdpca.protocol.bounds import (CALIBRATIONS, DEFAULT_MAX_FEATURES, NOISE_LATTICES, SENSITIVITY_MODES,
-                                    TAIL_LOG2_ENTRIES, TAIL_LOG2_FAILURE, add_remove_sigma_bound,
+from dpdpca.protocol.bounds import (CALIBRATIONS, DEFAULT_MAX_FEATURES, MAX_FEATURES, NOISE_LATTICES,
+                                    SENSITIVITY_MODES, TAIL_LOG2_ENTRIES, TAIL_LOG2_FAILURE, add_remove_sigma_bound,
                                     add_remove_value_bound, carry_value_bound, check_features, check_noise_options,
                                     final_value_bound, integer_noise_sensitivity, masked_sum_bound, noise_sigma_int,
                                     noise_tail_factor, slot_value_bound)
@@ -33,7 +33,7 @@ __all__ = ["slot_value_bound", "final_value_bound", "masked_sum_bound", "carry_v
            "DEFAULT_MAX_FEATURES", "check_features", "resolve_release", "check_release_options",
            "add_remove_sigma_bound", "PARAMS_VERSION",
            "add_remove_value_bound", "PARAM_RELEASES", "TAIL_LOG2_ENTRIES", "TAIL_LOG2_FAILURE",
-           "MAX_ROWS_PER_OWNER", "MAX_OWNERS", "MAX_KAPPA"]
+           "MAX_ROWS_PER_OWNER", "MAX_OWNERS", "MAX_KAPPA", "MAX_FEATURES"]
 
 
 #: How :meth:`ProtocolParams.from_json`'s refusal names a caller's consent to a test key (a command: its option).
@@ -221,7 +221,7 @@ class ProtocolParams:
         ------
         ParameterError
             A bound out of range: ``max_owners`` in [1, 2^20],
-            ``max_rows_per_owner`` in [1, 2^40], ``d`` >= 1,
+            ``max_rows_per_owner`` in [1, 2^40], ``d`` in [1, MAX_FEATURES],
             ``frac_bits`` in [0, 26], ``kappa`` in [40, MAX_KAPPA],
             ``min_epsilon`` (:func:`dpdpca._validation.check_epsilon`),
             ``min_delta``, an unknown packing or release.
@@ -229,7 +229,7 @@ class ProtocolParams:
         check_int("max_owners", max_owners, minimum=1, maximum=MAX_OWNERS)
         check_int("max_rows_per_owner", max_rows_per_owner, minimum=1, maximum=MAX_ROWS_PER_OWNER)
         if d is not None:
-            check_int("d", d, minimum=1)
+            check_int("d", d, minimum=1, maximum=MAX_FEATURES)
         check_int("frac_bits", frac_bits, minimum=0, maximum=26)
         check_int("kappa", kappa, minimum=40, maximum=MAX_KAPPA)
         if packing not in PACKINGS:
@@ -398,6 +398,8 @@ class ProtocolParams:
                                    f"{type(insecure).__name__}")
             allowance = decimal_int(f"{PARAMS_KEY}.noise_allowance", p["noise_allowance"], minimum=1)
             d = None if p.get("d") is None else strict_int(f"{PARAMS_KEY}.d", p["d"], minimum=1)
+            if d is not None and d > MAX_FEATURES:  # refused before anything is sized by it
+                raise MessageError(f"{PARAMS_KEY}.d must be <= {MAX_FEATURES}, got {_fmt(d)}")
             pk = _public_key(jwk, declared=insecure, allowed=bool(insecure_test_key), consent=test_key_consent)
             declared_scheme = scheme_named(_strict_text(f"{PARAMS_KEY}.scheme", p.get("scheme", "paillier")))
             if scheme_of(pk) is not declared_scheme:

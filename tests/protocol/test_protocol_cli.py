@@ -77,6 +77,17 @@ def _expect_usage_error(capsys, argv: list[str], option: str, value: str) -> Non
     assert err.splitlines()[-1].startswith(f"Error: Invalid value for '{option}': {value} is not in the range"), err
 
 
+def _public_with(keys: Path, tmp: Path, **fields) -> Path:
+    """A copy of keys/public.json with its protocol fields changed (e.g. a declared d)."""
+    from dpdpca.protocol.params import PARAMS_KEY
+
+    public = json.loads((keys / "public.json").read_text())
+    public[PARAMS_KEY].update(fields)
+    path = tmp / f"public-{'-'.join(f'{k}{v}' for k, v in fields.items())}.json"
+    path.write_text(json.dumps(public))
+    return path
+
+
 @pytest.mark.slow
 def test_per_role_sequence_as_separate_processes(tmp_path):
     """keygen, owner keygen x3 -> owner share x3 -> proxy aggregate -> proxy finish -> user finish."""
@@ -259,7 +270,8 @@ def test_keygen_refuses_out_of_range_declarations_before_the_key(tmp_path, capsy
     base = ["keygen", "--out-dir", str(out), "--key-bits", "512", "--insecure-test-key"]
     for extra, match in [(["--min-epsilon", "1e-300"], "--min-epsilon must be in [1e-06, 1e+09], got 1e-300"),
                          (["--min-epsilon", "1e300"], "--min-epsilon must be in [1e-06, 1e+09], got 1e+300"),
-                         (["--kappa", "9999", "--release", "centred"], "--kappa must be <= 256, got 9999")]:
+                         (["--kappa", "9999", "--release", "centred"], "--kappa must be <= 256, got 9999"),
+                         (["--features", "100000000"], "--features must be <= 65536, got 100000000")]:
         _expect_error(capsys, [*base, *extra], match, no_file=out / "public.json")
         assert not (out / "private.json").exists()
     # a key size no prime search finishes (10^20 bits overflowed gmpy2; 10^6 ran for hours): every --key-bits
@@ -317,6 +329,48 @@ def test_owner_share_bad_input(keys, ids, tmp_path, capsys):
     # the owner's own policy: a data-user key below 2048 bits is refused without --insecure-test-key
     _expect_error(capsys, [*owner[:-1], "--data", str(tmp_path / "ok.npy"), "--out", str(out)],
                   "key bits must be >= 2048", no_file=out)
+
+
+def test_owner_share_checks_the_public_bounds_before_any_work(keys, ids, tmp_path, capsys):
+    """public.json's d and max_owners are checked before the background randomness and the owners' noise: a huge
+    declared d or --owners ran (and grew) until killed, --owners above max_owners was accepted."""
+    np.save(tmp_path / "x.npy", _rows(np.random.default_rng(8), 6, 2))
+    out = tmp_path / "share.msg"
+    owner = ["owner", "share", "--identity", str(ids / "1.identity.json"), "--insecure-test-key", "--data",
+             str(tmp_path / "x.npy"), "--out", str(out)]
+    pub = ["--public", str(keys / "public.json")]
+    _expect_error(capsys, [*owner, "--public", str(_public_with(keys, tmp_path, d=10 ** 9))],
+                  "dpdpca_protocol.d must be <= 65536, got 1000000000", no_file=out)
+    _expect_error(capsys, [*owner, "--public", str(_public_with(keys, tmp_path, d=60000))],
+                  "d (declared features) must be <= max_features=4096 (raise it with --max-features), got 60000",
+                  no_file=out)
+    _expect_error(capsys, [*owner, "--public", str(_public_with(keys, tmp_path, d=3))],
+                  "d must be the d=3 declared in public.json (keygen --features), got d=2 from --data", no_file=out)
+    noise = ["--noise-by", "owners", "--epsilon", "1", "--delta", "1e-5"]
+    for owners in ("4", "0", "100000000"):
+        _expect_error(capsys, [*owner, *pub, *noise, "--owners", owners],
+                      f"--owners must be in [1, 3] (max_owners in public.json), got {owners}", no_file=out)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_owner_prepare_takes_the_declared_d(keys, tmp_path, capsys):
+    """--d must be public.json's d (the default when it declares one; 5 was accepted, then refused by the share),
+    and without a declared d at most --max-features (10^9 ran until killed)."""
+    own = tmp_path / "alice"
+    assert main(["owner", "keygen", "--owner-id", "alice", "--out-dir", str(own)]) == 0
+    rnd = tmp_path / "alice.randomness.bin"
+    common = ["owner", "prepare", "--identity", str(own / "alice.identity.json"), "--insecure-test-key",
+              "--randomness", str(rnd)]
+    declared = ["--public", str(_public_with(keys, tmp_path, d=3))]
+    _expect_error(capsys, [*common, *declared, "--d", "5"],
+                  "d must be the d=3 declared in public.json (keygen --features), got d=5 from --d", no_file=rnd)
+    undeclared = ["--public", str(keys / "public.json")]
+    _expect_error(capsys, [*common, *undeclared, "--d", "1000000000"],
+                  "d (declared features) must be <= max_features=4096", no_file=rnd)
+    _expect_error(capsys, [*common, *undeclared], "--d must be given when public.json declares no d", no_file=rnd)
+    capsys.readouterr()
+    assert main([*common, *declared]) == 0
+    assert "for d=3" in capsys.readouterr().out and rnd.exists()
 
 
 def test_owner_with_a_spent_ledger_refuses_to_share(keys, ids, tmp_path, capsys):
@@ -394,6 +448,8 @@ def test_user_and_proxy_finish_bad_input(keys, ids, other_keys, tmp_path, capsys
     # outside [1e-6, 1e9]: refused by the privacy setting, before any calibration (was an OverflowError)
     _expect_error(capsys, base + ["--epsilon", "1e-300", "--delta", "1e-5"],
                   "epsilon must be in [1e-06, 1e+09], got 1e-300", no_file=result)
+    _expect_error(capsys, base + ["--epsilon", "1", "--delta", "1e-5", "--noise-by", "owners", "--owners", "4"],
+                  "--owners must be in [1, 3] (max_owners in public.json), got 4", no_file=result)
     assert main(base + ["--epsilon", "1", "--delta", "1e-5"]) == 0
     # one release per session, even across processes: the ledger in the state refuses a second
     again = tmp_path / "again.msg"

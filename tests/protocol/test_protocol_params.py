@@ -105,17 +105,23 @@ def test_noise_allowance_covers_every_option_at_the_declared_minimum_budget(para
 
 
 def test_declared_bounds_have_documented_maxima(keypair, params):
-    """kappa <= 256, checked without a key (DataUser.generate checks before the prime search); a huge bound in a
-    layout's error message is shortened (a 5000-digit int has no str)."""
+    """kappa <= 256 and d <= 65536, checked without a key (DataUser.generate checks before the prime search) and
+    in public.json; a huge bound in a layout's error message is shortened (a 5000-digit int has no str)."""
     from dpdpca.crypto import SlotLayout
-    from dpdpca.protocol.params import MAX_KAPPA
+    from dpdpca.protocol.params import MAX_FEATURES, MAX_KAPPA
 
-    assert MAX_KAPPA == 256
+    assert (MAX_KAPPA, MAX_FEATURES) == (256, 65536)
     declared = dict(max_owners=5, max_rows_per_owner=100)
     with pytest.raises(ParameterError, match="^kappa must be <= 256, got 9999$"):
         ProtocolParams.check_declared(**declared, kappa=9999)
+    with pytest.raises(ParameterError, match="^d must be <= 65536, got 65537$"):
+        ProtocolParams.create(keypair[0], **declared, d=MAX_FEATURES + 1)
     with pytest.raises(ParameterError, match="^min_epsilon must be in"):
         ProtocolParams.check_declared(**declared, min_epsilon=1e300)
+    data = params.to_json()
+    data[PARAMS_KEY]["d"] = 10 ** 9
+    with pytest.raises(MessageError, match=f"^{PARAMS_KEY}.d must be <= 65536, got 1000000000$"):
+        ProtocolParams.from_json(data, insecure_test_key=True)
     with pytest.raises(OverflowRiskError, match="final_abs .* an integer of about 5001 digits$"):
         SlotLayout.for_final_bound(keypair[0], 10 ** 5000, 0)
 
