@@ -216,7 +216,7 @@ def test_run_rejects_out_of_range_parameters(tmp_path, capsys, argv, match):
     (["keygen", "--out-dir", "{tmp}/k", "--key-bits", "513", "--insecure-test-key"], "--key-bits must be even, got 513"),
     (["owner", "share", "--public", "{keys}/public.json", "--identity", "{ids}/1.identity.json", "--data", "{tmp}/x.csv",
       "--insecure-test-key", "-q", "--out", "{tmp}/s.msg", "--noise-by", "owners", "--owners", "0", "--epsilon", "1",
-      "--delta", "1e-5"], "--owners must be >= 1, got 0"),
+      "--delta", "1e-5"], "--owners must be in [1, 3] (max_owners in public.json), got 0"),
     (["owner", "share", "--public", "{keys}/public.json", "--identity", "{ids}/1.identity.json", "--data", "{tmp}/x.csv",
       "--insecure-test-key", "-q", "--out", "{tmp}/s.msg", "--noise-by", "owners", "--owners", "2", "--honest-owners",
       "3", "--epsilon", "1", "--delta", "1e-5"], "--honest-owners must be <= 2, got 3"),
