@@ -27,6 +27,7 @@ from dpdpca._validation import (MAX_EPSILON, MAX_RUNS, MIN_EPSILON, check_delta,
                                 check_open_unit, param_error)
 from dpdpca.data import SCALINGS, dataset_names, load_dataset, load_file, partition, preprocess
 from dpdpca.commands.privacy_options import apply_feature_bounds, ledger_options, open_ledger
+from dpdpca.dp.accountant import BudgetExceededError
 from dpdpca.driver import compare
 from dpdpca.errors import ParameterError
 from dpdpca.dp import CALIBRATIONS, SENSITIVITY_MODES
@@ -156,8 +157,15 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
                                             "scaling); " + summary["preprocessing"]["note"])
     if ledger is not None:
         spent: dict[str, Any] = {}
-        for cost in _as_ran(costs, summary["methods"]):
-            spent = ledger.record(cost)
+        exceeded: BudgetExceededError | None = None
+        for cost in _as_ran(costs, summary["methods"]):  # the methods ran: each is recorded, past the budget too
+            try:
+                spent = ledger.record(cost, ran=True)
+            except BudgetExceededError as exc:
+                exceeded = exc
+        if exceeded is not None:  # a method ran at more than its price (e.g. the papers' delta): recorded, refused
+            raise BudgetExceededError(f"{exceeded} (recorded: the methods had run, some at a larger delta than "
+                                      f"priced before they ran)")
         summary["ledger"] = {"path": str(ledger.path), **spent}
     if f1_data is not None:
         summary["f1"] = {"test_rows": int(len(f1_data[3])), "train_rows": int(len(f1_data[1])),

@@ -347,12 +347,27 @@ class PrivacyLedger:
                 f"{after['epsilon']:.4g} after {after['releases']} releases ({after['method']})")
         return after
 
-    def record(self, cost: ReleaseCost) -> dict[str, Any]:
-        """Check, append and write the ledger atomically; return the composed guarantee."""
-        after = self.check(cost)
+    def record(self, cost: ReleaseCost, *, ran: bool = False) -> dict[str, Any]:
+        """Check, append and write the ledger atomically; return the composed guarantee.
+
+        ``ran=True``: the release has already run (it was checked at a price
+        made before it ran, and its cost as it ran is known only now), so it
+        is written whatever the budget says, and a BudgetExceededError past
+        the budget is raised after the write: the ledger never holds less
+        than what was spent.
+        """
+        try:
+            after = self.check(cost)
+        except BudgetExceededError:
+            if ran:
+                self._append(cost)
+            raise
+        self._append(cost)
+        return after
+
+    def _append(self, cost: ReleaseCost) -> None:
         self.entries.append({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cost": cost.to_dict()})
         self._write()
-        return after
 
     def _write(self) -> None:
         data = {"version": LEDGER_VERSION, "budget": self.budget, "neighbouring": self.neighbouring,

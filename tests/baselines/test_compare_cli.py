@@ -210,6 +210,23 @@ def test_compare_ledger_records_the_delta_a_classic_calibration_really_achieves(
     assert not (tmp_path / "tight.json").exists()
 
 
+def test_a_method_that_ran_at_more_than_its_price_is_recorded_before_the_budget_refuses_it(tmp_path):
+    """The papers' sensitivity (--paper) is priced before the run at the request's delta, and each method's report
+    states the larger delta it really has at the proven sensitivity: the ledger records what ran, past its budget
+    too, then refuses in one line (it used to refuse without recording, so the runs' cost was lost)."""
+    from dpdpca.commands.compare import run_compare
+    from dpdpca.dp import PrivacyLedger
+    from dpdpca.errors import BudgetExceededError
+
+    kw = dict(dataset="digits", sites=3, components=3, epsilon=1.0, delta=1e-5, methods="pooled",
+              calibration="classic", sensitivity_mode="paper", relation="replace-one")
+    ledger = PrivacyLedger(tmp_path / "ledger.json", budget_epsilon=1.5, budget_delta=2e-5)
+    with pytest.raises(BudgetExceededError, match="recorded: the methods had run"):
+        run_compare(**kw, ledger=ledger)
+    recorded = [e["cost"]["delta"] for e in PrivacyLedger(tmp_path / "ledger.json").entries]
+    assert len(recorded) == 1 and recorded[0] > 3e-5  # 3.74e-5: the delta at sqrt(2)/N, not the 1e-5 priced
+
+
 def test_compare_prices_the_protocol_at_the_rows_it_runs_on(monkeypatch):
     """--site-size runs the protocol on sites x site_size rows: its centred release is priced at that N (the mask's
     delta term depends on N), not at the dataset's row count."""
