@@ -181,13 +181,16 @@ def owner_prepare_cmd(public_path: str, identity_path: str, d: int | None, relea
     path = _randomness_path(identity_path, identity.owner_id, randomness_path)
     if path.exists():
         raise FileAccessError(f"--randomness must not exist yet (each set is used once), got existing {str(path)!r}")
+    # reserved before the work: a --randomness that cannot be written is refused before a factor is made
+    out = click.get_current_context().with_resource(ReservedOutput(path, mode=0o600, exclusive=True,
+                                                                   what="--randomness"))
     start = time.perf_counter()
     made = owner.precompute(d)
     if made is None:
         raise ParameterError(f"owner prepare needs a scheme whose offline randomness goes to a file (Paillier), got "
                              f"scheme {params.scheme.name!r}: its owners make their encryptions of zero in memory "
                              f"(dpdpca run, --processes), never in a file")
-    made.save(path, params.public_key)
+    out.write(made.to_bytes(params.public_key))
     count = sum(len(v) for v in made.sections.values())
     click.echo(f"owner {identity.owner_id}: {count} encryptions of zero for d={d} ({owner.release}) in "
                f"{time.perf_counter() - start:.2f} s; wrote {path} (mode 0600, used once by 'owner share')")

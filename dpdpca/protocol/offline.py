@@ -88,6 +88,10 @@ class OwnerRandomness:
 
     def save(self, path: str | os.PathLike[str], public_key: PublicKey) -> Path:
         """Write the factors to ``path`` (mode 0600, atomically; an existing file is refused)."""
+        return atomic_write_bytes(path, self.to_bytes(public_key), mode=0o600, exclusive=True)
+
+    def to_bytes(self, public_key: PublicKey) -> bytes:
+        """The file's bytes: the magic line, the JSON header, then the factors at the key's ciphertext width."""
         width = public_key.ciphertext_bytes
         header = json.dumps({"key_fingerprint": self.key_fingerprint, "release": self.release, "d": self.d,
                              "slots": self.slots, "width": width,
@@ -95,7 +99,7 @@ class OwnerRandomness:
                             sort_keys=True, separators=(",", ":")).encode()
         # in the header's section order (a list, not an object whose keys JSON sorts), which consume() reads back
         blob = to_fixed_bytes([f for v in self.sections.values() for f in v], width)
-        return atomic_write_bytes(path, _MAGIC + header + b"\n" + blob, mode=0o600, exclusive=True)
+        return _MAGIC + header + b"\n" + blob
 
     @classmethod
     def consume(cls, path: str | os.PathLike[str], public_key: PublicKey, *, release: str | None = None,

@@ -698,6 +698,18 @@ def test_owner_prepare_then_share_uses_the_randomness_once(tmp_path, keys, capsy
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert "used once" in capsys.readouterr().out
     _expect_error(capsys, ["owner", "prepare", *common, "--d", "4"], "must not exist yet")
+    # a --randomness it cannot write (under a file) is refused before a factor is made, and nothing is left
+    from dpdpca.protocol.owner import DataOwner
+
+    made = []
+    real_precompute = DataOwner.precompute
+    DataOwner.precompute = lambda self, d: made.append(d) or real_precompute(self, d)  # type: ignore[method-assign]
+    try:
+        _expect_error(capsys, ["owner", "prepare", *common, "--d", "4", "--randomness",
+                               str(tmp_path / "a.csv" / "r.bin")], "--randomness")
+    finally:
+        DataOwner.precompute = real_precompute  # type: ignore[method-assign]
+    assert made == [] and sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "alice"]
     share = ["owner", "share", *common, "--data", str(tmp_path / "a.csv"), "--release", "centred"]
     # an --out it cannot write (under a file) is refused before the randomness is read: the file is kept
     _expect_error(capsys, [*share, "--out", str(tmp_path / "a.csv" / "share.msg")], "--out")
