@@ -25,7 +25,7 @@ def prime_3mod4() -> Callable[[int, int], int]:
 
 def _proto_fields(data: bytes) -> list[tuple[int, bytes | int]]:
     """The top-level ``(key, value)`` fields of a protobuf message: ints for varints, the raw bytes otherwise."""
-    from dpdpca.crypto.lattice_flood import _read_varint
+    from dpdpca.crypto.seal_wire import read_varint as _read_varint
 
     out: list[tuple[int, bytes | int]] = []
     pos = 0
@@ -45,7 +45,7 @@ def _proto_fields(data: bytes) -> list[tuple[int, bytes | int]]:
 
 
 def _proto_encode(fields: list[tuple[int, bytes | int]]) -> bytes:
-    from dpdpca.crypto.lattice_flood import _varint
+    from dpdpca.crypto.seal_wire import varint as _varint
 
     out = b""
     for key, value in fields:

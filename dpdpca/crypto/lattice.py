@@ -3,9 +3,11 @@
 A post-quantum second scheme beside packed Paillier, for what the protocol's
 add/remove release does: sums of encrypted integer vectors, plaintext
 additions and a rerandomization.  With :mod:`dpdpca.crypto.lattice_flood`
-(the proxy's noise flooding) the only modules that import ``tenseal``
-(optional extra ``dpdpca[lattice]``); nothing outside :mod:`dpdpca.crypto`
-talks to the binding.
+(the proxy's noise flooding) and :mod:`dpdpca.crypto.seal_wire` (the
+binding's bytes) the only modules that import ``tenseal`` (optional extra
+``dpdpca[lattice]``); nothing outside :mod:`dpdpca.crypto` talks to the
+binding.  Ciphertexts travel as their RNS residues (:meth:`BFVArray.to_bytes`),
+which a receiver checks and sums in numpy.
 
 Exactness
 ---------
@@ -76,6 +78,7 @@ import numpy as np
 
 from dpdpca._io import atomic_write_json
 from dpdpca._validation import check_int, param_error
+from dpdpca.crypto.seal_wire import ciphertext_blob, parse_bfv_vector, zstd_available
 from dpdpca.errors import (InsecureKeyError, KeyMismatchError, MessageError, MissingDependencyError,
                            OverflowRiskError)
 
@@ -94,16 +97,18 @@ MAX_PLAIN_BITS = 59
 #: The default parameters: N = 8192, three 60-bit primes (180 <= 218 bits), 59-bit plaintext primes.
 DEFAULT_RING_DEGREE = 8192
 DEFAULT_COEFF_BITS = (60, 60, 60)
-_MAGIC = b"DPBFV1"
+_MAGIC = b"DPBFV2"
+#: Bytes of a ciphertext's replay key (:meth:`BFVArray.replay_keys`).
+REPLAY_KEY_BYTES = 32
 
 
 def bfv_available() -> bool:
-    """Whether the optional binding (``pip install dpdpca[lattice]``, TenSEAL) is installed."""
+    """Whether the optional extra (``pip install 'dpdpca[lattice]'``: TenSEAL and zstandard) is installed."""
     try:
         import tenseal  # noqa: F401
     except ImportError:
         return False
-    return True
+    return zstd_available()
 
 
 def _ts() -> Any:
@@ -521,6 +526,62 @@ def check_not_transparent(public_key: "BFVPublicKey") -> None:
     _NOT_TRANSPARENT.add(public_key.fingerprint)
 
 
+class RingLevel:
+    """A context's data level: its ``parms_id`` and coefficient primes ``q_1..q_k`` (what wire ciphertexts are at).
+
+    ``column`` holds the primes as ``uint64`` of shape ``(1, k, 1)``, to
+    broadcast against a ciphertext's residues of shape ``(2, k, N)``.
+    """
+
+    def __init__(self, parms_id: Sequence[int], moduli: Sequence[int]) -> None:
+        self.parms_id = tuple(int(x) for x in parms_id)
+        self.moduli = tuple(int(q) for q in moduli)
+        if any(not 2 <= q < 1 << 61 for q in self.moduli):  # SEAL's primes are at most 60 bits: sums fit uint64
+            raise param_error("moduli", "primes below 2**61", [q.bit_length() for q in self.moduli])
+        self.column = np.array(self.moduli, dtype=np.uint64).reshape(1, -1, 1)
+
+    def __repr__(self) -> str:
+        return f"RingLevel(primes={len(self.moduli)}, bits={[q.bit_length() for q in self.moduli]})"
+
+
+def _level_of(ctx: Any) -> RingLevel:
+    _ts()
+    import tenseal.sealapi  # noqa: F401  (registers SEAL's Modulus type: the primes are read below)
+
+    seal = ctx.seal_context().data
+    return RingLevel(list(seal.first_parms_id()),
+                     [int(m.value()) for m in seal.first_context_data().parms().coeff_modulus()])
+
+
+def _residues_of(vector: Any, level: RingLevel) -> np.ndarray:
+    """A TenSEAL vector's ciphertext as residues of shape ``(2, k, N)`` (read from its serialization)."""
+    _, ct = parse_bfv_vector(vector.serialize())
+    if (ct.parms_id != level.parms_id or ct.is_ntt_form or ct.size != 2
+            or ct.coeff_modulus_size != len(level.moduli)):
+        raise MessageError("BFV ciphertext must be size 2, in coefficient form, at the key's data level, got a "
+                           "foreign ciphertext")
+    return ct.data
+
+
+def _vector_of(ctx: Any, level: RingLevel, words: np.ndarray, count: int) -> Any:
+    """The TenSEAL vector of ``count`` values whose ciphertext has residues ``words`` (SEAL validates them)."""
+    return _ts().bfv_vector_from(ctx, ciphertext_blob(words, level.parms_id, count))
+
+
+def _ring_sum(a: np.ndarray, b: np.ndarray, column: np.ndarray) -> np.ndarray:
+    """``a + b`` modulo each prime, residues in ``[0, q)`` (``q < 2**61``: the sum fits ``uint64``)."""
+    out = np.add(a, b, dtype=np.uint64)
+    np.subtract(out, column, out=out, where=out >= column)
+    return out
+
+
+def _ring_difference(a: np.ndarray, b: np.ndarray, column: np.ndarray) -> np.ndarray:
+    """``a - b`` modulo each prime: ``a + (q - b)``, then reduced once."""
+    out = np.add(a, column - b, dtype=np.uint64)
+    np.subtract(out, column, out=out, where=out >= column)
+    return out
+
+
 class BFVPublicKey:
     """A BFV public key: one public TenSEAL context per plaintext prime, and its parameters.
 
@@ -567,6 +628,11 @@ class BFVPublicKey:
     @property
     def contexts(self) -> list[Any]:
         return list(self._contexts)
+
+    @functools.cached_property
+    def levels(self) -> list[RingLevel]:
+        """Per context (plaintext prime), its data level: the ``parms_id`` and primes every ciphertext is at."""
+        return [_level_of(ctx) for ctx in self._contexts]
 
     def check_bound(self, bound: int, operation: str) -> None:
         """Raise OverflowRiskError if ``bound`` exceeds ``(T - 1) / 2`` (checked before computing)."""
@@ -746,8 +812,12 @@ def refused_if_transparent(operation: str) -> Iterator[None]:
     except RuntimeError as exc:
         if "transparent" not in str(exc):
             raise
-        raise MessageError(f"BFV {operation} result must have a nonzero mask part c1, got c1 = 0 (a transparent "
-                           f"ciphertext: the operands' ciphertexts cancel)") from None
+        raise _transparent_error(operation) from None
+
+
+def _transparent_error(operation: str) -> MessageError:
+    return MessageError(f"BFV {operation} result must have a nonzero mask part c1, got c1 = 0 (a transparent "
+                        f"ciphertext: the operands' ciphertexts cancel)")
 
 
 class BFVArray:
@@ -767,20 +837,33 @@ class BFVArray:
         largest segment bound.
     noise : int
         Worst-case decryption noise bound (half-units, :class:`BFVParameters`).
-    vectors : list over plaintext primes of lists of TenSEAL BFV vectors
+    vectors : list over plaintext primes of lists of TenSEAL BFV vectors, or None
+        The ciphertexts as the binding's objects; ``None`` when ``residues``
+        holds them.
     layout : object
         The caller's layout tag, carried along (the protocol's slot layout).
     segments : sequence of (length, bound), optional
         The segments in order, lengths summing to the vector's; default one
         segment ``(length, bound)``.
-    digests : list of bytes, optional
-        The SHA-256 of each ciphertext's serialized bytes, when known (loaded
-        from the wire): :meth:`ciphertext_digests` then hashes nothing again.
+    residues : list over plaintext primes of lists of arrays, optional
+        The ciphertexts as their RNS residues (:meth:`residues`), instead of
+        ``vectors``.
+
+    Notes
+    -----
+    An array holds its ciphertexts in one of two forms and makes the other
+    when asked: TenSEAL vectors (what encryption, plaintext additions and
+    decryption need) or their residues, ``uint64`` arrays of shape ``(2, k,
+    N)`` (``c_0`` and ``c_1``, modulo each of the ``k`` data-level primes).
+    The wire carries residues (:meth:`to_bytes`), so a received share is
+    checked and summed in numpy: the sum of two residue-held arrays is the
+    same ring sum SEAL computes, coefficient-wise modulo each prime, and
+    never goes through the binding.
     """
 
     def __init__(self, public_key: BFVPublicKey, chunks: Sequence[int], bound: int, noise: int,
-                 vectors: list[list[Any]], layout: Any = None, segments: Sequence[tuple[int, int]] | None = None,
-                 digests: list[bytes] | None = None) -> None:
+                 vectors: list[list[Any]] | None, layout: Any = None, segments: Sequence[tuple[int, int]] | None = None,
+                 *, residues: list[list[np.ndarray]] | None = None) -> None:
         self.public_key = public_key
         self.chunks = tuple(int(c) for c in chunks)
         length = sum(self.chunks)
@@ -790,9 +873,35 @@ class BFVArray:
             raise param_error("segments", f"lengths summing to {length}", [n for n, _ in self.segments])
         self.bound = max(b for _, b in self.segments)
         self.noise = int(noise)
-        self._vectors = vectors
+        if (vectors is None) == (residues is None):
+            raise param_error("vectors", "exactly one of vectors and residues", "both" if vectors else "neither")
+        self._held_vectors = vectors
+        self._held_residues = residues
         self.layout = layout
-        self._digests = digests
+
+    @property
+    def _vectors(self) -> list[list[Any]]:
+        """The ciphertexts as TenSEAL vectors, made from the residues (SEAL validates them) when held as those."""
+        if self._held_vectors is None:
+            rows = self._held_residues or []
+            self._held_vectors = [[_vector_of(ctx, level, words, c) for words, c in zip(row, self.chunks)]
+                                  for ctx, level, row in zip(self.public_key.contexts, self.public_key.levels, rows)]
+        return self._held_vectors
+
+    def residues(self) -> list[list[np.ndarray]]:
+        """The ciphertexts' RNS residues, per plaintext prime, per chunk: ``uint64`` arrays of shape ``(2, k, N)``.
+
+        Read from the binding's serialization when held as vectors (and kept).
+        The arrays may be read-only views of received bytes: never written.
+        """
+        if self._held_residues is None:
+            self._held_residues = [[_residues_of(vec, level) for vec in row]
+                                   for level, row in zip(self.public_key.levels, self._vectors)]
+        return self._held_residues
+
+    def _in_residues(self, other: "BFVArray") -> bool:
+        """Both arrays hold residues: combine them in numpy."""
+        return self._held_residues is not None and other._held_residues is not None
 
     @property
     def length(self) -> int:
@@ -807,7 +916,7 @@ class BFVArray:
     @property
     def ciphertext_count(self) -> int:
         """BFV ciphertexts held: chunks times plaintext primes."""
-        return len(self.chunks) * len(self._vectors)
+        return len(self.chunks) * len(self.public_key.params.plain_moduli)
 
     def _check_other(self, other: "BFVArray", operation: str) -> None:
         if not isinstance(other, BFVArray):
@@ -833,10 +942,21 @@ class BFVArray:
         noise = self.noise + other.noise
         self.public_key.check_bound(max(bounds), "add")
         self.public_key.check_noise(noise, "add")
+        segments = [(n, b) for (n, _), b in zip(self.segments, bounds)]
+        if self._in_residues(other):
+            return self._from_residues(_ring_sum, other, noise, segments, "add")
         with refused_if_transparent("add"):
             vectors = [[a + b for a, b in zip(mine, theirs)] for mine, theirs in zip(self._vectors, other._vectors)]
-        return BFVArray(self.public_key, self.chunks, 0, noise, vectors, self.layout,
-                        [(n, b) for (n, _), b in zip(self.segments, bounds)])
+        return BFVArray(self.public_key, self.chunks, 0, noise, vectors, self.layout, segments)
+
+    def _from_residues(self, op: Any, other: "BFVArray", noise: int, segments: list[tuple[int, int]],
+                       operation: str) -> "BFVArray":
+        """``op`` (:func:`_ring_sum` or :func:`_ring_difference`) ciphertext by ciphertext, in numpy."""
+        rows = [[op(a, b, level.column) for a, b in zip(mine, theirs)]
+                for level, mine, theirs in zip(self.public_key.levels, self.residues(), other.residues())]
+        if any(not words[1].any() for row in rows for words in row):
+            raise _transparent_error(operation)
+        return BFVArray(self.public_key, self.chunks, 0, noise, None, self.layout, segments, residues=rows)
 
     __add__ = add
 
@@ -852,6 +972,8 @@ class BFVArray:
         segments = [(n, b - sb) for (n, b), (_, sb) in zip(self.segments, summand.segments)]
         if any(b < 0 for _, b in segments) or self.noise < summand.noise:
             raise MessageError("take_out share must be a summand of the total, got bounds above the total's")
+        if self._in_residues(summand):
+            return self._from_residues(_ring_difference, summand, self.noise - summand.noise, segments, "take_out")
         with refused_if_transparent("take_out"):  # the other summands cancel (c1 = 0)
             vectors = [[a - b for a, b in zip(mine, theirs)] for mine, theirs in zip(self._vectors, summand._vectors)]
         return BFVArray(self.public_key, self.chunks, 0, self.noise - summand.noise, vectors, self.layout, segments)
@@ -913,56 +1035,61 @@ class BFVArray:
         if bound < self.bound:
             raise param_error("bound", f">= the current bound {self.bound}", bound)
         self.public_key.check_bound(bound, "with_bound")
-        return BFVArray(self.public_key, self.chunks, 0, self.noise, self._vectors, self.layout,
-                        [(n, bound) for n, _ in self.segments], self._digests)
+        return BFVArray(self.public_key, self.chunks, 0, self.noise, self._held_vectors, self.layout,
+                        [(n, bound) for n, _ in self.segments],
+                        residues=None if self._held_vectors is not None else self._held_residues)
 
     def ciphertext_blobs(self) -> list[bytes]:
-        """Every ciphertext's serialized bytes, prime by prime, chunk by chunk (wire)."""
-        return [v.serialize() for per_prime in self._vectors for v in per_prime]
+        """Every ciphertext's wire bytes (its residues, little-endian ``uint64``), prime by prime, chunk by chunk."""
+        return [np.ascontiguousarray(words, dtype="<u8").tobytes() for row in self.residues() for words in row]
 
-    def ciphertext_digests(self) -> list[bytes]:
-        """The SHA-256 of every ciphertext's serialized bytes, in :meth:`ciphertext_blobs` order (replay keys).
+    def replay_keys(self) -> list[bytes]:
+        """One key per ciphertext, in :meth:`ciphertext_blobs` order: the first four residues of its mask part ``c_1``
+        modulo the first data prime (:data:`REPLAY_KEY_BYTES` bytes, read from the residues: nothing is hashed).
 
-        Taken from the wire when the array was loaded, so a received share is
-        neither serialized nor hashed a second time.
+        An honest encryption's ``c_1`` is uniform, so two honest ciphertexts
+        share a key with probability about ``2**-190``.  A copy of another
+        ciphertext has its key, verbatim or with a plaintext added to ``c_0``
+        (which a digest of the whole ciphertext would not catch); like any
+        key read from a ciphertext, it cannot catch a copy rerandomized with
+        an encryption of 0 (docs/threat-model.md: what only range proofs
+        refuse).
         """
-        if self._digests is None:
-            self._digests = [hashlib.sha256(blob).digest() for blob in self.ciphertext_blobs()]
-        return list(self._digests)
+        return [np.ascontiguousarray(words[1, 0, :4], dtype="<u8").tobytes()
+                for row in self.residues() for words in row]
 
     def to_bytes(self) -> bytes:
-        """``DPBFV1`` + header length + JSON header (key fingerprint, chunks, bound, noise, segments) +
-        length-prefixed ciphertexts (``segments`` only when there are several)."""
+        """``DPBFV2`` + header length + JSON header (key fingerprint, chunks, bound, noise, segments), padded with
+        spaces to a multiple of 8 bytes, + every ciphertext's residues (:meth:`ciphertext_blobs`; ``segments``
+        only when there are several)."""
         head: dict[str, Any] = {"key": self.public_key.fingerprint, "chunks": list(self.chunks),
-                                "bound": str(self.bound), "noise": str(self.noise), "primes": len(self._vectors)}
+                                "bound": str(self.bound), "noise": str(self.noise),
+                                "primes": len(self.public_key.params.plain_moduli)}
         if len(self.segments) > 1:
             head["segments"] = [[n, str(b)] for n, b in self.segments]
         header = json.dumps(head, separators=(",", ":")).encode()
-        parts = [_MAGIC, struct.pack(">I", len(header)), header]
-        for blob in self.ciphertext_blobs():
-            parts.append(struct.pack(">I", len(blob)))
-            parts.append(blob)
-        return b"".join(parts)
+        header += b" " * (-(len(_MAGIC) + 4 + len(header)) % 8)  # the residues start 8-byte aligned
+        return b"".join([_MAGIC, struct.pack(">I", len(header)), header, *self.ciphertext_blobs()])
 
     @classmethod
-    def from_bytes(cls, data: bytes, public_key: BFVPublicKey, *, layout: Any = None, digests: bool = True,
-                   **_: Any) -> "BFVArray":
-        """Inverse of :meth:`to_bytes`; checks the key, every length, the bound and the noise.
+    def from_bytes(cls, data: bytes, public_key: BFVPublicKey, *, layout: Any = None, **_: Any) -> "BFVArray":
+        """Inverse of :meth:`to_bytes`; checks the key, the length, the bound, the noise and every residue.
 
-        ``digests=False``: the ciphertexts' SHA-256 (:meth:`ciphertext_digests`,
-        the replay keys of a received share) are not taken now (an aggregate needs none); if asked
-        later, they are taken over the re-serialized ciphertexts.
+        The ciphertexts stay residues (read-only views of ``data``, no copy):
+        each must be below its prime and have a nonzero ``c_1``, the checks
+        SEAL makes when it loads a ciphertext, and the transparency check.
 
         Raises
         ------
         MessageError
-            Truncated, malformed, a ciphertext the binding does not accept for this key's parameters, or a
-        transparent one (``c1 = 0``: it decrypts without the secret key, and a sum holding only it would be
-        transparent too).
+            Truncated, malformed, a residue at or above its prime, or a
+            transparent ciphertext (``c1 = 0``: it decrypts without the secret
+            key, and a sum holding only it would be transparent too).
         KeyMismatchError
             Another key's fingerprint.
         """
-        data = bytes(data)
+        if not isinstance(data, bytes):
+            data = bytes(data)
         if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + 4:
             raise MessageError(f"BFV batch must start with {_MAGIC!r}, got {data[:6]!r}")
         pos = len(_MAGIC)
@@ -993,37 +1120,28 @@ class BFVArray:
                                f" got {primes} primes")
         public_key.check_bound(bound, "BFV batch")
         public_key.check_noise(noise, "BFV batch")
-        ts = _ts()
-        vectors: list[list[Any]] = []
-        hashes: list[bytes] = []
-        for ctx in public_key.contexts:
+        levels = public_key.levels
+        width = 2 * len(levels[0].moduli) * n * 8  # bytes of one ciphertext: c_0, c_1, each k residue rows
+        if len(data) - pos != width * primes * len(chunks):
+            got = len(data) - pos
+            raise MessageError(f"BFV batch must hold {primes * len(chunks)} ciphertexts of {width} bytes, got {got} "
+                               f"bytes after its header ({'truncated' if got < width * primes * len(chunks) else 'trailing bytes'})")
+        rows: list[list[np.ndarray]] = []
+        for level in levels:
+            k = len(level.moduli)
             row = []
-            for i, c in enumerate(chunks):
-                if pos + 4 > len(data):
-                    raise MessageError(f"BFV batch must hold {len(chunks) * primes} ciphertexts, got it truncated")
-                (clen,) = struct.unpack(">I", data[pos:pos + 4])
-                pos += 4
-                if pos + clen > len(data):
-                    raise MessageError(f"BFV batch ciphertext must fit the message, got {clen} bytes past its end")
-                blob = data[pos:pos + clen]
-                if digests:
-                    hashes.append(hashlib.sha256(blob).digest())
-                try:
-                    vec = ts.bfv_vector_from(ctx, blob)
-                except Exception as exc:  # the binding's own types on malformed input
-                    raise MessageError(f"BFV batch ciphertext[{i}] must be a valid ciphertext for this key, "
-                                       f"got {type(exc).__name__}") from None
-                if vec.size() != c:
-                    raise MessageError(f"BFV batch ciphertext[{i}] must hold {c} values, got {vec.size()}")
-                if any(ct.is_transparent() for ct in vec.ciphertext()):  # c1 = 0: readable without the key
+            for i in range(len(chunks)):
+                words = np.frombuffer(data, dtype="<u8", count=2 * k * n, offset=pos).reshape(2, k, n)
+                if (words >= level.column).any():
+                    raise MessageError(f"BFV batch ciphertext[{i}] must have every residue below its prime, "
+                                       f"got one at or above it")
+                if not words[1].any():  # c1 = 0: readable without the key
                     raise MessageError(f"BFV batch ciphertext[{i}] must have a nonzero mask part c1, got c1 = 0 "
                                        f"(a transparent ciphertext)")
-                row.append(vec)
-                pos += clen
-            vectors.append(row)
-        if pos != len(data):
-            raise MessageError(f"BFV batch must end after its ciphertexts, got {len(data) - pos} trailing bytes")
-        return cls(public_key, chunks, bound, noise, vectors, layout, segments, hashes if digests else None)
+                row.append(words)
+                pos += width
+            rows.append(row)
+        return cls(public_key, chunks, bound, noise, None, layout, segments, residues=rows)
 
     @property
     def nbytes(self) -> int:
@@ -1264,10 +1382,45 @@ def sum_bfv(arrays: Sequence[BFVArray]) -> BFVArray:
     """
     if not arrays:
         raise param_error("arrays", "non-empty", 0)
-    out = arrays[0]
+    first = arrays[0]
+    if len(arrays) > 2 and all(a._held_residues is not None for a in arrays):
+        return _sum_residues(arrays)
+    out = first
     for a in arrays[1:]:
         out = out.add(a)
     return out
+
+
+def _sum_residues(arrays: Sequence[BFVArray]) -> BFVArray:
+    """:func:`sum_bfv` of residue-held arrays into one buffer per ciphertext (the same checks, in the same order).
+
+    Chained :meth:`BFVArray.add` would allocate a new buffer per operand;
+    here each ciphertext's sum is accumulated in place and reduced after
+    every operand, so each partial sum is checked for transparency as
+    :meth:`BFVArray.add` checks it.
+    """
+    first = arrays[0]
+    pk = first.public_key
+    bounds = [b for _, b in first.segments]
+    noise = first.noise
+    for a in arrays[1:]:  # every layout, bound and noise check before any arithmetic
+        first._check_other(a, "add")
+        bounds = [b + e for b, (_, e) in zip(bounds, a.segments)]
+        noise += a.noise
+        pk.check_bound(max(bounds), "add")
+        pk.check_noise(noise, "add")
+    rows = [[np.array(words, dtype=np.uint64) for words in row] for row in first.residues()]
+    scratch = np.empty_like(rows[0][0])
+    for a in arrays[1:]:
+        for level, mine, theirs in zip(pk.levels, rows, a.residues()):
+            for acc, words in zip(mine, theirs):
+                np.add(acc, words, out=acc)
+                np.subtract(acc, level.column, out=scratch)  # wraps above acc where acc < q: min() picks acc
+                np.minimum(acc, scratch, out=acc)
+                if not acc[1].any():
+                    raise _transparent_error("add")
+    return BFVArray(pk, first.chunks, 0, noise, None, first.layout,
+                    [(n, b) for (n, _), b in zip(first.segments, bounds)], residues=rows)
 
 
 class BFVSection:

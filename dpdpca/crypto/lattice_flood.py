@@ -15,27 +15,15 @@ within ``2**-40`` of a distribution that does not depend on the shares at
 all.  Decryption stays exact while ``B + F`` is below ``q / (2t)``; this is
 checked before anything is computed, never skipped.
 
-How, with a binding that exposes no coefficient
------------------------------------------------
-TenSEAL (0.3.18) serializes a BFV vector as a protobuf message (field 1: the
-vector's size, a varint inside a length-delimited field; field 2: a SEAL
-``Ciphertext`` blob).  TenSEAL compresses the SEAL blob with zstd (header
-``compr_mode`` 2), there is no argument to choose another compression and the
-standard library has no zstd decoder, so the proxy never *reads* a
-ciphertext.  It *writes* one instead: the trivial ciphertext ``(e, 0)``
-(``c_1 = 0``, so it decrypts to ``0`` with noise ``e``) in SEAL's
-uncompressed layout, which SEAL loads and validates like any other (every
-residue below its prime, the parameters' id, coefficient form), and adds it
-homomorphically: ``c + (e, 0) = (c_0 + e, c_1)``.  The SEAL layout (SEAL
-4.x, little-endian): a 16-byte header (magic ``0xA15E``, header size 16,
-version major and minor, ``compr_mode``, 2 reserved bytes, total size as
-``uint64``), then ``parms_id`` (4 ``uint64``), ``is_ntt_form`` (1 byte),
-``size``, ``poly_modulus_degree``, ``coeff_modulus_size`` (``uint64``
-each), ``scale`` (``double``), ``correction_factor`` (``uint64``), and the
-coefficients as a nested serialized array: its own 16-byte header, its
-length (``uint64``), then the ``uint64`` RNS residues, polynomial by
-polynomial, prime by prime, coefficient by coefficient.  BFV ciphertexts are
-in coefficient form (``is_ntt_form`` false; checked).
+How
+---
+The flood is a trivial ciphertext ``(e, 0)`` (``c_1 = 0``, so it decrypts to
+``0`` with noise ``e``) written in SEAL's uncompressed layout
+(:func:`dpdpca.crypto.seal_wire.trivial_ciphertext`), which SEAL loads and
+validates like any other (every residue below its prime, the parameters' id,
+coefficient form), and added homomorphically: ``c + (e, 0) = (c_0 + e,
+c_1)``.  BFV ciphertexts are in coefficient form (``is_ntt_form`` false;
+checked).
 
 References
 ----------
@@ -49,19 +37,17 @@ from __future__ import annotations
 
 import math
 import secrets
-import struct
-import zlib
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from dpdpca._validation import check_int, param_error
 from dpdpca.crypto.lattice import BFVArray, BFVParameters, BFVPublicKey, _encryptions_of_zero, _ts
+from dpdpca.crypto.seal_wire import trivial_ciphertext
 from dpdpca.errors import MessageError, OverflowRiskError
 
 __all__ = ["STATISTICAL_BITS", "MAX_COEFFICIENT_BITS", "RESERVE_BITS", "flood_exponent", "flood_bfv", "check_flood_room",
-           "sample_flood", "trivial_ciphertext", "ReleaseZeros", "rerandomize_release", "SealCiphertext", "parse_seal_ciphertext", "parse_bfv_vector"]
+           "sample_flood", "ReleaseZeros", "rerandomize_release"]
 
 #: lambda: the key holder's view of a release's noise is within 2**-lambda of share-independent.
 STATISTICAL_BITS = 40
@@ -70,11 +56,6 @@ MAX_COEFFICIENT_BITS = 24
 #: Bits of q/(2t) a flooded key reserves above its worst-case noise: lambda + log2(max coefficients) + 2.
 RESERVE_BITS = STATISTICAL_BITS + MAX_COEFFICIENT_BITS + 2
 
-_SEAL_MAGIC = 0xA15E
-_HEADER = struct.Struct("<HBBBBHQ")  # magic, header size, version major, minor, compr_mode, reserved, size
-_META = struct.Struct("<4QBQQQdQ")  # parms_id, is_ntt_form, size, N, coeff_modulus_size, scale, correction
-_COMPR_NAMES = {0: "none", 1: "zlib", 2: "zstd"}
-_MAX_INFLATED = 1 << 28  # a zlib payload may not inflate past 256 MiB (a 2-poly ciphertext of N = 32768 is 8 MiB)
 
 
 def flood_exponent(noise: int, coefficients: int, *, statistical_bits: int = STATISTICAL_BITS) -> int:
@@ -156,138 +137,6 @@ def sample_flood(ring_degree: int, exponent: int, moduli: tuple[int, ...]) -> np
     return out
 
 
-def _seal_header(size: int) -> bytes:
-    _ts()
-    import tenseal.sealapi as sealapi  # registers SEAL's types (Modulus) with the binding
-
-    h = sealapi.Serialization.SEALHeader()  # the running SEAL's version
-    return _HEADER.pack(_SEAL_MAGIC, _HEADER.size, int(h.version_major), int(h.version_minor), 0, 0, size)
-
-
-def _varint(x: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, x = x & 0x7F, x >> 7
-        out.append(low | (0x80 if x else 0))
-        if not x:
-            return bytes(out)
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise MessageError(f"BFV vector must be a TenSEAL message, got a malformed varint at byte {pos}")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
-
-
-def trivial_ciphertext(c0: np.ndarray, parms_id: Any, vector_size: int) -> bytes:
-    """A TenSEAL BFV vector message holding the SEAL ciphertext ``(c0, 0)`` in coefficient form, uncompressed.
-
-    ``c0``: ``uint64`` residues of shape ``(coeff_modulus_size, N)``; it
-    decrypts to 0 with noise ``c0``.  ``parms_id``: the data level's id.
-    """
-    k, n = c0.shape
-    words = np.zeros((2, k, n), dtype="<u8")
-    words[0] = c0
-    body = struct.pack("<Q", words.size) + words.tobytes()
-    array = _seal_header(_HEADER.size + len(body)) + body
-    meta = _META.pack(*[int(x) for x in parms_id], 0, 2, n, k, 1.0, 1)
-    seal = _seal_header(_HEADER.size + len(meta) + len(array)) + meta + array
-    size = _varint(vector_size)
-    return b"\x0a" + _varint(len(size)) + size + b"\x12" + _varint(len(seal)) + seal
-
-
-@dataclass(frozen=True)
-class SealCiphertext:
-    """A parsed SEAL ciphertext: metadata and residues of shape ``(size, coeff_modulus_size, N)``."""
-
-    parms_id: tuple[int, ...]
-    is_ntt_form: bool
-    size: int
-    ring_degree: int
-    coeff_modulus_size: int
-    scale: float
-    correction_factor: int
-    data: np.ndarray
-
-
-def _unwrap(data: bytes, what: str) -> bytes:
-    """The payload after a SEAL header, decompressed (none or zlib); zstd refused in one line."""
-    if len(data) < _HEADER.size:
-        raise MessageError(f"{what} must start with a 16-byte SEAL header, got {len(data)} bytes")
-    magic, hsize, _major, _minor, compr, _res, size = _HEADER.unpack_from(data)
-    if magic != _SEAL_MAGIC or hsize != _HEADER.size:
-        raise MessageError(f"{what} must start with SEAL magic 0xA15E and header size 16, got {magic:#06x} and {hsize}")
-    if size != len(data):
-        raise MessageError(f"{what} must be {size} bytes as its header says, got {len(data)}")
-    body = data[_HEADER.size:]
-    if compr == 0:
-        return body
-    if compr == 1:
-        inflate = zlib.decompressobj()
-        try:
-            out = inflate.decompress(body, _MAX_INFLATED)
-        except zlib.error:
-            raise MessageError(f"{what} must be valid zlib data, got a corrupt stream") from None
-        if inflate.unconsumed_tail or not inflate.eof:
-            raise MessageError(f"{what} must inflate to at most {_MAX_INFLATED} bytes and end, got more or a cut stream")
-        return out
-    raise MessageError(f"{what} compression must be none or zlib (zstd needs a decoder this package does not "
-                       f"depend on), got {_COMPR_NAMES.get(compr, compr)}")
-
-
-def parse_seal_ciphertext(data: bytes) -> SealCiphertext:
-    """Parse a serialized SEAL ciphertext (compression none or zlib).
-
-    Raises
-    ------
-    MessageError
-        Not a SEAL ciphertext, zstd-compressed, truncated, or with trailing bytes (one line).
-    """
-    what = "SEAL ciphertext"
-    body = _unwrap(bytes(data), what)
-    if len(body) < _META.size:
-        raise MessageError(f"{what} must hold {_META.size} bytes of metadata, got {len(body)}")
-    meta = _META.unpack_from(body)
-    parms_id, ntt, size, n, k, scale, corr = meta[:4], meta[4], meta[5], meta[6], meta[7], meta[8], meta[9]
-    if ntt > 1 or not 1 <= size <= 16 or n < 1 or n & (n - 1) or n > 1 << 17 or not 1 <= k <= 64:
-        raise MessageError(f"{what} must have size 1..16, a power-of-two degree and 1..64 primes, got size {size}, "
-                           f"degree {n}, {k} primes")
-    array = _unwrap(body[_META.size:], f"{what} data")
-    count = size * k * n
-    if len(array) != 8 + 8 * count or struct.unpack_from("<Q", array)[0] != count:
-        raise MessageError(f"{what} data must hold {count} words, got {len(array)} bytes")
-    words = np.frombuffer(array, dtype="<u8", offset=8).reshape(size, k, n).astype(np.uint64)
-    return SealCiphertext(tuple(parms_id), bool(ntt), size, n, k, scale, corr, words)
-
-
-def parse_bfv_vector(data: bytes) -> tuple[int, SealCiphertext]:
-    """``(vector size, ciphertext)`` of a TenSEAL BFV vector message (uncompressed or zlib SEAL blob)."""
-    data = bytes(data)
-    pos, fields = 0, {}
-    while pos < len(data):
-        key, pos = _read_varint(data, pos)
-        if key & 7 != 2 or key >> 3 not in (1, 2):
-            raise MessageError(f"BFV vector must have length-delimited fields 1 and 2, got key {key}")
-        length, pos = _read_varint(data, pos)
-        if pos + length > len(data):
-            raise MessageError(f"BFV vector field {key >> 3} must fit the message, got {length} bytes past its end")
-        fields[key >> 3] = data[pos:pos + length]
-        pos += length
-    if set(fields) != {1, 2}:
-        raise MessageError(f"BFV vector must have fields 1 (size) and 2 (ciphertext), got {sorted(fields)}")
-    size, end = _read_varint(fields[1], 0)
-    if end != len(fields[1]):
-        raise MessageError("BFV vector size field must be one varint, got trailing bytes")
-    return size, parse_seal_ciphertext(fields[2])
-
-
 def flood_bfv(array: BFVArray, *, statistical_bits: int = STATISTICAL_BITS) -> BFVArray:
     """``array`` with every ciphertext's noise flooded (the proxy's last step before release).
 
@@ -324,11 +173,10 @@ def _check_room(params: BFVParameters, noise: int, exponent: int, coefficients: 
 
 def _check_floodable(array: BFVArray) -> None:
     """Refuse a ciphertext that is not size 2, in coefficient form, at the key's data level (MessageError)."""
-    for ctx, row in zip(array.public_key.contexts, array.per_prime_vectors()):
-        parms_id = list(ctx.seal_context().data.first_parms_id())
+    for level, row in zip(array.public_key.levels, array.per_prime_vectors()):
         for vec in row:
             ct = vec.ciphertext()[0]
-            if list(ct.parms_id()) != parms_id or ct.is_ntt_form() or ct.size() != 2:
+            if tuple(ct.parms_id()) != level.parms_id or ct.is_ntt_form() or ct.size() != 2:
                 raise MessageError("BFV flooding needs size-2 coefficient-form ciphertexts at the key's data level, "
                                    "got a foreign ciphertext")
 
@@ -336,17 +184,9 @@ def _check_floodable(array: BFVArray) -> None:
 def _trivial_zeros(pk: BFVPublicKey, chunks: tuple[int, ...], exponent: int) -> list[list[Any]]:
     """Per plaintext prime, per chunk: the trivial encryption ``(e, 0)`` of 0, ``e`` uniform on ``[-2**f, 2**f)``."""
     ts = _ts()
-    import tenseal.sealapi  # noqa: F401  (registers SEAL's Modulus type: the primes are read below)
-
     n = pk.params.ring_degree
-    zeros = []
-    for ctx in pk.contexts:
-        seal = ctx.seal_context().data
-        moduli = tuple(int(m.value()) for m in seal.first_context_data().parms().coeff_modulus())
-        parms_id = list(seal.first_parms_id())
-        zeros.append([ts.bfv_vector_from(ctx, trivial_ciphertext(sample_flood(n, exponent, moduli), parms_id, c))
-                      for c in chunks])
-    return zeros
+    return [[ts.bfv_vector_from(ctx, trivial_ciphertext(sample_flood(n, exponent, level.moduli), level.parms_id, c))
+             for c in chunks] for ctx, level in zip(pk.contexts, pk.levels)]
 
 
 class ReleaseZeros:

@@ -121,11 +121,10 @@ class CipherScheme:
         return {name: arr.to_bytes() for name, arr in arrays.items()}
 
     def load_sections(self, sections: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
-                      lengths: dict[str, int], bounds: dict[str, int], replay_keys: bool = True,
+                      lengths: dict[str, int], bounds: dict[str, int],
                       encryptions: int | None = None) -> dict[str, Any]:
         """Deserialize a packed share (only where :attr:`packs_sections`): lengths and bounds per section, checked.
 
-        ``replay_keys=False``: the ciphertexts' replay keys are not made now (an aggregate's are never asked for).
         ``encryptions``: the sections are that many fresh encryptions summed (an owner's share: 1), so any
         decryption noise they declare beyond that many fresh encryptions' is refused (None: not checked).
         """
@@ -202,7 +201,7 @@ class CipherScheme:
     def ciphertext_key_span(self, section: bytes, array: Any, public_key: Any) -> tuple[int, int, int] | None:
         """Where :meth:`ciphertext_keys` lie in ``section``, when they are its own bytes: one run of keys,
         ``(start, length, width)`` (Paillier's ciphertexts), so a pool worker need only say where they are; None
-        when they are not (BFV's digests: they travel back)."""
+        when they are not (BFV's, read from the residues: they travel back)."""
         return None
 
     def check_units(self, arrays: dict[str, Any], public_key: Any) -> None:
@@ -449,7 +448,7 @@ class BFVScheme(CipherScheme):
         return {name: (pack_of(arrays).to_bytes() if i == 0 else b"") for i, name in enumerate(names)}
 
     def load_sections(self, sections: dict[str, bytes], public_key: Any, *, layout: SlotLayout,
-                      lengths: dict[str, int], bounds: dict[str, int], replay_keys: bool = True,
+                      lengths: dict[str, int], bounds: dict[str, int],
                       encryptions: int | None = None) -> dict[str, Any]:
         """The packed share: its bytes under the first name, the others empty; the segments checked against
         ``lengths`` and ``bounds`` (each declared bound at most the public one).
@@ -477,7 +476,7 @@ class BFVScheme(CipherScheme):
             raise MessageError(f"section {first} must hold {count} ciphertexts ({need} bytes) for the declared d, "
                                f"got {have} bytes")
         try:
-            packed = BFVArray.from_bytes(sections[first], public_key, layout=layout, digests=replay_keys)
+            packed = BFVArray.from_bytes(sections[first], public_key, layout=layout)
         except MessageError as exc:
             raise MessageError(f"section {first}: {exc}") from None
         if encryptions is not None and packed.noise > encryptions * public_key.params.fresh_noise:
@@ -584,7 +583,7 @@ class BFVScheme(CipherScheme):
         # a packed share's ciphertexts are all in its first section; the others are empty views of the same pack
         if not section:
             return []
-        return getattr(array, "packed", array).ciphertext_digests()
+        return getattr(array, "packed", array).replay_keys()
 
     def sum(self, arrays: Sequence[Any], *, executor: Any = None) -> Any:
         from dpdpca.crypto.lattice import sum_bfv
@@ -598,7 +597,7 @@ class BFVScheme(CipherScheme):
                           chunks: Mapping[str, Sequence[int]], bounds: Mapping[str, int]) -> dict[str, Any]:
         """The packed sum (its own bounds and noise, checked against the key), each segment within ``bounds``."""
         return self.load_sections(blobs, public_key, layout=layout, bounds=dict(bounds),
-                                  lengths={name: sum(c) for name, c in chunks.items()}, replay_keys=False)
+                                  lengths={name: sum(c) for name, c in chunks.items()})
 
     def take_out(self, total: dict[str, Any], share: dict[str, Any]) -> dict[str, Any]:
         """The packed total minus the packed share (:meth:`~dpdpca.crypto.lattice.BFVArray.take_out`)."""

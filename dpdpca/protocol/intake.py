@@ -116,7 +116,7 @@ class CheckedShare:
         section (:attr:`Message.offsets`) and where the scheme puts the
         ciphertexts in it (:meth:`~dpdpca.crypto.CipherScheme.ciphertext_key_span`),
         so no key is cut out or searched for.  Keys that are not wire bytes
-        (BFV's digests) come back concatenated.
+        (BFV's, :meth:`~dpdpca.crypto.lattice.BFVArray.replay_keys`) come back concatenated.
         """
         scheme = scheme_of(self.public_key)
         runs: list[tuple[int, int]] = []
@@ -133,11 +133,11 @@ class CheckedShare:
 
 
 def ciphertext_keys(msg: Message, arrays: dict[str, Any], public_key: Any) -> list[bytes]:
-    """One key per ciphertext of a checked share, equal iff the ciphertexts are (the replay check's keys).
+    """One key per ciphertext of a checked share, equal for equal ciphertexts (the replay check's keys).
 
     Paillier: the exact fixed-width big-endian bytes (every ciphertext is
-    range checked, so nothing is truncated); BFV: the SHA-256 of each
-    serialized ciphertext (:meth:`~dpdpca.crypto.CipherScheme.ciphertext_keys`).
+    range checked, so nothing is truncated); BFV: the first residues of each
+    ciphertext's mask part (:meth:`~dpdpca.crypto.lattice.BFVArray.replay_keys`).
     """
     scheme = scheme_of(public_key)
     out: list[bytes] = []

@@ -343,8 +343,7 @@ class DataUser:
         if scheme.packs_sections:
             arrays = scheme.load_sections({f"{k}2": msg.section(f"{k}2") for k in shapes}, p.public_key,
                                           layout=p.layout, lengths={f"{k}2": sum(c) for k, c in shapes.items()},
-                                          bounds={f"{k}2": p.layout.max_abs for k in shapes},
-                                          replay_keys=False)  # one release, checked whole: no per-ciphertext keys
+                                          bounds={f"{k}2": p.layout.max_abs for k in shapes})
         else:
             arrays = {f"{k}2": load_array(msg, f"{k}2", p.public_key, chunks=chunks, bound=p.layout.max_abs,
                                           layout=p.layout)

@@ -14,8 +14,8 @@ from dpdpca.crypto import scheme_named  # noqa: E402
 from dpdpca.crypto.lattice import (BFVArray, decrypt_bfv, encrypt_bfv, generate_bfv_keypair,  # noqa: E402
                                    smallest_parameters, sum_bfv)
 from dpdpca.crypto.lattice_flood import (RESERVE_BITS, STATISTICAL_BITS, flood_bfv, flood_exponent,  # noqa: E402
-                                         parse_bfv_vector, parse_seal_ciphertext, sample_flood,
-                                         trivial_ciphertext)
+                                         sample_flood)
+from dpdpca.crypto.seal_wire import parse_bfv_vector, parse_seal_ciphertext, trivial_ciphertext  # noqa: E402
 from dpdpca.errors import MessageError, OverflowRiskError, ParameterError  # noqa: E402
 
 OWNERS = 10
@@ -162,10 +162,18 @@ def test_malformed_or_foreign_ciphertexts_are_refused_in_one_line(flood_keys):
         parse_seal_ciphertext(b"\x00" * 16 + seal[16:])
     with pytest.raises(MessageError, match="must be 1 bytes as its header says|as its header says"):
         parse_seal_ciphertext(seal + b"\x00")
-    # TenSEAL's own output is zstd-compressed: refused by name, never guessed at
+    # TenSEAL's own output is zstd-compressed: read whole, and a cut or padded frame is refused
     enc = encrypt_bfv(pk, [1, 2, 3], bound=3)
-    with pytest.raises(MessageError, match="compression must be none or zlib .*got zstd"):
-        parse_bfv_vector(enc.per_prime_vectors()[0][0].serialize())
+    tenseal_blob = enc.per_prime_vectors()[0][0].serialize()
+    size, ct = parse_bfv_vector(tenseal_blob)
+    assert size == 3 and ct.size == 2 and ct.data.shape == (2, 3, 8192) and ct.data[1].any()
+    assert (ct.data < np.array(moduli, dtype=np.uint64)[None, :, None]).all()
+    zseal = tenseal_blob[tenseal_blob.index(b"\x5e\xa1"):]
+    for body, message in [(zseal[16:-20], "cut stream|corrupt stream"), (zseal[16:] + b"\0", "trailing bytes"),
+                          (b"\x28\xb5\x2f\xfd" + b"\0" * 40, "stating a size|corrupt stream")]:
+        with pytest.raises(MessageError, match=message) as err:
+            parse_seal_ciphertext(zseal[:8] + (16 + len(body)).to_bytes(8, "little") + body)
+        assert "\n" not in str(err.value)
     # a ciphertext of other parameters (N = 4096) inside an array that claims this key
     small_pk, _ = generate_bfv_keypair(smallest_parameters(2**40, additions=3))
     foreign = encrypt_bfv(small_pk, [1, 2, 3], bound=3)

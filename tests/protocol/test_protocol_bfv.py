@@ -109,6 +109,50 @@ def test_bfv_replay_duplicate_and_single_release(bfv_user, make_owner, identity,
         user.finish(other.finish(epsilon=1.0, delta=1e-5), n_components=2)
 
 
+def test_a_copy_with_a_plaintext_added_to_c0_is_refused_as_a_replay(bfv_user, make_owner, identity, unit_rows):
+    """Bob takes alice's ciphertext, adds a plaintext of his own to c_0 (a valid encryption of her values plus his,
+    counting her rows twice) and signs it: the replay key reads the mask part c_1, which the addition leaves alone,
+    so the copy is refused.  A digest of the whole ciphertext would have let it through."""
+    from dpdpca.crypto.lattice import BFVArray
+
+    p = bfv_user.params
+    alice = make_owner(p, "alice", release="add-remove").share(_parts(unit_rows, seed=3)[0])
+    packed = BFVArray.from_bytes(Message.from_bytes(alice).section("R"), p.public_key)
+    shifted = [[np.stack([(words[0] + np.uint64(1)) % level.column[0], words[1]]) for words in row]
+               for level, row in zip(p.public_key.levels, packed.residues())]
+    copy = BFVArray(p.public_key, packed.chunks, 0, packed.noise, None, packed.layout, packed.segments,
+                    residues=shifted)
+    assert copy.ciphertext_blobs() != packed.ciphertext_blobs() and copy.replay_keys() == packed.replay_keys()
+    m = Message.from_bytes(alice)
+    proxy = Proxy(p, bfv_user.owner_keys, quorum=2, release="add-remove")
+    assert proxy.receive_share(alice) == "alice"
+    with pytest.raises(ProtocolError, match="ciphertexts must be fresh"):
+        proxy.receive_share(_signed_as(alice, identity, p, "bob", {**m.sections, "R": copy.to_bytes()}))
+    assert proxy.receive_share(make_owner(p, "bob", release="add-remove").share(_parts(unit_rows, seed=4)[1])) == "bob"
+
+
+def test_a_residue_at_or_above_its_prime_is_refused_in_one_line(bfv_user, make_owner, identity, unit_rows):
+    """The proxy checks received ciphertexts in numpy, not through SEAL's loader: every residue must be below its
+    prime (as SEAL would require), so a share carrying q_i itself, or 2**64 - 1, is refused naming the ciphertext,
+    and the honest share still goes in."""
+    from dpdpca.crypto.lattice import BFVArray
+
+    p = bfv_user.params
+    share = make_owner(p, "alice", release="add-remove").share(_parts(unit_rows, seed=13)[0])
+    m = Message.from_bytes(share)
+    packed = BFVArray.from_bytes(m.section("R"), p.public_key)
+    for value in (int(p.public_key.levels[0].moduli[-1]), 2**64 - 1):
+        rows = [[words.copy() for words in row] for row in packed.residues()]
+        rows[0][0][1, -1, 7] = value  # c_1, the last data prime, one coefficient
+        bad = BFVArray(p.public_key, packed.chunks, 0, packed.noise, None, packed.layout, packed.segments,
+                       residues=rows)
+        proxy = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
+        with pytest.raises(MessageError, match=r"^section R: BFV batch ciphertext\[0\] must have every residue "
+                                               r"below its prime, got one at or above it$"):
+            proxy.receive_share(_signed_as(share, identity, p, "alice", {**m.sections, "R": bad.to_bytes()}))
+    assert proxy.receive_share(share) == "alice"
+
+
 def test_bfv_proxy_output_is_rerandomized(bfv_user, make_owner, unit_rows):
     """The released ciphertexts are not the owners' sum: a fresh encryption of 0 was added to each, then flooded.
 
@@ -454,24 +498,16 @@ def test_colluding_owners_cancelling_ciphertexts_lose_one_share_not_the_session(
 def test_a_share_of_transparent_ciphertexts_is_refused_in_one_line(bfv_user, make_owner, identity, unit_rows):
     """A share whose ciphertexts have c1 = 0 (readable without the key; alone, a transparent aggregate that SEAL
     refuses to add the noise to) is refused when loaded; the owner's honest share still goes in."""
-    import tenseal.sealapi  # noqa: F401  (SEAL's Modulus type, read below)
-
     from dpdpca.crypto.lattice import BFVArray
-    from dpdpca.crypto.lattice_flood import trivial_ciphertext
 
     p = bfv_user.params
     share = make_owner(p, "alice", release="add-remove").share(_parts(unit_rows, seed=12)[0])
     m = Message.from_bytes(share)
     packed = BFVArray.from_bytes(m.section("R"), p.public_key)
-    blobs = []  # (c0, 0) written uncompressed, as large as an honest ciphertext: past the size check
-    for ctx in p.public_key.contexts:
-        seal = ctx.seal_context().data
-        k = len(seal.first_context_data().parms().coeff_modulus())
-        c0 = np.full((k, p.public_key.params.ring_degree), 12345, dtype="<u8")
-        blobs += [trivial_ciphertext(c0, list(seal.first_parms_id()), c) for c in packed.chunks]
-    bare = BFVArray(p.public_key, packed.chunks, 0, packed.noise, packed.per_prime_vectors(), packed.layout,
-                    packed.segments)
-    bare.ciphertext_blobs = lambda: blobs  # type: ignore[method-assign]
+    rows = []  # (c0, 0), as large as an honest ciphertext: past the size check
+    for row in packed.residues():
+        rows.append([np.stack([np.full_like(words[0], 12345), np.zeros_like(words[1])]) for words in row])
+    bare = BFVArray(p.public_key, packed.chunks, 0, packed.noise, None, packed.layout, packed.segments, residues=rows)
     proxy = Proxy(p, bfv_user.owner_keys, quorum=1, release="add-remove")
     with pytest.raises(MessageError, match=r"^section R: BFV batch ciphertext\[0\] must have a nonzero mask part c1, "
                                            r"got c1 = 0 \(a transparent ciphertext\)$"):
