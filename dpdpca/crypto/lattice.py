@@ -1088,17 +1088,17 @@ class BFVArray:
         KeyMismatchError
             Another key's fingerprint.
         """
-        if not isinstance(data, bytes):
-            data = bytes(data)
-        if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + 4:
-            raise MessageError(f"BFV batch must start with {_MAGIC!r}, got {data[:6]!r}")
+        if not isinstance(data, (bytes, memoryview)):
+            data = bytes(data)  # a memoryview (a section of a received message) is read in place
+        if bytes(data[:len(_MAGIC)]) != _MAGIC or len(data) < len(_MAGIC) + 4:
+            raise MessageError(f"BFV batch must start with {_MAGIC!r}, got {bytes(data[:6])!r}")
         pos = len(_MAGIC)
         (hlen,) = struct.unpack(">I", data[pos:pos + 4])
         pos += 4
         if hlen > 1 << 24 or pos + hlen > len(data):
             raise MessageError(f"BFV batch header must fit the message, got {hlen} bytes")
         try:
-            head = json.loads(data[pos:pos + hlen].decode())
+            head = json.loads(bytes(data[pos:pos + hlen]).decode())
             chunks = tuple(int(c) for c in head["chunks"])
             bound, noise, primes = int(head["bound"]), int(head["noise"]), int(head["primes"])
             key = str(head["key"])

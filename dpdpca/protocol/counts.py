@@ -63,8 +63,8 @@ def ciphertext_digest(sections: Mapping[str, bytes], names: Sequence[str] = SHAR
     for name in names:
         if name not in sections:
             raise MessageError(f"share must have section {name!r}, got {sorted(sections)}")
-        body = bytes(sections[name])
-        h.update(name.encode() + b"\0" + len(body).to_bytes(8, "big"))
+        body = memoryview(sections[name])  # hashed in place: a section may be a view of a share's bytes
+        h.update(name.encode() + b"\0" + body.nbytes.to_bytes(8, "big"))
         h.update(body)
     return h.hexdigest()
 

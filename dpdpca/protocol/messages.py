@@ -199,8 +199,13 @@ class Message:
         return body + hashlib.sha256(body).digest()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Message":
+    def from_bytes(cls, data: bytes, *, views: bool = False) -> "Message":
         """Parse and check integrity.
+
+        ``views=True``: each section is a read-only ``memoryview`` of
+        ``data`` instead of a copy (the proxy's intake, which parses a share
+        once and reads its sections in place: a BFV share's 394 kB would
+        otherwise be copied into fresh memory while the GIL is held).
 
         Raises
         ------
@@ -248,12 +253,13 @@ class Message:
         if rnd != int(kind):
             raise MessageError(f"message round must be {int(kind)} for {kind.name}, got {rnd}")
         pos = start + hlen
-        sections: dict[str, bytes] = {}
+        view = memoryview(data).toreadonly()
+        sections: dict[str, Any] = {}
         offsets: dict[str, int] = {}
         for name, length in table:
             if length < 0 or pos + length > end or name in sections:
                 raise MessageError(f"message section {name!r} must fit the message, got length {length}")
-            sections[name] = data[pos:pos + length]
+            sections[name] = view[pos:pos + length] if views else data[pos:pos + length]
             offsets[name] = pos
             pos += length
         if pos != end:

@@ -9,7 +9,6 @@ It never holds the secret key.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -17,7 +16,7 @@ import math
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from dpdpca._validation import check_delta, check_int, param_error
@@ -38,7 +37,7 @@ from dpdpca.protocol.params import DEFAULT_MAX_FEATURES, ProtocolParams, check_f
 from dpdpca.protocol.proofs import check_range_proof_mode
 from dpdpca.protocol.releases import CENTRED, ReleaseNoise, as_release
 from dpdpca.protocol.intake import (IntakeContext, add_each, check_and_sum, check_share, error_from,
-                                   intake_kernel, keys_from_ref, load_context)
+                                   intake_kernel, intake_threads, keys_from_ref, load_context)
 from dpdpca.protocol.sections import load_share_arrays
 from dpdpca.timing import Timings
 
@@ -313,24 +312,22 @@ class Proxy:
         futures: list[tuple[Future[Any], list[bytes]]] = []  # each chunk's bytes are kept: the keys are read there
         out: list[str | DpdpcaError] = []
         workers_cpu = 0.0
-        with contextlib.ExitStack() as stack:
-            pool: Any = (stack.enter_context(ThreadPoolExecutor(engine.workers, thread_name_prefix="dpdpca-intake"))
-                         if in_threads else engine.executor)
-            chunk: list[bytes] = []
-            for data in datas:
-                chunk.append(bytes(data))
-                if len(chunk) >= _next_size(sizes, len(futures)):
-                    futures.append((pool.submit(kernel, context, self.d, chunk), chunk))
-                    chunk = []
-            if chunk:
+        pool: Any = intake_threads(engine.workers) if in_threads else engine.executor
+        chunk: list[bytes] = []
+        for data in datas:
+            chunk.append(bytes(data))
+            if len(chunk) >= _next_size(sizes, len(futures)):
                 futures.append((pool.submit(kernel, context, self.d, chunk), chunk))
-            for future, sent in futures:
-                if in_threads:  # their CPU time is this process's
-                    verdicts, sums = future.result()
-                else:
-                    verdicts, sums, cpu_s = future.result()
-                    workers_cpu += cpu_s
-                out.extend(self._admit_chunk(verdicts, sums, sent, loaded=in_threads))
+                chunk = []
+        if chunk:
+            futures.append((pool.submit(kernel, context, self.d, chunk), chunk))
+        for future, sent in futures:
+            if in_threads:  # their CPU time is this process's
+                verdicts, sums = future.result()
+            else:
+                verdicts, sums, cpu_s = future.result()
+                workers_cpu += cpu_s
+            out.extend(self._admit_chunk(verdicts, sums, sent, loaded=in_threads))
         self.intake_cpu_s_ += time.process_time() - start + workers_cpu
         self._time_context_loads()  # done by now: queued before the first chunk
         return out
@@ -594,8 +591,11 @@ class Proxy:
         """
         engine = as_engine(self.executor)
         if (self._context_loads or self._statements or not isinstance(engine, ExecutorEngine)
-                or not self.params.scheme.pooled_intake or self.params.scheme.intake_in_threads):
+                or not self.params.scheme.pooled_intake):
             return  # already asked, or the intake is under way (prepare() called by the first share): too late
+        if self.params.scheme.intake_in_threads:  # this process's context; its threads started now
+            intake_threads(engine.workers)
+            return
         blob = self._intake_context_bytes()
         self._context_loads = [engine.executor.submit(load_context, blob) for _ in range(engine.workers)]
 
