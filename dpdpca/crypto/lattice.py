@@ -875,6 +875,13 @@ class BFVArray:
         self.noise = int(noise)
         if (vectors is None) == (residues is None):
             raise param_error("vectors", "exactly one of vectors and residues", "both" if vectors else "neither")
+        if residues is not None:
+            shapes = {(words.dtype.kind, words.dtype.itemsize, words.shape) for row in residues for words in row}
+            want = {("u", 8, (2, len(level.moduli), public_key.params.ring_degree)) for level in public_key.levels}
+            if (len(residues) != len(public_key.params.plain_moduli) or any(len(r) != len(self.chunks) for r in residues)
+                    or not shapes <= want):
+                raise param_error("residues", f"per plaintext prime, per chunk, uint64 arrays of shape {sorted(want)[0][2]}",
+                                  sorted(shapes)[:2])
         self._held_vectors = vectors
         self._held_residues = residues
         self.layout = layout
@@ -898,6 +905,11 @@ class BFVArray:
             self._held_residues = [[_residues_of(vec, level) for vec in row]
                                    for level, row in zip(self.public_key.levels, self._vectors)]
         return self._held_residues
+
+    @property
+    def holds_residues(self) -> bool:
+        """Whether the ciphertexts are held as residues (read from the wire, or their numpy sums)."""
+        return self._held_residues is not None
 
     def _in_residues(self, other: "BFVArray") -> bool:
         """Both arrays hold residues: combine them in numpy."""
@@ -1014,21 +1026,40 @@ class BFVArray:
         """The TenSEAL vectors, a list per plaintext prime (chunk order); the lists are copies."""
         return [list(row) for row in self._vectors]
 
-    def add_zeros(self, zeros: list[list[Any]], noise: int) -> "BFVArray":
+    def add_zeros(self, zeros: list[list[Any]] | None, noise: int, *, residues: list[list[np.ndarray]] | None = None,
+                  plain_bound: int = 0) -> "BFVArray":
         """Add encryptions of 0 (TenSEAL vectors laid out as :meth:`per_prime_vectors`) of noise ``<= noise``.
 
         The values and bounds are unchanged; the noise bound grows by
         ``noise`` half-units (checked first).  The step of :meth:`rerandomize`
         and of noise flooding (:func:`dpdpca.crypto.lattice_flood.flood_bfv`).
+        ``residues``: the same ciphertexts as residues (laid out as
+        :meth:`residues`), added in numpy when this array holds residues too.
+        ``plain_bound``: the "zeros" carry a plaintext of at most that bound
+        (the release's noise folded into them ahead:
+        :meth:`~dpdpca.crypto.lattice_flood.ReleaseZeros.fold_plain`), which
+        every segment's bound grows by (checked first).
         """
         total = self.noise + int(noise)
         self.public_key.check_noise(total, "add_zeros")
-        if [len(r) for r in zeros] != [len(r) for r in self._vectors]:
-            raise param_error("zeros", f"{len(self._vectors)} lists of {len(self.chunks)} ciphertexts",
-                              [len(r) for r in zeros])
+        segments = [(n, b + int(plain_bound)) for n, b in self.segments]
+        self.public_key.check_bound(max(b for _, b in segments), "add_zeros")
+        count = len(self.public_key.params.plain_moduli)
+        given = residues if residues is not None else zeros
+        if given is None or [len(r) for r in given] != [len(self.chunks)] * count:
+            raise param_error("zeros", f"{count} lists of {len(self.chunks)} ciphertexts",
+                              None if given is None else [len(r) for r in given])
+        if residues is not None and self._held_residues is not None:
+            rows = [[_ring_sum(a, z, level.column) for a, z in zip(mine, zs)]
+                    for level, mine, zs in zip(self.public_key.levels, self._held_residues, residues)]
+            if any(not words[1].any() for row in rows for words in row):
+                raise _transparent_error("add_zeros")
+            return BFVArray(self.public_key, self.chunks, 0, total, None, self.layout, segments, residues=rows)
+        if zeros is None:
+            raise param_error("zeros", "TenSEAL vectors for an array held as vectors", None)
         with refused_if_transparent("add_zeros"):
             vectors = [[a + z for a, z in zip(mine, zs)] for mine, zs in zip(self._vectors, zeros)]
-        return BFVArray(self.public_key, self.chunks, 0, total, vectors, self.layout, self.segments)
+        return BFVArray(self.public_key, self.chunks, 0, total, vectors, self.layout, segments)
 
     def with_bound(self, bound: int) -> "BFVArray":
         """The same ciphertexts under a larger declared bound (never smaller), every segment's."""

@@ -172,7 +172,13 @@ def _check_room(params: BFVParameters, noise: int, exponent: int, coefficients: 
 
 
 def _check_floodable(array: BFVArray) -> None:
-    """Refuse a ciphertext that is not size 2, in coefficient form, at the key's data level (MessageError)."""
+    """Refuse a ciphertext that is not size 2, in coefficient form, at the key's data level (MessageError).
+
+    An array held as residues is all three by construction (:meth:`BFVArray.from_bytes` reads exactly that
+    layout for the key's levels), so only the binding's vectors are asked.
+    """
+    if array.holds_residues:
+        return
     for level, row in zip(array.public_key.levels, array.per_prime_vectors()):
         for vec in row:
             ct = vec.ciphertext()[0]
@@ -231,23 +237,74 @@ class ReleaseZeros:
         coefficients = params.ring_degree * len(self.chunks) * len(params.plain_moduli)
         exponent = flood_exponent(self.max_noise + fresh, coefficients, statistical_bits=statistical_bits)
         self.added_noise = fresh + (2 << exponent)  # half-units: the encryption of 0, then |e| <= F
-        _check_room(params, self.max_noise + self.added_noise, exponent, coefficients, statistical_bits)
-        fresh_zeros = _encryptions_of_zero(public_key, self.chunks)
-        flood = _trivial_zeros(public_key, self.chunks, exponent)
-        self._vectors: list[list[Any]] | None = [[a + e for a, e in zip(mine, theirs)]
-                                                 for mine, theirs in zip(fresh_zeros, flood)]
+        # one half-unit more: room for a plaintext folded in ahead (fold_plain), whose rounding adds it
+        _check_room(params, self.max_noise + self.added_noise + 1, exponent, coefficients, statistical_bits)
+        # the encryption of 0 through the binding; the flood (e, 0) as residues, added to c_0 when the zeros are
+        # read out (once, after a plaintext is folded in, if one is: a single conversion either way)
+        self._fresh: BFVArray | None = BFVArray(public_key, self.chunks, 0, fresh,
+                                                _encryptions_of_zero(public_key, self.chunks))
+        self._flood = [[sample_flood(params.ring_degree, exponent, level.moduli) for _ in self.chunks]
+                       for level in public_key.levels]
+        self._zeros: BFVArray | None = None
+        self.plain_bound = 0
 
     def __repr__(self) -> str:  # never the ciphertexts
-        state = "used" if self._vectors is None else "ready"
-        return f"ReleaseZeros(ciphertexts={len(self.chunks)}, max_noise={self.max_noise}, {state})"
+        state = "used" if self._fresh is None else "ready"
+        folded = ", noise folded in" if self.plain_bound else ""
+        return f"ReleaseZeros(ciphertexts={len(self.chunks)}, max_noise={self.max_noise}, {state}{folded})"
 
     def fits(self, array: BFVArray) -> bool:
         """True if unused and made for ``array``'s key and chunks, with room for its noise bound."""
-        return (self._vectors is not None and array.public_key == self.public_key and array.chunks == self.chunks
+        return (self._fresh is not None and array.public_key == self.public_key and array.chunks == self.chunks
                 and array.noise <= self.max_noise)
 
+    def fold_plain(self, values: Sequence[int], *, plain_bound: int) -> None:
+        """Add the plaintext ``values`` to these zeros now, once: :meth:`apply` then adds them with the zeros.
+
+        The proxy's add/remove noise is drawn before any share arrives and
+        does not depend on them, so it is folded in offline and the release
+        makes one addition (in numpy, for an aggregate held as residues)
+        instead of a plaintext addition through the binding and a
+        conversion.  The same ciphertext either way: SEAL's plaintext
+        addition adds the scaled plaintext to ``c_0``, whatever else is
+        there.  ``values``: one per slot of the release (its chunks);
+        ``plain_bound``: the public bound on them, which :meth:`apply` adds
+        to every segment's.
+
+        Raises
+        ------
+        ParameterError
+            Already used or folded, or values of another length.
+        OverflowRiskError
+            A value beyond ``plain_bound``.
+        """
+        if self._fresh is None or self.plain_bound:
+            raise param_error("values", f"one plaintext folded into unused zeros, {self!r}", "a second one")
+        plain_bound = check_int("plain_bound", plain_bound, minimum=1)
+        self._fresh = self._fresh.add_plain(values, plain_bound=plain_bound)
+        self.plain_bound = plain_bound
+        self._zeros = None
+        self._read_out()
+
+    def _read_out(self) -> BFVArray:
+        """The zeros as residues: the encryption of 0 (and folded plaintext) read out, the flood added to c_0."""
+        if self._zeros is None:
+            assert self._fresh is not None
+            rows = []
+            for level, mine, flood in zip(self.public_key.levels, self._fresh.residues(), self._flood):
+                row = []
+                for words, e in zip(mine, flood):
+                    words = np.array(words, dtype=np.uint64)
+                    c0 = words[0] + e  # residues below q < 2**61: no overflow
+                    np.minimum(c0, c0 - level.column[0], out=words[0])
+                    row.append(words)
+                rows.append(row)
+            self._zeros = BFVArray(self.public_key, self.chunks, self._fresh.bound, self.added_noise + self._fresh.noise
+                                   - self.public_key.params.fresh_noise, None, residues=rows)
+        return self._zeros
+
     def apply(self, array: BFVArray) -> BFVArray:
-        """``array`` rerandomized and flooded (the values unchanged), once.
+        """``array`` rerandomized and flooded (the values unchanged, or plus the folded plaintext), once.
 
         Raises
         ------
@@ -260,8 +317,11 @@ class ReleaseZeros:
             raise param_error("array", f"an unused fit for {self!r} (same key and chunks, noise <= max_noise)",
                               repr(array))
         _check_floodable(array)
-        vectors, self._vectors = self._vectors or [], None  # used once
-        return array.add_zeros(vectors, self.added_noise)
+        zeros = self._read_out()
+        self._fresh = self._zeros = None  # used once
+        self._flood = []
+        return array.add_zeros(None if array.holds_residues else zeros.per_prime_vectors(), zeros.noise,
+                               residues=zeros.residues(), plain_bound=self.plain_bound)
 
 
 def rerandomize_release(array: BFVArray, *, statistical_bits: int = STATISTICAL_BITS) -> BFVArray:

@@ -49,10 +49,12 @@ class CipherScheme:
     #: the scheme implements :meth:`intake_sum`, :meth:`intake_bytes`, :meth:`intake_from_bytes` and :meth:`take_out`.
     pooled_intake = False
     #: Whether the pooled intake runs in threads of the proxy's process rather than in its pool's processes (BFV: a
-    #: share is ~360 kB, and copying it to a process and serializing a chunk's sum back cost more CPU than the
-    #: check; its three SHA-256 passes and the signature check, about half of it, release the GIL, the binding's
-    #: deserialization does not).
+    #: share is ~394 kB, and copying it to a process and serializing a chunk's sum back cost more CPU than the
+    #: check, whose SHA-256 passes and numpy checks and sums release the GIL).
     intake_in_threads = False
+    #: Whether the release's noise, drawn ahead, can be folded into its zeros made ahead
+    #: (:meth:`fold_plain_sections`), so the release adds one ciphertext (BFV).
+    folds_plain = False
     #: Whether the proxy adds each accepted share (or pool chunk's sum) into one running sum as it arrives (BFV: a
     #: ciphertext addition per ciphertext, and a sum the scheme refuses, a transparent one, then refuses the share
     #: that made it), rather than keeping them to sum once the collection closes (Paillier: one batch of products
@@ -168,6 +170,11 @@ class CipherScheme:
         if ready is not None:
             raise param_error("ready", f"None with scheme {self.name!r} (no release zeros)", type(ready).__name__)
         return {name: self.rerandomize(arr, public_key, executor=executor) for name, arr in arrays.items()}
+
+    def fold_plain_sections(self, ready: Any, values: Mapping[str, Sequence[int]], lengths: Mapping[str, int], *,
+                            plain_bound: int) -> None:
+        """Fold a plaintext into :meth:`release_zeros` made ahead (only where :attr:`folds_plain`)."""
+        raise NotImplementedError
 
     def decrypt_sections(self, private_key: Any, arrays: dict[str, Any], *,
                          executor: Any = None) -> dict[str, list[int]]:
@@ -388,6 +395,7 @@ class BFVScheme(CipherScheme):
     packs_sections = True
     pooled_intake = True
     intake_in_threads = True
+    folds_plain = True
     sums_at_intake = True
 
     def generate(self, *, key_bits: int, insecure_test_key: bool, max_abs: int,
@@ -503,14 +511,17 @@ class BFVScheme(CipherScheme):
                            plain_bound: int) -> dict[str, Any]:
         from dpdpca.crypto.lattice import pack_of, views_of
 
-        packed = pack_of(arrays)
-        flat: list[int] = []
-        for name, view in arrays.items():
-            part = as_int_list(f"values[{name!r}]", values[name])
-            if len(part) != view.length:
-                raise param_error(f"values[{name!r}]", f"length {view.length}", len(part))
-            flat.extend(part)
-        return views_of(packed.add_plain(flat, plain_bound=plain_bound), list(arrays))
+        lengths = {name: view.length for name, view in arrays.items()}
+        return views_of(pack_of(arrays).add_plain(_flat_values(values, lengths), plain_bound=plain_bound),
+                        list(arrays))
+
+    def fold_plain_sections(self, ready: Any, values: Mapping[str, Sequence[int]], lengths: Mapping[str, int], *,
+                            plain_bound: int) -> None:
+        """Fold the plaintext ``values`` (per section, sections of ``lengths`` in order, as
+        :meth:`add_plain_sections` packs them) into ``ready`` (:meth:`release_zeros`), offline:
+        :meth:`rerandomize_sections` with it then adds them too
+        (:meth:`~dpdpca.crypto.lattice_flood.ReleaseZeros.fold_plain`)."""
+        ready.fold_plain(_flat_values(values, lengths), plain_bound=plain_bound)
 
     def encryption_zeros(self, public_key: Any, values: int) -> Any:
         """:class:`~dpdpca.crypto.lattice.EncryptionZeros` for a share of ``values`` values packed as one stream."""
@@ -544,6 +555,9 @@ class BFVScheme(CipherScheme):
         packed = pack_of(arrays)
         if ready is not None and ready.fits(packed):
             return views_of(ready.apply(packed), list(arrays))
+        if ready is not None and ready.plain_bound:  # fresh zeros would drop the plaintext folded into these
+            raise param_error("ready", f"release zeros that fit the aggregate, as {ready!r} carries the release's "
+                              f"noise", repr(packed))
         return views_of(self.rerandomize(packed, public_key, executor=executor), list(arrays))
 
     def decrypt_sections(self, private_key: Any, arrays: dict[str, Any], *,
@@ -625,6 +639,17 @@ class BFVScheme(CipherScheme):
         from dpdpca.crypto.lattice import BFVPrivateKey
 
         return BFVPrivateKey.from_json(obj, insecure_test_key=insecure_test_key)
+
+
+def _flat_values(values: Mapping[str, Sequence[int]], lengths: Mapping[str, int]) -> list[int]:
+    """``values`` of the sections in ``lengths``' order, concatenated (one packed stream), each of its length."""
+    flat: list[int] = []
+    for name, length in lengths.items():
+        part = as_int_list(f"values[{name!r}]", values[name])
+        if len(part) != length:
+            raise param_error(f"values[{name!r}]", f"length {length}", len(part))
+        flat.extend(part)
+    return flat
 
 
 _SCHEMES: dict[str, CipherScheme] = {"paillier": PaillierScheme(), "bfv": BFVScheme()}

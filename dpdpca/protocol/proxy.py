@@ -199,6 +199,9 @@ class Proxy:
         # BFV: the release's encryptions of 0 and flood made ahead (scheme.release_zeros), used once
         self._release_zeros: Any = None
         self._zeros_thread: threading.Thread | None = None
+        # ... and, once both are made, the noise folded into them: (its setting's key, section lengths)
+        self._folded: tuple[tuple[Any, ...], dict[str, int]] | None = None
+        self._fold_lock = threading.Lock()
         self._context_loads: list[Future[tuple[int, float]]] = []  # the pool workers loading the intake context
         self._context_blob: bytes | None = None  # the intake context's bytes, made once (offline, at prepare)
 
@@ -557,6 +560,7 @@ class Proxy:
                 self._ready_calibration = (_noise_key(setting, d), noise)  # price() reuses it: no calibration online
                 self._ready_noise = (_noise_key(setting, d), add_remove.proxy_noise(noise.calibration, self.params))
                 self.timings_.add(self.party, "precompute_noise", time.thread_time() - start)
+                self._fold_noise()
             # By default too when the rerandomizers below go to other processes (an executor): this
             # thread waits on them meanwhile, so the sampler would otherwise leave a core idle first.
             if wait is False or (wait is None and self.executor is not None):
@@ -575,6 +579,7 @@ class Proxy:
                 self._release_zeros = self.params.scheme.release_zeros(self.params.public_key, values,
                                                                        additions=self.params.max_owners + 1)
                 self.timings_.add(self.party, "precompute", time.thread_time() - start)
+                self._fold_noise()
             if wait is False:  # by default now: the binding holds the GIL, a thread would contend with intake
                 self._zeros_thread = threading.Thread(target=make_zeros, name="dpdpca-zeros", daemon=True)
                 self._zeros_thread.start()
@@ -613,6 +618,41 @@ class Proxy:
         if self._noise_thread is not None:
             self._noise_thread.join()
             self._noise_thread = None
+
+    def _fold_noise(self) -> None:
+        """BFV: the noise drawn ahead folded into the release's zeros made ahead, once both exist (offline).
+
+        The release then adds one ciphertext (the aggregate plus zeros plus
+        noise, in numpy) instead of a plaintext addition through the binding.
+        Timed as ``precompute``.
+        """
+        if not self.params.scheme.folds_plain:
+            return
+        with self._fold_lock:
+            if self._folded is not None or self._release_zeros is None or self._ready_noise is None:
+                return
+            start = time.thread_time()
+            key, draws = self._ready_noise
+            lengths = {name: len(draws[name]) for name in self.release.sections}
+            self.params.scheme.fold_plain_sections(self._release_zeros, draws, lengths,
+                                                   plain_bound=self.params.noise_allowance)
+            self._folded = (key, lengths)
+            self.timings_.add(self.party, "precompute", time.thread_time() - start)
+
+    def _folded_for(self, key: tuple[Any, ...], lengths: dict[str, int]) -> bool:
+        """Whether the release's zeros carry the noise drawn ahead for ``key`` (and these section lengths).
+
+        Zeros carrying another setting's noise are dropped here, never used:
+        the release then makes its own.
+        """
+        if self._zeros_thread is not None:
+            self._zeros_thread.join()
+            self._zeros_thread = None
+        folded, self._folded = self._folded, None
+        if folded is not None and folded != (key, lengths):
+            self._release_zeros = None
+            return False
+        return folded is not None
 
     def _noise_drawn_ahead(self, key: tuple[Any, ...]) -> dict[str, list[int]] | None:
         """The add/remove noise :meth:`prepare` drew for this setting, handed out once (None otherwise)."""
@@ -954,16 +994,21 @@ class Proxy:
         with self.timings_.measure(self.party, "noise"):
             if noise.distributed is None:
                 # drawn ahead from the same calibration (the key fixes it), or now
-                draws = self._noise_drawn_ahead(_noise_key(noise.setting, d))
+                key = _noise_key(noise.setting, d)
+                draws = self._noise_drawn_ahead(key)
+                arrays = {"R": agg["R"], "v": v_packed, "N": agg["N"]}
+                folded = draws is not None and self._folded_for(key, {k: a.length for k, a in arrays.items()})
                 if draws is None:
+                    self._folded_for((), {})  # zeros carrying noise drawn for another setting are dropped
                     draws = add_remove.proxy_noise(noise.calibration, p)
                 if self.record_noise_for_testing:
                     self.noise_blocks_for_testing_ = draws
-                noised = p.scheme.add_plain_sections({"R": agg["R"], "v": v_packed, "N": agg["N"]},
-                                                     draws, plain_bound=p.noise_allowance)
-                r2, v2, n2 = noised["R"], noised["v"], noised["N"]
+                if not folded:  # else the noise rides in the release's zeros (BFV: _fold_noise), added below
+                    arrays = p.scheme.add_plain_sections(arrays, draws, plain_bound=p.noise_allowance)
+                r2, v2, n2 = arrays["R"], arrays["v"], arrays["N"]
                 sigmas = {b: math.sqrt(float(s2)) for b, s2 in noise.calibration.sigma_squared_int.items()}
             else:
+                self._folded_for((), {})  # zeros carrying the proxy's noise drawn ahead are dropped: owners added theirs
                 r2, v2, n2 = agg["R"], v_packed, agg["N"]
                 extra["coalitions"] = add_remove.coalition_report(noise.distributed, present=len(self.owners_))
                 # every present owner's share, if each added its own (the plausibility checks' worst case)

@@ -538,3 +538,32 @@ def test_owner_refuses_a_transparent_public_key_in_one_line(bfv_user, make_owner
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "must not be transparent" in err and "secret key 0)" in err
     assert not (tmp_path / "s.msg").exists()
+
+
+@pytest.mark.parametrize("eps_ahead", [1.0, 0.5])
+def test_noise_drawn_ahead_rides_in_the_release_zeros_exactly_and_only_for_its_setting(bfv_user, make_owner,
+                                                                                     unit_rows, eps_ahead):
+    """The proxy folds the noise it drew while collecting into the release's zeros made ahead, so the release
+    adds one ciphertext: it decrypts to the owners' sums plus exactly the noise reported.  Drawn for another
+    setting (epsilon 0.5, released at 1), those zeros are dropped and a fresh draw is released instead, exactly
+    too: noise made for one setting never reaches another's release."""
+    from dpdpca.crypto.lattice import BFVArray, decrypt_bfv
+
+    p, sk = bfv_user.params, bfv_user.private_key
+    shares = [make_owner(p, o, release="add-remove").share(x)
+              for o, x in zip(("alice", "bob"), _parts(unit_rows, seed=21))]
+    proxy = Proxy(p, bfv_user.owner_keys, quorum=2, release="add-remove", record_noise_for_testing=True)
+    proxy.prepare(5, epsilon=eps_ahead, delta=1e-5)
+    assert "noise folded in" in repr(proxy._release_zeros)  # both made ahead, and combined
+    drawn = proxy._ready_noise[1]
+    for s in shares:
+        proxy.receive_share(s)
+    proxy.close_collection()
+    out = Message.from_bytes(proxy.finish(epsilon=1.0, delta=1e-5))
+    released = decrypt_bfv(sk, BFVArray.from_bytes(out.section("R2"), p.public_key))
+    owners = [decrypt_bfv(sk, BFVArray.from_bytes(Message.from_bytes(s).section("R"), p.public_key)) for s in shares]
+    noise = proxy.noise_blocks_for_testing_
+    flat = [int(x) for k in ("R", "v", "N") for x in noise[k]]
+    assert released == [a + b + e for a, b, e in zip(*owners, flat)]
+    assert (noise is drawn) == (eps_ahead == 1.0)
+    assert proxy._release_zeros is None and proxy._folded is None  # used or dropped, never kept
