@@ -27,7 +27,6 @@ data user never decrypts anything on the proxy's behalf.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +35,7 @@ from typing import Any, Mapping, Sequence
 
 from dpdpca.errors import AuthenticationError, DpdpcaError, MessageError, ProtocolError
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring, b64url, check_owner_id, statement_bytes, unb64url
+from dpdpca.protocol.messages import sections_digest
 
 __all__ = ["SHARE_DOMAIN", "SHARE_SECTIONS", "NO_NOISE", "check_noise_statements", "ShareStatement", "ciphertext_digest", "check_counts",
            "check_statements"]
@@ -52,21 +52,18 @@ SHARE_SECTIONS = ("R", "v")
 
 
 def ciphertext_digest(sections: Mapping[str, bytes], names: Sequence[str] = SHARE_SECTIONS) -> str:
-    """SHA-256 hex over ``names`` in order, each as name, 8-byte length, body (unambiguous).
+    """SHA-256 hex over ``names`` in order, each as name, 8-byte length, body (unambiguous): the messages'
+    sections digest (:func:`~dpdpca.protocol.messages.sections_digest`) of those sections.
 
     Raises
     ------
     MessageError
         A section is missing.
     """
-    h = hashlib.sha256()
-    for name in names:
-        if name not in sections:
-            raise MessageError(f"share must have section {name!r}, got {sorted(sections)}")
-        body = memoryview(sections[name])  # hashed in place: a section may be a view of a share's bytes
-        h.update(name.encode() + b"\0" + body.nbytes.to_bytes(8, "big"))
-        h.update(body)
-    return h.hexdigest()
+    missing = [name for name in names if name not in sections]
+    if missing:
+        raise MessageError(f"share must have section {missing[0]!r}, got {sorted(sections)}")
+    return sections_digest({name: sections[name] for name in names}).hex()
 
 
 @dataclass(frozen=True)

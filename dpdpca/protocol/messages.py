@@ -3,7 +3,9 @@
 Wire format (all integers big-endian)::
 
     magic     6 bytes  b"DPDPCA"
-    version   1 byte   (currently 2; version 1 had a count round, types 2 and 3)
+    version   1 byte   (currently 3; version 2 hashed the whole message, so
+              an owner's share was hashed twice, version 1 had a count
+              round, types 2 and 3)
     type      1 byte   (:class:`MessageType`)
     hlen      4 bytes  length of the JSON header (at most MAX_HEADER_BYTES)
     header    hlen bytes of UTF-8 JSON: session, key_fingerprint, sender,
@@ -11,9 +13,15 @@ Wire format (all integers big-endian)::
               [[name, length], ...]
     sections  the section bodies, concatenated in table order (serialized
               ``EncryptedArray`` bytes from :mod:`dpdpca.crypto`)
-    digest    32 bytes SHA-256 over everything above
+    digest    32 bytes SHA-256 over magic, version, type, hlen and header,
+              then the sections' digest S (:func:`sections_digest`: SHA-256
+              over each section as its name, a zero byte, its length in 8
+              bytes and its bytes)
 
-The digest detects truncation and corruption; it is not a signature.
+The digest detects truncation and corruption; it is not a signature.  S is
+the digest an owner signs over its share's ciphertexts (the statement's
+``ciphertext_sha256``, :func:`dpdpca.protocol.counts.ciphertext_digest`), so
+the proxy hashes a share's bytes once (:attr:`Message.sections_sha256`).
 Authentication is a separate layer: an owner share carries an Ed25519
 signature over its session, key fingerprint, owner id, d, row count and the
 SHA-256 of its ciphertexts (:mod:`dpdpca.protocol.identity`), checked by the
@@ -41,11 +49,12 @@ from typing import Any, Mapping
 from dpdpca.errors import KeyMismatchError, MessageError, ProtocolError
 from dpdpca.protocol.identity import check_owner_id
 
-__all__ = ["MessageType", "Message", "MAGIC", "VERSION", "MAX_HEADER_BYTES", "check_frame", "check_owner_id",
+__all__ = ["MessageType", "Message", "MAGIC", "VERSION", "MAX_HEADER_BYTES", "check_frame", "sections_digest",
+           "frame", "check_owner_id",
            "check_session_id", "strict_int", "decimal_int"]
 
 MAGIC = b"DPDPCA"
-VERSION = 2
+VERSION = 3
 #: Largest JSON header accepted (the owners' signed statements and the privacy report fit easily).
 MAX_HEADER_BYTES = 1 << 22
 _PREFIX = struct.Struct(">6sBBI")
@@ -115,8 +124,103 @@ def check_session_id(session_id: Any) -> str:
     return session_id
 
 
+def sections_digest(sections: Mapping[str, Any]) -> bytes:
+    """S: SHA-256 over each section in order as its name (UTF-8), a zero byte, its length in 8 bytes big-endian,
+    then its bytes (hashed in place: a ``memoryview`` is not copied)."""
+    h = hashlib.sha256()
+    for name, body in sections.items():
+        view = memoryview(body)
+        h.update(name.encode() + b"\0" + view.nbytes.to_bytes(8, "big"))
+        h.update(view)
+    return h.digest()
+
+
+def _structure(data: Any, end: int) -> tuple[dict[str, Any], list[tuple[str, int]]] | None:
+    """The header and its section table (strictly typed), or None when they do not fit ``data[:end]`` exactly
+    (a truncated or cut message: its digest cannot be checked, so the reader says it does not match)."""
+    start = _PREFIX.size
+    _, _, _, hlen = _PREFIX.unpack_from(data)
+    if start + hlen > end or hlen > MAX_HEADER_BYTES:
+        return None
+    try:
+        header = json.loads(bytes(data[start:start + hlen]).decode())
+        if not isinstance(header, dict):
+            raise MessageError(f"message header must be a JSON object, got {type(header).__name__}")
+        if not isinstance(header["sections"], list):
+            raise MessageError(f"message sections must be a list, got {type(header['sections']).__name__}")
+        table = []
+        for entry in header["sections"]:
+            if not isinstance(entry, list) or len(entry) != 2:
+                raise MessageError(f"message section table entries must be [name, length], got {str(entry)[:60]}")
+            table.append((_strict_str("message section name", entry[0]),
+                          strict_int("message section length", entry[1])))
+    except MessageError:
+        raise
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as exc:
+        raise MessageError(f"message header must be valid JSON with the required fields, got {type(exc).__name__}") from None
+    pos, names = start + hlen, set()
+    for name, length in table:
+        if name in names:
+            raise MessageError(f"message section {name!r} must appear once in the table, got it twice")
+        if length < 0 or pos + length > end:
+            return None
+        names.add(name)
+        pos += length
+    return (header, table) if pos == end else None
+
+
+def _read_frame(data: bytes) -> tuple[dict[str, Any], dict[str, memoryview], dict[str, int], bytes]:
+    """``(header, sections as views of data, their offsets, S)`` of a whole message, its digest checked."""
+    if len(data) < _PREFIX.size + _DIGEST:
+        raise MessageError(f"message must be at least {_PREFIX.size + _DIGEST} bytes, got {len(data)} (truncated)")
+    end = len(data) - _DIGEST
+    magic, version, _, hlen = _PREFIX.unpack_from(data)
+    if magic != MAGIC:
+        raise MessageError(f"message magic must be {MAGIC!r}, got {magic!r}")
+    if version != VERSION:
+        raise MessageError(f"message version must be {VERSION}, got {version}")
+    structure = _structure(data, end)
+    if structure is None:  # no table that fits: the digest, over the header and the sections, cannot match
+        raise MessageError("message digest must match its content, got a mismatch (truncated or tampered)")
+    header, table = structure
+    view = memoryview(data).toreadonly()
+    sections: dict[str, memoryview] = {}
+    offsets: dict[str, int] = {}
+    pos = _PREFIX.size + hlen
+    for name, length in table:
+        sections[name] = view[pos:pos + length]
+        offsets[name] = pos
+        pos += length
+    digest = sections_digest(sections)  # the one pass over the sections' bytes
+    if hashlib.sha256(bytes(view[:_PREFIX.size + hlen]) + digest).digest() != data[end:]:
+        raise MessageError("message digest must match its content, got a mismatch (truncated or tampered)")
+    return header, sections, offsets, digest
+
+
+def frame(body: bytes) -> bytes:
+    """``body`` (a message without its digest) followed by its digest: anyone can compute it, it is no signature.
+
+    A body whose header gives no section table that fits gets 32 zero
+    bytes, which no reader gets past (it refuses the structure first).
+    """
+    try:
+        structure = _structure(body, len(body)) if len(body) >= _PREFIX.size else None
+    except MessageError:
+        structure = None
+    if structure is None:
+        return bytes(body) + bytes(_DIGEST)
+    table = structure[1]
+    hlen = _PREFIX.unpack_from(body)[3]
+    pos, sections = _PREFIX.size + hlen, {}
+    for name, length in table:
+        sections[name] = body[pos:pos + length]
+        pos += length
+    return bytes(body) + hashlib.sha256(bytes(body[:_PREFIX.size + hlen]) + sections_digest(sections)).digest()
+
+
 def check_frame(data: bytes, source: str | None = None) -> None:
-    """Refuse bytes that are no whole message: too short, another magic or version, or a digest mismatch.
+    """Refuse bytes that are no whole message: too short, another magic or version, a malformed header or
+    section table, or a digest mismatch.
 
     :meth:`Message.from_bytes` checks this first; a command that reads a
     message from a file checks it as it reads, with ``source`` naming the
@@ -130,19 +234,7 @@ def check_frame(data: bytes, source: str | None = None) -> None:
         ``<source> must be a dpdpca message, got: message magic must be ...``.
     """
     try:
-        if len(data) < _PREFIX.size + _DIGEST:
-            raise MessageError(f"message must be at least {_PREFIX.size + _DIGEST} bytes, got {len(data)} "
-                               f"(truncated)")
-        # the body is read through a view of ``data``: a share's ~360 kB (BFV) is hashed without a copy
-        end = len(data) - _DIGEST
-        magic, version, _, _ = _PREFIX.unpack_from(data)
-        if magic != MAGIC:
-            raise MessageError(f"message magic must be {MAGIC!r}, got {magic!r}")
-        if version != VERSION:
-            raise MessageError(f"message version must be {VERSION}, got {version}")
-        with memoryview(data) as view:
-            if hashlib.sha256(view[:end]).digest() != data[end:]:
-                raise MessageError("message digest must match its content, got a mismatch (truncated or tampered)")
+        _read_frame(data)
     except MessageError as exc:
         if source is None:
             raise
@@ -177,13 +269,15 @@ class Message:
     sections: Mapping[str, bytes] = field(default_factory=dict)
     #: Where each section starts in the bytes :meth:`from_bytes` parsed (empty for a message built here).
     offsets: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+    #: Hex S (:func:`sections_digest`) of the bytes :meth:`from_bytes` parsed ("" for a message built here).
+    sections_sha256: str = field(default="", compare=False, repr=False)
 
     @property
     def round(self) -> int:
         return int(self.type)
 
     def to_bytes(self) -> bytes:
-        """Serialize; the result ends with a SHA-256 digest of the rest."""
+        """Serialize; the result ends with its digest (over the header and the sections' digest: module docstring)."""
         table = [[name, len(body)] for name, body in self.sections.items()]
         header = {
             "session": self.session,
@@ -194,9 +288,9 @@ class Message:
             "sections": table,
         }
         hbytes = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-        body = b"".join([_PREFIX.pack(MAGIC, VERSION, int(self.type), len(hbytes)), hbytes,
-                         *self.sections.values()])
-        return body + hashlib.sha256(body).digest()
+        head = _PREFIX.pack(MAGIC, VERSION, int(self.type), len(hbytes)) + hbytes
+        digest = hashlib.sha256(head + sections_digest(self.sections)).digest()
+        return b"".join([head, *self.sections.values(), digest])
 
     @classmethod
     def from_bytes(cls, data: bytes, *, views: bool = False) -> "Message":
@@ -216,21 +310,13 @@ class Message:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise MessageError(f"message must be bytes, got {type(data).__name__}")
         data = bytes(data)
-        check_frame(data)
-        end = len(data) - _DIGEST
-        _, _, mtype, hlen = _PREFIX.unpack_from(data)
+        header, views_, offsets, digest = _read_frame(data)
+        mtype = _PREFIX.unpack_from(data)[2]
         try:
             kind = MessageType(mtype)
         except ValueError:
             raise MessageError(f"message type must be one of {[int(t) for t in MessageType]}, got {mtype}") from None
-        start = _PREFIX.size
-        if start + hlen > end or hlen > MAX_HEADER_BYTES:
-            raise MessageError(f"message header length must be <= {min(end - start, MAX_HEADER_BYTES)}, "
-                               f"got {hlen}")
         try:
-            header = json.loads(data[start:start + hlen].decode())
-            if not isinstance(header, dict):
-                raise MessageError(f"message header must be a JSON object, got {type(header).__name__}")
             session = check_session_id(header["session"])
             fingerprint = _strict_str("message key_fingerprint", header["key_fingerprint"])
             sender = _strict_str("message sender", header["sender"])
@@ -238,33 +324,15 @@ class Message:
             meta = header["meta"]
             if not isinstance(meta, dict):
                 raise MessageError(f"message meta must be a JSON object, got {type(meta).__name__}")
-            if not isinstance(header["sections"], list):
-                raise MessageError(f"message sections must be a list, got {type(header['sections']).__name__}")
-            table = []
-            for entry in header["sections"]:
-                if not isinstance(entry, list) or len(entry) != 2:
-                    raise MessageError(f"message section table entries must be [name, length], got {str(entry)[:60]}")
-                table.append((_strict_str("message section name", entry[0]),
-                              strict_int("message section length", entry[1])))
         except MessageError:
             raise
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:
             raise MessageError(f"message header must be valid JSON with the required fields, got {type(exc).__name__}") from None
         if rnd != int(kind):
             raise MessageError(f"message round must be {int(kind)} for {kind.name}, got {rnd}")
-        pos = start + hlen
-        view = memoryview(data).toreadonly()
-        sections: dict[str, Any] = {}
-        offsets: dict[str, int] = {}
-        for name, length in table:
-            if length < 0 or pos + length > end or name in sections:
-                raise MessageError(f"message section {name!r} must fit the message, got length {length}")
-            sections[name] = view[pos:pos + length] if views else data[pos:pos + length]
-            offsets[name] = pos
-            pos += length
-        if pos != end:
-            raise MessageError(f"message sections must cover the body exactly, got {end - pos} extra bytes")
-        return cls(kind, session, fingerprint, sender, meta, sections, offsets)
+        sections: dict[str, Any] = (dict(views_) if views
+                                    else {name: data[offsets[name]:offsets[name] + len(v)] for name, v in views_.items()})
+        return cls(kind, session, fingerprint, sender, meta, sections, offsets, digest.hex())
 
     def expect(self, kind: MessageType, *, session: str, key_fingerprint: str) -> "Message":
         """Check type, session and key; return self.

@@ -242,7 +242,7 @@ def test_a_file_that_is_no_message_or_no_verify_key_file_is_refused_naming_it(ke
     for name in ("public.json", "private.json"):
         (tmp_path / "state" / name).write_bytes((keys / name).read_bytes())
     (tmp_path / "state" / "owner-keys.json").write_bytes((ids / "1.verify.json").read_bytes())
-    (tmp_path / "state" / "state.msg").write_bytes(b"DPDPCA\x02" + bytes(60))
+    (tmp_path / "state" / "state.msg").write_bytes(b"DPDPCA\x03" + bytes(60))
     (tmp_path / "vk.json").write_text('{"dpdpca_owner_keys": {"keys": ["1"], "version": 1}}')
     magic = "must be a dpdpca message, got: message magic must be b'DPDPCA', got b'\\x00\\x01\\x02\\x03\\x04\\x05'"
     cases = [
@@ -252,8 +252,8 @@ def test_a_file_that_is_no_message_or_no_verify_key_file_is_refused_naming_it(ke
           str(garbage), "--out", str(tmp_path / "pcs.npz"), "--components", "1"], f"result file {str(garbage)!r} {magic}"),
         (["proxy", "finish", "--insecure-test-key", "--state", str(tmp_path / "state"), "--epsilon", "1", "--delta",
           "1e-5", "--out", str(tmp_path / "r.msg")],
-         f"proxy state file {str(tmp_path / 'state' / 'state.msg')!r} must be a dpdpca message, got: message digest "
-         f"must match its content, got a mismatch (truncated or tampered)"),
+         f"proxy state file {str(tmp_path / 'state' / 'state.msg')!r} must be a dpdpca message, got: message header "
+         f"must be valid JSON with the required fields, got JSONDecodeError"),
         (["proxy", "aggregate", "--public", str(keys / "public.json"), "--insecure-test-key", "--owner-keys",
           str(tmp_path / "vk.json"), "--out-dir", str(tmp_path / "st"), str(garbage)],
          f"owner verify keys file {str(tmp_path / 'vk.json')!r} must have dpdpca_owner_keys.keys an object of owner id "

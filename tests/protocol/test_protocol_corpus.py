@@ -29,7 +29,7 @@ import pytest
 from dpdpca.cli import main
 from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity
-from dpdpca.protocol.messages import Message
+from dpdpca.protocol.messages import Message, frame
 
 KEY = ["--key-bits", "768", "--insecure-test-key"]
 _PREFIX = struct.Struct(">6sBBI")
@@ -45,7 +45,7 @@ def _split(raw: bytes) -> tuple[int, int, bytes, bytes]:
 
 def _frame(header: bytes, sections: bytes, *, mtype: int, version: int = 2, hlen: int | None = None) -> bytes:
     body = _PREFIX.pack(b"DPDPCA", version, mtype, len(header) if hlen is None else hlen) + header + sections
-    return body + hashlib.sha256(body).digest()
+    return frame(body)
 
 
 def _with_header(raw: bytes, edit: Callable[[dict], None]) -> bytes:

@@ -21,7 +21,7 @@ from dpdpca.protocol.counts import ShareStatement, ciphertext_digest
 from dpdpca.protocol.identity import OwnerIdentity
 from dpdpca.protocol.intake import IntakeContext, check_share
 from dpdpca.protocol.releases import as_release
-from dpdpca.protocol.messages import Message, MessageType
+from dpdpca.protocol.messages import Message, MessageType, frame
 from dpdpca.protocol.plausibility import (
     FALSE_ALARM,
     add_remove_tolerances,
@@ -41,7 +41,6 @@ def _rewrap(data: bytes, **meta) -> bytes:
 
 def _rewrap_header(data: bytes, **fields) -> bytes:
     """The message's bytes with header fields replaced verbatim (round, sections...), digest recomputed."""
-    import hashlib
     import struct
 
     body = data[:-32]
@@ -50,7 +49,7 @@ def _rewrap_header(data: bytes, **fields) -> bytes:
     header.update(fields)
     hb = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
     out = body[:8] + struct.pack(">I", len(hb)) + hb + body[12 + hlen:]
-    return out + hashlib.sha256(out).digest()
+    return frame(out)
 
 
 # -- item 8: message fields parsed strictly ---------------------------------------------------------

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpdpca.errors import KeyMismatchError, MessageError, ProtocolError
-from dpdpca.protocol.messages import Message, MessageType, check_owner_id
+from dpdpca.protocol.messages import Message, MessageType, check_owner_id, frame
 
 
 def _msg() -> Message:
@@ -42,12 +42,11 @@ def test_any_truncation_is_rejected(data):
 
 
 def test_wrong_version_is_rejected_even_with_a_valid_digest():
-    import hashlib
 
     raw = bytearray(_msg().to_bytes()[:-32])
     raw[6] = 99
-    raw = bytes(raw) + hashlib.sha256(bytes(raw)).digest()
-    with pytest.raises(MessageError, match="version must be 2, got 99"):
+    raw = frame(bytes(raw))
+    with pytest.raises(MessageError, match="version must be 3, got 99"):
         Message.from_bytes(raw)
 
 
@@ -74,3 +73,24 @@ def test_missing_section_and_bad_meta_are_message_errors():
 def test_owner_ids_are_validated(bad):
     with pytest.raises(ProtocolError, match="owner_id"):
         check_owner_id(bad)
+
+
+def test_the_frame_digest_hashes_the_sections_once_as_their_sections_digest():
+    """Version 3: the digest covers the header and S, the sections' digest, which is what an owner signs over its
+    ciphertexts; a reader gets S from its one pass over the sections, and a section changed, moved or renamed
+    changes S (so the digest no longer matches)."""
+    from dpdpca.protocol.counts import ciphertext_digest
+    from dpdpca.protocol.messages import sections_digest
+
+    m = _msg()
+    raw = m.to_bytes()
+    back = Message.from_bytes(raw)
+    assert back.sections_sha256 == sections_digest(m.sections).hex() == ciphertext_digest(m.sections, ["R", "v", "N"])
+    assert Message.from_bytes(raw, views=True).sections_sha256 == back.sections_sha256
+    assert sections_digest({"R": b"\x01\x02", "v": b"\x03"}) != sections_digest({"R": b"\x01", "v": b"\x02\x03"})
+    assert sections_digest({"R": b"x", "v": b""}) != sections_digest({"v": b"x", "R": b""})
+    body = raw[:-32]
+    moved = body[:-1] + bytes([body[-1] ^ 1])
+    with pytest.raises(MessageError, match="digest must match"):
+        Message.from_bytes(moved + raw[-32:])
+    assert Message.from_bytes(frame(moved)).sections["N"][-1] == body[-1] ^ 1
