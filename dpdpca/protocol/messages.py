@@ -276,8 +276,14 @@ class Message:
     def round(self) -> int:
         return int(self.type)
 
-    def to_bytes(self) -> bytes:
-        """Serialize; the result ends with its digest (over the header and the sections' digest: module docstring)."""
+    def to_bytes(self, *, sections_sha256: str | None = None) -> bytes:
+        """Serialize; the result ends with its digest (over the header and the sections' digest: module docstring).
+
+        ``sections_sha256``: S of these sections, hex, when the caller has it
+        (an owner signed it: :func:`~dpdpca.protocol.counts.ciphertext_digest`
+        of the same sections in the same order), so they are not hashed again.
+        A wrong one makes a message every reader refuses.
+        """
         table = [[name, len(body)] for name, body in self.sections.items()]
         header = {
             "session": self.session,
@@ -289,7 +295,8 @@ class Message:
         }
         hbytes = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
         head = _PREFIX.pack(MAGIC, VERSION, int(self.type), len(hbytes)) + hbytes
-        digest = hashlib.sha256(head + sections_digest(self.sections)).digest()
+        known = bytes.fromhex(sections_sha256) if sections_sha256 else sections_digest(self.sections)
+        digest = hashlib.sha256(head + known).digest()
         return b"".join([head, *self.sections.values(), digest])
 
     @classmethod

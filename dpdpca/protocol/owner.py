@@ -264,7 +264,8 @@ class DataOwner:
                 meta["scheme"] = p.scheme.name
             msg = Message(MessageType.OWNER_SHARE, p.session_id, p.key_fingerprint, self.party, meta=meta,
                           sections=sections)
-            data = msg.to_bytes()
+            # the signed digest is the message's sections digest when the sections are the release's alone
+            data = msg.to_bytes(sections_sha256=digest if tuple(sections) == tuple(self.release.sections) else None)
         return data
 
     def _encrypt(self, shapes: dict[str, list[int]], values: dict[str, Any], bounds: dict[str, int],
