@@ -320,3 +320,37 @@ def test_transparent_secret_names_every_publicly_known_key_and_no_honest_one():
         assert transparent_secret(noise + shifted(i), c1) == f"-{name}"
     for _ in range(5):
         assert transparent_secret(rng.random(n), c1) is None  # uniform phases: an honest key
+
+
+def test_sums_of_residues_are_the_bindings_sums_ciphertext_for_ciphertext(crt_keys):
+    """The proxy sums shares as residues in numpy (never through SEAL): the same ring elements SEAL's additions
+    give, for a pair, for a chain (one buffer per ciphertext), for a difference and for added zeros; and the
+    residues read back into the binding decrypt to the same values."""
+    from dpdpca.crypto.lattice import EncryptionZeros
+
+    pk, sk = crt_keys
+    rng = np.random.default_rng(4)
+    made = [encrypt_bfv(pk, rng.integers(-1000, 1000, 300).tolist(), bound=1000) for _ in range(4)]
+    # the binding's vectors alone (to_bytes below reads residues out and keeps them on the array it was asked of)
+    arrays = [BFVArray(pk, a.chunks, 0, a.noise, a.per_prime_vectors(), None, a.segments) for a in made]
+    held = [BFVArray.from_bytes(a.to_bytes(), pk) for a in made]  # residues, as a received share
+    assert all(h.holds_residues for h in held) and not any(a.holds_residues for a in arrays)
+
+    def same(x, y):
+        return all(np.array_equal(a, b) for ra, rb in zip(x.residues(), y.residues()) for a, b in zip(ra, rb))
+
+    pair = arrays[0].add(arrays[1])
+    assert not pair.holds_residues and same(held[0].add(held[1]), pair)  # SEAL's sum, read out afterwards
+    chained = sum_bfv(held)  # more than two: accumulated in place
+    assert chained.holds_residues and same(chained, sum_bfv(arrays))
+    assert same(chained.take_out(held[2]), sum_bfv([arrays[0], arrays[1], arrays[3]]))
+    zeros = EncryptionZeros(pk, arrays[0].chunks).take(pk, arrays[0].chunks)
+    zero_array = BFVArray(pk, arrays[0].chunks, 0, pk.params.fresh_noise, zeros)
+    by_binding = arrays[0].add_zeros(zero_array.per_prime_vectors(), pk.params.fresh_noise)
+    assert same(held[0].add_zeros(None, pk.params.fresh_noise, residues=zero_array.residues()), by_binding)
+    expected = [sum(vals) for vals in zip(*(decrypt_bfv(sk, a) for a in arrays))]
+    assert decrypt_bfv(sk, chained) == expected  # read back into the binding: SEAL validates and decrypts
+    with pytest.raises(ParameterError, match="residues must be per plaintext prime"):
+        BFVArray(pk, arrays[0].chunks, 0, 1, None, residues=[[np.zeros((2, 3, 5), dtype=np.uint64)]] * 2)
+    with pytest.raises(ParameterError, match="exactly one of vectors and residues"):
+        BFVArray(pk, arrays[0].chunks, 0, 1, None)
