@@ -78,9 +78,8 @@ import numpy as np
 
 from dpdpca._io import atomic_write_json
 from dpdpca._validation import check_int, param_error
-from dpdpca.crypto.seal_wire import ciphertext_blob, parse_bfv_vector, zstd_available
-from dpdpca.errors import (InsecureKeyError, KeyMismatchError, MessageError, MissingDependencyError,
-                           OverflowRiskError)
+from dpdpca.crypto.seal_wire import ciphertext_blob, parse_bfv_vector, require_extra, zstd_available
+from dpdpca.errors import (InsecureKeyError, KeyMismatchError, MessageError, OverflowRiskError)
 
 __all__ = ["HE_STANDARD_128", "refused_if_transparent", "check_not_transparent", "transparent_secret",
            "public_secret_correlations", "BFVParameters", "smallest_parameters", "encrypt_bfv", "encrypt_segments", "packed_chunks", "EncryptionZeros", "BFVSection", "pack_of", "views_of", "split_segments", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray",
@@ -112,12 +111,7 @@ def bfv_available() -> bool:
 
 
 def _ts() -> Any:
-    try:
-        import tenseal
-    except ImportError:
-        raise MissingDependencyError("scheme 'bfv' needs the optional extra: pip install 'dpdpca[lattice]' "
-                                     "(TenSEAL), got it missing") from None
-    return tenseal
+    return require_extra("tenseal", "TenSEAL")
 
 
 def _is_prime(p: int) -> bool:

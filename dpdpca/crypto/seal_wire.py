@@ -28,6 +28,7 @@ parameters' id, the form).
 
 from __future__ import annotations
 
+import importlib
 import struct
 import zlib
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ import numpy as np
 from dpdpca.errors import MessageError, MissingDependencyError
 
 __all__ = ["SealCiphertext", "parse_seal_ciphertext", "parse_bfv_vector", "ciphertext_blob", "trivial_ciphertext",
-           "varint", "read_varint", "zstd_available"]
+           "varint", "read_varint", "zstd_available", "require_extra"]
 
 _SEAL_MAGIC = 0xA15E
 _HEADER = struct.Struct("<HBBBBHQ")  # magic, header size, version major, minor, compr_mode, reserved, size
@@ -56,21 +57,17 @@ def zstd_available() -> bool:
     return True
 
 
-def _zstd() -> Any:
+def require_extra(module: str, what: str) -> Any:
+    """``module`` imported, or a one-line MissingDependencyError naming the ``[lattice]`` extra and ``what``."""
     try:
-        import zstandard
+        return importlib.import_module(module)
     except ImportError:
-        raise MissingDependencyError("scheme 'bfv' needs the optional extra: pip install 'dpdpca[lattice]' "
-                                     "(zstandard, to read TenSEAL's ciphertexts), got it missing") from None
-    return zstandard
+        raise MissingDependencyError(f"scheme 'bfv' needs the optional extra: pip install 'dpdpca[lattice]' "
+                                     f"({what}), got it missing") from None
 
 
 def _seal_header(size: int) -> bytes:
-    try:
-        import tenseal.sealapi as sealapi  # registers SEAL's types (Modulus) with the binding
-    except ImportError:
-        raise MissingDependencyError("scheme 'bfv' needs the optional extra: pip install 'dpdpca[lattice]' "
-                                     "(TenSEAL), got it missing") from None
+    sealapi = require_extra("tenseal.sealapi", "TenSEAL")  # registers SEAL's types (Modulus) with the binding
     h = sealapi.Serialization.SEALHeader()  # the running SEAL's version
     return _HEADER.pack(_SEAL_MAGIC, _HEADER.size, int(h.version_major), int(h.version_minor), 0, 0, size)
 
@@ -159,7 +156,7 @@ def _unwrap(data: bytes, what: str) -> bytes:
             raise MessageError(f"{what} must inflate to at most {_MAX_INFLATED} bytes and end, got more or a cut stream")
         return out
     if compr == 2:
-        zstandard = _zstd()
+        zstandard = require_extra("zstandard", "zstandard, to read TenSEAL's ciphertexts")
         declared = zstandard.frame_content_size(body) if len(body) >= 18 else -1
         if not 0 <= declared <= _MAX_INFLATED:  # SEAL's frames state their size: no unbounded inflation
             raise MessageError(f"{what} must be one zstd frame stating a size of at most {_MAX_INFLATED} bytes, "

@@ -236,3 +236,21 @@ def test_release_zeros_made_ahead_give_the_fresh_paths_release_and_are_used_once
     now = scheme.rerandomize_sections(views_of(agg, ["R"]), pk, ready=small)["R"].packed
     assert now.noise == rerandomize_release(agg).noise < out.noise
     assert decrypt_bfv(sk, now) == [3 * v + 1 for v in values]
+
+
+def test_without_zstandard_the_bfv_scheme_says_which_extra_to_install(flood_keys, monkeypatch):
+    """TenSEAL writes zstd; reading it needs the [lattice] extra's zstandard: missing, one line names the extra
+    (and bfv_available() says no) rather than an ImportError from deep inside a share's check."""
+    import sys
+
+    from dpdpca.crypto.lattice import bfv_available
+    from dpdpca.errors import MissingDependencyError
+
+    pk, _ = flood_keys
+    blob = encrypt_bfv(pk, [1, 2, 3], bound=3).per_prime_vectors()[0][0].serialize()
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    assert not bfv_available()
+    with pytest.raises(MissingDependencyError, match=r"^scheme 'bfv' needs the optional extra: pip install "
+                                                     r"'dpdpca\[lattice\]' \(zstandard, to read TenSEAL's "
+                                                     r"ciphertexts\), got it missing$"):
+        parse_bfv_vector(blob)
