@@ -82,7 +82,7 @@ from dpdpca.crypto.seal_wire import ciphertext_blob, parse_bfv_vector, require_e
 from dpdpca.errors import (InsecureKeyError, KeyMismatchError, MessageError, OverflowRiskError)
 
 __all__ = ["HE_STANDARD_128", "refused_if_transparent", "check_not_transparent", "transparent_secret",
-           "public_secret_correlations", "BFVParameters", "smallest_parameters", "encrypt_bfv", "encrypt_segments", "packed_chunks", "EncryptionZeros", "BFVSection", "pack_of", "views_of", "split_segments", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray",
+           "public_secret_correlations", "BFVParameters", "smallest_parameters", "encrypt_bfv", "encrypt_segments", "packed_chunks", "EncryptionZeros", "BFVSection", "pack_of", "views_of", "split_segments", "decrypt_bfv", "sum_bfv", "BFVPublicKey", "BFVPrivateKey", "BFVArray", "RingLevel",
            "generate_bfv_keypair", "bfv_available", "KEY_TYPE"]
 
 #: JWK-style ``kty`` of a BFV key in ``public.json``.
@@ -539,9 +539,7 @@ class RingLevel:
 
 
 def _level_of(ctx: Any) -> RingLevel:
-    _ts()
-    import tenseal.sealapi  # noqa: F401  (registers SEAL's Modulus type: the primes are read below)
-
+    require_extra("tenseal.sealapi", "TenSEAL")  # registers SEAL's Modulus type: the primes are read below
     seal = ctx.seal_context().data
     return RingLevel(list(seal.first_parms_id()),
                      [int(m.value()) for m in seal.first_context_data().parms().coeff_modulus()])
