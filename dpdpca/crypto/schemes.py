@@ -575,10 +575,8 @@ class BFVScheme(CipherScheme):
         return BFVArray.from_bytes(data, public_key, layout=layout)
 
     def min_ciphertext_bytes(self, public_key: Any) -> int:
-        # a serialized ciphertext holds 2 N coefficients per data prime; compression cannot go below
-        # the entropy of uniform residues: 2 N * (data bits) / 8, with room for SEAL's header
-        n = public_key.params.ring_degree
-        return (2 * n * sum(b - 1 for b in public_key.params.coeff_bits[:-1])) // 8 // 2
+        # exactly: a ciphertext travels as its residues, 2 N uint64 per data prime (the last prime is the special one)
+        return 2 * public_key.params.ring_degree * 8 * (len(public_key.params.coeff_bits) - 1)
 
     def ciphertext_count(self, public_key: Any, chunks: int) -> int:
         return chunks * len(public_key.params.plain_moduli)

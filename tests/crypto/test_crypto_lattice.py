@@ -348,6 +348,9 @@ def test_sums_of_residues_are_the_bindings_sums_ciphertext_for_ciphertext(crt_ke
     zero_array = BFVArray(pk, arrays[0].chunks, 0, pk.params.fresh_noise, zeros)
     by_binding = arrays[0].add_zeros(zero_array.per_prime_vectors(), pk.params.fresh_noise)
     assert same(held[0].add_zeros(None, pk.params.fresh_noise, residues=zero_array.residues()), by_binding)
+    data = made[0].to_bytes()  # the wire's ciphertexts take exactly the size the scheme states (no compression)
+    head = 10 + int.from_bytes(data[6:10], "big")
+    assert len(data) - head == made[0].ciphertext_count * scheme_named("bfv").min_ciphertext_bytes(pk) and head % 8 == 0
     expected = [sum(vals) for vals in zip(*(decrypt_bfv(sk, a) for a in arrays))]
     assert decrypt_bfv(sk, chained) == expected  # read back into the binding: SEAL validates and decrypts
     with pytest.raises(ParameterError, match="residues must be per plaintext prime"):
