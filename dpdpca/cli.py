@@ -34,6 +34,9 @@ COMMANDS: dict[str, str] = {
 
 #: Set by ``--debug``: show the traceback of a DpdpcaError above its one-line message.
 _DEBUG = False
+#: click's "no arguments: show the help" (a UsageError since click 8.2), shown as click shows it.
+_HELP_ERRORS: tuple[type[click.ClickException], ...] = tuple(
+    t for t in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if t is not None)
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,6 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("dpdpca: aborted", err=True)
         return 130
+    except _HELP_ERRORS as exc:  # ``dpdpca`` alone, or a group without its command: the help, as click shows it
+        exc.show()
+        return exc.exit_code
+    except click.UsageError as exc:  # a bad option or value: one line, as every other refusal (not click's usage block)
+        message = " ".join(exc.format_message().split())
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        click.echo(f"dpdpca: error: {message}{where}", err=True)
+        return 2
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code

@@ -165,7 +165,8 @@ def test_compare_refuses_a_negative_seed(capsys):
     """--seed -1 was numpy's ValueError traceback: click's range check now (exit 2, the option named)."""
     code, _, err = run_cli(capsys, "--dataset", "digits", *BASE, "--methods", "pooled", "--seed", "-1")
     assert code == 2 and "Traceback" not in err
-    assert err.splitlines()[-1] == "Error: Invalid value for '--seed': -1 is not in the range x>=0.", err
+    assert err == ("dpdpca: error: Invalid value for '--seed': -1 is not in the range x>=0. (see 'dpdpca compare "
+                   "--help')\n"), err
 
 
 def test_compare_refuses_an_unwritable_output_before_the_ledger_records_the_runs(capsys, tmp_path):

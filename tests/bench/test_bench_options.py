@@ -32,5 +32,6 @@ def test_bench_refuses_out_of_range_options(capsys, tmp_path, monkeypatch, argv,
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert err.splitlines()[-1].startswith(f"Error: Invalid value for '{option}': {value} is not in the range"), err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"dpdpca: error: Invalid value for '{option}': {value} is not in the range"), err
     assert list(tmp_path.iterdir()) == []  # nothing written

@@ -68,13 +68,13 @@ def _expect_error(capsys, argv: list[str], match: str, *, no_file: Path | None =
 
 
 def _expect_usage_error(capsys, argv: list[str], option: str, value: str) -> None:
-    """click's refusal of an option's type or range: exit 2, its usage lines, ``Error:`` naming the option and the
-    value, no traceback."""
+    """click's refusal of an option's type or range: exit 2, one line naming the option, the range and the value,
+    no traceback."""
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err
-    assert err.splitlines()[-1].startswith(f"Error: Invalid value for '{option}': {value} is not in the range"), err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith(f"dpdpca: error: Invalid value for '{option}': {value} is not in the range"), err
 
 
 def _public_with(keys: Path, tmp: Path, **fields) -> Path:
@@ -767,3 +767,19 @@ def test_owner_share_makes_its_randomness_while_the_data_load_when_d_is_declared
                            "--owner-keys", str(own / "alice.verify.json"), "--components", "5", "--out", str(pcs),
                            str(tmp_path / "a.msg")], "components must be <= 4, got 5", no_file=pcs)
     assert not (keys / "releases.json").exists()
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["run", "--workers", "0"], "dpdpca: error: Invalid value for '--workers': 0 is not in the range x>=1. "
+                                "(see 'dpdpca run --help')"),
+    (["run", "--bogus"], "dpdpca: error: No such option '--bogus'. Did you mean '--out'? (see 'dpdpca run --help')"),
+    (["nosuch"], "dpdpca: error: No such command 'nosuch'. (see 'dpdpca --help')"),
+    (["run", "--owners"], "dpdpca: error: Option '--owners' requires an argument."),  # click gives no context here
+])
+def test_click_usage_errors_are_one_line_too(capsys, argv, line):
+    """An option click itself refuses (type, range, unknown, missing value) gets the same one line and exit 2 as
+    every other refusal, not click's usage block; ``dpdpca`` alone still shows the help."""
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert capsys.readouterr().err == line + "\n"
+    assert main([]) in (0, 2) and "Usage: dpdpca [OPTIONS] COMMAND" in "".join(capsys.readouterr())

@@ -279,7 +279,8 @@ def test_cli_refuses_a_negative_seed(capsys):
                  "--epsilon", "1", "--runs", "1", "--seed", "-1"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert err.splitlines()[-1] == "Error: Invalid value for '--seed': -1 is not in the range x>=0.", err
+    assert err.count("\n") == 1 and err.startswith("dpdpca: error: Invalid value for '--seed': -1 is not in the "
+                                                    "range x>=0. (see 'dpdpca "), err
 
 
 @pytest.mark.parametrize("name", ["dpdpca.baselines.tensor.capeagn", "dpdpca.baselines.tensor.models",
