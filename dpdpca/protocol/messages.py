@@ -169,6 +169,27 @@ def _structure(data: Any, end: int) -> tuple[dict[str, Any], list[tuple[str, int
     return (header, table) if pos == end else None
 
 
+_MISMATCH = "message digest must match its content, got a mismatch (truncated or tampered)"
+
+
+def _frame_digest(head: Any, sections_sha256: bytes) -> bytes:
+    """The digest a message ends with: SHA-256 over its prefix and header (``head``), then S."""
+    return hashlib.sha256(bytes(head) + sections_sha256).digest()
+
+
+def _sections_of(data: Any, hlen: int, table: list[tuple[str, int]]) -> tuple[dict[str, Any], dict[str, int]]:
+    """The sections of a message whose section table fits (:func:`_structure`), as slices of ``data``, and where
+    each starts."""
+    sections: dict[str, Any] = {}
+    offsets: dict[str, int] = {}
+    pos = _PREFIX.size + hlen
+    for name, length in table:
+        sections[name] = data[pos:pos + length]
+        offsets[name] = pos
+        pos += length
+    return sections, offsets
+
+
 def _read_frame(data: bytes) -> tuple[dict[str, Any], dict[str, memoryview], dict[str, int], bytes]:
     """``(header, sections as views of data, their offsets, S)`` of a whole message, its digest checked."""
     if len(data) < _PREFIX.size + _DIGEST:
@@ -181,19 +202,13 @@ def _read_frame(data: bytes) -> tuple[dict[str, Any], dict[str, memoryview], dic
         raise MessageError(f"message version must be {VERSION}, got {version}")
     structure = _structure(data, end)
     if structure is None:  # no table that fits: the digest, over the header and the sections, cannot match
-        raise MessageError("message digest must match its content, got a mismatch (truncated or tampered)")
+        raise MessageError(_MISMATCH)
     header, table = structure
     view = memoryview(data).toreadonly()
-    sections: dict[str, memoryview] = {}
-    offsets: dict[str, int] = {}
-    pos = _PREFIX.size + hlen
-    for name, length in table:
-        sections[name] = view[pos:pos + length]
-        offsets[name] = pos
-        pos += length
+    sections, offsets = _sections_of(view, hlen, table)
     digest = sections_digest(sections)  # the one pass over the sections' bytes
-    if hashlib.sha256(bytes(view[:_PREFIX.size + hlen]) + digest).digest() != data[end:]:
-        raise MessageError("message digest must match its content, got a mismatch (truncated or tampered)")
+    if _frame_digest(view[:_PREFIX.size + hlen], digest) != data[end:]:
+        raise MessageError(_MISMATCH)
     return header, sections, offsets, digest
 
 
@@ -209,13 +224,9 @@ def frame(body: bytes) -> bytes:
         structure = None
     if structure is None:
         return bytes(body) + bytes(_DIGEST)
-    table = structure[1]
     hlen = _PREFIX.unpack_from(body)[3]
-    pos, sections = _PREFIX.size + hlen, {}
-    for name, length in table:
-        sections[name] = body[pos:pos + length]
-        pos += length
-    return bytes(body) + hashlib.sha256(bytes(body[:_PREFIX.size + hlen]) + sections_digest(sections)).digest()
+    sections, _ = _sections_of(body, hlen, structure[1])
+    return bytes(body) + _frame_digest(body[:_PREFIX.size + hlen], sections_digest(sections))
 
 
 def check_frame(data: bytes, source: str | None = None) -> None:
@@ -296,7 +307,7 @@ class Message:
         hbytes = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
         head = _PREFIX.pack(MAGIC, VERSION, int(self.type), len(hbytes)) + hbytes
         known = bytes.fromhex(sections_sha256) if sections_sha256 else sections_digest(self.sections)
-        digest = hashlib.sha256(head + known).digest()
+        digest = _frame_digest(head, known)
         return b"".join([head, *self.sections.values(), digest])
 
     @classmethod
