@@ -560,18 +560,24 @@ def _vector_of(ctx: Any, level: RingLevel, words: np.ndarray, count: int) -> Any
     return _ts().bfv_vector_from(ctx, ciphertext_blob(words, level.parms_id, count))
 
 
+def _reduce_once(x: np.ndarray, column: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
+    """``x`` (``uint64``, each value in ``[0, 2q)``) reduced modulo each prime, in place; ``x`` is returned.
+
+    ``x - q`` wraps above ``x`` where ``x < q``, so the smaller of the two is
+    the residue (``scratch``: a buffer of ``x``'s shape for the difference).
+    """
+    np.minimum(x, np.subtract(x, column, out=scratch), out=x)
+    return x
+
+
 def _ring_sum(a: np.ndarray, b: np.ndarray, column: np.ndarray) -> np.ndarray:
     """``a + b`` modulo each prime, residues in ``[0, q)`` (``q < 2**61``: the sum fits ``uint64``)."""
-    out = np.add(a, b, dtype=np.uint64)
-    np.subtract(out, column, out=out, where=out >= column)
-    return out
+    return _reduce_once(np.add(a, b, dtype=np.uint64), column)
 
 
 def _ring_difference(a: np.ndarray, b: np.ndarray, column: np.ndarray) -> np.ndarray:
     """``a - b`` modulo each prime: ``a + (q - b)``, then reduced once."""
-    out = np.add(a, column - b, dtype=np.uint64)
-    np.subtract(out, column, out=out, where=out >= column)
-    return out
+    return _reduce_once(np.add(a, column - b, dtype=np.uint64), column)
 
 
 class BFVPublicKey:
@@ -905,7 +911,7 @@ class BFVArray:
 
     def _in_residues(self, other: "BFVArray") -> bool:
         """Both arrays hold residues: combine them in numpy."""
-        return self._held_residues is not None and other._held_residues is not None
+        return self.holds_residues and other.holds_residues
 
     @property
     def length(self) -> int:
@@ -948,16 +954,17 @@ class BFVArray:
         self.public_key.check_noise(noise, "add")
         segments = [(n, b) for (n, _), b in zip(self.segments, bounds)]
         if self._in_residues(other):
-            return self._from_residues(_ring_sum, other, noise, segments, "add")
+            return self._from_residues(_ring_sum, other.residues(), noise, segments, "add")
         with refused_if_transparent("add"):
             vectors = [[a + b for a, b in zip(mine, theirs)] for mine, theirs in zip(self._vectors, other._vectors)]
         return BFVArray(self.public_key, self.chunks, 0, noise, vectors, self.layout, segments)
 
-    def _from_residues(self, op: Any, other: "BFVArray", noise: int, segments: list[tuple[int, int]],
+    def _from_residues(self, op: Any, others: list[list[np.ndarray]], noise: int, segments: list[tuple[int, int]],
                        operation: str) -> "BFVArray":
-        """``op`` (:func:`_ring_sum` or :func:`_ring_difference`) ciphertext by ciphertext, in numpy."""
+        """``op`` (:func:`_ring_sum` or :func:`_ring_difference`) of this array's residues and ``others`` (laid out
+        as :meth:`residues`), ciphertext by ciphertext, in numpy; a transparent result is refused."""
         rows = [[op(a, b, level.column) for a, b in zip(mine, theirs)]
-                for level, mine, theirs in zip(self.public_key.levels, self.residues(), other.residues())]
+                for level, mine, theirs in zip(self.public_key.levels, self.residues(), others)]
         if any(not words[1].any() for row in rows for words in row):
             raise _transparent_error(operation)
         return BFVArray(self.public_key, self.chunks, 0, noise, None, self.layout, segments, residues=rows)
@@ -977,7 +984,8 @@ class BFVArray:
         if any(b < 0 for _, b in segments) or self.noise < summand.noise:
             raise MessageError("take_out share must be a summand of the total, got bounds above the total's")
         if self._in_residues(summand):
-            return self._from_residues(_ring_difference, summand, self.noise - summand.noise, segments, "take_out")
+            return self._from_residues(_ring_difference, summand.residues(), self.noise - summand.noise, segments,
+                                       "take_out")
         with refused_if_transparent("take_out"):  # the other summands cancel (c1 = 0)
             vectors = [[a - b for a, b in zip(mine, theirs)] for mine, theirs in zip(self._vectors, summand._vectors)]
         return BFVArray(self.public_key, self.chunks, 0, self.noise - summand.noise, vectors, self.layout, segments)
@@ -1041,12 +1049,8 @@ class BFVArray:
         if given is None or [len(r) for r in given] != [len(self.chunks)] * count:
             raise param_error("zeros", f"{count} lists of {len(self.chunks)} ciphertexts",
                               None if given is None else [len(r) for r in given])
-        if residues is not None and self._held_residues is not None:
-            rows = [[_ring_sum(a, z, level.column) for a, z in zip(mine, zs)]
-                    for level, mine, zs in zip(self.public_key.levels, self._held_residues, residues)]
-            if any(not words[1].any() for row in rows for words in row):
-                raise _transparent_error("add_zeros")
-            return BFVArray(self.public_key, self.chunks, 0, total, None, self.layout, segments, residues=rows)
+        if residues is not None and self.holds_residues:
+            return self._from_residues(_ring_sum, residues, total, segments, "add_zeros")
         if zeros is None:
             raise param_error("zeros", "TenSEAL vectors for an array held as vectors", None)
         with refused_if_transparent("add_zeros"):
@@ -1437,9 +1441,7 @@ def _sum_residues(arrays: Sequence[BFVArray]) -> BFVArray:
     for a in arrays[1:]:
         for level, mine, theirs in zip(pk.levels, rows, a.residues()):
             for acc, words in zip(mine, theirs):
-                np.add(acc, words, out=acc)
-                np.subtract(acc, level.column, out=scratch)  # wraps above acc where acc < q: min() picks acc
-                np.minimum(acc, scratch, out=acc)
+                _reduce_once(np.add(acc, words, out=acc), level.column, scratch)
                 if not acc[1].any():
                     raise _transparent_error("add")
     return BFVArray(pk, first.chunks, 0, noise, None, first.layout,

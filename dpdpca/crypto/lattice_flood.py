@@ -290,17 +290,10 @@ class ReleaseZeros:
         """The zeros as residues: the encryption of 0 (and folded plaintext) read out, the flood added to c_0."""
         if self._zeros is None:
             assert self._fresh is not None
-            rows = []
-            for level, mine, flood in zip(self.public_key.levels, self._fresh.residues(), self._flood):
-                row = []
-                for words, e in zip(mine, flood):
-                    words = np.array(words, dtype=np.uint64)
-                    c0 = words[0] + e  # residues below q < 2**61: no overflow
-                    np.minimum(c0, c0 - level.column[0], out=words[0])
-                    row.append(words)
-                rows.append(row)
-            self._zeros = BFVArray(self.public_key, self.chunks, self._fresh.bound, self.added_noise + self._fresh.noise
-                                   - self.public_key.params.fresh_noise, None, residues=rows)
+            self._fresh.residues()  # read out once, then the flood (e, 0) is added in numpy
+            flood = [[np.stack([e, np.zeros_like(e)]) for e in row] for row in self._flood]
+            self._zeros = self._fresh.add_zeros(None, self.added_noise - self.public_key.params.fresh_noise,
+                                                residues=flood)
         return self._zeros
 
     def apply(self, array: BFVArray) -> BFVArray:
