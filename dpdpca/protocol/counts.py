@@ -51,9 +51,14 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 SHARE_SECTIONS = ("R", "v")
 
 
-def ciphertext_digest(sections: Mapping[str, bytes], names: Sequence[str] = SHARE_SECTIONS) -> str:
+def ciphertext_digest(sections: Mapping[str, bytes], names: Sequence[str] = SHARE_SECTIONS, *,
+                      whole: str = "") -> str:
     """SHA-256 hex over ``names`` in order, each as name, 8-byte length, body (unambiguous): the messages'
     sections digest (:func:`~dpdpca.protocol.messages.sections_digest`) of those sections.
+
+    ``whole``: the sections digest of all of ``sections`` in order, when known
+    (a parsed message's :attr:`~dpdpca.protocol.messages.Message.sections_sha256`):
+    it is this digest when ``sections`` are exactly ``names``, and nothing is hashed again.
 
     Raises
     ------
@@ -63,6 +68,8 @@ def ciphertext_digest(sections: Mapping[str, bytes], names: Sequence[str] = SHAR
     missing = [name for name in names if name not in sections]
     if missing:
         raise MessageError(f"share must have section {missing[0]!r}, got {sorted(sections)}")
+    if whole and tuple(sections) == tuple(names):
+        return whole
     return sections_digest({name: sections[name] for name in names}).hex()
 
 

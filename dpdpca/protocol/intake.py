@@ -197,10 +197,9 @@ def check_share(data: bytes, ctx: IntakeContext, *, d_expected: int | None = Non
     if statement.owner_id != owner or statement.d != d:
         raise AuthenticationError(f"share statement must be for owner {owner!r} and d={d}, "
                                   f"got owner {statement.owner_id!r} and d={statement.d}")
-    # a share of the release's sections alone, in order, was hashed once, as its message's sections digest
-    digest = (msg.sections_sha256 if tuple(msg.sections) == tuple(ctx.release.sections)
-              else ciphertext_digest(msg.sections, ctx.release.sections))
-    if statement.ciphertext_sha256 != digest:
+    # a share of the release's sections alone was hashed once, as its message's sections digest
+    if statement.ciphertext_sha256 != ciphertext_digest(msg.sections, ctx.release.sections,
+                                                        whole=msg.sections_sha256):
         raise AuthenticationError(f"share statement of owner {owner!r} must cover these ciphertexts, "
                                   f"got another digest")
     ctx.release.check_statements([statement], ctx.owner_keys, session=p.session_id,

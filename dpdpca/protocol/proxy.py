@@ -639,11 +639,12 @@ class Proxy:
             self._folded = (key, lengths)
             self.timings_.add(self.party, "precompute", time.thread_time() - start)
 
-    def _folded_for(self, key: tuple[Any, ...], lengths: dict[str, int]) -> bool:
+    def _folded_for(self, key: tuple[Any, ...] | None, lengths: dict[str, int] | None = None) -> bool:
         """Whether the release's zeros carry the noise drawn ahead for ``key`` (and these section lengths).
 
-        Zeros carrying another setting's noise are dropped here, never used:
-        the release then makes its own.
+        Zeros carrying another setting's noise (or any, with ``key`` None: this
+        release uses no noise drawn ahead) are dropped here, never used: the
+        release then makes its own.
         """
         if self._zeros_thread is not None:
             self._zeros_thread.join()
@@ -997,9 +998,9 @@ class Proxy:
                 key = _noise_key(noise.setting, d)
                 draws = self._noise_drawn_ahead(key)
                 arrays = {"R": agg["R"], "v": v_packed, "N": agg["N"]}
-                folded = draws is not None and self._folded_for(key, {k: a.length for k, a in arrays.items()})
+                folded = self._folded_for(key if draws is not None else None,
+                                          {k: a.length for k, a in arrays.items()})
                 if draws is None:
-                    self._folded_for((), {})  # zeros carrying noise drawn for another setting are dropped
                     draws = add_remove.proxy_noise(noise.calibration, p)
                 if self.record_noise_for_testing:
                     self.noise_blocks_for_testing_ = draws
@@ -1008,7 +1009,7 @@ class Proxy:
                 r2, v2, n2 = arrays["R"], arrays["v"], arrays["N"]
                 sigmas = {b: math.sqrt(float(s2)) for b, s2 in noise.calibration.sigma_squared_int.items()}
             else:
-                self._folded_for((), {})  # zeros carrying the proxy's noise drawn ahead are dropped: owners added theirs
+                self._folded_for(None)  # zeros carrying the proxy's noise drawn ahead are dropped: owners added theirs
                 r2, v2, n2 = agg["R"], v_packed, agg["N"]
                 extra["coalitions"] = add_remove.coalition_report(noise.distributed, present=len(self.owners_))
                 # every present owner's share, if each added its own (the plausibility checks' worst case)
