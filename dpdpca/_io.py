@@ -303,6 +303,11 @@ def exclusive_lock(path: str | os.PathLike[str], *, what: str = "locked file") -
         return
     target = check_output_path(path, what)
     lock = target.with_name(target.name + ".lock")
+
+    def unwritable(exc: OSError) -> FileAccessError:
+        return FileAccessError(f"{what} {str(target)!r} must be writable (its lock file {lock.name!r}), got "
+                               f"{type(exc).__name__}: {exc.strerror or exc}")
+
     for _ in range(1000):  # another attempt only when a holder removed the lock file this one opened
         made: list[Path] = []
         try:
@@ -313,16 +318,14 @@ def exclusive_lock(path: str | os.PathLike[str], *, what: str = "locked file") -
             raise FileAccessError(f"{what} {str(target)!r} must be in an existing or creatable directory, got "
                                   f"none at {str(lock.parent)!r}") from None
         except OSError as exc:
-            raise FileAccessError(f"{what} {str(target)!r} must be writable (its lock file {lock.name!r}), got "
-                                  f"{type(exc).__name__}: {exc.strerror or exc}") from None
+            raise unwritable(exc) from None
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         except FileNotFoundError:  # the directory just made or found was removed by a holder meanwhile: again
             continue
         except OSError as exc:
             _remove_dirs(made)
-            raise FileAccessError(f"{what} {str(target)!r} must be writable (its lock file {lock.name!r}), got "
-                                  f"{type(exc).__name__}: {exc.strerror or exc}") from None
+            raise unwritable(exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             held, now = os.fstat(fd), os.stat(lock)
