@@ -33,7 +33,7 @@ import numpy as np
 
 from dpdpca.commands._names import cli_names
 from dpdpca._io import ReservedOutput, read_bytes_file, read_json_file
-from dpdpca._validation import MAX_EPSILON, MIN_EPSILON
+from dpdpca._validation import MAX_EPSILON, MIN_EPSILON, check_int, param_error
 from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, transport_from_options, user_identity_cmd
 from dpdpca.commands.proxy_admin import proxy_init_cmd, proxy_status_cmd
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
@@ -94,8 +94,6 @@ def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners:
     targets = [Path(out_dir) / "private.json", Path(out_dir) / "public.json"]
     existing = [str(t) for t in targets if t.exists()]
     if features is not None:
-        from dpdpca._validation import check_int
-
         check_int("features", features, minimum=1, maximum=MAX_FEATURES)
     if existing and not force:  # checked before the (slow) key generation
         raise FileAccessError(f"keygen output must not exist (pass --force to overwrite), got {existing[0]!r}")
@@ -163,7 +161,6 @@ def owner_prepare_cmd(public_path: str, identity_path: str, d: int | None, relea
     once and deletes the file)."""
     import time
 
-    from dpdpca._validation import check_int
     from dpdpca.protocol.identity import OwnerIdentity
     from dpdpca.protocol.owner import DataOwner
 
@@ -340,8 +337,6 @@ def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budge
 
 def _check_owners(owners: int, params: Any) -> int:
     """``--owners`` (L) within [1, max_owners] of public.json: the slots are sized for at most that many."""
-    from dpdpca._validation import check_int, param_error
-
     if check_int("--owners", owners) not in range(1, params.max_owners + 1):
         raise param_error("--owners", f"in [1, {params.max_owners}] (max_owners in public.json)", owners)
     return owners
@@ -562,7 +557,6 @@ def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: 
     RESULT is the proxy's result file; or, with ``--proxy``, the user waits
     until the proxy service has released the result and fetches it.
     """
-    from dpdpca._validation import check_int
     from dpdpca.protocol.ledger import ReleaseLedger
     from dpdpca.protocol.user import DataUser
     from dpdpca.protocol.roles import user_round
