@@ -15,6 +15,7 @@ import traceback
 import click
 
 from dpdpca._lazy import LazyGroup
+from dpdpca.commands.names import cli_names
 from dpdpca.errors import DpdpcaError
 
 #: command name -> "module:attribute" of a click command or group.
@@ -39,7 +40,8 @@ _HELP_ERRORS: tuple[type[click.ClickException], ...] = tuple(
     t for t in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if t is not None)
 
 
-@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+# Every command's one-line errors name its options, not the library's parameters (cli_names, on the whole tree).
+@click.group(cls=LazyGroup, lazy=COMMANDS, wrap=cli_names, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dpdpca")
 @click.option("--debug", is_flag=True, help="Show the traceback of an error as well as its one-line message.")
 def cli(debug: bool) -> None:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import click
 
-from dpdpca.commands._names import cli_names
 from dpdpca._io import atomic_write_bytes
 from dpdpca.errors import FileAccessError
 
@@ -35,7 +34,6 @@ def bounds_group() -> None:
 @click.option("--out", "out_path", default="bounds.csv", show_default=True, type=click.Path(dir_okay=False),
               help="Where to write the template (CSV: a 'feature,lo,hi' header, one row per column).")
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-@cli_names
 def bounds_template_cmd(data_file: str, out_path: str, force: bool) -> None:
     """Write a bounds file with one empty row per column of DATA, for the owner to fill in (never from the data)."""
     from dpdpca.data import bounds_template, column_names

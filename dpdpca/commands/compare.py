@@ -21,7 +21,6 @@ from typing import Any, Callable, Mapping
 import click
 import numpy as np
 
-from dpdpca.commands._names import cli_names
 from dpdpca._io import ReservedOutput
 from dpdpca._validation import (MAX_EPSILON, MAX_RUNS, MIN_EPSILON, check_delta, check_epsilon, check_int,
                                 check_open_unit, param_error)
@@ -397,7 +396,6 @@ def format_table(summary: dict[str, Any]) -> str:
 @ledger_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @quiet_option
-@cli_names
 def compare_cmd(dataset: str | None, data: str | None, sites: int, components: int, epsilon: float, delta: float,
                 methods: str | None, runs: int, seed: int | None, site_size: int | None, paper: bool, center: bool,
                 exact_mean: bool | None, scaling: str | None, calibration: str | None, sensitivity_mode: str | None,

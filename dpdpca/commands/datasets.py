@@ -6,7 +6,6 @@ import json
 
 import click
 
-from dpdpca.commands._names import cli_names
 from dpdpca.data.catalog import CATALOG, dataset_status
 
 __all__ = ["datasets_cmd"]
@@ -14,7 +13,6 @@ __all__ = ["datasets_cmd"]
 
 @click.command("datasets")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list instead of a table.")
-@cli_names
 def datasets_cmd(as_json: bool) -> None:
     """List every dataset: present?, shape, source, and the one command that installs it."""
     rows = [dataset_status(name) for name in CATALOG]

@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 import click
 
-from dpdpca.commands._names import cli_names
 from dpdpca.commands.protocol_options import insecure_test_key_option, range_proof_mode_check_option, workers_option
 
 __all__ = ["proxy_serve_cmd", "user_identity_cmd", "proxy_client_options", "client_from_options",
@@ -67,7 +66,6 @@ def transport_from_options(proxy_url: str, identity: Any, ca_cert: str | None, t
 @range_proof_mode_check_option
 @workers_option
 @insecure_test_key_option("proxy")
-@cli_names
 def proxy_serve_cmd(config_path: str, insecure_http: bool, range_proofs: bool | None,
                     range_proof_mode: str | None, workers: int, insecure_test_key: bool) -> None:
     """Run the proxy as an HTTPS service: collect signed shares, close at quorum or deadline, release once."""
@@ -89,7 +87,6 @@ def proxy_serve_cmd(config_path: str, insecure_http: bool, range_proofs: bool | 
 @click.command("identity")
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite an existing identity.")
-@cli_names
 def user_identity_cmd(out_dir: str, force: bool) -> None:
     """The data user's Ed25519 identity for the proxy service (the owners' file format, id 'user')."""
     from dpdpca.commands._identity import write_identity

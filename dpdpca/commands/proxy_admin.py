@@ -23,7 +23,6 @@ from typing import Any
 
 import click
 
-from dpdpca.commands._names import cli_names
 from dpdpca._io import ReservedOutput
 from dpdpca.commands.protocol_options import insecure_test_key_option, load_public
 from dpdpca.errors import DpdpcaError, FileAccessError, ParameterError
@@ -64,7 +63,6 @@ def _toml_str(value: str) -> str:
               help="Also write a THROWAWAY test CA and a server certificate for --host (testing only).")
 @click.option("--force", is_flag=True, help="Overwrite existing files.")
 @insecure_test_key_option("proxy")
-@cli_names
 def proxy_init_cmd(out_dir: str, host: str, port: int, owners_dir: str | None, owner_keys: tuple[str, ...],
                    user_key: str | None, public_path: str | None, quorum: int | None, collection_seconds: float,
                    epsilon: float, delta: float, dev_tls: bool, force: bool, insecure_test_key: bool) -> None:
@@ -210,7 +208,6 @@ def format_session(s: dict[str, Any]) -> str:
 @click.option("--ca-cert", default=None, type=click.Path(dir_okay=False),
               help="PEM file of the CA that signed the proxy's certificate (default: system CAs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the session as one JSON object.")
-@cli_names
 def proxy_status_cmd(proxy_url: str, ca_cert: str | None, as_json: bool) -> None:
     """The running proxy's session: quorum, deadline, owners accepted and still expected, release, budget used."""
     import json

@@ -31,7 +31,6 @@ from typing import Any
 import click
 import numpy as np
 
-from dpdpca.commands._names import cli_names
 from dpdpca._io import ReservedOutput, read_bytes_file, read_json_file
 from dpdpca._validation import MAX_EPSILON, MIN_EPSILON, check_int, param_error
 from dpdpca.commands.network import proxy_client_options, proxy_serve_cmd, transport_from_options, user_identity_cmd
@@ -83,7 +82,6 @@ __all__ = ["keygen_cmd", "owner_group", "proxy_group", "user_group"]
               help=f"d, the number of features every owner's share must have, at most {MAX_FEATURES} (written to "
                    "public.json; every party refuses another d, and 'proxy serve' needs it so that no uploader fixes "
                    "d for the others).")
-@cli_names
 def keygen_cmd(out_dir: str, key_bits: int, insecure_test_key: bool, max_owners: int, max_rows_per_owner: int,
                frac_bits: int, kappa: int, min_epsilon: float, min_delta: float, force: bool, packing: str,
                declared_release: str, features: int | None, scheme: str) -> None:
@@ -127,7 +125,6 @@ def owner_group() -> None:
 @click.option("--owner-id", required=True, help="1-64 characters [A-Za-z0-9_.:-], starting alphanumeric.")
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--force", is_flag=True, help="Overwrite an existing identity.")
-@cli_names
 def owner_keygen_cmd(owner_id: str, out_dir: str, force: bool) -> None:
     """Write <id>.identity.json (Ed25519 signing key, mode 0600) and <id>.verify.json (public)."""
     from dpdpca.commands._identity import write_identity
@@ -154,7 +151,6 @@ def _randomness_path(identity_path: str, owner_id: str, given: str | None) -> Pa
               help="Where to write it (mode 0600; default <owner_id>.randomness.bin beside --identity).")
 @insecure_test_key_option("owner")
 @max_features_option
-@cli_names
 def owner_prepare_cmd(public_path: str, identity_path: str, d: int | None, release: str | None,
                       randomness_path: str | None, insecure_test_key: bool, max_features: int) -> None:
     """Offline: make the encryptions of zero of one share before the data exist (the next 'owner share' uses them
@@ -221,7 +217,6 @@ def owner_prepare_cmd(public_path: str, identity_path: str, d: int | None, relea
 @proxy_client_options
 @max_features_option
 @quiet_option
-@cli_names
 def owner_share_cmd(ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None, public_path: str, identity_path: str, data_file: str, owner_id: str | None,
                     out_path: str | None, no_clip: bool, insecure_test_key: bool, release: str | None, noise_by: str,
                     honest_owners: int | None, owners: int | None, quorum: int | None, epsilon: float | None,
@@ -396,7 +391,6 @@ def proxy_group() -> None:
 @scheduler_option
 @insecure_test_key_option("proxy")
 @click.argument("shares", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@cli_names
 def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: str, quorum: int | None,
                         release: str | None, max_features: int, range_proofs: bool, range_proof_mode: str,
                         workers: int,
@@ -457,7 +451,6 @@ def proxy_aggregate_cmd(public_path: str, owner_keys: tuple[str, ...], out_dir: 
 @workers_option
 @scheduler_option
 @insecure_test_key_option("proxy")
-@cli_names
 def proxy_finish_cmd(state_dir: str, epsilon: float, delta: float, calibration: str, sensitivity_mode: str,
                      noise_lattice: str, noise_by: str, honest_owners: int | None, owners: int | None,
                      ledger_path: str | None, budget_epsilon: float | None, budget_delta: float | None,
@@ -519,7 +512,6 @@ def user_group() -> None:
 
 @user_group.command("reveal-count", hidden=True, context_settings={"ignore_unknown_options": True})
 @click.argument("ignored", nargs=-1, type=click.UNPROCESSED)
-@cli_names
 def user_reveal_count_cmd(ignored: tuple[str, ...]) -> None:
     """Retired: protocol version 1's count round (a decryption oracle)."""
     raise ProtocolError("user reveal-count must not be used: the count round no longer exists (owners send "
@@ -546,7 +538,6 @@ def user_reveal_count_cmd(ignored: tuple[str, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the summary.")
 @quiet_option
 @click.argument("result", type=click.Path(dir_okay=False), required=False)
-@cli_names
 def user_finish_cmd(private_path: str, owner_keys: tuple[str, ...], components: int, out_path: str,
                     ledger_path: str | None, max_features: int, workers: int, proxy_url: str | None,
                     ca_cert: str | None, token: str | None, identity_path: str | None, range_proofs: bool,

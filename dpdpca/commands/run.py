@@ -16,7 +16,6 @@ from typing import Any
 import click
 import numpy as np
 
-from dpdpca.commands._names import cli_names
 from dpdpca._io import ReservedOutput
 from dpdpca.commands.privacy_options import apply_feature_bounds, bounds_options, ledger_options, open_ledger, \
     release_options
@@ -76,7 +75,6 @@ def _json_safe(obj: Any) -> Any:
 @quiet_option
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Write components.npz, result.json and (with matplotlib) scree.png, components.png here.")
-@cli_names
 def run_cmd(data_file: str | None, dataset: str, owners: int, components: int, epsilon: float, delta: float,
             key_bits: int, insecure_test_key: bool, frac_bits: int, kappa: int, quorum: int | None,
             max_owners: int | None, no_clip: bool, range_proofs: bool, range_proof_mode: str, calibration: str, sensitivity_mode: str, noise_lattice: str,

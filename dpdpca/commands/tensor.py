@@ -16,7 +16,6 @@ from typing import Any, Callable
 
 import click
 
-from dpdpca.commands._names import cli_names
 from dpdpca._validation import MAX_EPSILON, MAX_RUNS, MIN_EPSILON
 from dpdpca.baselines.tensor.experiment import METHODS, run_experiment
 from dpdpca.progress import Progress, quiet_option
@@ -85,7 +84,6 @@ def format_table(summary: dict[str, Any]) -> str:
                    "the report carries the delta they really give).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @quiet_option
-@cli_names
 def tensor_cmd(model: str, dim: int, components: int, sites: int, samples_per_site: int, epsilon: float,
                delta: float, runs: int, seed: int | None, noise_variance: float, words_per_document: int,
                budget_split: float, sensitivity_mode: str, calibration: str, cape_variances: str, as_json: bool,

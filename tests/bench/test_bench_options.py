@@ -35,3 +35,41 @@ def test_bench_refuses_out_of_range_options(capsys, tmp_path, monkeypatch, argv,
     assert err.count("\n") == 1, err
     assert err.startswith(f"dpdpca: error: Invalid value for '{option}': {value} is not in the range"), err
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize("argv,line", [
+    # the library's "key bits must be ..." (dpdpca.crypto.keys), raised inside the benchmark's run
+    (["bench", "crypto", "--quick", "--key-bits", "1000"], "--key-bits must be >= 2048"),
+    (["bench", "timing", "--owners", "2,3", "--key-bits", "1000"], "--key-bits must be >= 2048"),
+])
+def test_bench_errors_name_the_option_typed(capsys, tmp_path, monkeypatch, argv, line):
+    """A refusal from inside a benchmark names the option the user typed, as every other command's does: the
+    command line wraps every command of its tree, the benchmarks' included (dpdpca.commands.names.cli_names)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dpdpca: error: {line}") and err.count("\n") == 1, err
+
+
+def test_every_command_of_the_tree_is_wrapped_once():
+    """The wrapping reaches leaf commands, groups' commands and lazy groups' commands, and never twice."""
+    import click
+
+    from dpdpca.cli import cli
+
+    seen = []
+
+    def walk(group, ctx):
+        for name in group.list_commands(ctx):
+            cmd = group.get_command(ctx, name)
+            assert getattr(cmd, "_dpdpca_wrapped", False), name
+            seen.append(name)
+            if isinstance(cmd, click.Group):
+                walk(cmd, click.Context(cmd, parent=ctx))
+
+    ctx = click.Context(cli)
+    walk(cli, ctx)
+    walk(cli, ctx)  # handed out again: still one wrapper each
+    callback = cli.get_command(ctx, "bench").get_command(ctx, "crypto").callback
+    assert not hasattr(getattr(callback, "__wrapped__", None), "__wrapped__")
+    assert {"run", "owner", "share", "bench", "crypto", "intake"} <= set(seen)

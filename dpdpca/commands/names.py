@@ -5,7 +5,8 @@ The library names its parameters as its functions do: ``dpdpca run --owners 31``
 wrapped in :func:`cli_names` says ``--owners must be <= the number of rows (30), got 31`` instead: an error
 whose message starts with a library parameter of :data:`LIBRARY_PARAMETERS` that one of the command's own
 options sets starts with that option; the rest of the line (constraint, value) is the library's.  A parameter
-no option of the command sets (a config key, a file's field) keeps its name.
+no option of the command sets (a config key, a file's field) keeps its name.  :mod:`dpdpca.cli` wraps every
+command of the tree (the benchmarks' too) as it hands it out (:class:`~dpdpca._lazy.LazyGroup`'s ``wrap``).
 """
 
 from __future__ import annotations
