@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "utility": "dpdpca.bench.utility:command",
     "network": "dpdpca.bench.network:command",
     "strangers": "dpdpca.bench.strangers:command",
+    "intake": "dpdpca.bench.intake:command",
     "scale": "dpdpca.bench.scale:command",
     "streaming": "dpdpca.bench.streaming:command",
     "proofs": "dpdpca.bench.proofs:command",
@@ -28,5 +29,5 @@ BENCHMARKS: dict[str, str] = {
 
 @click.group(cls=LazyGroup, lazy=BENCHMARKS)
 def bench_group() -> None:
-    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, utility, network, strangers, scale, streaming,
+    """Benchmarks: crypto, dp, protocol, baselines, tensor, timing, intake, utility, network, strangers, scale, streaming,
     proofs."""

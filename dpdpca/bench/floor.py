@@ -20,6 +20,8 @@ eigendecomposition, key generation) have no floor: they are reported as
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +29,7 @@ from dpdpca.crypto.primitives import djn_joining_mulmods, djn_mulmods
 from dpdpca.protocol.releases import ADD_REMOVE, as_release
 from dpdpca.timing import Timings
 
-__all__ = ["fastest", "floor_report", "intake_per_share", "operation_counts"]
+__all__ = ["fastest", "floor_report", "intake_per_share", "operation_counts", "verify_seconds"]
 
 OFFLINE_PHASES = Timings.OFFLINE_PHASES
 
@@ -187,6 +189,27 @@ def floor_report(timings: Mapping[str, Any], model: Mapping[str, Mapping[str, Ma
         whole = total_work / max(1, cores)
         out["whole_run"] = {"floor_s": whole, "measured_s": wall_s, "fraction_of_floor": _fraction(whole, wall_s)}
     return out
+
+
+def verify_seconds(rounds: int = 50) -> float:
+    """One owner's signature checked, as the proxy checks a share's statement: the fastest of ``rounds``.
+
+    An Ed25519 verification of 200 bytes through the owners' keyring
+    (:meth:`~dpdpca.protocol.identity.OwnerKeyring.verify`), the floor's
+    ``verify_s`` (:func:`intake_per_share`).
+    """
+    from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+
+    ident = OwnerIdentity.generate("floor")
+    ring = OwnerKeyring.from_identities([ident])
+    message = os.urandom(200)
+    signature = ident.sign(message)
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        ring.verify("floor", message, signature)
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def intake_per_share(share_ciphertexts: int, share_bytes: int, primitives: Mapping[str, float], *,

@@ -493,18 +493,13 @@ def timing_floor(runs: Sequence[dict[str, Any]], Ls: Sequence[int], *, d: int, k
     part spent reading the share files (``reading_s``) and what a proxy of
     C cores would give (``on_cores``).
     """
-    from dpdpca.bench.floor import fastest, floor_report, intake_per_share, operation_counts
-    from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
+    from dpdpca.bench.floor import fastest, floor_report, intake_per_share, operation_counts, verify_seconds
     from dpdpca.protocol.params import resolve_release
     from dpdpca.protocol.releases import as_release
 
     pk, sk = generate_keypair(key_bits, insecure_test_key=insecure_test_key)
     prims = fastest(time_primitives(pk, sk), earlier)
-    ident = OwnerIdentity.generate("floor")
-    ring = OwnerKeyring.from_identities([ident])
-    message = os.urandom(200)
-    signature = ident.sign(message)
-    verify_s = min(_timed(lambda: ring.verify("floor", message, signature)) for _ in range(50))
+    verify_s = verify_seconds()
     release = as_release(resolve_release(None))
     cores = max(1, workers)
     floors, fractions, per_share = [], [], []
@@ -568,12 +563,6 @@ def per_share_slope(Ls: Sequence[int], seconds: Sequence[float]) -> float | None
     x, y = np.asarray(Ls, dtype=float), np.asarray(seconds, dtype=float)
     xc = x - x.mean()
     return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
-
-
-def _timed(fn: Any) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def write_outputs(result: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[str]:
