@@ -166,13 +166,14 @@ def _commands(files: dict) -> dict[str, list[str]]:
             ("crypto", ["--quick"]), ("dp", []), ("protocol", ["--quick"]), ("baselines", ["--quick"]),
             ("tensor", ["--quick", "--out", str(root / "bench-tensor")]),
             ("timing", ["--quick", "--key-bits", "1024", "--insecure-test-key"]),
+            ("intake", ["--key-bits", "1024", "--insecure-test-key"]),
             ("utility", ["--quick"]), ("network", ["--quick"]), ("scale", ["--quick"]),
             ("streaming", ["--quick"]), ("proofs", []), ("strangers", ["--quick"]))},
     }
 
 
 LONG_COMMANDS = ["run", "compare", "tensor", "owner share", "user finish", "bench crypto", "bench dp",
-                 "bench protocol", "bench baselines", "bench tensor", "bench timing", "bench utility",
+                 "bench protocol", "bench baselines", "bench tensor", "bench timing", "bench intake", "bench utility",
                  "bench network", "bench scale", "bench streaming", "bench proofs", "bench strangers"]
 
 
