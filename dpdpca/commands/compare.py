@@ -65,8 +65,9 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
     ``feature_bounds_file`` the rows are mapped into the unit ball by those
     public bounds (:func:`dpdpca.data.scale_by_bounds`) instead of the
     scaling.  With a ``ledger`` (:class:`dpdpca.dp.PrivacyLedger`) every run
-    of every private method is priced first (refused past the budget before
-    anything runs) and recorded afterwards.  ``progress`` is called after
+    of every private method is priced first (:func:`_price`; refused past the
+    budget before anything runs; each plaintext method then runs once more,
+    on rows of zeros, for its price) and recorded afterwards.  ``progress`` is called after
     each run of each method.
 
     Raises
@@ -126,9 +127,11 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
     run_names = [m for m in names if m not in skip]
     n_rows = sum(p.shape[0] for p in parts)
     check_delta("--delta", delta, n_rows=n_rows)  # as dpdpca run: N is known here, delta must be < 1/N
-    costs = _price(run_names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], n=n_rows, sites=sites,
-                   settings=settings, label=name)
+    costs: list[Any] = []
     if ledger is not None:
+        costs = _price(run_names, runs, epsilon=epsilon, delta=delta, d=X.shape[1], n=n_rows, sites=sites,
+                       settings=settings, label=name, shapes=[p.shape for p in parts], n_components=components,
+                       options=options)
         ledger.check_all(costs)  # refused before any method runs
     summary = compare(names, parts, n_components=components, epsilon=epsilon, delta=delta, runs=runs, rng=rng,
                       X_eval=np.vstack(parts), center=settings["center"], method_options=options,
@@ -173,16 +176,20 @@ def run_compare(*, dataset: str | None = None, data: str | None = None, sites: i
 
 
 def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int, n: int, sites: int,
-           settings: dict[str, Any], label: str) -> list[Any]:
+           settings: dict[str, Any], label: str, shapes: list[tuple[int, ...]], n_components: int,
+           options: Mapping[str, Mapping[str, Any]]) -> list[Any]:
     """The ledger cost of every run of every private method, from the public request only.
 
     Protocol methods are priced by :func:`dpdpca.protocol.costs.protocol_release_cost`
     (the calibration their proxy draws from; N public for the centred
-    release); the plaintext pipelines release (epsilon, delta)-DP results
-    under the comparison's relation and are priced by basic composition.
+    release).  A plaintext pipeline is priced by what its own calibration
+    states: :func:`_planned_cost`, its report for these partition shapes
+    and ``options``, so a release whose report carries more than the
+    requested delta (the papers' sensitivity, CAPE's paper variances against
+    the joint view, classic calibration at epsilon >= 1) is refused before
+    it runs, not recorded past the budget after.  Basic composition over
+    the runs.
     """
-    from dpdpca.dp import GaussianMechanism, ReleaseCost
-    from dpdpca.dp.settings import relation_of
     from dpdpca.protocol.costs import protocol_release_cost
 
     calibration = settings.get("calibration") or "analytic"
@@ -199,22 +206,48 @@ def _price(names: list[str], runs: int, *, epsilon: float, delta: float, d: int,
                                          noise_by=fixed.get("noise_by", "proxy"), d=d, n=n,
                                          calibration="classic" if calibration == "classic" else "analytic",
                                          owners=sites, label=f"compare {label} {name}")
-        else:  # at the delta its Gaussian calibration achieves (classic at epsilon >= 1: larger than asked)
-            achieved = GaussianMechanism(epsilon=epsilon, delta=delta, sensitivity=1.0,
-                                         calibration=calibration).achieved_delta
-            cost = ReleaseCost.from_rdp(lambda a: float("inf"), epsilon=epsilon, delta=achieved,
-                                        neighbouring=relation_of(settings["relation"]), mechanism=name,
-                                        label=f"compare {label} {name}")
+        else:
+            cost = _planned_cost(name, shapes, n_components=n_components, epsilon=epsilon, delta=delta,
+                                 options=options.get(name, {}), label=f"compare {label} {name}")
+            if cost is None:  # no sound form under this setting: it will not run (a skipped row)
+                continue
         costs.extend([cost] * runs)
     return costs
+
+
+def _planned_cost(name: str, shapes: list[tuple[int, ...]], *, n_components: int, epsilon: float, delta: float,
+                  options: Mapping[str, Any], label: str) -> Any:
+    """A plaintext pipeline's cost as its own report will state it, before any private row is read; None if the
+    pipeline refuses the setting.
+
+    The report of one run on rows of zeros of the partitions' shapes: a
+    report is a function of the public parameters (epsilon, delta, the
+    calibration, the relation, d and, under replace-one, the public site
+    sizes), never of the rows' values, so this is the report the real runs
+    will carry, made by the calibration that draws their noise.  Its noise
+    comes from OS entropy, never from the comparison's seeded generator (the
+    experiment's draws stay those of a run without a ledger).
+    """
+    from dpdpca.dp.costs import cost_from_report
+    from dpdpca.driver import run
+    from dpdpca.errors import UnsupportedSettingError
+
+    zeros = [np.zeros(shape) for shape in shapes]
+    try:
+        result = run(name, zeros, n_components=n_components, epsilon=epsilon, delta=delta, rng=None, **options)
+    except UnsupportedSettingError:
+        return None
+    return cost_from_report(result.privacy, label=label)
 
 
 def _as_ran(costs: list[Any], methods: dict[str, dict[str, Any]]) -> list[Any]:
     """``costs`` with each plaintext method's raised to what its own privacy report says ran, where that is more.
 
-    A plaintext pipeline's report is its calibration's own statement (its
-    mechanism's achieved delta); the price made before the run must never be
-    recorded below it.  Protocol releases keep their calibration's cost (an RDP curve).
+    A plaintext pipeline's report is its calibration's own statement; the
+    price made before the run (:func:`_planned_cost`, the same report for
+    the same public parameters) must never be recorded below it, so this is
+    the safety net behind that price.  Protocol releases keep their
+    calibration's cost (an RDP curve).
     """
     from dpdpca.dp.costs import cost_from_report
 

@@ -211,27 +211,73 @@ def test_compare_ledger_records_the_delta_a_classic_calibration_really_achieves(
     assert not (tmp_path / "tight.json").exists()
 
 
-def test_a_method_that_ran_at_more_than_its_price_is_recorded_before_the_budget_refuses_it(tmp_path):
-    """The papers' sensitivity (--paper) is priced before the run at the request's delta, and each method's report
-    states the larger delta it really has at the proven sensitivity: the ledger records what ran, past its budget
-    too, then refuses in one line (it used to refuse without recording, so the runs' cost was lost)."""
+def test_a_method_whose_report_carries_more_than_the_request_is_refused_before_it_runs(tmp_path):
+    """The papers' sensitivity (--paper): a method's report states the larger delta it really has at the proven
+    sensitivity, and its price is that report's (made before any private row is read), so a budget between the
+    request and it refuses up front: nothing runs, nothing is recorded.  It used to be priced at the request's
+    delta, run, and be refused only when recorded."""
     from dpdpca.commands.compare import run_compare
     from dpdpca.dp import PrivacyLedger
     from dpdpca.errors import BudgetExceededError
 
     kw = dict(dataset="digits", sites=3, components=3, epsilon=1.0, delta=1e-5, methods="pooled",
               calibration="classic", sensitivity_mode="paper", relation="replace-one")
-    ledger = PrivacyLedger(tmp_path / "ledger.json", budget_epsilon=1.5, budget_delta=2e-5)
-    with pytest.raises(BudgetExceededError, match="recorded: the methods had run"):
-        run_compare(**kw, ledger=ledger)
+    with pytest.raises(BudgetExceededError, match="within its budget") as info:
+        run_compare(**kw, ledger=PrivacyLedger(tmp_path / "tight.json", budget_epsilon=1.5, budget_delta=2e-5))
+    assert "had run" not in str(info.value) and not (tmp_path / "tight.json").exists()
+    summary = run_compare(**kw, ledger=PrivacyLedger(tmp_path / "ledger.json", budget_epsilon=1.5,
+                                                      budget_delta=0.2))
     recorded = [e["cost"]["delta"] for e in PrivacyLedger(tmp_path / "ledger.json").entries]
-    assert len(recorded) == 1 and recorded[0] > 3e-5  # 3.74e-5: the delta at sqrt(2)/N, not the 1e-5 priced
+    assert recorded == [pytest.approx(summary["methods"]["pooled"]["privacy"]["delta"])]
+    assert recorded[0] > 100 * 1e-5  # the delta the noise gives at the proven sensitivity, not the 1e-5 asked
 
 
-def test_compare_prices_the_protocol_at_the_rows_it_runs_on(monkeypatch):
+def test_capepca_under_the_papers_variances_is_priced_at_its_joint_view_delta(tmp_path):
+    """CAPE's paper variances protect each release alone; against the aggregator's joint view the delta is
+    larger, and the report says so.  The price before the run is that delta (it was the Gaussian's at the
+    request), so the whole --paper comparison that passed the check and was refused after running is now
+    refused before."""
+    from dpdpca.commands.compare import run_compare
+    from dpdpca.dp import PrivacyLedger
+    from dpdpca.errors import BudgetExceededError
+
+    kw = dict(dataset="digits", sites=5, components=5, epsilon=1.0, delta=1e-5, methods="capepca", paper=True)
+    summary = run_compare(**kw, ledger=PrivacyLedger(tmp_path / "ledger.json", budget_epsilon=10.0,
+                                                      budget_delta=0.1))
+    joint = summary["methods"]["capepca"]["privacy"]["delta"]
+    assert joint > 1e-4  # the joint view's delta, far above the request
+    assert [e["cost"]["delta"] for e in PrivacyLedger(tmp_path / "ledger.json").entries] == [pytest.approx(joint)]
+    with pytest.raises(BudgetExceededError, match="within its budget") as info:
+        run_compare(**kw, ledger=PrivacyLedger(tmp_path / "tight.json", budget_epsilon=10.0, budget_delta=joint / 2))
+    assert "had run" not in str(info.value) and not (tmp_path / "tight.json").exists()
+
+
+def test_a_run_reported_above_its_price_is_still_recorded_then_refused(tmp_path, monkeypatch):
+    """The safety net behind the price: were a run's report ever above what was priced (here the planner is made
+    to price at the request), the ledger records what ran, then refuses in one line."""
+    import dpdpca.commands.compare as cmp
+    from dpdpca.dp import GaussianMechanism, PrivacyLedger, ReleaseCost
+    from dpdpca.errors import BudgetExceededError
+
+    def at_the_request(name, shapes, *, epsilon, delta, label, **kw):
+        mech = GaussianMechanism(epsilon=epsilon, delta=delta, sensitivity=1.0, calibration="classic")
+        return ReleaseCost.from_rdp(lambda a: float("inf"), epsilon=epsilon, delta=mech.achieved_delta,
+                                    neighbouring="replace-one", mechanism=name, label=label)
+
+    monkeypatch.setattr(cmp, "_planned_cost", at_the_request)
+    kw = dict(dataset="digits", sites=3, components=3, epsilon=1.0, delta=1e-5, methods="pooled",
+              calibration="classic", sensitivity_mode="paper", relation="replace-one")
+    with pytest.raises(BudgetExceededError, match="recorded: the methods had run"):
+        cmp.run_compare(**kw, ledger=PrivacyLedger(tmp_path / "ledger.json", budget_epsilon=1.5, budget_delta=2e-5))
+    recorded = [e["cost"]["delta"] for e in PrivacyLedger(tmp_path / "ledger.json").entries]
+    assert len(recorded) == 1 and recorded[0] > 3e-5
+
+
+def test_compare_prices_the_protocol_at_the_rows_it_runs_on(monkeypatch, tmp_path):
     """--site-size runs the protocol on sites x site_size rows: its centred release is priced at that N (the mask's
     delta term depends on N), not at the dataset's row count."""
     import dpdpca.commands.compare as cmp
+    from dpdpca.dp import PrivacyLedger
 
     seen: dict = {}
     price = cmp._price
@@ -250,7 +296,8 @@ def test_compare_prices_the_protocol_at_the_rows_it_runs_on(monkeypatch):
     monkeypatch.setattr(cmp, "compare", stop)
     with pytest.raises(Stop):
         cmp.run_compare(dataset="digits", sites=3, site_size=50, components=3, methods="dpdpca-centred",
-                        relation="replace-one")
+                        relation="replace-one", ledger=PrivacyLedger(tmp_path / "l.json", budget_epsilon=10.0,
+                                                                    budget_delta=1e-3))
     assert seen["n"] == 150
 
 
