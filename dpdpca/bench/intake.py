@@ -93,8 +93,10 @@ def floor_kernel(spec: bytes, datas: Sequence[bytes]) -> tuple[int, bytes]:
     """The floor's operations on each share of a chunk, nothing else; ``(shares taken, their product's bytes)``.
 
     Per share: a SHA-256 of its bytes, one signature check of the fixed
-    statement ``spec`` names, its ciphertexts (the byte ``runs`` of ``spec``)
-    read as integers; then one multiplication modulo n**2 per ciphertext and
+    statement ``spec`` names, its ciphertexts read as integers (``spec``'s
+    ``runs``: ``(back, length)``, each run starting ``back`` bytes before
+    the share's end, where the ciphertext sections lie whatever the length
+    of the header before them, which differs with the owner's id); then one multiplication modulo n**2 per ciphertext and
     share after the first (:func:`~dpdpca.crypto.ciphertexts.product_mod`),
     whose result goes back as the pooled intake's chunk sums do.
     """
@@ -103,7 +105,9 @@ def floor_kernel(spec: bytes, datas: Sequence[bytes]) -> tuple[int, bytes]:
     for data in datas:
         hashlib.sha256(data).digest()
         ring.verify(owner, message, signature)
-        rows.append([c for start, length in runs for c in from_fixed_bytes(data[start:start + length], width)])
+        end = len(data)
+        rows.append([c for back, length in runs
+                     for c in from_fixed_bytes(data[end - back:end - back + length], width)])
     return len(rows), to_fixed_bytes(product_mod(rows, modulus), width) if rows else b""
 
 
@@ -220,7 +224,8 @@ def run_intake(*, owners: Sequence[int] = OWNERS, workers: int = 2, repeats: int
             raise RuntimeError("the floor kernel needs the ciphertexts' byte runs (Paillier)")
         signer = OwnerIdentity.generate("floor")
         message = os.urandom(200)
-        spec = json.dumps({"modulus": str(int(params.public_key.nsquare)), "width": width, "runs": runs,
+        spec = json.dumps({"modulus": str(int(params.public_key.nsquare)), "width": width,
+                           "runs": [(len(shares[0]) - start, length) for start, length in runs],
                            "keyring": OwnerKeyring.from_identities([signer]).to_json(), "owner": "floor",
                            "message": message.hex(), "signature": signer.sign(message).hex()}).encode()
         before = time_primitives(params.public_key)  # timed before and after the runs: the faster counts

@@ -34,15 +34,16 @@ def test_bench_intake_smoke(capsys):
 
 
 def test_the_floor_kernel_multiplies_every_ciphertext_of_every_share():
-    """The kernel does the floor's multiplications for real, on the byte runs it is told (here between a header
-    and a trailer): its product is the ciphertexts' product modulo n**2; a bad signature is refused."""
+    """The kernel does the floor's multiplications for real, on the byte runs it is told, counted from each
+    share's end (here before a trailer, after headers of different lengths, as owners' ids make them): its
+    product is the ciphertexts' product modulo n**2; a bad signature is refused."""
     pk, _ = generate_keypair(512, insecure_test_key=True)
     width, n2 = pk.ciphertext_bytes, int(pk.nsquare)
     rows = [[(7 * s + k + 2) ** 40 % n2 for k in range(3)] for s in range(4)]
-    shares = [b"head" + to_fixed_bytes(row, width) + b"tail" for row in rows]
+    shares = [b"head" * (s + 1) + to_fixed_bytes(row, width) + b"tail" for s, row in enumerate(rows)]
     signer = OwnerIdentity.generate("floor")
     message = b"m" * 200
-    spec = {"modulus": str(n2), "width": width, "runs": [[4, 3 * width]],
+    spec = {"modulus": str(n2), "width": width, "runs": [[3 * width + 4, 3 * width]],
             "keyring": OwnerKeyring.from_identities([signer]).to_json(), "owner": "floor",
             "message": message.hex(), "signature": signer.sign(message).hex()}
     taken, product = intake.floor_kernel(json.dumps(spec).encode(), shares)
