@@ -1409,10 +1409,9 @@ def sum_bfv(arrays: Sequence[BFVArray]) -> BFVArray:
     """
     if not arrays:
         raise param_error("arrays", "non-empty", 0)
-    first = arrays[0]
-    if len(arrays) > 2 and all(a._held_residues is not None for a in arrays):
+    if len(arrays) > 2 and all(a.holds_residues for a in arrays):
         return _sum_residues(arrays)
-    out = first
+    out = arrays[0]
     for a in arrays[1:]:
         out = out.add(a)
     return out
