@@ -2,11 +2,11 @@
 
 A post-quantum second scheme beside packed Paillier, for what the protocol's
 add/remove release does: sums of encrypted integer vectors, plaintext
-additions and a rerandomization.  With :mod:`dpdpca.crypto.lattice_flood`
-(the proxy's noise flooding) and :mod:`dpdpca.crypto.seal_wire` (the
-binding's bytes) the only modules that import ``tenseal`` (optional extra
-``dpdpca[lattice]``); nothing outside :mod:`dpdpca.crypto` talks to the
-binding.  Ciphertexts travel as their RNS residues (:meth:`BFVArray.to_bytes`),
+additions and a rerandomization.  With :mod:`dpdpca.crypto.seal_wire` (the
+binding's bytes) the only module that imports ``tenseal`` (optional extra
+``dpdpca[lattice]``; :mod:`dpdpca.crypto.lattice_flood`, the proxy's noise
+flooding, goes through this one); nothing outside :mod:`dpdpca.crypto`
+talks to the binding.  Ciphertexts travel as their RNS residues (:meth:`BFVArray.to_bytes`),
 which a receiver checks and sums in numpy.
 
 Exactness
@@ -1034,7 +1034,9 @@ class BFVArray:
         ``noise`` half-units (checked first).  The step of :meth:`rerandomize`
         and of noise flooding (:func:`dpdpca.crypto.lattice_flood.flood_bfv`).
         ``residues``: the same ciphertexts as residues (laid out as
-        :meth:`residues`), added in numpy when this array holds residues too.
+        :meth:`residues`), added in numpy when this array holds residues too
+        or when no vectors are given (this array's ciphertexts are then read
+        out as residues: the flood ``(e, 0)`` is only ever residues).
         ``plain_bound``: the "zeros" carry a plaintext of at most that bound
         (the release's noise folded into them ahead:
         :meth:`~dpdpca.crypto.lattice_flood.ReleaseZeros.fold_plain`), which
@@ -1049,10 +1051,9 @@ class BFVArray:
         if given is None or [len(r) for r in given] != [len(self.chunks)] * count:
             raise param_error("zeros", f"{count} lists of {len(self.chunks)} ciphertexts",
                               None if given is None else [len(r) for r in given])
-        if residues is not None and self.holds_residues:
+        if residues is not None and (self.holds_residues or zeros is None):
             return self._from_residues(_ring_sum, residues, total, segments, "add_zeros")
-        if zeros is None:
-            raise param_error("zeros", "TenSEAL vectors for an array held as vectors", None)
+        assert zeros is not None  # residues alone were summed above, and one of the two was given
         with refused_if_transparent("add_zeros"):
             vectors = [[a + z for a, z in zip(mine, zs)] for mine, zs in zip(self._vectors, zeros)]
         return BFVArray(self.public_key, self.chunks, 0, total, vectors, self.layout, segments)

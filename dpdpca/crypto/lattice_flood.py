@@ -17,13 +17,13 @@ checked before anything is computed, never skipped.
 
 How
 ---
-The flood is a trivial ciphertext ``(e, 0)`` (``c_1 = 0``, so it decrypts to
-``0`` with noise ``e``) written in SEAL's uncompressed layout
-(:func:`dpdpca.crypto.seal_wire.trivial_ciphertext`), which SEAL loads and
-validates like any other (every residue below its prime, the parameters' id,
-coefficient form), and added homomorphically: ``c + (e, 0) = (c_0 + e,
-c_1)``.  BFV ciphertexts are in coefficient form (``is_ntt_form`` false;
-checked).
+The flood is the trivial ciphertext ``(e, 0)`` (``c_1 = 0``, so it decrypts
+to ``0`` with noise ``e``) as RNS residues, ``e`` modulo each data prime
+(:func:`sample_flood`), added to the ciphertext's residues in numpy
+(:meth:`~dpdpca.crypto.lattice.BFVArray.add_zeros`): ``c + (e, 0) = (c_0 +
+e, c_1)``, coefficient-wise modulo each prime, the ring sum SEAL computes.
+BFV ciphertexts are in coefficient form (``is_ntt_form`` false; checked for
+an array held as the binding's vectors, read out as residues first).
 
 References
 ----------
@@ -37,13 +37,12 @@ from __future__ import annotations
 
 import math
 import secrets
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from dpdpca._validation import check_int, param_error
-from dpdpca.crypto.lattice import BFVArray, BFVParameters, BFVPublicKey, _encryptions_of_zero, _ts
-from dpdpca.crypto.seal_wire import trivial_ciphertext
+from dpdpca.crypto.lattice import BFVArray, BFVParameters, BFVPublicKey, _encryptions_of_zero
 from dpdpca.errors import MessageError, OverflowRiskError
 
 __all__ = ["STATISTICAL_BITS", "MAX_COEFFICIENT_BITS", "RESERVE_BITS", "flood_exponent", "flood_bfv", "check_flood_room",
@@ -160,7 +159,7 @@ def flood_bfv(array: BFVArray, *, statistical_bits: int = STATISTICAL_BITS) -> B
     noise = array.noise + (2 << exponent)  # half-units: |v + e| <= B + F
     _check_room(pk.params, noise, exponent, coefficients, statistical_bits)
     _check_floodable(array)
-    return array.add_zeros(_trivial_zeros(pk, array.chunks, exponent), noise - array.noise)
+    return array.add_zeros(None, noise - array.noise, residues=_flood_residues(pk, array.chunks, exponent))
 
 
 def _check_room(params: BFVParameters, noise: int, exponent: int, coefficients: int, statistical_bits: int) -> None:
@@ -187,12 +186,18 @@ def _check_floodable(array: BFVArray) -> None:
                                    "got a foreign ciphertext")
 
 
-def _trivial_zeros(pk: BFVPublicKey, chunks: tuple[int, ...], exponent: int) -> list[list[Any]]:
-    """Per plaintext prime, per chunk: the trivial encryption ``(e, 0)`` of 0, ``e`` uniform on ``[-2**f, 2**f)``."""
-    ts = _ts()
+def _flood_residues(pk: BFVPublicKey, chunks: Sequence[int], exponent: int) -> list[list[np.ndarray]]:
+    """Per plaintext prime, per chunk: the residues of the trivial encryption ``(e, 0)`` of 0, ``e`` uniform on
+    ``[-2**f, 2**f)`` (:func:`sample_flood`), laid out as :meth:`~dpdpca.crypto.lattice.BFVArray.residues`."""
     n = pk.params.ring_degree
-    return [[ts.bfv_vector_from(ctx, trivial_ciphertext(sample_flood(n, exponent, level.moduli), level.parms_id, c))
-             for c in chunks] for ctx, level in zip(pk.contexts, pk.levels)]
+    out = []
+    for level in pk.levels:
+        row = []
+        for _ in chunks:
+            e = sample_flood(n, exponent, level.moduli)
+            row.append(np.stack([e, np.zeros_like(e)]))
+        out.append(row)
+    return out
 
 
 class ReleaseZeros:
@@ -243,8 +248,7 @@ class ReleaseZeros:
         # read out (once, after a plaintext is folded in, if one is: a single conversion either way)
         self._fresh: BFVArray | None = BFVArray(public_key, self.chunks, 0, fresh,
                                                 _encryptions_of_zero(public_key, self.chunks))
-        self._flood = [[sample_flood(params.ring_degree, exponent, level.moduli) for _ in self.chunks]
-                       for level in public_key.levels]
+        self._flood = _flood_residues(public_key, self.chunks, exponent)
         self._zeros: BFVArray | None = None
         self.plain_bound = 0
 
@@ -291,9 +295,8 @@ class ReleaseZeros:
         if self._zeros is None:
             assert self._fresh is not None
             self._fresh.residues()  # read out once, then the flood (e, 0) is added in numpy
-            flood = [[np.stack([e, np.zeros_like(e)]) for e in row] for row in self._flood]
             self._zeros = self._fresh.add_zeros(None, self.added_noise - self.public_key.params.fresh_noise,
-                                                residues=flood)
+                                                residues=self._flood)
         return self._zeros
 
     def apply(self, array: BFVArray) -> BFVArray:

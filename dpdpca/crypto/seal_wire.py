@@ -38,7 +38,7 @@ import numpy as np
 
 from dpdpca.errors import MessageError, MissingDependencyError
 
-__all__ = ["SealCiphertext", "parse_seal_ciphertext", "parse_bfv_vector", "ciphertext_blob", "trivial_ciphertext",
+__all__ = ["SealCiphertext", "parse_seal_ciphertext", "parse_bfv_vector", "ciphertext_blob",
            "varint", "read_varint", "zstd_available", "require_extra"]
 
 _SEAL_MAGIC = 0xA15E
@@ -110,14 +110,6 @@ def ciphertext_blob(words: np.ndarray, parms_id: Any, vector_size: int) -> bytes
     seal = _seal_header(_HEADER.size + len(meta) + len(array)) + meta + array
     count = varint(vector_size)
     return b"\x0a" + varint(len(count)) + count + b"\x12" + varint(len(seal)) + seal
-
-
-def trivial_ciphertext(c0: np.ndarray, parms_id: Any, vector_size: int) -> bytes:
-    """:func:`ciphertext_blob` of ``(c0, 0)``: it decrypts to 0 with noise ``c0`` (shape ``(coeff_modulus_size, N)``)."""
-    k, n = c0.shape
-    words = np.zeros((2, k, n), dtype="<u8")
-    words[0] = c0
-    return ciphertext_blob(words, parms_id, vector_size)
 
 
 @dataclass(frozen=True)

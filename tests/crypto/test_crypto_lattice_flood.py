@@ -15,7 +15,7 @@ from dpdpca.crypto.lattice import (BFVArray, decrypt_bfv, encrypt_bfv, generate_
                                    smallest_parameters, sum_bfv)
 from dpdpca.crypto.lattice_flood import (RESERVE_BITS, STATISTICAL_BITS, flood_bfv, flood_exponent,  # noqa: E402
                                          sample_flood)
-from dpdpca.crypto.seal_wire import parse_bfv_vector, parse_seal_ciphertext, trivial_ciphertext  # noqa: E402
+from dpdpca.crypto.seal_wire import ciphertext_blob, parse_bfv_vector, parse_seal_ciphertext  # noqa: E402
 from dpdpca.errors import MessageError, OverflowRiskError, ParameterError  # noqa: E402
 
 OWNERS = 10
@@ -125,11 +125,16 @@ def test_flood_sampler_is_uniform_on_the_interval_and_consistent_across_primes(f
     assert chi2 < 45.0  # 15 degrees of freedom: p ~ 1e-4
 
 
+def _trivial(c0, parms_id, size):
+    """The wire bytes of the trivial ciphertext ``(c0, 0)`` (a flood, as residues) holding ``size`` values."""
+    return ciphertext_blob(np.stack([c0, np.zeros_like(c0)]), parms_id, size)
+
+
 def test_trivial_ciphertext_round_trips_through_the_codec(flood_keys):
     pk, _ = flood_keys
     moduli, parms_id = _level(pk.contexts[0])
     c0 = sample_flood(8192, 50, tuple(moduli))
-    blob = trivial_ciphertext(c0, parms_id, 300)
+    blob = _trivial(c0, parms_id, 300)
     size, ct = parse_bfv_vector(blob)
     assert size == 300 and list(ct.parms_id) == parms_id and not ct.is_ntt_form and ct.size == 2
     assert (ct.ring_degree, ct.coeff_modulus_size, ct.scale, ct.correction_factor) == (8192, 3, 1.0, 1)
@@ -147,7 +152,7 @@ def test_trivial_ciphertext_round_trips_through_the_codec(flood_keys):
 def test_malformed_or_foreign_ciphertexts_are_refused_in_one_line(flood_keys):
     pk, _ = flood_keys
     moduli, parms_id = _level(pk.contexts[0])
-    blob = trivial_ciphertext(sample_flood(8192, 30, tuple(moduli)), parms_id, 5)
+    blob = _trivial(sample_flood(8192, 30, tuple(moduli)), parms_id, 5)
     seal = blob[blob.index(b"\x5e\xa1"):]
     cases = [
         (b"not a ciphertext", "must have length-delimited fields 1 and 2"),
@@ -186,7 +191,7 @@ def test_malformed_or_foreign_ciphertexts_are_refused_in_one_line(flood_keys):
     bad = np.zeros((3, 8192), dtype=np.uint64)
     bad[0, 0] = moduli[0]
     with pytest.raises(Exception):  # noqa: B017 -- the binding's own error type
-        ts.bfv_vector_from(pk.contexts[0], trivial_ciphertext(bad, parms_id, 5))
+        ts.bfv_vector_from(pk.contexts[0], _trivial(bad, parms_id, 5))
 
 
 def test_a_key_without_room_for_flooding_is_refused_not_skipped(flood_keys):
