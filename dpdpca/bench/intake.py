@@ -26,6 +26,17 @@ three ways, interleaved, at each L:
   aside) its chunk's files itself, :func:`floor_kernel_files`: the proxy's
   process only lists them, so no share passes through it or the pool's pipes.
 
+Two more figures place them.  ``ceiling`` is the most any intake of received
+bytes can reach: the floor's work over the floor's work plus reading each
+ciphertext from its wire bytes as an integer (``from_bytes_s`` of
+:func:`~dpdpca.crypto.primitives.time_primitives`, timed in the same run),
+as if reading the files, parsing, checking, carrying the bytes to the
+workers and the bookkeeping cost nothing.  ``one_process`` is the CPU time a
+share costs :func:`floor_kernel` and the pool's real kernel
+(:func:`~dpdpca.protocol.intake.check_and_sum`) in this process, on the
+largest L's shares, against the floor's work on one core: the code's cost
+without the pool's.
+
 Each intake's cost per share is the least-squares slope of its wall time
 over L (:func:`~dpdpca.bench.timing.per_share_slope`; fixed costs cancel),
 its ``fraction_of_floor`` the floor over that slope.  ``proxy`` against
@@ -62,7 +73,7 @@ from dpdpca.progress import Progress, quiet_option
 from dpdpca.protocol import DataOwner, DataUser, Proxy
 from dpdpca.protocol.config import ProtocolOptions
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
-from dpdpca.protocol.intake import IntakeContext, check_share
+from dpdpca.protocol.intake import IntakeContext, check_and_sum, check_share
 from dpdpca.protocol.plan import plan_run
 from dpdpca.protocol.proxy import intake_chunk_sizes
 from dpdpca.protocol.releases import as_release
@@ -190,6 +201,23 @@ def _intake_once(kind: str, root: Path, shares: Sequence[bytes], *, params: Any,
     return seconds
 
 
+def _one_process(spec: bytes, ctx: IntakeContext, shares: Sequence[bytes], rounds: int = 3) -> dict[str, float]:
+    """CPU seconds per share of :func:`floor_kernel` and of the pool's real kernel,
+    :func:`~dpdpca.protocol.intake.check_and_sum`, on ``shares`` in this process (no pool, no reads): the
+    fastest of ``rounds``, the garbage collector off."""
+    out = {}
+    for name, run in (("floor_ops", lambda: floor_kernel(spec, shares)),
+                      ("check_and_sum", lambda: check_and_sum(ctx, None, shares))):
+        best = float("inf")
+        with no_gc():
+            for _ in range(rounds):
+                t0 = time.process_time()
+                run()
+                best = min(best, time.process_time() - t0)
+        out[name] = best / len(shares)
+    return out
+
+
 def run_intake(*, owners: Sequence[int] = OWNERS, workers: int = 2, repeats: int = 5, key_bits: int = 2048,
                insecure_test_key: bool = False, seed: int = 0, progress: Any = None) -> dict[str, Any]:
     """Time the three intakes at each L; return the JSON-ready dict (see the module docstring)."""
@@ -218,7 +246,8 @@ def run_intake(*, owners: Sequence[int] = OWNERS, workers: int = 2, repeats: int
         shares = [DataOwner(params, identities[oid], executor=pool, insecure_test_key=insecure_test_key,
                             release=options.release.mode).share(plan.partitions[oid]) for oid in plan.ids]
         tick(f"{len(shares)} shares made")
-        checked = check_share(shares[0], IntakeContext(params, keyring, as_release(options.release.mode), d))
+        ctx = IntakeContext(params, keyring, as_release(options.release.mode), d)
+        checked = check_share(shares[0], ctx)
         runs, width = checked.key_ref()
         if not isinstance(runs, tuple):  # pragma: no cover - Paillier's keys are its ciphertexts' bytes
             raise RuntimeError("the floor kernel needs the ciphertexts' byte runs (Paillier)")
@@ -244,10 +273,12 @@ def run_intake(*, owners: Sequence[int] = OWNERS, workers: int = 2, repeats: int
                                                           workers=workers, spec=spec,
                                                           release=options.release.mode))
             tick(f"run {rep + 1} of {repeats}")
+        cpu = _one_process(spec, ctx, shares)
         after = time_primitives(params.public_key)
     prims = fastest(before, after)
     count = sum(length for _, length in runs) // width
     floor = intake_per_share(count, len(shares[0]), prims, verify_s=verify_seconds(), cores=workers)
+    reading = count * prims["from_bytes_s"]
     intakes: dict[str, Any] = {}
     for kind in INTAKES:
         best = [min(seconds[kind][L]) for L in Ls]
@@ -259,9 +290,15 @@ def run_intake(*, owners: Sequence[int] = OWNERS, workers: int = 2, repeats: int
         "dataset": dataset, "n_features": d, "max_owners": params.max_owners,
         "ciphertexts_per_share": count, "share_bytes": len(shares[0]),
         "floor": floor, "primitives": prims, "intakes": intakes,
+        "ceiling": {"from_bytes_s": reading, "fraction_of_floor": floor["work_s"] / (floor["work_s"] + reading)},
+        "one_process": {name: {"cpu_s": c, "fraction_of_floor": floor["work_s"] / c} for name, c in cpu.items()},
         "note": ("per_share_s: least-squares slope of the fastest wall time over L; floor_ops and "
                  "floor_ops_worker_reads do only the floor's operations (no parsing, no checks, no bookkeeping): "
-                 "they bound what any intake in Python on this pool could reach, not an intake"),
+                 "they bound what any intake in Python on this pool could reach, not an intake; ceiling: the "
+                 "floor over the floor plus reading each ciphertext from its bytes (primitives.from_bytes_s), the "
+                 "most an intake that receives bytes can reach with everything else free; one_process: CPU per "
+                 "share of floor_ops' kernel and of the pool's real kernel (check_and_sum) in one process, "
+                 "against the floor's work on one core"),
         "run": run_record(seed=seed, started=started),
     }
 
@@ -279,6 +316,12 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"{kind:<26}" + "".join(f"{s:<11.4f}" for s in r["seconds"])
                      + (f"{per * 1e3:.3f} ms" if per is not None else "n/a").ljust(12)
                      + (f"{fraction:.2f}" if fraction is not None else "n/a (the slope is not positive)"))
+    cpu = result["one_process"]
+    lines.append("in one process, CPU a share: " + ", ".join(
+        f"{name} {r['cpu_s'] * 1e3:.3f} ms ({r['fraction_of_floor']:.2f} of the floor's work)" for name, r in cpu.items()))
+    ceiling = result["ceiling"]
+    lines.append(f"ceiling: {ceiling['fraction_of_floor']:.2f} of the floor (reading the ciphertexts from their "
+                 f"bytes, {ceiling['from_bytes_s'] * 1e3:.3f} ms a share, with everything else free)")
     return "\n".join(lines)
 
 

@@ -29,8 +29,20 @@ def test_bench_intake_smoke(capsys):
         assert r["per_share_s"] == pytest.approx((r["seconds"][1] - r["seconds"][0]) / 2)
         if r["per_share_s"] > 0:
             assert r["fraction_of_floor"] == pytest.approx(floor["floor_s"] / r["per_share_s"])
+    # the ceiling: the floor's work over that work plus reading each ciphertext, timed in the same run
+    reading = result["ciphertexts_per_share"] * result["primitives"]["from_bytes_s"]
+    assert result["ceiling"]["from_bytes_s"] == pytest.approx(reading) and reading > 0
+    ceiling = result["ceiling"]["fraction_of_floor"]
+    assert ceiling == pytest.approx(floor["work_s"] / (floor["work_s"] + reading)) and ceiling < 1
+    # in one process the real kernel does more than the floor's operations alone, which do more than the floor
+    cpu = result["one_process"]
+    assert set(cpu) == {"floor_ops", "check_and_sum"}
+    for r in cpu.values():
+        assert r["fraction_of_floor"] == pytest.approx(floor["work_s"] / r["cpu_s"])
+    assert cpu["check_and_sum"]["cpu_s"] > cpu["floor_ops"]["cpu_s"]
     table = intake.format_table(result)  # what the command prints without --json
     assert table.splitlines()[2].startswith("proxy") and "of floor" in table
+    assert "in one process" in table and "ceiling: " in table
 
 
 def test_the_floor_kernel_multiplies_every_ciphertext_of_every_share():
