@@ -475,12 +475,15 @@ class EncryptedArray:
         return wire.encode_batch(self.public_key, self.layout, self.chunks, self.bound, self.ciphertexts)
 
     @classmethod
-    def from_bytes(cls, data: bytes, public_key: PublicKey, *, check_units: bool = True) -> EncryptedArray:
+    def from_bytes(cls, data: bytes, public_key: PublicKey, *, check_units: bool = True,
+                   check_trailer: bool = True) -> EncryptedArray:
         """Parse :meth:`to_bytes` output, validating every field.
 
         ``check_units=False``: every check but the unit test modulo n, which
         the caller then makes on several arrays at once
-        (:func:`dpdpca.crypto.wire.check_units`).
+        (:func:`dpdpca.crypto.wire.check_units`).  ``check_trailer=False``:
+        bytes already checked against a digest that covers them
+        (:func:`~dpdpca.crypto.wire.decode_batch`).
 
         Raises
         ------
@@ -489,7 +492,8 @@ class EncryptedArray:
         KeyMismatchError
             Made under another key.
         """
-        kind, _dim, layout, chunks, bound, cts = wire.decode_batch(data, public_key, check_units=check_units)
+        kind, _dim, layout, chunks, bound, cts = wire.decode_batch(data, public_key, check_units=check_units,
+                                                                   check_trailer=check_trailer)
         if kind != wire.KIND_VECTOR:
             raise MessageError(f"message kind must be {wire.KIND_VECTOR} (vector), got {kind}")
         return cls._trusted(public_key, layout, chunks, bound, cts)

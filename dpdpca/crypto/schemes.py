@@ -113,8 +113,14 @@ class CipherScheme:
         return {name: self.encrypt(public_key, values, layout=layout, bound=bound, chunks=chunks, executor=executor)
                 for name, (values, bound, chunks) in sections.items()}
 
-    def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True) -> Any:
-        """Deserialize one array (checks its key and form; MessageError / KeyMismatchError)."""
+    def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True,
+             check_trailer: bool = True) -> Any:
+        """Deserialize one array (checks its key and form; MessageError / KeyMismatchError).
+
+        ``check_trailer=False``: ``data`` was already checked against a digest
+        that covers it (a parsed message's section), so a checksum of the
+        array's own format is not computed again.
+        """
         raise NotImplementedError
 
     # -- whole shares: a dict of sections, in the order the signed digest covers them --------------
@@ -305,8 +311,9 @@ class PaillierScheme(CipherScheme):
         public_key.drop_table()  # one share per owner and session: free the table now
         return out
 
-    def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True) -> EncryptedArray:
-        return EncryptedArray.from_bytes(data, public_key, check_units=check_units)
+    def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True,
+             check_trailer: bool = True) -> EncryptedArray:
+        return EncryptedArray.from_bytes(data, public_key, check_units=check_units, check_trailer=check_trailer)
 
     def min_ciphertext_bytes(self, public_key: Any) -> int:
         return int(public_key.ciphertext_bytes)
@@ -567,7 +574,8 @@ class BFVScheme(CipherScheme):
         packed = pack_of(arrays)
         return dict(zip(arrays, split_segments(packed, self.decrypt(private_key, packed, executor=executor))))
 
-    def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True) -> Any:
+    def load(self, data: bytes, public_key: Any, *, layout: SlotLayout, check_units: bool = True,
+             check_trailer: bool = True) -> Any:
         from dpdpca.crypto.lattice import BFVArray
 
         if not hasattr(public_key, "params"):

@@ -60,13 +60,18 @@ def encode_batch(public_key: PublicKey, layout: SlotLayout, chunks: Sequence[int
     return body + hashlib.sha256(body).digest()
 
 
-def decode_batch(data: bytes, public_key: PublicKey, *, check_units: bool = True
+def decode_batch(data: bytes, public_key: PublicKey, *, check_units: bool = True, check_trailer: bool = True
                  ) -> tuple[int, int, SlotLayout, tuple[int, ...], int, list[bk.mpz]]:
     """Parse and validate; returns ``(kind, dim, layout, chunks, bound, ciphertexts)``.
 
     ``check_units=False`` leaves the test that every ciphertext is a unit
     modulo n to the caller, who must then run :func:`check_units` on these
     ciphertexts (with those of other batches: one gcd for all of them).
+    ``check_trailer=False`` skips the trailer's SHA-256, for bytes the caller
+    has already checked against a digest that covers them (a section of a
+    message whose own digest matched): the trailer guards against the same
+    corruption, so it would be a second pass over the same bytes.  Every
+    other check still runs, and a batch with a wrong trailer parses the same.
 
     Raises
     ------
@@ -90,7 +95,7 @@ def decode_batch(data: bytes, public_key: PublicKey, *, check_units: bool = True
         raise MessageError(f"message version must be {VERSION}, got {version}")
     trailer = data[-_TRAILER:]
     # the hash reads the body in place (a memoryview): slicing it off would copy the whole batch first
-    if not hmac.compare_digest(hashlib.sha256(memoryview(data)[:-_TRAILER]).digest(), trailer):
+    if check_trailer and not hmac.compare_digest(hashlib.sha256(memoryview(data)[:-_TRAILER]).digest(), trailer):
         raise MessageError("message SHA-256 trailer must match header and body, "
                            f"got a mismatch ({len(data)} bytes: corrupted or truncated)")
     if fingerprint.hex() != public_key.fingerprint:

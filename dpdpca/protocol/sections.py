@@ -47,7 +47,11 @@ def load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[i
     """Deserialize a section and check it has the public layout, chunks and bound.
 
     ``check_units=False``: the caller tests the ciphertexts for units itself,
-    with those of the other sections (:func:`load_share_arrays`).
+    with those of the other sections (:func:`load_share_arrays`).  A section
+    of a message parsed from bytes (:meth:`Message.from_bytes`, which checked
+    the message's digest over every section) is not hashed again for its own
+    format's checksum (:func:`dpdpca.crypto.wire.decode_batch`'s trailer);
+    one built in this process is.
 
     Raises
     ------
@@ -58,7 +62,8 @@ def load_array(msg: Message, name: str, public_key: PublicKey, *, chunks: list[i
         A section under another key.
     """
     try:
-        arr = scheme_of(public_key).load(msg.section(name), public_key, layout=layout, check_units=check_units)
+        arr = scheme_of(public_key).load(msg.section(name), public_key, layout=layout, check_units=check_units,
+                                         check_trailer=not msg.sections_sha256)
     except KeyMismatchError:
         raise
     except MessageError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -259,3 +260,47 @@ def test_pool_intake_refuses_a_share_for_another_noise_setting_as_the_serial_one
     parallel.close_collection()
     for name in share_sections("add-remove"):
         assert parallel._aggregate[name].ciphertexts == serial._aggregate[name].ciphertexts
+
+
+def test_a_sections_own_checksum_is_not_hashed_again_inside_a_checked_message(make_user, make_owner, identity,
+                                                                                pool, monkeypatch):
+    """The message's digest covers every section, so a share's sections are hashed once: an owner who signs a
+    section whose format trailer is wrong sends the same ciphertexts, taken as they are (serially and on the
+    pool); the same bytes are refused wherever no digest covered them (alone, or in a message built here)."""
+    from dpdpca.crypto import EncryptedArray, wire
+    from dpdpca.errors import MessageError
+    from dpdpca.protocol.sections import load_array
+
+    user = make_user(release="add-remove")
+    p = user.params
+    honest = make_owner(p, "1", release="add-remove").share(np.full((3, 4), 0.2))
+    msg = Message.from_bytes(honest)
+    v = bytes(msg.sections["v"])
+    blank = v[:-32] + bytes(32)  # a zero trailer: a checksum no corruption would make
+    odd = _resigned(p, identity, "1", msg, dict(msg.sections, v=blank), "add-remove", None)
+    calls = []
+    real = wire.hashlib.sha256
+    monkeypatch.setattr(wire, "hashlib", SimpleNamespace(sha256=lambda *a: calls.append(1) or real(*a)))
+    proxies = [Proxy(p, user.owner_keys, quorum=1, release="add-remove") for _ in range(3)]
+    assert proxies[0].receive_share(honest) == proxies[1].receive_share(odd) == "1"
+    assert calls == []  # no section of a parsed share is hashed by its own format
+    EncryptedArray.from_bytes(v, p.public_key)
+    assert len(calls) == 1  # (the count sees the trailer's hash where it is made)
+    assert Proxy(p, user.owner_keys, quorum=1, release="add-remove", executor=pool).receive_shares([odd]) == ["1"]
+    for proxy in proxies[:2]:
+        proxy.close_collection()
+    for name in share_sections("add-remove"):
+        assert proxies[1]._aggregate[name].ciphertexts == proxies[0]._aggregate[name].ciphertexts
+    with pytest.raises(MessageError, match="SHA-256 trailer must match"):
+        EncryptedArray.from_bytes(blank, p.public_key)
+    built = Message(msg.type, msg.session, msg.key_fingerprint, msg.sender, msg.meta, dict(msg.sections, v=blank))
+    honest_v = EncryptedArray.from_bytes(v, p.public_key)
+    with pytest.raises(MessageError, match="section v: message SHA-256 trailer must match"):
+        load_array(built, "v", p.public_key, chunks=list(honest_v.chunks), bound=honest_v.bound,
+                   layout=honest_v.layout)
+    assert load_array(Message.from_bytes(odd), "v", p.public_key, chunks=list(honest_v.chunks),
+                      bound=honest_v.bound, layout=honest_v.layout).ciphertexts == honest_v.ciphertexts
+    # a byte of the trailer changed in transit, not signed: the message's digest refuses it
+    tampered = bytearray(honest)
+    tampered[msg.offsets["v"] + len(v) - 1] ^= 1
+    assert "digest" in str(Proxy._try(proxies[2].receive_share, bytes(tampered)))
