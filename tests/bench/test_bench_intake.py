@@ -34,12 +34,12 @@ def test_bench_intake_smoke(capsys):
     assert result["ceiling"]["from_bytes_s"] == pytest.approx(reading) and reading > 0
     ceiling = result["ceiling"]["fraction_of_floor"]
     assert ceiling == pytest.approx(floor["work_s"] / (floor["work_s"] + reading)) and ceiling < 1
-    # in one process the real kernel does more than the floor's operations alone, which do more than the floor
+    # both kernels timed in one process, against the floor's work on one core (which is faster is the
+    # benchmark's to say, not a test's: on 4 small shares a busy moment can swap them)
     cpu = result["one_process"]
     assert set(cpu) == {"floor_ops", "check_and_sum"}
     for r in cpu.values():
-        assert r["fraction_of_floor"] == pytest.approx(floor["work_s"] / r["cpu_s"])
-    assert cpu["check_and_sum"]["cpu_s"] > cpu["floor_ops"]["cpu_s"]
+        assert r["cpu_s"] > 0 and r["fraction_of_floor"] == pytest.approx(floor["work_s"] / r["cpu_s"])
     table = intake.format_table(result)  # what the command prints without --json
     assert table.splitlines()[2].startswith("proxy") and "of floor" in table
     assert "in one process" in table and "ceiling: " in table
