@@ -3,11 +3,13 @@
 * :func:`throwaway_tls` -- a fresh CA and a certificate for 127.0.0.1 (``trustme``);
 * :func:`write_proxy_toml` -- a ``proxy.toml`` for given identities;
 * :class:`ServerProcess` -- ``dpdpca proxy serve`` in a child process,
-  waited for until it answers, stopped by its PID.
+  waited for until it answers, stopped by its PID, and (on Linux) stopped
+  too if the process that started it dies first (:func:`exit_with_this_process`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -16,16 +18,44 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from dpdpca._io import atomic_write_bytes
 from dpdpca.errors import MissingDependencyError, ProtocolError
 from dpdpca.net.auth import USER
 from dpdpca.protocol.identity import OwnerIdentity, OwnerKeyring
 
-__all__ = ["TLSFiles", "throwaway_tls", "free_port", "write_proxy_toml", "ServerProcess"]
+__all__ = ["TLSFiles", "throwaway_tls", "free_port", "write_proxy_toml", "ServerProcess", "exit_with_this_process"]
 
 LOOPBACK = "127.0.0.1"
+_PR_SET_PDEATHSIG = 1
+
+
+def exit_with_this_process() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has a child sent SIGTERM when this process's calling thread dies; None off Linux.
+
+    A benchmark killed outright (SIGKILL, or SIGTERM, which runs no
+    ``finally``) would otherwise leave its proxy service running, bound to
+    its port, with nobody to stop it.  Linux's ``PR_SET_PDEATHSIG`` signals
+    the child when the thread that started it ends, so start the child from
+    a thread that lives as long as the child should (the main thread).  The
+    ``prctl`` is looked up here, before the fork; the child only calls it,
+    then exits at once if this process died before the call took effect.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - every Linux libc has prctl
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:  # the parent is already gone: no signal would ever come
+            os._exit(1)
+
+    return preexec
 
 
 @dataclass(frozen=True)
@@ -112,7 +142,8 @@ def write_proxy_toml(path: str | os.PathLike[str], *, public: str | os.PathLike[
 
 
 class ServerProcess:
-    """``dpdpca proxy serve --config CONFIG`` as a child process.
+    """``dpdpca proxy serve --config CONFIG`` as a child process, which gets SIGTERM (a graceful stop) if the
+    thread that started it dies first, on Linux (:func:`exit_with_this_process`).
 
     Parameters
     ----------
@@ -137,7 +168,8 @@ class ServerProcess:
         """Start, then wait until ``ready_client.status()`` answers (if given)."""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "dpdpca.cli", "proxy", "serve", "--config",
-                                          str(self.config)], stdout=log, stderr=log)
+                                          str(self.config)], stdout=log, stderr=log,
+                                         preexec_fn=exit_with_this_process())
         if ready_client is not None:
             stop = time.monotonic() + timeout_s
             while True:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -181,3 +182,61 @@ def test_a_service_with_a_budget_refuses_a_second_sessions_release_past_it(tmp_p
     assert not (tmp_path / "state-b" / "ledger.json").exists() or \
         "releases" not in (tmp_path / "state-b" / "ledger.json").read_text() or \
         json.loads((tmp_path / "state-b" / "ledger.json").read_text())["dpdpca_release_ledger"]["releases"] == {}
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie waiting for whoever adopted it: it serves nothing either way."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_proxy_service_started_by_a_killed_process_stops_too(tmp_path):
+    """A benchmark killed outright (SIGKILL: no finally runs) must not leave its proxy service serving."""
+    import socket
+
+    keys, ids = tmp_path / "keys", tmp_path / "ids"
+    assert main(["keygen", "--out-dir", str(keys), *KEY, "--max-owners", "2", "--max-rows-per-owner", "5",
+                 "--features", "2"]) == 0
+    assert main(["user", "identity", "--out-dir", str(ids)]) == 0
+    assert main(["owner", "keygen", "--owner-id", "1", "--out-dir", str(ids)]) == 0
+    tls = throwaway_tls(tmp_path)
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    config = write_proxy_toml(tmp_path / "proxy.toml", public=keys / "public.json",
+                              owners={"1": OwnerIdentity.load(ids / "1.identity.json")},
+                              user=OwnerIdentity.load(ids / "user.identity.json"), tls=tls, port=port,
+                              insecure_test_key=True, state_dir=tmp_path / "state")
+    starter = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from dpdpca.net.client import ProxyClient\n"
+        "from dpdpca.net.launch import ServerProcess\n"
+        "from dpdpca.protocol.identity import OwnerIdentity\n"
+        f"user = OwnerIdentity.load({str(ids / 'user.identity.json')!r})\n"
+        f"watcher = ProxyClient({url!r}, user, 'user', ca_cert={str(tls.ca_cert)!r})\n"
+        f"server = ServerProcess({str(config)!r}, {url!r}).start(ready_client=watcher)\n"
+        "print(server.pid, flush=True)\n"
+        "time.sleep(600)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert starter.stdout is not None
+        pid = int(starter.stdout.readline())
+        assert not _gone(pid)
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # it serves
+    finally:
+        starter.kill()
+        starter.wait()
+        if starter.stdout is not None:
+            starter.stdout.close()
+    stop = time.monotonic() + 30  # uvicorn's graceful shutdown takes at most its 5 s timeout
+    while not _gone(pid) and time.monotonic() < stop:
+        time.sleep(0.1)
+    if not _gone(pid):
+        os.kill(pid, signal.SIGKILL)  # do not leak it from the test itself
+        pytest.fail(f"the proxy service {pid} outlived the process that started it")
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
