@@ -11,6 +11,7 @@ import io
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -98,8 +99,11 @@ def _first_stderr_lines(commands: dict[str, list[str]], cwd: Path, limit_s: floa
                         ) -> dict[str, tuple[str, float, int | None]]:
     """Start each ``dpdpca ARGV`` (``at_once`` at a time) with stderr a pipe; return its first stderr line,
     when it came (seconds from the process start) and, where stderr closed with no line, the exit status of a
-    command that had already finished; then stop it."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command that had already finished; then stop it, with every process it started (its own process group),
+    and keep what it left in temporary directories under ``cwd``, which the test's own tmp path holds."""
+    tmp = cwd / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp))
     names = list(commands)
     out: dict[str, tuple[str, float, int | None]] = {}
     for lo in range(0, len(names), at_once):
@@ -108,7 +112,7 @@ def _first_stderr_lines(commands: dict[str, list[str]], cwd: Path, limit_s: floa
             for name in names[lo:lo + at_once]:
                 procs[name] = (time.monotonic(), subprocess.Popen(
                     [sys.executable, "-m", "dpdpca.cli", *commands[name]], cwd=cwd, env=env,
-                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True))
             for name, (t0, proc) in procs.items():
                 assert proc.stderr is not None
                 ready, _, _ = select.select([proc.stderr], [], [], max(0.0, t0 + limit_s - time.monotonic()))
@@ -123,7 +127,10 @@ def _first_stderr_lines(commands: dict[str, list[str]], cwd: Path, limit_s: floa
                 out[name] = (line, seconds, status)
         finally:
             for _, proc in procs.values():
-                proc.kill()
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the command and what it started (a proxy, pool workers)
+                except ProcessLookupError:
+                    pass
                 proc.wait()
                 if proc.stderr is not None:
                     proc.stderr.close()
