@@ -65,7 +65,7 @@ class ReservedOutput:
     Examples
     --------
     >>> import tempfile
-    >>> with ReservedOutput(Path(tempfile.mkdtemp()) / "out.bin") as out:
+    >>> with tempfile.TemporaryDirectory() as tmp, ReservedOutput(Path(tmp) / "out.bin") as out:
     ...     out.write(b"result").read_bytes()    # after the work
     b'result'
     """

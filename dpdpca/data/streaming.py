@@ -34,9 +34,11 @@ def iter_row_blocks(path: str | os.PathLike[str], rows: int) -> Iterator[np.ndar
     Examples
     --------
     >>> import numpy as np, tempfile, os
-    >>> f = os.path.join(tempfile.mkdtemp(), "x.npy"); np.save(f, np.arange(10.0).reshape(5, 2))
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> f = os.path.join(tmp.name, "x.npy"); np.save(f, np.arange(10.0).reshape(5, 2))
     >>> [b.shape for b in iter_row_blocks(f, 2)]
     [(2, 2), (2, 2), (1, 2)]
+    >>> tmp.cleanup()
     """
     size = check_int("rows", rows, minimum=1)
     p = Path(path)

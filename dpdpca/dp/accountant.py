@@ -236,12 +236,13 @@ class PrivacyLedger:
     Examples
     --------
     >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "ledger.json")
-    >>> led = PrivacyLedger(path, budget_epsilon=2.0, budget_delta=1e-5)
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> led = PrivacyLedger(os.path.join(tmp.name, "ledger.json"), budget_epsilon=2.0, budget_delta=1e-5)
     >>> c = ReleaseCost.from_zcdp(0.03, epsilon=1.0, delta=1e-5, neighbouring="add/remove-one")
     >>> _ = led.record(c)
     >>> round(led.spent()["epsilon"], 3)
     0.99
+    >>> tmp.cleanup()
     """
 
     def __init__(self, path: str | os.PathLike[str], *, budget_epsilon: float | None = None,
