@@ -294,7 +294,7 @@ class ReleaseZeros:
         """The zeros as residues: the encryption of 0 (and folded plaintext) read out, the flood added to c_0."""
         if self._zeros is None:
             assert self._fresh is not None
-            self._fresh.residues()  # read out once, then the flood (e, 0) is added in numpy
+            # add_zeros reads the encryption of 0 out as residues (once: the array keeps them) and adds (e, 0)
             self._zeros = self._fresh.add_zeros(None, self.added_noise - self.public_key.params.fresh_noise,
                                                 residues=self._flood)
         return self._zeros
