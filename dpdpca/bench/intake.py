@@ -77,7 +77,7 @@ from dpdpca.protocol.intake import IntakeContext, check_and_sum, check_share
 from dpdpca.protocol.plan import plan_run
 from dpdpca.protocol.proxy import intake_chunk_sizes
 from dpdpca.protocol.releases import as_release
-from dpdpca.protocol.transport import FileTransport
+from dpdpca.protocol.transport import FileTransport, take_message_file
 from dpdpca.runinfo import run_record
 
 __all__ = ["floor_kernel", "floor_kernel_files", "run_intake", "command"]
@@ -125,13 +125,7 @@ def floor_kernel(spec: bytes, datas: Sequence[bytes]) -> tuple[int, bytes]:
 def floor_kernel_files(spec: bytes, paths: Sequence[str]) -> tuple[int, bytes]:
     """:func:`floor_kernel` on files this worker reads and moves aside itself, as
     :class:`~dpdpca.protocol.transport.FileTransport` reads a message (``keep_read``)."""
-    datas = []
-    for path in paths:
-        with open(path, "rb", buffering=0) as f:
-            datas.append(f.readall())
-        head, name = os.path.split(path)
-        os.rename(path, os.path.join(head, "read", name))
-    return floor_kernel(spec, datas)
+    return floor_kernel(spec, [take_message_file(path, keep_read=True) for path in paths])
 
 
 def _box(root: Path, shares: Sequence[bytes]) -> Path:

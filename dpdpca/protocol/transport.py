@@ -31,7 +31,24 @@ from dpdpca.errors import ProtocolError
 from dpdpca.protocol.messages import check_frame
 
 __all__ = ["Transport", "CountingTransport", "InProcessTransport", "FileTransport", "PipeTransport",
-           "PathTransport"]
+           "PathTransport", "take_message_file"]
+
+
+def take_message_file(path: str, *, keep_read: bool) -> bytes:
+    """A box's message file read and taken out of the box, as :class:`FileTransport` does (see its ``keep_read``).
+
+    An unbuffered read on a ``str`` path (a few syscalls, no pathlib objects
+    per message); then the file is deleted, or renamed into ``read/`` beside
+    it.  ``FileNotFoundError``: another reader of the same box took it first.
+    """
+    with open(path, "rb", buffering=0) as f:
+        data = f.readall()
+    if keep_read:
+        head, name = os.path.split(path)
+        os.rename(path, os.path.join(head, "read", name))
+    else:
+        os.unlink(path)
+    return data
 
 
 class Transport(Protocol):
@@ -137,18 +154,10 @@ class FileTransport(CountingTransport):
                 if pending and self.keep_read:
                     (box / "read").mkdir(exist_ok=True)
             while pending:
-                path = os.fspath(pending.popleft())
-                try:  # unbuffered read and str paths: a few syscalls, no pathlib objects per message
-                    with open(path, "rb", buffering=0) as f:
-                        data = f.readall()
-                    if self.keep_read:
-                        head, name = os.path.split(path)
-                        os.rename(path, os.path.join(head, "read", name))
-                    else:
-                        os.unlink(path)
+                try:
+                    return take_message_file(os.fspath(pending.popleft()), keep_read=self.keep_read)
                 except FileNotFoundError:  # taken by another reader of the same box
                     continue
-                return data
             if deadline is not None and time.monotonic() >= deadline:
                 return None
             time.sleep(self.poll_s)
